@@ -1,0 +1,142 @@
+"""Registry entries of the random-feature maps: every map × every random-matrix construction.
+
+Entry names are ``"<map>[<matrix>]"``, e.g. ``"softmax_positive[orthogonal]"``. Constructions
+whose rows are not marginally N(0, I) (fixed-norm ORF, SORF) make every map biased; their entries
+claim ``biased`` and, where MATH.md §3 gives it, name the kernel their mean equals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from impls.numpy import random_features as np_rf
+from impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES, draw_matrix
+from impls.registry import FeatureMap, register
+from impls.torch import random_features as torch_rf
+
+
+@dataclass(frozen=True)
+class _MapTemplate:
+    formula: str
+    family: str
+    kernel: str
+    claims: frozenset[str]
+    output_dim: Callable[[int, int], int]
+    config: Mapping[str, Any]
+    kernel_params: Callable[[Mapping[str, Any], int], dict[str, Any]]
+    with_phase: bool
+    log: bool
+    prescale: bool
+    fixed_norm_mean: str | None
+    description: str
+    source: str
+
+
+def _sigma(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+    return {"sigma": config["sigma"]}
+
+
+def _none(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+    return {}
+
+
+_TEMPLATES = [
+    _MapTemplate(
+        "rff_pairs", "rff", "gaussian", frozenset({"bounded", "psd_kernel"}),
+        lambda d, m: 2 * m, {"sigma": 1.0}, _sigma, False, False, False, "gaussian_fixed_norm",
+        "[cos, sin] random Fourier features of the Gaussian kernel exp(-|x-y|²/(2σ²))",
+        "Rahimi & Recht 2007; MATH.md §1",
+    ),
+    _MapTemplate(
+        "rff_phase", "rff", "gaussian", frozenset({"bounded", "psd_kernel"}),
+        lambda d, m: m, {"sigma": 1.0}, _sigma, True, False, False, "gaussian_fixed_norm",
+        "random-phase cosine features √(2/m)cos(wᵀx/σ + b) of the Gaussian kernel",
+        "Rahimi & Recht 2007; MATH.md §1",
+    ),
+    _MapTemplate(
+        "softmax_trig", "softmax", "softmax", frozenset({"psd_kernel"}),
+        lambda d, m: 2 * m, {}, _none, False, False, True, None,
+        "trigonometric softmax features exp(|x|²/2)[cos wᵀx, sin wᵀx]/√m",
+        "Choromanski et al. 2021 (Performer), Lemma 1; MATH.md §2",
+    ),
+    _MapTemplate(
+        "softmax_positive", "softmax", "softmax",
+        frozenset({"positive", "log_features", "psd_kernel"}),
+        lambda d, m: m, {}, _none, False, True, True, "softmax_fixed_norm",
+        "positive softmax features (SM⁺, FAVOR+) exp(wᵀx - |x|²/2)/√m",
+        "Choromanski et al. 2021 (Performer), Lemma 1; MATH.md §2",
+    ),
+    _MapTemplate(
+        "softmax_hyperbolic", "softmax", "softmax",
+        frozenset({"positive", "log_features", "psd_kernel"}),
+        lambda d, m: 2 * m, {}, _none, False, True, True, "softmax_fixed_norm",
+        "hyperbolic positive features (SM⁺ₕ) exp(-|x|²/2)[exp(wᵀx), exp(-wᵀx)]/√(2m)",
+        "Choromanski et al. 2021 (Performer), Lemma 2; MATH.md §2",
+    ),
+    _MapTemplate(
+        "relu_features", "arccos", "arccos1", frozenset({"nonnegative", "psd_kernel"}),
+        lambda d, m: m, {}, _none, False, False, False, None,
+        "ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel",
+        "Cho & Saul 2009; Performer generalized attention; MATH.md §0, §2",
+    ),
+    _MapTemplate(
+        "gerf", "softmax", "softmax", frozenset({"positive", "log_features", "psd_kernel"}),
+        lambda d, m: m, {"A": -0.1}, _none, False, True, True, None,
+        "GERF/FAVOR++ positive features D·exp(A|w|² + B wᵀx - |x|²/2)/√m (A < 1/4)",
+        "Likhosherstov et al. 2022 (Chefs' random tables); MATH.md §4",
+    ),
+]
+
+
+def _draw_for(matrix: str, with_phase: bool):
+    def draw(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
+        params = {"W": draw_matrix(matrix, rng, m, d)}
+        if with_phase:
+            params["b"] = rng.uniform(0.0, 2.0 * np.pi, size=m)
+        return params
+
+    return draw
+
+
+def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
+    claims = set(t.claims)
+    mean_kernel = None
+    if matrix in UNBIASED_MATRICES:
+        claims.add("unbiased")
+        claims.add("gaussian_rows")
+    else:
+        claims.add("biased")
+        if matrix == "orthogonal_fixed_norm":
+            mean_kernel = t.fixed_norm_mean
+    if matrix in ORTHOGONAL_MATRICES:
+        claims.add("orthogonal")
+    log = t.log
+    return FeatureMap(
+        name=f"{t.formula}[{matrix}]",
+        family=t.family,
+        formula=t.formula,
+        kernel=t.kernel,
+        claims=frozenset(claims),
+        numpy_fn=getattr(np_rf, t.formula),
+        torch_fn=getattr(torch_rf, t.formula),
+        log_numpy_fn=getattr(np_rf, f"log_{t.formula}") if log else None,
+        log_torch_fn=getattr(torch_rf, f"log_{t.formula}") if log else None,
+        output_dim=t.output_dim,
+        draw=_draw_for(matrix, t.with_phase),
+        config=dict(t.config),
+        kernel_params=t.kernel_params,
+        matrix=matrix,
+        mean_kernel=mean_kernel,
+        attention_prescale=t.prescale,
+        description=f"{t.description}; frequencies: {matrix}",
+        source=t.source,
+    )
+
+
+for _template in _TEMPLATES:
+    for _matrix in MATRICES:
+        register(_entry(_template, _matrix))

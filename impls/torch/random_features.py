@@ -1,0 +1,118 @@
+"""Random-feature maps in torch: batched, device-generic (the device is the input's).
+
+Same formulas, parameters and conventions as :mod:`impls.numpy.random_features`; inputs have shape
+``(..., n, d)`` (typically ``(batch, heads, n, d)``). float16/bfloat16 inputs are computed in
+float32 and returned in their own dtype (:mod:`impls.torch.convert`). MATH.md §1, §2, §4.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from impls.numpy.random_features import gerf_constants
+from impls.torch.convert import compute_dtype, to_torch
+from impls.validation import check_array, check_last_dim, check_params, check_scalar
+
+
+def _prepare(
+    x: torch.Tensor, params: Mapping[str, Any], keys: dict[str, tuple[int | None, ...]]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    check_array("x", x, min_ndim=2, backend="torch")
+    check_params("params", dict(params), keys)
+    work = compute_dtype(x.dtype)
+    p = to_torch(params, device=x.device, dtype=work)
+    check_last_dim("x", x, p["W"].shape[1])
+    return x.to(work), p
+
+
+def _projections(x: torch.Tensor, w: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    return (x / scale) @ w.T
+
+
+def _sq_norm_half(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (x * x).sum(dim=-1, keepdim=True)
+
+
+def rff_pairs(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+    """``φ(x) = m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)]ᵢ`` (2m outputs)."""
+    sigma = check_scalar("sigma", config["sigma"], positive=True)
+    xw, p = _prepare(x, params, {"W": (None, None)})
+    u = _projections(xw, p["W"], sigma)
+    out = torch.cat([torch.cos(u), torch.sin(u)], dim=-1) / math.sqrt(u.shape[-1])
+    return out.to(x.dtype)
+
+
+def rff_phase(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+    """``φ(x) = √(2/m)·cos(wᵢᵀx/σ + bᵢ)``."""
+    sigma = check_scalar("sigma", config["sigma"], positive=True)
+    m = params["W"].shape[0] if "W" in params else None
+    xw, p = _prepare(x, params, {"W": (None, None), "b": (m,)})
+    u = _projections(xw, p["W"], sigma)
+    return (math.sqrt(2.0 / u.shape[-1]) * torch.cos(u + p["b"])).to(x.dtype)
+
+
+def softmax_trig(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+    """``φ(x) = exp(+‖x‖²/2)·m^(-1/2)[cos wᵢᵀx, sin wᵢᵀx]``."""
+    xw, p = _prepare(x, params, {"W": (None, None)})
+    u = _projections(xw, p["W"])
+    scale = torch.exp(_sq_norm_half(xw)) / math.sqrt(u.shape[-1])
+    return (scale * torch.cat([torch.cos(u), torch.sin(u)], dim=-1)).to(x.dtype)
+
+
+def log_softmax_positive(
+    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
+) -> torch.Tensor:
+    """``log φ(x) = wᵢᵀx − ‖x‖²/2 − ½ log m`` (SM⁺), in the compute dtype."""
+    xw, p = _prepare(x, params, {"W": (None, None)})
+    u = _projections(xw, p["W"])
+    return u - _sq_norm_half(xw) - 0.5 * math.log(u.shape[-1])
+
+
+def softmax_positive(
+    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
+) -> torch.Tensor:
+    """``φ(x) = m^(-1/2)·exp(wᵢᵀx − ‖x‖²/2)`` (SM⁺)."""
+    return torch.exp(log_softmax_positive(x, params, config)).to(x.dtype)
+
+
+def log_softmax_hyperbolic(
+    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
+) -> torch.Tensor:
+    """``log φ(x) = [±wᵢᵀx] − ‖x‖²/2 − ½ log 2m`` (SM⁺ₕ), in the compute dtype."""
+    xw, p = _prepare(x, params, {"W": (None, None)})
+    u = _projections(xw, p["W"])
+    shift = _sq_norm_half(xw) + 0.5 * math.log(2 * u.shape[-1])
+    return torch.cat([u, -u], dim=-1) - shift
+
+
+def softmax_hyperbolic(
+    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
+) -> torch.Tensor:
+    """``φ(x) = (2m)^(-1/2)·exp(−‖x‖²/2)[exp(wᵢᵀx), exp(−wᵢᵀx)]`` (SM⁺ₕ)."""
+    return torch.exp(log_softmax_hyperbolic(x, params, config)).to(x.dtype)
+
+
+def relu_features(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+    """``φ(x) = m^(-1/2)·relu(Wx)`` (arc-cosine kernel of order 1)."""
+    xw, p = _prepare(x, params, {"W": (None, None)})
+    u = _projections(xw, p["W"])
+    return (torch.relu(u) / math.sqrt(u.shape[-1])).to(x.dtype)
+
+
+def log_gerf(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+    """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (GERF/FAVOR++), compute dtype."""
+    xw, p = _prepare(x, params, {"W": (None, None)})
+    w = p["W"]
+    a = config["A"]
+    b, log_d = gerf_constants(a, w.shape[1])
+    row_term = a * (w * w).sum(dim=-1) + log_d - 0.5 * math.log(w.shape[0])
+    return b * _projections(xw, w) + row_term - _sq_norm_half(xw)
+
+
+def gerf(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+    """GERF/FAVOR++ positive features ``D·exp(A‖w‖² + B wᵀx − ‖x‖²/2)/√m``."""
+    return torch.exp(log_gerf(x, params, config)).to(x.dtype)

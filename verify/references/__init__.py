@@ -1,0 +1,1 @@
+"""High-precision (mpmath) references: kernels, feature maps, attention. See ``mp.py``."""
