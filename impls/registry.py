@@ -87,8 +87,11 @@ class FeatureMap:
         unknown = set(self.claims) - set(CLAIMS)
         if unknown:
             raise ValueError(f"feature map {self.name!r}: unknown claims {sorted(unknown)}")
-        if "log_features" in self.claims and (self.log_numpy_fn is None or self.log_torch_fn is None):
-            raise ValueError(f"feature map {self.name!r} claims log_features but lacks log functions")
+        lacks_log = self.log_numpy_fn is None or self.log_torch_fn is None
+        if "log_features" in self.claims and lacks_log:
+            raise ValueError(
+                f"feature map {self.name!r} claims log_features but lacks log functions"
+            )
         if "biased" in self.claims and "unbiased" in self.claims:
             raise ValueError(f"feature map {self.name!r} claims both biased and unbiased")
 

@@ -40,7 +40,9 @@ def check_array(name: str, x: Any, *, min_ndim: int = 1, backend: str | None = N
     if not floating:
         raise TypeError(f"{name} must have a floating dtype, got {kind}")
     if x.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}"
+        )
     if is_torch:
         import torch
 

@@ -14,8 +14,11 @@ import numpy as np
 
 from impls.validation import check_array, check_last_dim, check_params, check_scalar
 
+Params = Mapping[str, np.ndarray]
+Config = Mapping[str, Any]
 
-def _projections(x: np.ndarray, params: Mapping[str, np.ndarray], scale: float = 1.0) -> np.ndarray:
+
+def _projections(x: np.ndarray, params: Params, scale: float = 1.0) -> np.ndarray:
     """``(x/scale) Wᵀ`` after validating ``x`` and ``W``; computed in the dtype of ``x``."""
     check_array("x", x, min_ndim=2, backend="numpy")
     check_params("params", dict(params), {"W": (None, None)})
@@ -28,7 +31,7 @@ def _sq_norm_half(x: np.ndarray) -> np.ndarray:
     return 0.5 * np.sum(x * x, axis=-1, keepdims=True)
 
 
-def rff_pairs(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+def rff_pairs(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)]ᵢ`` (2m outputs): Gaussian kernel, unbiased."""
     sigma = check_scalar("sigma", config["sigma"], positive=True)
     u = _projections(x, params, sigma)
@@ -36,7 +39,7 @@ def rff_pairs(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[s
     return scale * np.concatenate([np.cos(u), np.sin(u)], axis=-1)
 
 
-def rff_phase(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+def rff_phase(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = √(2/m)·cos(wᵢᵀx/σ + bᵢ)``, ``bᵢ ~ U[0, 2π)``: Gaussian kernel, unbiased."""
     sigma = check_scalar("sigma", config["sigma"], positive=True)
     u = _projections(x, params, sigma)
@@ -45,57 +48,49 @@ def rff_phase(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[s
     return scale * np.cos(u + params["b"].astype(x.dtype))
 
 
-def softmax_trig(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
-    """``φ(x) = exp(+‖x‖²/2)·m^(-1/2)[cos wᵢᵀx, sin wᵢᵀx]``: softmax kernel, unbiased (Performer)."""
+def softmax_trig(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+    """``φ(x) = exp(+‖x‖²/2)·m^(-1/2)[cos wᵢᵀx, sin wᵢᵀx]``: softmax kernel, unbiased."""
     u = _projections(x, params)
     scale = np.exp(_sq_norm_half(x)) / np.sqrt(u.shape[-1]).astype(x.dtype)
     return scale * np.concatenate([np.cos(u), np.sin(u)], axis=-1)
 
 
-def log_softmax_positive(
-    x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]
-) -> np.ndarray:
+def log_softmax_positive(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``log φ(x) = wᵢᵀx − ‖x‖²/2 − ½ log m`` (SM⁺)."""
     u = _projections(x, params)
     return u - _sq_norm_half(x) - x.dtype.type(0.5 * np.log(u.shape[-1]))
 
 
-def softmax_positive(
-    x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]
-) -> np.ndarray:
+def softmax_positive(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = m^(-1/2)·exp(wᵢᵀx − ‖x‖²/2)`` (SM⁺, FAVOR+): softmax kernel, unbiased, positive."""
     return np.exp(log_softmax_positive(x, params, config))
 
 
-def log_softmax_hyperbolic(
-    x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]
-) -> np.ndarray:
+def log_softmax_hyperbolic(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``log φ(x) = [±wᵢᵀx] − ‖x‖²/2 − ½ log 2m`` (SM⁺ₕ)."""
     u = _projections(x, params)
     shift = _sq_norm_half(x) + x.dtype.type(0.5 * np.log(2 * u.shape[-1]))
     return np.concatenate([u, -u], axis=-1) - shift
 
 
-def softmax_hyperbolic(
-    x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]
-) -> np.ndarray:
+def softmax_hyperbolic(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = (2m)^(-1/2)·exp(−‖x‖²/2)[exp(wᵢᵀx), exp(−wᵢᵀx)]`` (SM⁺ₕ): unbiased, positive."""
     return np.exp(log_softmax_hyperbolic(x, params, config))
 
 
-def relu_features(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+def relu_features(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = m^(-1/2)·relu(Wx)``: arc-cosine kernel of order 1, unbiased, nonnegative."""
     u = _projections(x, params)
     return np.maximum(u, 0) / np.sqrt(u.shape[-1]).astype(x.dtype)
 
 
 def gerf_constants(a: float, d: int) -> tuple[float, float]:
-    """``(B, log D)`` of GERF/FAVOR++ for the softmax kernel: ``B = √(1−4A)``, ``D = (1−4A)^(d/4)``."""
+    """``(B, log D)`` of GERF/FAVOR++ (softmax): ``B = √(1−4A)``, ``D = (1−4A)^(d/4)``."""
     a = check_scalar("A", a, below=0.25)
     return float(np.sqrt(1 - 4 * a)), 0.25 * d * float(np.log1p(-4 * a))
 
 
-def log_gerf(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+def log_gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (MATH.md §4)."""
     u = _projections(x, params)
     w = params["W"]
@@ -105,7 +100,7 @@ def log_gerf(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[st
     return x.dtype.type(b) * u + row_term - _sq_norm_half(x)
 
 
-def gerf(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> np.ndarray:
+def gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """GERF/FAVOR++ features ``D·exp(A‖w‖² + B wᵀx − ‖x‖²/2)/√m``.
 
     Unbiased for the softmax kernel when A < 1/4; the variance is finite only for A < 1/8.
@@ -114,7 +109,10 @@ def gerf(x: np.ndarray, params: Mapping[str, np.ndarray], config: Mapping[str, A
 
 
 def optimal_gerf_a(sq_norm_sum: float, d: int) -> float:
-    """``A* = (1/16)(1 − 2ρ − √((2ρ+1)² + 8ρ))``, ``ρ = ‖x+y‖²/d``: the variance-minimising A (§4)."""
+    """The variance-minimising A (MATH.md §4).
+
+    ``A* = (1/16)(1 − 2ρ − √((2ρ+1)² + 8ρ))`` with ``ρ = ‖x+y‖²/d``.
+    """
     s2 = check_scalar("sq_norm_sum", sq_norm_sum, nonnegative=True)
     rho = s2 / d
     return (1 - 2 * rho - np.sqrt((2 * rho + 1) ** 2 + 8 * rho)) / 16

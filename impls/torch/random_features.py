@@ -17,6 +17,9 @@ from impls.numpy.random_features import gerf_constants
 from impls.torch.convert import compute_dtype, to_torch
 from impls.validation import check_array, check_last_dim, check_params, check_scalar
 
+Params = Mapping[str, Any]
+Config = Mapping[str, Any]
+
 
 def _prepare(
     x: torch.Tensor, params: Mapping[str, Any], keys: dict[str, tuple[int | None, ...]]
@@ -37,7 +40,7 @@ def _sq_norm_half(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * (x * x).sum(dim=-1, keepdim=True)
 
 
-def rff_pairs(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+def rff_pairs(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)]ᵢ`` (2m outputs)."""
     sigma = check_scalar("sigma", config["sigma"], positive=True)
     xw, p = _prepare(x, params, {"W": (None, None)})
@@ -46,7 +49,7 @@ def rff_pairs(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, A
     return out.to(x.dtype)
 
 
-def rff_phase(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+def rff_phase(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = √(2/m)·cos(wᵢᵀx/σ + bᵢ)``."""
     sigma = check_scalar("sigma", config["sigma"], positive=True)
     m = params["W"].shape[0] if "W" in params else None
@@ -55,7 +58,7 @@ def rff_phase(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, A
     return (math.sqrt(2.0 / u.shape[-1]) * torch.cos(u + p["b"])).to(x.dtype)
 
 
-def softmax_trig(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+def softmax_trig(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = exp(+‖x‖²/2)·m^(-1/2)[cos wᵢᵀx, sin wᵢᵀx]``."""
     xw, p = _prepare(x, params, {"W": (None, None)})
     u = _projections(xw, p["W"])
@@ -63,25 +66,19 @@ def softmax_trig(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str
     return (scale * torch.cat([torch.cos(u), torch.sin(u)], dim=-1)).to(x.dtype)
 
 
-def log_softmax_positive(
-    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
-) -> torch.Tensor:
+def log_softmax_positive(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``log φ(x) = wᵢᵀx − ‖x‖²/2 − ½ log m`` (SM⁺), in the compute dtype."""
     xw, p = _prepare(x, params, {"W": (None, None)})
     u = _projections(xw, p["W"])
     return u - _sq_norm_half(xw) - 0.5 * math.log(u.shape[-1])
 
 
-def softmax_positive(
-    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
-) -> torch.Tensor:
+def softmax_positive(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = m^(-1/2)·exp(wᵢᵀx − ‖x‖²/2)`` (SM⁺)."""
     return torch.exp(log_softmax_positive(x, params, config)).to(x.dtype)
 
 
-def log_softmax_hyperbolic(
-    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
-) -> torch.Tensor:
+def log_softmax_hyperbolic(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``log φ(x) = [±wᵢᵀx] − ‖x‖²/2 − ½ log 2m`` (SM⁺ₕ), in the compute dtype."""
     xw, p = _prepare(x, params, {"W": (None, None)})
     u = _projections(xw, p["W"])
@@ -89,22 +86,20 @@ def log_softmax_hyperbolic(
     return torch.cat([u, -u], dim=-1) - shift
 
 
-def softmax_hyperbolic(
-    x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]
-) -> torch.Tensor:
+def softmax_hyperbolic(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = (2m)^(-1/2)·exp(−‖x‖²/2)[exp(wᵢᵀx), exp(−wᵢᵀx)]`` (SM⁺ₕ)."""
     return torch.exp(log_softmax_hyperbolic(x, params, config)).to(x.dtype)
 
 
-def relu_features(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+def relu_features(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = m^(-1/2)·relu(Wx)`` (arc-cosine kernel of order 1)."""
     xw, p = _prepare(x, params, {"W": (None, None)})
     u = _projections(xw, p["W"])
     return (torch.relu(u) / math.sqrt(u.shape[-1])).to(x.dtype)
 
 
-def log_gerf(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
-    """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (GERF/FAVOR++), compute dtype."""
+def log_gerf(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
+    """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (GERF), in the compute dtype."""
     xw, p = _prepare(x, params, {"W": (None, None)})
     w = p["W"]
     a = config["A"]
@@ -113,6 +108,6 @@ def log_gerf(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, An
     return b * _projections(xw, w) + row_term - _sq_norm_half(xw)
 
 
-def gerf(x: torch.Tensor, params: Mapping[str, Any], config: Mapping[str, Any]) -> torch.Tensor:
+def gerf(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """GERF/FAVOR++ positive features ``D·exp(A‖w‖² + B wᵀx − ‖x‖²/2)/√m``."""
     return torch.exp(log_gerf(x, params, config)).to(x.dtype)
