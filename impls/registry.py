@@ -117,16 +117,26 @@ class FeatureMap:
             "family": self.family,
             "formula": self.formula,
             "kernel": self.kernel,
-            "kernel_params": self.kernel_params(self.config, d),
+            "kernel_params": {
+                k: _jsonable(v) for k, v in self.kernel_params(self.config, d).items()
+            },
             "mean_kernel": self.mean_kernel,
             "claims": sorted(self.claims),
             "matrix": self.matrix,
-            "config": dict(self.config),
+            "config": {k: _jsonable(v) for k, v in self.config.items()},
             "output_dim": f"{self.output_dim(d, 8)} at d={d}, m=8",
             "attention_prescale": self.attention_prescale,
             "description": self.description,
             "source": self.source,
         }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return f"float64 array of shape {value.shape}"
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 _REGISTRY: dict[str, FeatureMap] = {}

@@ -1,0 +1,172 @@
+"""Exact softmax attention and linear (kernelised) attention in plain NumPy.
+
+Shapes: ``q (..., n, d)``, ``k (..., n_k, d)``, ``v (..., n_k, d_v)``; features ``(..., n, m)``.
+MATH.md §9.
+
+* :func:`softmax_attention`: ``softmax(q kᵀ·scale) v`` (scale ``1/√d`` by default), causal or not.
+* :func:`linear_attention`: ``out_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j)`` with j over all
+  keys (non-causal) or ``j ≤ i`` (causal). The causal path runs over chunks of ``chunk_size`` rows:
+  the prefix state ``S = Σ φ(k_j) v_jᵀ`` (m × d_v) and ``z = Σ φ(k_j)`` is carried from chunk to
+  chunk and the inside of a chunk is a masked product, so memory is ``O(n(m + d_v))`` plus one
+  chunk — never an ``n × m × d_v`` tensor.
+* :func:`log_linear_attention`: the same estimator from log-features of positive maps, computed
+  stably (derivation in its docstring): no shift is ever added to or
+  subtracted from features in a way that fails to cancel, nothing is added after a shift, and in
+  causal mode position i only ever sees keys ``j ≤ i``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from impls.attention_checks import check_attention_inputs, denominator_guard
+from impls.validation import check_positive_int
+
+
+def _softmax_rows(scores: np.ndarray) -> np.ndarray:
+    shifted = scores - np.max(scores, axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def softmax_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+) -> np.ndarray:
+    """Exact ``softmax(q kᵀ·scale + mask) v``; ``scale = 1/√d`` by default (Vaswani et al. 2017)."""
+    check_attention_inputs(q, k, v, causal=causal, names=("q", "k", "v"), backend="numpy")
+    n, d = q.shape[-2], q.shape[-1]
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    if n == 0 or k.shape[-2] == 0:
+        return np.zeros(out_shape, dtype=q.dtype)
+    s = q.dtype.type(1.0 / np.sqrt(d) if scale is None else scale)
+    scores = (q @ np.swapaxes(k, -1, -2)) * s
+    if causal:
+        future = np.triu(np.ones((n, n), dtype=bool), k=1)
+        scores = np.where(future, -np.inf, scores)
+    return _softmax_rows(scores) @ v
+
+
+def linear_attention(
+    phi_q: np.ndarray,
+    phi_k: np.ndarray,
+    v: np.ndarray,
+    *,
+    causal: bool = False,
+    chunk_size: int = 64,
+    zero_denominator: str = "raise",
+) -> np.ndarray:
+    """Kernelised attention from features (MATH.md §9); see the module docstring.
+
+    ``zero_denominator`` decides what happens to rows whose denominator ``φ(q_i)ᵀΣφ(k_j)`` is not
+    > 0: ``"raise"`` (default) raises ``ValueError``; ``"zero"`` returns 0 for rows whose
+    denominator is exactly 0 (numerator then 0 too: nonnegative maps such as ReLU) and raises for
+    negative ones; ``"allow"`` divides whatever the sign (only for checking identities of signed
+    maps, e.g. trigonometric features; a zero denominator still raises).
+    """
+    check_attention_inputs(phi_q, phi_k, v, causal=causal, names=("phi_q", "phi_k", "v"),
+                           backend="numpy")
+    chunk_size = check_positive_int("chunk_size", chunk_size)
+    if causal:
+        num, den = _causal_sums(phi_q, phi_k, v, chunk_size)
+    else:
+        num = phi_q @ (np.swapaxes(phi_k, -1, -2) @ v)
+        den = phi_q @ np.sum(phi_k, axis=-2)[..., None]
+    safe_den = denominator_guard(den, zero_denominator)
+    return num / safe_den
+
+
+def _causal_sums(
+    phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, chunk: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Numerators ``φ(q_i)ᵀS_i`` and denominators ``φ(q_i)ᵀz_i`` by chunked prefix sums."""
+    n, m, dv = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
+    lead = phi_q.shape[:-2]
+    state = np.zeros((*lead, m, dv), dtype=phi_q.dtype)
+    z = np.zeros((*lead, m, 1), dtype=phi_q.dtype)
+    num = np.zeros((*lead, n, dv), dtype=phi_q.dtype)
+    den = np.zeros((*lead, n, 1), dtype=phi_q.dtype)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        fq, fk, vc = phi_q[..., start:stop, :], phi_k[..., start:stop, :], v[..., start:stop, :]
+        within = np.tril(fq @ np.swapaxes(fk, -1, -2))  # j ≤ i inside the chunk
+        num[..., start:stop, :] = fq @ state + within @ vc
+        den[..., start:stop, :] = fq @ z + np.sum(within, axis=-1, keepdims=True)
+        state = state + np.swapaxes(fk, -1, -2) @ vc
+        z = z + np.sum(fk, axis=-2)[..., None]
+    return num, den
+
+
+def log_linear_attention(
+    log_phi_q: np.ndarray,
+    log_phi_k: np.ndarray,
+    v: np.ndarray,
+    *,
+    causal: bool = False,
+    chunk_size: int = 64,
+) -> np.ndarray:
+    """Linear attention with positive features given as logs, evaluated stably.
+
+    Equals :func:`linear_attention` with ``φ = exp(log φ)`` in exact arithmetic. Non-causal:
+    ``L_f = logsumexp_j log φ(k_j)_f``, ``V̄_f = Σ_j softmax_j(log φ(k_·)_f) v_j`` and
+    ``out_i = Σ_f softmax_f(log φ(q_i)_f + L_f) V̄_f``. Causal: the same with the prefix state
+    ``(L, V̄)`` carried over chunks and, inside a chunk, the pair weights
+    ``logsumexp_f(log φ(q_i)_f + log φ(k_j)_f)`` for ``j ≤ i``.
+    """
+    check_attention_inputs(log_phi_q, log_phi_k, v, causal=causal,
+                           names=("log_phi_q", "log_phi_k", "v"), backend="numpy")
+    chunk_size = check_positive_int("chunk_size", chunk_size)
+    out_shape = (*log_phi_q.shape[:-1], v.shape[-1])
+    if log_phi_q.shape[-2] == 0 or log_phi_k.shape[-2] == 0:
+        return np.zeros(out_shape, dtype=v.dtype)
+    if not causal:
+        log_norm = logsumexp(log_phi_k, axis=-2)  # (..., m)
+        key_weights = np.exp(log_phi_k - log_norm[..., None, :])  # softmax over keys, per feature
+        v_bar = np.swapaxes(key_weights, -1, -2) @ v  # (..., m, d_v)
+        query_weights = _softmax_rows(log_phi_q + log_norm[..., None, :])
+        return query_weights @ v_bar
+    return _causal_log(log_phi_q, log_phi_k, v, chunk_size)
+
+
+def _causal_log(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
+    n, m, dv = lq.shape[-2], lq.shape[-1], v.shape[-1]
+    lead = lq.shape[:-2]
+    log_norm = np.full((*lead, m), -np.inf, dtype=lq.dtype)
+    v_bar = np.zeros((*lead, m, dv), dtype=v.dtype)
+    out = np.empty((*lead, n, dv), dtype=v.dtype)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        q_c, k_c, v_c = lq[..., start:stop, :], lk[..., start:stop, :], v[..., start:stop, :]
+        size = stop - start
+        # Pair log-weights inside the chunk, j ≤ i: logsumexp_f(lq_if + lk_jf).
+        pair = logsumexp(q_c[..., :, None, :] + k_c[..., None, :, :], axis=-1)
+        future = np.triu(np.ones((size, size), dtype=bool), k=1)
+        pair = np.where(future, -np.inf, pair)
+        if start == 0:
+            logits = pair
+            values = v_c
+        else:
+            # The whole past as one extra "key": log weight logsumexp_f(lq_if + L_f), value the
+            # query-specific average Σ_f softmax_f(lq_if + L_f) V̄_f.
+            past_logits = q_c + log_norm[..., None, :]
+            past_log_weight = logsumexp(past_logits, axis=-1)[..., None]
+            past_value = _softmax_rows(past_logits) @ v_bar
+            logits = np.concatenate([past_log_weight, pair], axis=-1)
+            values = None
+        weights = _softmax_rows(logits)
+        if values is not None:
+            out[..., start:stop, :] = weights @ values
+        else:
+            out[..., start:stop, :] = weights[..., :1] * past_value + weights[..., 1:] @ v_c
+        chunk_norm = logsumexp(k_c, axis=-2)
+        new_norm = np.logaddexp(log_norm, chunk_norm)
+        v_bar = np.exp(log_norm - new_norm)[..., None] * v_bar + np.swapaxes(
+            np.exp(k_c - new_norm[..., None, :]), -1, -2
+        ) @ v_c
+        log_norm = new_norm
+    return out

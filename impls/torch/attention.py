@@ -1,0 +1,147 @@
+"""Exact softmax attention and linear (kernelised) attention in torch, device-generic.
+
+The same algorithms and arguments as :mod:`impls.numpy.attention` (read its docstrings for the
+formulas), batched over any leading dimensions — typically ``(batch, heads, n, d)`` — and run on
+the device of the inputs. float16/bfloat16 inputs are computed in float32 (prefix sums and
+log-sum-exps in half precision lose most of their digits) and the output is cast back to the
+input dtype. Every normalisation (softmax shift, log-space state) is per batch element and head;
+nothing is ever reduced across the batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from impls.attention_checks import check_attention_inputs, denominator_guard
+from impls.torch.convert import compute_dtype
+from impls.validation import check_positive_int
+
+
+def _work(*xs: torch.Tensor) -> list[torch.Tensor]:
+    dtype = compute_dtype(xs[0].dtype)
+    return [x.to(dtype) for x in xs]
+
+
+def softmax_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Exact ``softmax(q kᵀ·scale + mask) v``; ``scale = 1/√d`` by default."""
+    check_attention_inputs(q, k, v, causal=causal, names=("q", "k", "v"), backend="torch")
+    n, d = q.shape[-2], q.shape[-1]
+    out_shape = (*q.shape[:-1], v.shape[-1])
+    if n == 0 or k.shape[-2] == 0:
+        return q.new_zeros(out_shape)
+    qw, kw, vw = _work(q, k, v)
+    s = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scores = (qw @ kw.transpose(-1, -2)) * s
+    if causal:
+        future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return (torch.softmax(scores, dim=-1) @ vw).to(q.dtype)
+
+
+def linear_attention(
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    chunk_size: int = 64,
+    zero_denominator: str = "raise",
+) -> torch.Tensor:
+    """Kernelised attention from features; see :func:`impls.numpy.attention.linear_attention`."""
+    check_attention_inputs(
+        phi_q, phi_k, v, causal=causal, names=("phi_q", "phi_k", "v"), backend="torch"
+    )
+    chunk_size = check_positive_int("chunk_size", chunk_size)
+    fq, fk, vw = _work(phi_q, phi_k, v)
+    if causal:
+        num, den = _causal_sums(fq, fk, vw, chunk_size)
+    else:
+        num = fq @ (fk.transpose(-1, -2) @ vw)
+        den = fq @ fk.sum(dim=-2).unsqueeze(-1)
+    return (num / denominator_guard(den, zero_denominator)).to(v.dtype)
+
+
+def _causal_sums(
+    fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, chunk: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    n, m, dv = fq.shape[-2], fq.shape[-1], v.shape[-1]
+    lead = fq.shape[:-2]
+    state = fq.new_zeros((*lead, m, dv))
+    z = fq.new_zeros((*lead, m, 1))
+    nums, dens = [], []
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        q_c, k_c, v_c = fq[..., start:stop, :], fk[..., start:stop, :], v[..., start:stop, :]
+        within = torch.tril(q_c @ k_c.transpose(-1, -2))
+        nums.append(q_c @ state + within @ v_c)
+        dens.append(q_c @ z + within.sum(dim=-1, keepdim=True))
+        state = state + k_c.transpose(-1, -2) @ v_c
+        z = z + k_c.sum(dim=-2).unsqueeze(-1)
+    if not nums:
+        return fq.new_zeros((*lead, 0, dv)), fq.new_ones((*lead, 0, 1))
+    return torch.cat(nums, dim=-2), torch.cat(dens, dim=-2)
+
+
+def log_linear_attention(
+    log_phi_q: torch.Tensor,
+    log_phi_k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """Stable linear attention from log-features; see
+    :func:`impls.numpy.attention.log_linear_attention` for the formulas."""
+    check_attention_inputs(
+        log_phi_q, log_phi_k, v, causal=causal, names=("log_phi_q", "log_phi_k", "v"),
+        backend="torch",
+    )
+    chunk_size = check_positive_int("chunk_size", chunk_size)
+    out_shape = (*log_phi_q.shape[:-1], v.shape[-1])
+    if log_phi_q.shape[-2] == 0 or log_phi_k.shape[-2] == 0:
+        return v.new_zeros(out_shape)
+    lq, lk, vw = _work(log_phi_q, log_phi_k, v)
+    if not causal:
+        log_norm = torch.logsumexp(lk, dim=-2)  # (..., m)
+        key_weights = torch.softmax(lk, dim=-2)  # per feature, over keys
+        v_bar = key_weights.transpose(-1, -2) @ vw
+        out = torch.softmax(lq + log_norm.unsqueeze(-2), dim=-1) @ v_bar
+        return out.to(v.dtype)
+    return _causal_log(lq, lk, vw, chunk_size).to(v.dtype)
+
+
+def _causal_log(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
+    n, m, dv = lq.shape[-2], lq.shape[-1], v.shape[-1]
+    lead = lq.shape[:-2]
+    log_norm = lq.new_full((*lead, m), float("-inf"))
+    v_bar = lq.new_zeros((*lead, m, dv))
+    outs = []
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        q_c, k_c, v_c = lq[..., start:stop, :], lk[..., start:stop, :], v[..., start:stop, :]
+        size = stop - start
+        pair = torch.logsumexp(q_c.unsqueeze(-2) + k_c.unsqueeze(-3), dim=-1)
+        future = torch.ones(size, size, dtype=torch.bool, device=lq.device).triu(1)
+        pair = pair.masked_fill(future, float("-inf"))
+        if start == 0:
+            outs.append(torch.softmax(pair, dim=-1) @ v_c)
+        else:
+            past_logits = q_c + log_norm.unsqueeze(-2)
+            past_log_weight = torch.logsumexp(past_logits, dim=-1, keepdim=True)
+            past_value = torch.softmax(past_logits, dim=-1) @ v_bar
+            weights = torch.softmax(torch.cat([past_log_weight, pair], dim=-1), dim=-1)
+            outs.append(weights[..., :1] * past_value + weights[..., 1:] @ v_c)
+        new_norm = torch.logaddexp(log_norm, torch.logsumexp(k_c, dim=-2))
+        carried = torch.exp(log_norm - new_norm).unsqueeze(-1) * v_bar
+        v_bar = carried + torch.exp(k_c - new_norm.unsqueeze(-2)).transpose(-1, -2) @ v_c
+        log_norm = new_norm
+    return torch.cat(outs, dim=-2)
