@@ -1,0 +1,129 @@
+"""Which targets the property suite runs against.
+
+By default: everything built in (registry feature maps, attention with registry maps and exact
+softmax attention, every random-matrix construction, Nyström). With ``KV_TARGET=module:attr`` (or
+``pytest --kv-target module:attr``, or ``kernel-verify check module:attr``): only the targets of
+that adapter; property kinds it does not provide are skipped with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from functools import cache
+
+import numpy as np
+import pytest
+
+from impls.attention import feature_map_attention
+from impls.numpy.attention import softmax_attention
+from impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES, draw_matrix
+from impls.registry import FeatureMap, all_maps, get
+from verify.thirdparty.loader import load_targets
+from verify.thirdparty.protocol import (
+    AttentionTarget,
+    FeatureMapTarget,
+    KernelApproxTarget,
+    RandomMatrixTarget,
+    Target,
+)
+
+ENV = "KV_TARGET"
+
+
+def target_spec() -> str | None:
+    return os.environ.get(ENV) or None
+
+
+def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
+    def attention(q, k, v, *, causal, seed, m=m):
+        params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
+        return feature_map_attention(entry, params, q, k, v, causal=causal)
+
+    return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims))
+
+
+def _exact_softmax(q, k, v, *, causal, seed, **_):
+    return softmax_attention(q, k, v, causal=causal)
+
+
+def _matrix_target(kind: str) -> RandomMatrixTarget:
+    claims = set()
+    if kind in UNBIASED_MATRICES:
+        claims.add("gaussian_rows")
+    if kind in ORTHOGONAL_MATRICES:
+        claims.add("orthogonal")
+    return RandomMatrixTarget(
+        f"matrix:{kind}", lambda rng, m, d, kind=kind: draw_matrix(kind, rng, m, d),
+        frozenset(claims),
+    )
+
+
+def _builtin_approximations() -> list[KernelApproxTarget]:
+    from importlib.util import find_spec
+
+    if find_spec("verify.thirdparty.builtin_approx") is None:
+        return []
+    from verify.thirdparty.builtin_approx import approximation_targets
+
+    return approximation_targets()
+
+
+@cache
+def builtin_targets() -> tuple[Target, ...]:
+    maps: list[Target] = [FeatureMapTarget.from_entry(e) for e in all_maps()]
+    positive = ("causal", "noncausal", "positive_weights", "approximates_softmax")
+    attention: list[Target] = [
+        AttentionTarget("attention:exact_softmax", _exact_softmax,
+                        frozenset({"causal", "noncausal", "positive_weights"})),
+        _registry_attention(get("softmax_positive[iid]"), 64, positive),
+        _registry_attention(get("softmax_hyperbolic[orthogonal]"), 64, positive),
+        _registry_attention(get("gerf[iid]"), 64, positive),
+    ]
+    matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]
+    return (*maps, *attention, *matrices, *_builtin_approximations())
+
+
+@cache
+def active_targets() -> tuple[Target, ...]:
+    spec = target_spec()
+    return tuple(load_targets(spec)) if spec else builtin_targets()
+
+
+def _select(kind: type, claims: Iterable[str], predicate=None) -> list[Target]:
+    wanted = set(claims)
+    return [
+        t for t in active_targets()
+        if isinstance(t, kind) and wanted <= set(t.claims) and (predicate is None or predicate(t))
+    ]
+
+
+def _params(targets: list[Target], what: str) -> list:
+    if targets:
+        return [pytest.param(t, id=t.name) for t in targets]
+    where = target_spec() or "the built-in registry"
+    return [pytest.param(None, marks=pytest.mark.skip(reason=f"{where} provides no {what}"),
+                         id="none")]
+
+
+def feature_maps(*claims: str, white_box: bool = False, predicate=None) -> list:
+    """pytest params of feature-map targets having every claim in ``claims``."""
+    def pred(t: FeatureMapTarget) -> bool:
+        return (not white_box or t.white_box) and (predicate is None or predicate(t))
+
+    what = f"feature map with claims {sorted(claims)}" + (" (white-box)" if white_box else "")
+    return _params(_select(FeatureMapTarget, claims, pred), what)
+
+
+def attentions(*claims: str) -> list:
+    return _params(_select(AttentionTarget, claims), f"attention with claims {sorted(claims)}")
+
+
+def matrices(*claims: str) -> list:
+    return _params(_select(RandomMatrixTarget, claims),
+                   f"random-matrix construction with claims {sorted(claims)}")
+
+
+def approximations(*claims: str) -> list:
+    return _params(_select(KernelApproxTarget, claims),
+                   f"kernel approximation with claims {sorted(claims)}")

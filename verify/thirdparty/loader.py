@@ -1,0 +1,50 @@
+"""Loading targets from ``module:attribute`` (the ``kernel-verify check`` argument, the
+``--kv-target`` pytest option and the ``KV_TARGET`` environment variable)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+from impls.registry import FeatureMap
+from verify.thirdparty.protocol import FeatureMapTarget, Target
+
+_TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget")
+
+
+def _as_target(obj: object, where: str) -> Target:
+    if isinstance(obj, FeatureMap):
+        return FeatureMapTarget.from_entry(obj)
+    if type(obj).__name__ in _TARGET_TYPES:
+        return obj  # type: ignore[return-value]
+    raise TypeError(
+        f"{where} is a {type(obj).__name__}; expected one of {', '.join(_TARGET_TYPES)}, a "
+        "registry FeatureMap, or a list of them"
+    )
+
+
+def load_targets(spec: str) -> list[Target]:
+    """The targets named by ``"module:attribute"`` (a target, a list of targets, or a callable
+    returning either). Errors say what was wrong with the spec."""
+    if ":" not in spec:
+        raise ValueError(f"target must look like 'module:attribute', got {spec!r}")
+    module_name, _, attr_path = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"cannot import target module {module_name!r}: {err}") from err
+    obj: object = module
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attr_path!r}")
+        obj = getattr(obj, part)
+    if callable(obj) and type(obj).__name__ not in _TARGET_TYPES:
+        obj = obj()
+    items: Iterable[object] = obj if isinstance(obj, list | tuple) else [obj]
+    targets = [_as_target(o, f"{spec}[{i}]") for i, o in enumerate(items)]
+    if not targets:
+        raise ValueError(f"{spec} names no targets")
+    names = [t.name for t in targets]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{spec}: target names must be unique, got {names}")
+    return targets
