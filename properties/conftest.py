@@ -14,6 +14,7 @@ import os
 import torch
 from hypothesis import HealthCheck, settings
 
+from properties import alpha
 from properties.backends import header_lines
 
 settings.register_profile(
@@ -44,10 +45,56 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--kv-target",
+        default=None,
+        help="run the property suite against module:attribute (a third-party adapter); "
+        "same as KV_TARGET",
+    )
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "statistical(assertions=1): a property making statistical assertions"
+    )
+    target = config.getoption("--kv-target")
+    if target:
+        os.environ["KV_TARGET"] = target
+
+
+def _examples(item) -> int:
+    fn = getattr(item, "obj", None)
+    if not getattr(fn, "is_hypothesis_test", False):
+        return 1
+    own = getattr(fn, "_hypothesis_internal_use_settings", None)
+    return (own or settings.default).max_examples
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    total = 0
+    for item in items:
+        marker = item.get_closest_marker("statistical")
+        if marker is not None:
+            total += int(marker.kwargs.get("assertions", 1)) * _examples(item)
+    alpha.set_assertion_count(total)
+    config._kv_alpha_assertions = total
+
+
 def pytest_report_header(config) -> list[str]:
+    target = os.environ.get("KV_TARGET") or config.getoption("--kv-target")
     return [
         f"kernel-verify: Hypothesis profile {PROFILE!r}; torch {torch.__version__}; "
         "TF32 disabled for accuracy checks",
+        f"targets: {target or 'built-in registry'}",
         "backends:",
         *header_lines(),
     ]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    n = getattr(config, "_kv_alpha_assertions", None)
+    if n:
+        terminalreporter.write_line(
+            f"kernel-verify: {alpha.budget().describe()} (statistical assertions collected: {n})"
+        )

@@ -1,0 +1,33 @@
+"""The run-wide false-alarm budget, split over the statistical assertions actually collected.
+
+A statistical property is marked ``@pytest.mark.statistical(assertions=k)``: each Hypothesis
+example of it makes ``k`` statistical assertions. At collection the suite counts
+``N = Σ_items k·(examples per item)`` (examples = the profile's ``max_examples`` for Hypothesis
+tests, 1 otherwise) and every assertion then runs at ``α = α_total/N`` (Bonferroni, union bound:
+no independence needed), so a full run on correct code fails with probability ≤ α_total
+(``KV_ALPHA_TOTAL``, default 1e-3). Under pytest-xdist every worker collects every item, so all
+workers agree on N.
+
+The count is an upper bound on the assertions that run (Hypothesis may stop early, an example
+may be rejected): overcounting only makes each assertion stricter than it needs to be, never
+raises the false-alarm rate.
+"""
+
+from __future__ import annotations
+
+from verify.stats import AlphaBudget
+
+_state: dict[str, AlphaBudget] = {}
+
+
+def set_assertion_count(n: int) -> None:
+    _state["budget"] = AlphaBudget.from_env(max(1, int(n)))
+
+
+def budget() -> AlphaBudget:
+    """The run's budget (a single-assertion budget when nothing was collected, e.g. in scripts)."""
+    return _state.get("budget") or AlphaBudget.from_env(1)
+
+
+def per_assertion() -> float:
+    return budget().per_assertion
