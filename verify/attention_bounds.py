@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from verify.tolerance import gamma
 
-def gamma(n: int, u: float) -> float:
-    """``γ_n = n·u / (1 − n·u)`` (Higham's constant; needs ``n·u < 1``)."""
-    if n * u >= 1:
-        raise ValueError(f"gamma needs n*u < 1, got n={n}, u={u}")
-    return n * u / (1 - n * u)
+__all__ = ["gamma", "linear_attention_error_bound"]
 
 
 def linear_attention_error_bound(

@@ -3,4 +3,9 @@
 One module per family of maps; add the import of a new module here.
 """
 
-from impls.catalogue import random_features  # noqa: F401
+from impls.catalogue import (  # noqa: F401
+    deterministic,
+    exact,
+    learned,
+    random_features,
+)
