@@ -1,0 +1,246 @@
+"""Exact estimator moments: closed forms (MATH §1, §2, §4) against the independent 2-D quadrature
+(MATH §0), the ORF covariance by two methods, and the variance-reduction claims of MATH §3–§4.
+
+Agreement thresholds: both methods claim 30 correct digits (dps = 30), so they must agree to
+10^-25 relative — 5 digits of slack for the rounding of the final subtraction Var = E h² − (E h)²
+(whose cancellation costs log10(E h²/Var) ≤ 4 digits on these inputs). Values that are exactly 0
+(relu at θ = π) are compared absolutely: the quadrature's accuracy is 10^-(dps+3) of the
+integrand's scale (≤ 1 on this grid), so |difference| ≤ 10^-30.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+
+from impls import registry
+from impls.numpy.random_features import optimal_gerf_a
+from verify.moments import (
+    MOMENT_FORMULAS,
+    QuadratureError,
+    exact_moments,
+    gerf_per_feature_variance,
+    optimal_gerf_a_mp,
+)
+from verify.moments.gauss_hermite import (
+    expect_bivariate,
+    hermite_rule,
+    normal_exp_quadratic,
+)
+from verify.moments.orf import (
+    chi_mgf,
+    orf_variance,
+    orthogonal_covariance,
+    orthogonal_covariance_quadrature,
+    orthogonal_pair_count,
+)
+from verify.references.kernels import kernel_mp
+from verify.references.mp import to_mp
+
+DPS = 30
+AGREE = mpmath.mpf(10) ** -25
+
+CONFIGS = {"rff_pairs": {"sigma": 0.8}, "rff_phase": {"sigma": 1.3}, "gerf": {"A": -0.07}}
+
+# A deterministic grid: generic, equal, opposite, parallel, orthogonal and zero vectors, d = 1..5.
+_R = np.random.default_rng(2024)
+CASES = [
+    ("generic5", _R.standard_normal(5) * 0.4, _R.standard_normal(5) * 0.4),
+    ("equal3", np.array([0.3, -0.5, 0.2]), np.array([0.3, -0.5, 0.2])),
+    ("opposite2", np.array([0.6, 0.1]), np.array([-0.6, -0.1])),
+    ("parallel4", np.array([0.1, 0.2, -0.3, 0.4]), np.array([0.2, 0.4, -0.6, 0.8])),
+    ("orthogonal2", np.array([0.7, 0.0]), np.array([0.0, -0.5])),
+    ("zero3", np.zeros(3), np.array([0.4, -0.2, 0.1])),
+    ("d1", np.array([0.9]), np.array([-0.35])),
+]
+
+
+def _rel(a, b):
+    with mpmath.workdps(DPS + 10):
+        return abs(a - b) / max(abs(b), mpmath.mpf(10) ** -40)
+
+
+@pytest.mark.parametrize("formula", sorted(MOMENT_FORMULAS))
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
+def test_closed_form_equals_quadrature(formula, case):
+    """Mean and per-frequency variance: closed form = 2-D reduction, to 25 digits."""
+    _, x, y = case
+    cfg = CONFIGS.get(formula, {})
+    closed = exact_moments(formula, x, y, cfg, 1, method="closed", dps=DPS)
+    quad = exact_moments(formula, x, y, cfg, 1, method="quadrature", dps=DPS)
+    floor = mpmath.mpf(10) ** -30
+    with mpmath.workdps(DPS + 10):
+        assert abs(closed.mean - quad.mean) <= max(AGREE * abs(closed.mean), floor)
+        v_c, v_q = closed.per_feature_variance, quad.per_feature_variance
+        assert abs(v_c - v_q) <= max(AGREE * abs(v_c), floor)
+
+
+@pytest.mark.parametrize("entry", [e for e in registry.all_maps() if e.matrix == "iid"
+                                   and e.formula in MOMENT_FORMULAS], ids=lambda e: e.name)
+def test_mean_is_target_kernel(entry):
+    """Unbiased entries: the exact mean equals the reference of the entry's target kernel."""
+    x, y = np.array([0.3, -0.2, 0.5]), np.array([-0.1, 0.4, 0.2])
+    mom = exact_moments(entry, x, y, None, 3, dps=DPS)
+    with mpmath.workdps(DPS):
+        k = kernel_mp(entry.kernel, x, y, dps=DPS, **entry.kernel_params(entry.config, 3))
+        assert _rel(mom.mean, k) <= AGREE
+
+
+def test_iid_variance_and_api():
+    """Var = V₁/m for iid rows; ORF with m = 1 has no pairs (= iid); as_float rounds; the
+    unsupported constructions raise."""
+    x, y = np.array([0.3, -0.2, 0.5]), np.array([-0.1, 0.4, 0.2])
+    one = exact_moments("softmax_positive", x, y, {}, 1)
+    seven = exact_moments("softmax_positive", x, y, {}, 7)
+    with mpmath.workdps(DPS):
+        assert _rel(seven.variance, one.variance / 7) < AGREE
+    orf1 = exact_moments("softmax_positive", x, y, {}, 1, matrix="orthogonal")
+    assert _rel(orf1.variance, one.variance) < AGREE
+    assert isinstance(seven.as_float().variance, float)
+    with pytest.raises(NotImplementedError, match="dependent"):
+        exact_moments(registry.get("rff_pairs[fastfood]"), x, y, None, 4)
+    with pytest.raises(NotImplementedError, match="relu"):
+        exact_moments(registry.get("relu_features[orthogonal]"), x, y, None, 2)
+    with pytest.raises(ValueError, match="NaN"):
+        exact_moments("rff_pairs", np.array([np.nan, 0, 0]), y, {"sigma": 1.0}, 2)
+    with pytest.raises(ValueError, match="m must be"):
+        exact_moments("rff_pairs", x, y, {"sigma": 1.0}, 0)
+
+
+# ----------------------------------------------------------------------------- quadrature rules
+
+
+@pytest.mark.parametrize("order", [1, 5, 16])
+def test_hermite_rule_moments(order):
+    """Σwᵢ = 1 and Σwᵢgᵢ^(2k) = (2k−1)!! (N(0,1) moments) for 2k < 2·order; odd moments 0."""
+    nodes, weights = hermite_rule(order, DPS)
+    with mpmath.workdps(DPS):
+        for power in range(2 * order):
+            got = mpmath.fsum(w * g**power for g, w in zip(nodes, weights, strict=True))
+            expect = 0 if power % 2 else mpmath.fac2(power - 1)
+            assert abs(got - expect) <= AGREE * max(1, expect)
+
+
+def test_gauss_hermite_raises_outside_domain():
+    """Never an unconverged number: |α| = 40 needs more than MAX_ORDER nodes; e ≥ ½ diverges."""
+    with pytest.raises(QuadratureError, match="outside the supported domain"):
+        normal_exp_quadratic(40, 0, DPS)
+    with pytest.raises(ValueError, match="diverges"):
+        normal_exp_quadratic(1, 0.5, DPS)
+
+
+def test_generic_bivariate_rule():
+    """E[u²v²] = ‖x‖²‖y‖² + 2(xᵀy)² (Isserlis) by the generic 2-D product rule."""
+    x, y = to_mp(np.array([0.5, -0.25])), to_mp(np.array([0.75, 0.5]))
+    with mpmath.workdps(DPS):
+        got = expect_bivariate(lambda u, v: u * u * v * v, x, y, DPS)
+        expect = mpmath.mpf(0.3125) * mpmath.mpf(0.8125) + 2 * mpmath.mpf(0.25) ** 2
+        assert _rel(got, expect) <= AGREE
+
+
+@pytest.mark.parametrize("d,c,e", [(3, 1.5, 0.0), (4, 1j * 2.0, 0.0), (6, -0.7, -0.2)])
+def test_chi_mgf_matches_direct_integral(d, c, e):
+    """E exp(c r + e r²), r ~ χ_d, against mpmath.quad over the χ_d density
+    r^(d−1)e^(−r²/2)/(2^(d/2−1)Γ(d/2))."""
+    with mpmath.workdps(DPS):
+        norm = 2 ** (mpmath.mpf(d) / 2 - 1) * mpmath.gamma(mpmath.mpf(d) / 2)
+        c_mp, e_mp = mpmath.mpmathify(c), mpmath.mpf(e)
+        direct = mpmath.quad(
+            lambda r: r ** (d - 1) * mpmath.exp(-r * r / 2 + c_mp * r + e_mp * r * r),
+            [0, 5, 10, mpmath.inf],
+        ) / norm
+        assert abs(chi_mgf(c_mp, d, e_mp) - direct) <= mpmath.mpf(10) ** -20 * abs(direct)
+
+
+# ----------------------------------------------------------------------------- ORF
+
+
+@pytest.mark.parametrize("formula,d", [("rff_pairs", 2), ("softmax_positive", 3)])
+def test_orf_covariance_series_equals_disk_quadrature(formula, d):
+    """The moment series and the direct quadrature of the MATH §3 disk law agree (20 digits)."""
+    rng = np.random.default_rng(d)
+    x, y = rng.standard_normal(d) * 0.4, rng.standard_normal(d) * 0.4
+    cfg = CONFIGS.get(formula, {})
+    with mpmath.workdps(DPS):
+        xm, ym = to_mp(x), to_mp(y)
+        mean = exact_moments(formula, x, y, cfg, 1).mean
+        series = orthogonal_covariance(formula, xm, ym, cfg, mean, 24)
+        quad = orthogonal_covariance_quadrature(formula, xm, ym, cfg, mean, 24)
+        assert abs(series - quad) <= mpmath.mpf(10) ** -20 * (abs(mean) ** 2 + abs(series))
+
+
+def test_orf_pair_count_and_variance_formula():
+    """One block (m ≤ d): V₁/m + (1−1/m)C; B full blocks (m = Bd): V₁/m + ((d−1)/m)C (MATH §3)."""
+    assert orthogonal_pair_count(3, 5) == 6
+    assert orthogonal_pair_count(10, 5) == 40
+    v1, c = mpmath.mpf(2), mpmath.mpf(-0.25)
+    with mpmath.workdps(DPS):
+        assert _rel(orf_variance(v1, c, 3, 5), v1 / 3 + (1 - mpmath.mpf(1) / 3) * c) < AGREE
+        assert _rel(orf_variance(v1, c, 10, 5), v1 / 10 + mpmath.mpf(4) / 10 * c) < AGREE
+
+
+@pytest.mark.parametrize("d", [8, 32])
+@pytest.mark.parametrize("z", [0.5, 1.0, 2.0])
+def test_rff_orthogonal_covariance_negative_and_yu_asymptotic(d, z):
+    """RFF: C < 0 (ORF beats iid), and C·2d/(−e^(−z²)z⁴) → 1 as d grows (Yu et al. 2016 Thm 1,
+    [recall]): its distance from 1 at d shrinks at least like 1/d, checked as
+    |ratio(d) − 1| ≤ |ratio(d/4) − 1|/2 (a strict weakening of 4× for an O(1/d) term)."""
+    def ratio(dim):
+        x = np.zeros(dim)
+        x[0] = z
+        mom = exact_moments("rff_pairs", x, np.zeros(dim), {"sigma": 1.0}, dim,
+                            matrix="orthogonal")
+        with mpmath.workdps(DPS):
+            approx = -mpmath.exp(-mpmath.mpf(z) ** 2) * mpmath.mpf(z) ** 4 / (2 * dim)
+            return mom.covariance, mom.covariance / approx
+
+    cov, r = ratio(d)
+    assert cov < 0
+    _, r_small = ratio(d // 4)
+    assert abs(r - 1) <= abs(r_small - 1) / 2
+
+
+def test_performer_theorem2_with_exact_covariance():
+    """MSE(SM⁺ ORF) ≤ MSE(SM⁺ iid) − (1 − 1/m)(2/(d+2))(SM − Λ)² for m ≤ d (Performer Thm 2,
+    [recall]; MATH §3 reports it held in 24 random cases) — 12 seeded cases, exact numbers."""
+    rng = np.random.default_rng(77)
+    for _ in range(12):
+        d = int(rng.integers(3, 9))
+        m = int(rng.integers(2, d + 1))
+        x, y = rng.standard_normal(d) * 0.5, rng.standard_normal(d) * 0.5
+        iid = exact_moments("softmax_positive", x, y, {}, m)
+        orf = exact_moments("softmax_positive", x, y, {}, m, matrix="orthogonal")
+        with mpmath.workdps(DPS):
+            xm, ym = to_mp(x), to_mp(y)
+            sm = mpmath.exp(mpmath.fsum(xm * ym))
+            lam = mpmath.exp(-(mpmath.fsum(xm * xm) + mpmath.fsum(ym * ym)) / 2)
+            gap = (1 - mpmath.mpf(1) / m) * 2 / mpmath.mpf(d + 2) * (sm - lam) ** 2
+            assert orf.variance <= iid.variance - gap
+            assert orf.covariance < 0
+
+
+# ----------------------------------------------------------------------------- GERF optimum
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gerf_optimal_a_minimises_exact_variance(seed):
+    """A* of MATH §4 minimises the closed-form V₁(A) on A < 1/8: V₁(A*) ≤ V₁(A) on a grid, and
+    the quadrature variance at A* equals the closed form; the float64 A* of impls agrees."""
+    rng = np.random.default_rng(seed)
+    d = 4
+    x, y = rng.standard_normal(d) * 0.6, rng.standard_normal(d) * 0.6
+    with mpmath.workdps(DPS):
+        xm, ym = to_mp(x), to_mp(y)
+        a_star = optimal_gerf_a_mp(xm, ym)
+        best = gerf_per_feature_variance(a_star, xm, ym)
+        for a in np.linspace(-2.0, 0.12, 60):
+            assert best <= gerf_per_feature_variance(float(a), xm, ym)
+        for h in (mpmath.mpf(10) ** -4, -mpmath.mpf(10) ** -4):
+            assert best <= gerf_per_feature_variance(a_star + h, xm, ym)
+        s2 = float(mpmath.fsum((xm + ym) ** 2))
+        assert abs(optimal_gerf_a(s2, d) - float(a_star)) <= 1e-14 * (1 + abs(float(a_star)))
+    a64 = float(a_star)
+    quad = exact_moments("gerf", x, y, {"A": a64}, 1, method="quadrature")
+    closed = exact_moments("gerf", x, y, {"A": a64}, 1, method="closed")
+    assert _rel(quad.per_feature_variance, closed.per_feature_variance) <= AGREE

@@ -1,0 +1,160 @@
+"""Exact mean and variance of random-feature estimators ``φ(x)ᵀφ(y)`` — no Monte Carlo.
+
+``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ; x, y)`` over the m frequency rows ``wᵢ`` (MATH.md §0–§4); the
+per-frequency mean ``E h`` and variance ``V₁ = Var h`` come two independent ways:
+
+* ``method="closed"``: the closed forms of :mod:`verify.moments.closed_forms` (MATH §1, §2, §4);
+* ``method="quadrature"``: the MATH §0 reduction of :mod:`verify.moments.gauss_hermite`, applied to
+  ``h`` and ``h²`` written from the feature definitions (:mod:`verify.moments.integrands`; relu by
+  the polar reduction).
+
+The variance of the estimator depends on how the rows are drawn (``entry.matrix``):
+
+* ``"iid"``: ``V₁/m``;
+* ``"orthogonal"``: ``(m·V₁ + P·C)/m²`` with P the ordered same-block pairs and C the covariance
+  of two orthogonal features (:mod:`verify.moments.orf`; C has no closed form: both methods use
+  the exact moment series of the MATH §3 law);
+* any other construction raises :class:`NotImplementedError` (fastfood/SORF features inside a
+  block are dependent in ways these formulas do not cover; fixed-norm rows are not Gaussian —
+  their mean is :func:`verify.moments.closed_forms.fixed_norm_mean`).
+
+``x``, ``y`` are the vectors fed to φ (no attention prescaling). Results are mpf; results are
+cached in memory (keyed by the exact float inputs, config, m, matrix, method and dps).
+Timing (this machine, after the Gauss–Hermite rules are cached): one (mean, variance) pair at
+30 digits by quadrature takes ~5–30 ms for the exponential-sum estimators.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from impls.registry import FeatureMap
+from impls.validation import check_array, check_positive_int
+from verify.moments.closed_forms import closed_moments
+from verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
+from verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
+from verify.moments.orf import orf_variance, orthogonal_covariance
+from verify.references.mp import to_mp
+
+__all__ = ["MOMENT_FORMULAS", "Moments", "exact_moments", "per_frequency_moments"]
+
+#: Formulas with exact moments.
+MOMENT_FORMULAS = frozenset(FORMULAS_WITH_TERMS | {"relu_features"})
+_MATRICES = ("iid", "orthogonal")
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Exact moments of ``φ(x)ᵀφ(y)`` with m frequencies: ``mean``, ``variance`` (of the
+    estimator), ``per_feature_variance`` (V₁) and, for orthogonal rows, ``covariance`` (C)."""
+
+    mean: Any
+    variance: Any
+    per_feature_variance: Any
+    covariance: Any = None
+
+    def as_float(self) -> Moments:
+        """The same moments rounded to Python floats."""
+        return Moments(
+            float(self.mean),
+            float(self.variance),
+            float(self.per_feature_variance),
+            None if self.covariance is None else float(self.covariance),
+        )
+
+
+def per_frequency_moments(
+    formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, Any], method: str, dps: int
+) -> tuple[Any, Any]:
+    """``(E h, Var h)`` for mp vectors x, y, at ``dps`` digits, by ``method``."""
+    if formula not in MOMENT_FORMULAS:
+        raise KeyError(f"no exact moments for {formula!r}; known: {sorted(MOMENT_FORMULAS)}")
+    if method == "closed":
+        mean, v1 = closed_moments(formula, x, y, config)
+        return mean, v1
+    if method != "quadrature":
+        raise ValueError(f"method must be 'closed' or 'quadrature', got {method!r}")
+    if formula == "relu_features":
+        mean = expect_relu_power(x, y, 1, dps)
+        return mean, expect_relu_power(x, y, 2, dps) - mean**2
+    itg = integrand(formula, x, y, config)
+    mean = expect_exp_terms(itg.terms, itg.x_eff, itg.y_eff, itg.d, dps)
+    second = expect_exp_terms(mul(itg.terms, itg.terms), itg.x_eff, itg.y_eff, itg.d, dps)
+    return mean, second - mean**2
+
+
+def _key_of(a: np.ndarray) -> tuple[float, ...]:
+    return tuple(float(v) for v in a)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached(formula, matrix, xk, yk, config_items, m, method, dps) -> Moments:
+    config = dict(config_items)
+    with mpmath.workdps(dps + 10):
+        x, y = to_mp(np.array(xk)), to_mp(np.array(yk))
+        mean, v1 = per_frequency_moments(formula, x, y, config, method, dps)
+        if matrix == "iid":
+            var, cov = v1 / m, None
+        else:
+            cov = orthogonal_covariance(formula, x, y, config, mean, dps)
+            var = orf_variance(v1, cov, m, len(xk))
+    with mpmath.workdps(dps):
+        return Moments(+mean, +var, +v1, None if cov is None else +cov)
+
+
+def exact_moments(
+    entry_or_formula: FeatureMap | str,
+    x: np.ndarray,
+    y: np.ndarray,
+    config: Mapping[str, Any] | None,
+    m: int,
+    *,
+    method: str = "closed",
+    dps: int = 30,
+    matrix: str | None = None,
+) -> Moments:
+    """Exact :class:`Moments` of ``φ(x)ᵀφ(y)`` with ``m`` frequency rows.
+
+    ``entry_or_formula``: a registry entry (its ``formula``, ``matrix`` and default ``config``)
+    or a formula id (``matrix`` defaults to ``"iid"``). ``config`` overrides the entry's.
+    Raises NotImplementedError for constructions other than iid/orthogonal (see the module
+    docstring) and for ORF with relu features; QuadratureError outside the supported domain."""
+    if isinstance(entry_or_formula, FeatureMap):
+        formula = entry_or_formula.formula
+        base = dict(entry_or_formula.config)
+        matrix = matrix or entry_or_formula.matrix or "iid"
+    elif isinstance(entry_or_formula, str):
+        formula, base, matrix = entry_or_formula, {}, matrix or "iid"
+    else:
+        raise TypeError(
+            f"entry_or_formula must be a FeatureMap or a formula id, got {type(entry_or_formula)}"
+        )
+    if formula not in MOMENT_FORMULAS:
+        raise KeyError(f"no exact moments for {formula!r}; known: {sorted(MOMENT_FORMULAS)}")
+    if matrix not in _MATRICES:
+        raise NotImplementedError(
+            f"exact variance only for iid and orthogonal rows, not {matrix!r}: fastfood/SORF "
+            "features inside a block are dependent, fixed-norm rows are not Gaussian"
+        )
+    if matrix == "orthogonal" and formula == "relu_features":
+        raise NotImplementedError(
+            "ORF covariance C is not covered for relu_features (two projections per row)"
+        )
+    for name, v in (("x", x), ("y", y)):
+        check_array(name, v, min_ndim=1, backend="numpy")
+        if v.ndim != 1:
+            raise ValueError(f"{name} must be a vector (d,), got shape {v.shape}")
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape, got {x.shape} and {y.shape}")
+    m = check_positive_int("m", m)
+    if not isinstance(dps, int) or dps < 16:
+        raise ValueError(f"dps must be an int >= 16, got {dps!r}")
+    config = {**base, **(config or {})}
+    config_items = tuple(sorted((k, float(v)) for k, v in config.items()))
+    return _cached(formula, matrix, _key_of(x), _key_of(y), config_items, m, method, dps)

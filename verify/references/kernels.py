@@ -1,0 +1,232 @@
+"""mpmath references of the target kernels ``k(x, y)``.
+
+A kernel is registered with :func:`mp_kernel`::
+
+    @mp_kernel("gaussian")
+    def _gaussian(x, y, *, sigma):   # x, y: object arrays (d,) of mpf; returns an mpf
+        ...
+
+It runs at the working precision chosen by the caller (:func:`kernel_mp`, :func:`gram_mp`); its
+inputs were converted exactly from floats, and :func:`gram_reference` rounds the result once.
+``kernel_params`` values may be Python scalars (floats are converted exactly to mpf, ints stay
+ints) or float64 arrays (converted exactly to mp arrays), for learned kernels.
+Another module may register more kernels (``verify/references/kernels_catalogue.py`` is imported
+at the end of this module if present).
+
+Kernels here (MATH.md §0–§3):
+
+* ``gaussian(sigma)``: ``exp(−‖x−y‖²/(2σ²))``;
+* ``softmax``: ``exp(xᵀy)``;
+* ``arccos1``: ``‖x‖‖y‖(sin θ + (π−θ)cos θ)/(2π)`` (Cho & Saul 2009), ``θ = ∠(x, y)``; 0 if
+  either vector is 0;
+* ``gaussian_fixed_norm(sigma)``: the mean of RFF with rows uniform on the sphere of radius √d,
+  ``E cos(wᵀδ/σ) = Γ(d/2)(2/t)^(d/2−1) J_(d/2−1)(t) = ₀F₁(; d/2; −t²/4)``, ``t = √d‖δ‖/σ``
+  (the ``₀F₁`` form is the series of ``J_ν`` and needs no special case at ``t = 0``);
+* ``softmax_fixed_norm``: the mean of SM⁺ (and SM⁺ₕ) with fixed-norm rows,
+  ``Λ·E exp(wᵀs) = Λ·₀F₁(; d/2; d‖s‖²/4)``, ``Λ = exp(−(‖x‖²+‖y‖²)/2)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from impls.registry import FeatureMap
+from impls.validation import check_array
+from verify.references.mp import to_float, to_mp, working_precision
+
+__all__ = [
+    "MP_KERNELS",
+    "gram_mp",
+    "gram_reference",
+    "kernel_mp",
+    "mean_gram",
+    "mp_kernel",
+    "target_gram",
+]
+
+KernelFn = Callable[..., Any]
+
+#: kernel id -> ``fn(x, y, **kernel_params) -> mpf``. Filled by :func:`mp_kernel`.
+MP_KERNELS: dict[str, KernelFn] = {}
+
+
+def mp_kernel(kernel_id: str) -> Callable[[KernelFn], KernelFn]:
+    """Register ``fn(x, y, **kernel_params) -> mpf`` as the reference of ``kernel_id``."""
+    if not isinstance(kernel_id, str) or not kernel_id:
+        raise TypeError(f"kernel_id must be a non-empty str, got {kernel_id!r}")
+
+    def decorate(fn: KernelFn) -> KernelFn:
+        if kernel_id in MP_KERNELS:
+            raise ValueError(f"mp kernel {kernel_id!r} is registered twice")
+        MP_KERNELS[kernel_id] = fn
+        return fn
+
+    return decorate
+
+
+def _lookup(kernel_id: str) -> KernelFn:
+    try:
+        return MP_KERNELS[kernel_id]
+    except KeyError:
+        raise KeyError(
+            f"no mpmath reference for kernel {kernel_id!r}; known: {', '.join(sorted(MP_KERNELS))}"
+        ) from None
+
+
+def _convert_params(kernel_params: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in kernel_params.items():
+        if isinstance(value, bool):
+            out[key] = value
+        elif isinstance(value, int | np.integer):
+            out[key] = int(value)
+        elif isinstance(value, float | np.floating):
+            if not np.isfinite(value):
+                raise ValueError(f"kernel parameter {key!r} must be finite, got {value}")
+            out[key] = mpmath.mpf(float(value))
+        elif isinstance(value, np.ndarray):
+            check_array(f"kernel parameter {key!r}", value, min_ndim=0)
+            out[key] = to_mp(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _as_points(name: str, a: Any, ndim: int) -> np.ndarray:
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        if a.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} dimensions, got shape {a.shape}")
+        return a
+    check_array(name, a, min_ndim=ndim, backend="numpy")
+    if a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {a.shape}")
+    return to_mp(a)
+
+
+def kernel_mp(kernel_id: str, x: Any, y: Any, *, dps: int | None = None, **kernel_params: Any):
+    """``k(x, y)`` as an mpf at ``dps`` digits; ``x``, ``y`` float arrays (d,) or mp arrays."""
+    fn = _lookup(kernel_id)
+    with working_precision(dps):
+        xm, ym = _as_points("x", x, 1), _as_points("y", y, 1)
+        if xm.shape != ym.shape:
+            raise ValueError(f"x and y must have the same shape, got {xm.shape} and {ym.shape}")
+        return fn(xm, ym, **_convert_params(kernel_params))
+
+
+def gram_mp(kernel_id: str, X: Any, Y: Any, *, dps: int | None = None, **kernel_params: Any):
+    """The Gram matrix ``[k(X_i, Y_j)]`` as an mp array ``(n_X, n_Y)``; X, Y of shape (n, d)."""
+    fn = _lookup(kernel_id)
+    with working_precision(dps):
+        xm, ym = _as_points("X", X, 2), _as_points("Y", Y, 2)
+        if xm.shape[1] != ym.shape[1]:
+            raise ValueError(f"X and Y must share the last dimension, got {xm.shape}, {ym.shape}")
+        params = _convert_params(kernel_params)
+        out = np.empty((xm.shape[0], ym.shape[0]), dtype=object)
+        for i in range(xm.shape[0]):
+            for j in range(ym.shape[0]):
+                out[i, j] = fn(xm[i], ym[j], **params)
+        return out
+
+
+def gram_reference(
+    kernel_id: str,
+    X: np.ndarray,
+    Y: np.ndarray,
+    *,
+    dtype: np.dtype | type = np.float64,
+    dps: int | None = None,
+    **kernel_params: Any,
+) -> np.ndarray:
+    """:func:`gram_mp` rounded once to ``dtype``."""
+    return to_float(gram_mp(kernel_id, X, Y, dps=dps, **kernel_params), dtype)
+
+
+def _entry_check(entry: FeatureMap) -> None:
+    if not isinstance(entry, FeatureMap):
+        raise TypeError(f"entry must be an impls.registry.FeatureMap, got {type(entry).__name__}")
+
+
+def target_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
+    """The mp Gram matrix of ``entry``'s target kernel (``entry.kernel`` with
+    ``entry.kernel_params(entry.config, d)``)."""
+    _entry_check(entry)
+    params = entry.kernel_params(entry.config, np.shape(X)[-1])
+    return gram_mp(entry.kernel, X, Y, dps=dps, **params)
+
+
+def mean_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
+    """The mp Gram matrix of ``E φ(x)ᵀφ(y)``: ``entry.mean_kernel`` for a biased map that names
+    one, the target kernel for an unbiased map; a ValueError otherwise."""
+    _entry_check(entry)
+    if entry.mean_kernel is not None:
+        params = entry.kernel_params(entry.config, np.shape(X)[-1])
+        return gram_mp(entry.mean_kernel, X, Y, dps=dps, **params)
+    if entry.has("unbiased") or entry.has("deterministic") or entry.has("exact_finite"):
+        return target_gram(entry, X, Y, dps=dps)
+    raise ValueError(f"map {entry.name!r} is biased and names no mean_kernel")
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _dot(x: np.ndarray, y: np.ndarray):
+    return mpmath.fsum(a * b for a, b in zip(x, y, strict=True))
+
+
+def _sigma(sigma: Any) -> Any:
+    if not sigma > 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    return sigma
+
+
+@mp_kernel("gaussian")
+def _gaussian(x: np.ndarray, y: np.ndarray, *, sigma: Any = 1) -> Any:
+    delta = x - y
+    return mpmath.exp(-_dot(delta, delta) / (2 * _sigma(sigma) ** 2))
+
+
+@mp_kernel("softmax")
+def _softmax(x: np.ndarray, y: np.ndarray) -> Any:
+    return mpmath.exp(_dot(x, y))
+
+
+@mp_kernel("arccos1")
+def _arccos1(x: np.ndarray, y: np.ndarray) -> Any:
+    nxy = mpmath.sqrt(_dot(x, x) * _dot(y, y))  # one rounding: cos θ = −1 exactly for y = −x
+    if nxy == 0:
+        return mpmath.mpf(0)
+    cos_t = min(max(_dot(x, y) / nxy, mpmath.mpf(-1)), mpmath.mpf(1))
+    # sin θ = √(1−cos²θ), π − θ = acos(−cos θ): both exactly 0 for opposite vectors
+    sin_t, rest = mpmath.sqrt(1 - cos_t * cos_t), mpmath.acos(-cos_t)
+    return nxy * (sin_t + rest * cos_t) / (2 * mpmath.pi)
+
+
+@mp_kernel("gaussian_fixed_norm")
+def _gaussian_fixed_norm(x: np.ndarray, y: np.ndarray, *, sigma: Any = 1) -> Any:
+    d = len(x)
+    delta = x - y
+    t2 = d * _dot(delta, delta) / _sigma(sigma) ** 2  # t² = d‖δ‖²/σ²
+    return mpmath.hyp0f1(mpmath.mpf(d) / 2, -t2 / 4)
+
+
+@mp_kernel("softmax_fixed_norm")
+def _softmax_fixed_norm(x: np.ndarray, y: np.ndarray) -> Any:
+    d = len(x)
+    s = x + y
+    log_lam = -(_dot(x, x) + _dot(y, y)) / 2
+    return mpmath.exp(log_lam) * mpmath.hyp0f1(mpmath.mpf(d) / 2, d * _dot(s, s) / 4)
+
+
+def _import_extension(name: str) -> None:
+    # Optional modules written by other engineers; a missing module is fine, a broken one is not.
+    if importlib.util.find_spec(name) is not None:
+        importlib.import_module(name)
+
+
+_import_extension("verify.references.kernels_catalogue")
