@@ -131,7 +131,7 @@ _TEMPLATES = [
         False,
         False,
         False,
-        None,
+        "arccos1",
         "ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel",
         "Cho & Saul 2009; Performer generalized attention; MATH.md §0, §2",
     ),
