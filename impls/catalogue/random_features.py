@@ -166,9 +166,13 @@ def _draw_for(matrix: str, with_phase: bool):
 def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
     claims = set(t.claims)
     mean_kernel = None
-    if matrix in UNBIASED_MATRICES:
+    # ReLU features are homogeneous of degree 2 in w, so with fixed norms √d (E‖w‖² = d, as
+    # for Gaussian rows) their mean is still the arc-cosine kernel: unbiased.
+    homogeneous_fixed_norm = matrix == "orthogonal_fixed_norm" and t.fixed_norm_mean == t.kernel
+    if matrix in UNBIASED_MATRICES or homogeneous_fixed_norm:
         claims.add("unbiased")
-        claims.add("gaussian_rows")
+        if matrix in UNBIASED_MATRICES:
+            claims.add("gaussian_rows")
     else:
         claims.add("biased")
         if matrix == "orthogonal_fixed_norm":
