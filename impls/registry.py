@@ -80,6 +80,9 @@ class FeatureMap:
     matrix: str | None = None
     mean_kernel: str | None = None
     attention_prescale: bool = False
+    #: smallest feature count ``m`` the parameter draw accepts (e.g. one frequency per mixture
+    #: component); properties draw ``m >= min_m``.
+    min_m: int = 1
     description: str = ""
     source: str = ""
     #: For maps whose output size depends on ``config`` (Taylor order, polynomial degree):

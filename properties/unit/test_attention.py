@@ -43,6 +43,7 @@ def _quadratic(phi_q, phi_k, v, causal):
 def _features(name, seed, n, d, m, scale):
     entry = get(name)
     rng = np.random.default_rng(seed)
+    m = max(m, entry.min_m)
     params = entry.draw(rng, d, m, entry.config)
     q, k = (scale * rng.standard_normal((2, n, d)) for _ in range(2))
     v = rng.standard_normal((2, n, 3))
@@ -92,6 +93,7 @@ def test_log_space_path_equals_plain_path(backend, dtype, causal, name, shape, c
     seed, n, d, m = shape
     entry = get(name)
     rng = np.random.default_rng(seed)
+    m = max(m, entry.min_m)
     params = entry.draw(rng, d, m, entry.config)
     q, k = (0.5 * rng.standard_normal((2, n, d)) for _ in range(2))
     v = rng.standard_normal((2, n, 3))
@@ -170,6 +172,7 @@ def test_feature_map_attention_applies_prescale_and_matches_features():
     entry = get("softmax_positive[iid]")
     rng = np.random.default_rng(3)
     d, m, n = 4, 16, 9
+    m = max(m, entry.min_m)
     params = entry.draw(rng, d, m, entry.config)
     q, k, v = (rng.standard_normal((n, d)) for _ in range(3))
     s = d**-0.25

@@ -35,6 +35,7 @@ NAMES = [m.name for m in all_maps()]
 def test_numpy_and_torch_cpu_agree_in_float64(name, seed, n, d, m, scale):
     entry = get(name)
     rng = np.random.default_rng(seed)
+    m = max(m, entry.min_m)
     params = entry.draw(rng, d, m, entry.config)
     x = scale * rng.standard_normal((2, n, d))
     pos = np.arange(n) if entry.has("positional") else None

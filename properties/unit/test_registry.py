@@ -46,6 +46,7 @@ def test_both_backends_run_with_declared_output_dim(name):
     entry = get(name)
     rng = np.random.default_rng(7)
     d, m, n = 4, 8, 5
+    m = max(m, entry.min_m)
     params = entry.draw(rng, d, m, entry.config)
     assert all(p.dtype == np.float64 for p in params.values()), "draws must be float64"
     x = 0.5 * rng.standard_normal((2, n, d))

@@ -19,6 +19,7 @@ ALL_MAPS = [m.name for m in all_maps()]
 
 def _inputs(entry, backend, n=4, d=4, m=8):
     rng = np.random.default_rng(0)
+    m = max(m, entry.min_m)
     params = entry.draw(rng, d, m, entry.config)
     x = rng.standard_normal((n, d))
     pos = np.arange(n) if entry.has("positional") else None

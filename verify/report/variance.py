@@ -104,7 +104,7 @@ def _variance_and_bound(
         return exact, exact
     except (NotImplementedError, KeyError, QuadratureError) as err:
         report.note = f"no exact variance: {err}"
-    if entry.has("gaussian_rows") or entry.has("unbiased") and entry.matrix == "orthogonal":
+    if entry.has("gaussian_rows") or (entry.has("unbiased") and entry.matrix == "orthogonal"):
         try:
             v1 = exact_moments(entry.formula, x, y, entry.config, 1, matrix="iid").as_float()
         except (NotImplementedError, KeyError, QuadratureError):
