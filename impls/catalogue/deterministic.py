@@ -1,0 +1,139 @@
+"""Registry entries of the deterministic linear-attention maps (MATH.md §6).
+
+Each declares the kernel it induces, ``k(x, y) = φ(x)ᵀφ(y)`` (claim ``exact_finite``):
+
+=============  =================  ==========================================================
+entry          kernel id          kernel
+=============  =================  ==========================================================
+elu_plus_one   ``elu_plus_one``   ``Σ (elu(x_i)+1)(elu(y_i)+1)``
+relu           ``relu_dot``       ``relu(x)ᵀrelu(y)`` (can be 0: attention needs its guard)
+square         ``square_dot``     ``Σ x_i² y_i²``
+identity       ``linear``         ``xᵀy`` (negative control: normalisation is ill-posed)
+cosformer      ``cosformer``      ``relu(x)ᵀrelu(y)·cos(π(i−j)/2M)``; kernel params ``M`` from
+                                  config plus the positions ``i``, ``j`` of the two points,
+                                  which the caller supplies
+dpfp           ``dpfp``           ``Σ_(j≤ν) Σ_k r_k(x) r_(k−j)(x) r_k(y) r_(k−j)(y)`` (``nu``)
+hedgehog       ``hedgehog``       ``φ(x)ᵀφ(y)`` of the given weights (``W``, ``b``)
+=============  =================  ==========================================================
+
+Hedgehog's weights live in ``config`` (``None`` = seeded default for d, see
+:func:`impls.numpy.deterministic_maps.hedgehog_weights`); its feature size is ``2d`` (W is d×d,
+as in Zhang et al. 2024), whatever m.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from impls.numpy import deterministic_maps as np_det
+from impls.registry import FeatureMap, register
+from impls.torch import deterministic_maps as torch_det
+from impls.validation import check_positive_int
+
+_BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"})
+
+
+def _simple(
+    name: str, kernel: str, claims: set[str], description: str, source: str
+) -> FeatureMap:
+    return FeatureMap(
+        name=name,
+        family="deterministic",
+        formula=name,
+        kernel=kernel,
+        claims=_BASE | claims,
+        numpy_fn=getattr(np_det, name),
+        torch_fn=getattr(torch_det, name),
+        output_dim=lambda d, m: d,
+        description=description,
+        source=source,
+    )
+
+
+def _hedgehog_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+    return np_det.hedgehog_weights(config, d)
+
+
+def _dpfp_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
+    nu = check_positive_int("nu", config["nu"])
+    return lambda d, m: 2 * d * nu
+
+
+register(
+    _simple(
+        "elu_plus_one", "elu_plus_one", {"positive"},
+        "elu(x)+1 (PosELU): positive features, denominators > 0 in exact arithmetic",
+        "Katharopoulos et al. 2020; MATH.md §6",
+    )
+)
+register(
+    _simple(
+        "relu", "relu_dot", {"nonnegative"},
+        "relu(x): nonnegative; denominators can be 0 (attention's zero_denominator guard)",
+        "MATH.md §6",
+    )
+)
+register(
+    _simple("square", "square_dot", {"nonnegative"}, "x⊙x: kernel Σ x_i² y_i²", "MATH.md §6")
+)
+register(
+    _simple(
+        "identity", "linear", set(),
+        "φ(x) = x: kernel xᵀy can be <= 0, so normalised linear attention is ill-posed "
+        "(negative control)",
+        "MATH.md §6",
+    )
+)
+register(
+    FeatureMap(
+        name="cosformer",
+        family="deterministic",
+        formula="cosformer",
+        kernel="cosformer",
+        claims=_BASE | {"nonnegative", "positional"},
+        numpy_fn=np_det.cosformer,
+        torch_fn=torch_det.cosformer,
+        output_dim=lambda d, m: 2 * d,
+        config={"M": 256},
+        kernel_params=lambda config, d: {"M": config["M"]},
+        description="cosFormer [relu(x)sin(πi/2M), relu(x)cos(πi/2M)] at position i (0 <= i <= M); "
+        "needs positions=",
+        source="Qin et al. 2022 (cosFormer); MATH.md §6",
+    )
+)
+register(
+    FeatureMap(
+        name="dpfp",
+        family="deterministic",
+        formula="dpfp",
+        kernel="dpfp",
+        claims=_BASE | {"nonnegative"},
+        numpy_fn=np_det.dpfp,
+        torch_fn=torch_det.dpfp,
+        output_dim=lambda d, m: 2 * d,
+        output_dim_for_config=_dpfp_dim,
+        config={"nu": 1},
+        kernel_params=lambda config, d: {"nu": config["nu"]},
+        description="DPFP-ν: concat_(j≤ν) r⊙roll(r, j), r = [relu x, relu(-x)], size 2dν",
+        source="Schlag et al. 2021 (DPFP); MATH.md §6",
+    )
+)
+register(
+    FeatureMap(
+        name="hedgehog",
+        family="deterministic",
+        formula="hedgehog",
+        kernel="hedgehog",
+        claims=_BASE | {"positive", "learned", "log_features"},
+        numpy_fn=np_det.hedgehog,
+        torch_fn=torch_det.hedgehog,
+        log_numpy_fn=np_det.log_hedgehog,
+        log_torch_fn=torch_det.log_hedgehog,
+        output_dim=lambda d, m: 2 * d,
+        config={"init_seed": 0, "W": None, "b": None},
+        kernel_params=_hedgehog_kernel_params,
+        description="Hedgehog [softmax(Wx+b), softmax(-(Wx+b))] with given weights (W d×d)",
+        source="Zhang et al. 2024 (Hedgehog); LoLCATs; MATH.md §6",
+    )
+)

@@ -1,0 +1,125 @@
+"""Registry entries of the exact finite maps (MATH.md §5, §6): ``φ(x)ᵀφ(y)`` equals the kernel.
+
+No random parameters (``draw`` returns ``{}``). Kernel ids for the references: ``taylor``
+(``order``; ``Σ_(k≤p) tᵏ/k!`` with ``t = xᵀy/√d``), ``polynomial`` (``c``, ``p``), ``linear``,
+``cosine`` (``k(0, y) = 0``). The Taylor maps scale by ``d^(-1/4)`` themselves (Based's
+convention), so they do not ask attention to prescale. Output sizes that depend on the order or
+degree follow ``config`` through ``output_dim_for_config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from impls.numpy import exact_maps as np_ex
+from impls.registry import FeatureMap, register
+from impls.torch import exact_maps as torch_ex
+
+_CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"})
+
+
+def _taylor_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
+    order = np_ex.check_order("order", config["order"])
+    return lambda d, m: np_ex.taylor_dim(d, order)
+
+
+def _poly_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
+    p = np_ex.check_order("p", config["p"])
+    return lambda d, m: np_ex.polynomial_dim(d, p)
+
+
+def _order(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+    return {"order": config["order"]}
+
+
+def _taylor_entry(name: str, order: int, description: str) -> FeatureMap:
+    return FeatureMap(
+        name=name,
+        family="taylor",
+        formula="taylor",
+        kernel="taylor",
+        claims=_CLAIMS,
+        numpy_fn=np_ex.taylor,
+        torch_fn=torch_ex.taylor,
+        output_dim=lambda d, m: np_ex.taylor_dim(d, order),
+        output_dim_for_config=_taylor_dim,
+        config={"order": order},
+        kernel_params=_order,
+        description=description,
+        source="Arora et al. 2024 (Based); MATH.md §5",
+    )
+
+
+register(
+    _taylor_entry(
+        "taylor2",
+        2,
+        "Based's full Taylor map [1, x/d^(1/4), vec(xxᵀ)/(√2√d)]: 1 + t + t²/2, t = qᵀk/√d",
+    )
+)
+register(
+    _taylor_entry(
+        "taylor3", 3, "tensor-power Taylor map of order 3: Σ_(k≤3) tᵏ/k!, t = qᵀk/√d"
+    )
+)
+register(
+    FeatureMap(
+        name="taylor2_compressed",
+        family="taylor",
+        formula="taylor2_compressed",
+        kernel="taylor",
+        claims=_CLAIMS,
+        numpy_fn=np_ex.taylor2_compressed,
+        torch_fn=torch_ex.taylor2_compressed,
+        output_dim=lambda d, m: 1 + d + d * (d + 1) // 2,
+        kernel_params=lambda config, d: {"order": 2},
+        description="compressed (symmetric) Taylor map of size 1+d+d(d+1)/2: 1 + t + t²/2",
+        source="Arora et al. 2024 (Based); MATH.md §5",
+    )
+)
+register(
+    FeatureMap(
+        name="polynomial",
+        family="polynomial",
+        formula="polynomial",
+        kernel="polynomial",
+        claims=_CLAIMS,
+        numpy_fn=np_ex.polynomial,
+        torch_fn=torch_ex.polynomial,
+        output_dim=lambda d, m: np_ex.polynomial_dim(d, 2),
+        output_dim_for_config=_poly_dim,
+        config={"c": 1.0, "p": 2},
+        kernel_params=lambda config, d: {"c": config["c"], "p": config["p"]},
+        description="explicit monomial map of (xᵀy + c)^p, size C(d+p, p); c >= 0",
+        source="MATH.md §5",
+    )
+)
+register(
+    FeatureMap(
+        name="linear",
+        family="linear",
+        formula="linear",
+        kernel="linear",
+        claims=_CLAIMS,
+        numpy_fn=np_ex.linear,
+        torch_fn=torch_ex.linear,
+        output_dim=lambda d, m: d,
+        description="linear kernel xᵀy, φ(x) = x",
+        source="MATH.md §6",
+    )
+)
+register(
+    FeatureMap(
+        name="cosine",
+        family="linear",
+        formula="cosine",
+        kernel="cosine",
+        claims=_CLAIMS,
+        numpy_fn=np_ex.cosine,
+        torch_fn=torch_ex.cosine,
+        output_dim=lambda d, m: d,
+        description="cosine kernel, φ(x) = x/‖x‖ with φ(0) = 0 (so k(0, y) = 0)",
+        source="MATH.md §6",
+    )
+)

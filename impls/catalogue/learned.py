@@ -1,0 +1,176 @@
+"""Registry entries of the learned kernels (Chowdhury et al. 2021; MATH.md §7).
+
+Design (d-dependent defaults): ``config`` holds a d-independent ``init_seed`` and the learned
+arrays, each ``None`` by default; ``None`` is resolved lazily, per d, to a deterministic seeded
+default (``numpy.random.default_rng([init_seed, d, …])``, cached) inside the feature functions
+and ``kernel_params``. One entry thus serves every d, ``with_config(init_seed=1)`` gives another
+fixed initialisation, and ``with_config(mu=trained_mu, …)`` substitutes trained values (validated
+against d when used). ``draw(rng, d, m, config)`` draws only the random part:
+
+==================  ==========================  =============================================
+entry               random part (``draw``)      kernel id (kernel params)
+==================  ==========================  =============================================
+gmm_rks             ``eps (m, d)``              ``spectral_mixture`` (pi, mu, L)
+gmm_prf             ``eps (m, d)``              ``gmm_prf`` (pi, mu, L)
+fastfood_learned    none (diagonals → params)   ``fastfood_learned`` (sigma, S, G, B, perm)
+fastfood_random     S, G, B, perm (blocks, p)   ``gaussian`` (sigma)
+generative          ``eps (m, latent_dim)``     ``generative`` (W1, b1, W2, b2)
+==================  ==========================  =============================================
+
+``fastfood_learned`` is one Fastfood block: ``2p`` features (``p = 2^⌈log₂ d⌉``) whatever m, its
+``draw`` copies the learned diagonals into ``params`` (no randomness). ``fastfood_random`` uses
+``⌈m/p⌉`` whole blocks: ``2p⌈m/p⌉`` features.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from impls.numpy import learned_maps as np_lm
+from impls.registry import FeatureMap, register
+from impls.torch import learned_maps as torch_lm
+from impls.validation import check_positive_int
+
+_GMM_CONFIG = {"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None}
+
+
+def _draw_eps(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
+    m = check_positive_int("m", m)
+    np_lm.mixture_layout(m, check_positive_int("n_components", config["n_components"]))
+    return {"eps": rng.standard_normal((m, d))}
+
+
+def _gmm_kernel_params(tag: str):
+    def kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+        return np_lm.gmm_params(config, d, tag)
+
+    return kernel_params
+
+
+register(
+    FeatureMap(
+        name="gmm_rks",
+        family="learned",
+        formula="gmm_rks",
+        kernel="spectral_mixture",
+        claims=frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
+        numpy_fn=np_lm.gmm_rks,
+        torch_fn=torch_lm.gmm_rks,
+        output_dim=lambda d, m: 2 * m,
+        draw=_draw_eps,
+        config=dict(_GMM_CONFIG),
+        kernel_params=_gmm_kernel_params("gmm_rks"),
+        description="GMM-RKS: ω = μ_c + L_cᵀε, √(π_c/m_c)[cos ωᵀx, sin ωᵀx]: spectral mixture "
+        "Σ π_c exp(-δᵀΣ_cδ/2)cos(μ_cᵀδ)",
+        source="Chowdhury et al. 2021; MATH.md §7",
+    )
+)
+register(
+    FeatureMap(
+        name="gmm_prf",
+        family="learned",
+        formula="gmm_prf",
+        kernel="gmm_prf",
+        claims=frozenset({"learned", "unbiased", "positive", "log_features", "psd_kernel"}),
+        numpy_fn=np_lm.gmm_prf,
+        torch_fn=torch_lm.gmm_prf,
+        log_numpy_fn=np_lm.log_gmm_prf,
+        log_torch_fn=torch_lm.log_gmm_prf,
+        output_dim=lambda d, m: m,
+        draw=_draw_eps,
+        config=dict(_GMM_CONFIG),
+        kernel_params=_gmm_kernel_params("gmm_prf"),
+        attention_prescale=True,
+        description="GMM-PRF: √(π_c/m_c)exp(ωᵀx - |x|²/2), ω ~ N(μ_c, L_cᵀL_c): "
+        "Σ π_c exp(μ_cᵀs + sᵀΣ_cs/2 - |x|²/2 - |y|²/2)",
+        source="Chowdhury et al. 2021; MATH.md §7",
+    )
+)
+
+
+def _draw_learned_fastfood(
+    rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]
+) -> dict:
+    return {k: v[None, :] for k, v in np_lm.fastfood_learned_params(config, d).items()}
+
+
+def _fastfood_learned_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+    return {"sigma": config["sigma"], **np_lm.fastfood_learned_params(config, d)}
+
+
+register(
+    FeatureMap(
+        name="fastfood_learned",
+        family="learned",
+        formula="fastfood",
+        kernel="fastfood_learned",
+        claims=frozenset({"learned", "deterministic", "exact_finite", "bounded", "psd_kernel"}),
+        numpy_fn=np_lm.fastfood,
+        torch_fn=torch_lm.fastfood,
+        output_dim=lambda d, m: 2 * np_lm.padded_size(d),
+        draw=_draw_learned_fastfood,
+        config={"init_seed": 0, "sigma": 1.0, "S": None, "G": None, "B": None, "perm": None},
+        kernel_params=_fastfood_learned_kernel_params,
+        description="Fastfood with learned (fixed) diagonals S, G, B: one block, deterministic "
+        "kernel (1/p)Σ cos(w_iᵀδ/σ)",
+        source="Le et al. 2013; Chowdhury et al. 2021; MATH.md §3, §7",
+    )
+)
+
+
+def _draw_random_fastfood(
+    rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]
+) -> dict:
+    m = check_positive_int("m", m)
+    return np_lm.draw_fastfood(rng, d, math.ceil(m / np_lm.padded_size(d)))
+
+
+register(
+    FeatureMap(
+        name="fastfood_random",
+        family="learned",
+        formula="fastfood",
+        kernel="gaussian",
+        claims=frozenset({"unbiased", "gaussian_rows", "bounded", "psd_kernel"}),
+        numpy_fn=np_lm.fastfood,
+        torch_fn=torch_lm.fastfood,
+        output_dim=lambda d, m: 2 * np_lm.padded_size(d) * math.ceil(m / np_lm.padded_size(d)),
+        draw=_draw_random_fastfood,
+        config={"sigma": 1.0},
+        kernel_params=lambda config, d: {"sigma": config["sigma"]},
+        description="Fastfood at its random initialisation (whole blocks): Gaussian kernel",
+        source="Le et al. 2013; MATH.md §3, §7",
+    )
+)
+
+
+def _draw_latent(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
+    m = check_positive_int("m", m)
+    return {"eps": rng.standard_normal((m, check_positive_int("latent_dim", config["latent_dim"])))}
+
+
+register(
+    FeatureMap(
+        name="generative",
+        family="learned",
+        formula="generative",
+        kernel="generative",
+        claims=frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
+        numpy_fn=np_lm.generative,
+        torch_fn=torch_lm.generative,
+        output_dim=lambda d, m: 2 * m,
+        draw=_draw_latent,
+        config={
+            "init_seed": 0, "latent_dim": 2, "hidden": 8,
+            "W1": None, "b1": None, "W2": None, "b2": None,
+        },
+        kernel_params=lambda config, d: np_lm.generative_params(config, d),
+        description="generative frequencies ω = W2 sin(W1 ε + b1) + b2, ε ~ N(0, I_k): "
+        "kernel E_ε cos(g(ε)ᵀδ) (Gauss–Hermite reference)",
+        source="Chowdhury et al. 2021; MATH.md §7",
+    )
+)

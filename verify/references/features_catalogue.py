@@ -1,0 +1,482 @@
+"""mpmath twins and a-priori rounding-error bounds of the catalogue formulas (MATH.md §5–§7).
+
+Registered with :func:`verify.references.features.mp_feature`. Each twin computes ``φ(x; ω)``
+exactly from the exactly converted input (learned values are resolved from ``config`` with the
+same deterministic rule as the implementation: :mod:`impls.numpy.learned_maps`); each bound
+follows the rules of :mod:`verify.references.features` (its module docstring): every basic
+operation rounds once (``|θ| ≤ u``), an elementary function is accurate to ``ulps`` ulps
+(``2·ulps·u`` relative), a length-k dot product in any order has ``|err| ≤ γ_k·Σ|terms|``, a
+float64 constant cast to the compute dtype adds one ``u``. A float64 computation (NumPy builds
+some constants and frequencies in float64 whatever the input dtype) is covered because the
+caller's ``u`` is ≥ float64's and ``ulps`` is ≥ the float64 library's. Magnitudes are evaluated
+in float64 from the exact formulas (their own rounding changes a bound by a relative ~1e-15).
+
+Per-formula derivations are in each ``_bound_*`` docstring. Counting conventions: ``γ(n)`` is
+``nu/(1−nu)``; a relative error made of ``a`` roundings and ``b`` elementary-function calls is
+bounded by ``γ(a + 2b·ulps)`` (``(1+u)^a(1+2·ulps·u)^b ≤ 1 + γ(a + 2b·ulps)``, Higham Lemma 3.1,
+since ``1 + 2·ulps·u ≤ (1+u)^(2·ulps)`` for ``ulps ≥ 1/2``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from impls.numpy import deterministic_maps as np_det
+from impls.numpy import exact_maps as np_ex
+from impls.numpy import learned_maps as np_lm
+from verify.references.features import ErrorTerm, gamma, mp_feature, smallest_normal
+from verify.references.kernels_catalogue import (
+    mp_dpfp,
+    mp_fastfood_matrix,
+    mp_generative_frequencies,
+    mp_hedgehog_log,
+)
+from verify.references.mp import mp_cos, mp_exp, mp_max0, mp_sin, to_mp
+
+Params = Mapping[str, np.ndarray]
+
+
+def _g(n: float, u: float, ulps: float = 0.0, calls: int = 0) -> float:
+    """Relative-error factor of ``n`` roundings and ``calls`` elementary functions."""
+    return gamma(n + 2 * calls * max(ulps, 0.5), u)
+
+
+def _term(v: Any, e: Any, u: float, ulps: float) -> ErrorTerm:
+    return ErrorTerm(np.asarray(v, dtype=np.float64), np.asarray(e, dtype=np.float64), u, ulps)
+
+
+def _bc(t: ErrorTerm, shape: tuple[int, ...]) -> ErrorTerm:
+    return _term(np.broadcast_to(t.v, shape), np.broadcast_to(t.e, shape), t.u, t.ulps)
+
+
+def _ones(shape: tuple[int, ...]) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    out[...] = mpmath.mpf(1)
+    return out
+
+
+# ------------------------------------------------------------------------ Taylor (MATH §5)
+def _taylor_blocks(x: np.ndarray, order: int) -> list[np.ndarray]:
+    """Exact-formula magnitudes ``|z|^(⊗k)/√(k!)`` per block (float64)."""
+    d = x.shape[-1]
+    z = np.abs(x) * d**-0.25
+    blocks = [np.ones((*x.shape[:-1], 1))]
+    power = blocks[0]
+    for k in range(1, order + 1):
+        power = (power[..., :, None] * z[..., None, :]).reshape(*x.shape[:-1], d**k)
+        blocks.append(power / math.sqrt(math.factorial(k)))
+    return blocks
+
+
+def _taylor_rel(k: int, u: float, ulps: float) -> float:
+    """Block k: ``c = d^(-1/4)`` (one pow call, one cast), each ``z_j = x_j·c`` (1 rounding + c's
+    error), a product of k factors (k−1 roundings), ``1/√(k!)`` (sqrt call, division, cast) and the
+    final product: ``2k + (k−1) + 3 + k`` roundings... bounded by ``4k + 2`` roundings and
+    ``k + 1`` function calls."""
+    return _g(4 * k + 2, u, ulps, k + 1)
+
+
+def _bound_taylor(x, params, config, u, ulps) -> np.ndarray:
+    """Relative bound ``_taylor_rel(k)`` on every feature of tensor-power block k (block 0 = 1 is
+    exact)."""
+    order = np_ex.check_order("order", config["order"])
+    blocks = _taylor_blocks(x, order)
+    return np.concatenate(
+        [b * (_taylor_rel(k, u, ulps) if k else 0.0) for k, b in enumerate(blocks)], axis=-1
+    )
+
+
+@mp_feature("taylor", error_bound=_bound_taylor)
+def _taylor(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    order = np_ex.check_order("order", config["order"])
+    d = x_mp.shape[-1]
+    z = x_mp * mpmath.power(d, mpmath.mpf(-0.25))
+    lead = x_mp.shape[:-1]
+    blocks = [_ones((*lead, 1))]
+    power = blocks[0]
+    for k in range(1, order + 1):
+        power = (power[..., :, None] * z[..., None, :]).reshape(*lead, d**k)
+        blocks.append(power / mpmath.sqrt(mpmath.factorial(k)))
+    return np.concatenate(blocks, axis=-1)
+
+
+def _compressed_parts(z: np.ndarray, root2: Any) -> list[np.ndarray]:
+    i, j = np.triu_indices(z.shape[-1], k=1)
+    return [z, z * z / root2, z[..., i] * z[..., j]]
+
+
+def _bound_taylor2_compressed(x, params, config, u, ulps) -> np.ndarray:
+    """``[1, z, z_i²/√2, z_i z_j]``: the order-2 relative bound of :func:`_bound_taylor` for every
+    quadratic feature (one fewer rounding for ``z_i z_j``), order 1 for ``z``; ``1`` is exact."""
+    z = np.abs(x) * x.shape[-1] ** -0.25
+    lin, sq, cross = _compressed_parts(z, math.sqrt(2.0))
+    return np.concatenate(
+        [np.zeros((*x.shape[:-1], 1)), lin * _taylor_rel(1, u, ulps),
+         sq * _taylor_rel(2, u, ulps), cross * _taylor_rel(2, u, ulps)],
+        axis=-1,
+    )
+
+
+@mp_feature("taylor2_compressed", error_bound=_bound_taylor2_compressed)
+def _taylor2_compressed(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    z = x_mp * mpmath.power(x_mp.shape[-1], mpmath.mpf(-0.25))
+    parts = _compressed_parts(z, mpmath.sqrt(2))
+    return np.concatenate([_ones((*x_mp.shape[:-1], 1)), *parts], axis=-1)
+
+
+# --------------------------------------------------------------------- polynomial (MATH §5)
+def _poly_setup(x_shape: tuple[int, ...], config: Mapping) -> tuple[int, float, np.ndarray]:
+    p = np_ex.check_order("p", config["p"])
+    c = float(config["c"])
+    if not c >= 0:
+        raise ValueError(f"c must be >= 0, got {c}")
+    idx, _ = np_ex.polynomial_indices(x_shape[-1], p)
+    return p, c, idx
+
+
+def _bound_polynomial(x, params, config, u, ulps) -> np.ndarray:
+    """``√(p!/α!)·Π x̃``: ``√c`` (sqrt call + cast) in up to p factors, p−1 product roundings, the
+    coefficient (sqrt call + cast) and the final product: ``≤ 2p + 2`` roundings and ``p + 1``
+    calls, relative to ``|φ|``."""
+    p, c, idx = _poly_setup(x.shape, config)
+    xt = np.concatenate([np.full((*x.shape[:-1], 1), math.sqrt(c)), np.abs(x)], axis=-1)
+    _, coef = np_ex.polynomial_indices(x.shape[-1], p)
+    mag = np.prod(xt[..., idx], axis=-1) * coef
+    return mag * _g(2 * p + 2, u, ulps, p + 1)
+
+
+@mp_feature("polynomial", error_bound=_bound_polynomial)
+def _polynomial(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    p, c, idx = _poly_setup(x_mp.shape, config)
+    root_c = np.empty((*x_mp.shape[:-1], 1), dtype=object)
+    root_c[...] = mpmath.sqrt(mpmath.mpf(c))
+    xt = np.concatenate([root_c, x_mp], axis=-1)
+    coef = []
+    for combo in idx:
+        multinomial = math.factorial(p)
+        for v in set(combo.tolist()):
+            multinomial //= math.factorial(combo.tolist().count(v))
+        coef.append(mpmath.sqrt(multinomial))
+    gathered = xt[..., idx]  # (..., n, D, p)
+    prod = np.empty(gathered.shape[:-1], dtype=object)
+    for pos in np.ndindex(prod.shape):
+        prod[pos] = mpmath.fprod(gathered[pos]) if p else mpmath.mpf(1)
+    return prod * np.array(coef, dtype=object)
+
+
+# ------------------------------------------------------------------- linear, cosine (§6)
+def _bound_zero(x, params, config, u, ulps) -> np.ndarray:
+    """The map copies or clamps its input (x, relu x): exact, bound 0."""
+    return np.zeros_like(x, dtype=np.float64)
+
+
+@mp_feature("linear", error_bound=_bound_zero)
+def _linear(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return x_mp.copy()
+
+
+@mp_feature("identity", error_bound=_bound_zero)
+def _identity(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return x_mp.copy()
+
+
+def _bound_cosine(x, params, config, u, ulps) -> np.ndarray:
+    """``x/‖x‖`` after an exact power-of-two scaling: d squares and a length-d nonnegative sum
+    (``γ_d`` relative on ‖x‖²), a sqrt (half of that, plus one call), one division:
+    ``≤ d + 2`` roundings and one call, relative to ``|φ|`` (0 at x = 0: φ(0) = 0 exactly)."""
+    norm = np.sqrt(np.sum(x * x, axis=-1, keepdims=True))
+    mag = np.where(norm > 0, np.abs(x) / np.where(norm > 0, norm, 1.0), 0.0)
+    return mag * _g(x.shape[-1] + 2, u, ulps, 1)
+
+
+@mp_feature("cosine", error_bound=_bound_cosine)
+def _cosine(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    out = np.empty_like(x_mp)
+    for idx in np.ndindex(x_mp.shape[:-1]):
+        row = x_mp[idx]
+        norm = mpmath.sqrt(mpmath.fsum(v * v for v in row))
+        out[idx] = row / norm if norm != 0 else row * 0
+    return out
+
+
+# -------------------------------------------------------------- deterministic maps (§6)
+def _bound_elu_plus_one(x, params, config, u, ulps) -> np.ndarray:
+    """``x + 1`` (one rounding) for x > 0; ``exp(x)`` (one call, plus the underflow floor η of
+    the dtype) for x ≤ 0."""
+    neg = np.minimum(x, 0.0)
+    return np.where(
+        x > 0, u * (x + 1), 2 * ulps * u * np.exp(neg) + smallest_normal(u)
+    )
+
+
+@mp_feature("elu_plus_one", error_bound=_bound_elu_plus_one)
+def _elu_plus_one(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return np.frompyfunc(lambda v: v + 1 if v > 0 else mpmath.exp(v), 1, 1)(x_mp)
+
+
+@mp_feature("relu", error_bound=_bound_zero)
+def _relu(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return mp_max0(x_mp)
+
+
+def _bound_square(x, params, config, u, ulps) -> np.ndarray:
+    """One rounded product: ``u·x²``."""
+    return u * x * x
+
+
+@mp_feature("square", error_bound=_bound_square)
+def _square(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return x_mp * x_mp
+
+
+def _bound_cosformer(x, params, config, u, ulps, *, positions=None) -> np.ndarray:
+    """``relu(x)·sin(a)``, ``a = (π/2M)·i``: ``a`` carries 3 roundings (π, the division, the
+    product; float64), sin/cos are 1-Lipschitz (absolute ``γ_3·a``) plus one call and one cast
+    (``(2·ulps + 1)u`` relative); then one rounded product with the exact ``relu(x)``."""
+    pos, big_m = np_det.check_positions(positions, x.shape[-2], config["M"])
+    angle = (math.pi / (2 * big_m)) * pos.astype(np.float64)
+    parts = []
+    for f in (np.sin, np.cos):
+        val = f(angle)[:, None]
+        err = gamma(3, u) * angle[:, None] + (2 * ulps + 1) * u * np.abs(val)
+        r = _term(np.maximum(x, 0.0), 0.0, u, ulps)
+        s = _bc(_term(val, err, u, ulps), x.shape)
+        parts.append((r * s).e)
+    return np.concatenate(parts, axis=-1)
+
+
+@mp_feature("cosformer", error_bound=_bound_cosformer)
+def _cosformer(
+    x_mp: np.ndarray, params: Params, config: Mapping, *, positions: Any = None
+) -> np.ndarray:
+    pos, big_m = np_det.check_positions(positions, x_mp.shape[-2], config["M"])
+    angle = np.array([mpmath.pi * int(i) / (2 * big_m) for i in pos], dtype=object)[:, None]
+    r = mp_max0(x_mp)
+    return np.concatenate([r * mp_sin(angle), r * mp_cos(angle)], axis=-1)
+
+
+def _bound_dpfp(x, params, config, u, ulps) -> np.ndarray:
+    """``r_k·r_(k−j)`` of exact clamps: one rounding, ``u·|φ|``."""
+    nu = int(config["nu"])
+    r = np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], axis=-1)
+    phi = np.concatenate([r * np.roll(r, j, axis=-1) for j in range(1, nu + 1)], axis=-1)
+    return u * phi
+
+
+@mp_feature("dpfp", error_bound=_bound_dpfp)
+def _dpfp(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    nu = config["nu"]
+    if isinstance(nu, bool) or not isinstance(nu, int) or nu < 1:
+        raise ValueError(f"nu must be an integer >= 1, got {nu!r}")
+    return mp_dpfp(x_mp, nu)
+
+
+def _hedgehog_log_term(x, config, u, ulps) -> ErrorTerm:
+    """Error of ``L = s − log Σ exp(s)``, ``s = z − max z``, ``z = Wx + b``.
+
+    * ``z``: dot of length d, bias add, casts of W and b: ``E_i = γ_(d+4)(Σ|W_ij x_j| + |b_i|)``;
+      with ``E = max_i E_i`` (per row), ``max z`` is off by ≤ E (max is 1-Lipschitz), so
+      ``|Δs_i| ≤ 2E + u|s_i|`` (the subtraction's rounding).
+    * ``exp(s_i)`` relative ``expm1(2E + u|s_i|) + 2·ulps·u``; the sum of d positive terms adds
+      ``γ_d``: ``ρ_S = (1 + max_i ρ_i)(1 + γ_d) − 1``.
+    * ``log S``: ``−log(1 − ρ_S) + 2·ulps·u·|log S|``; the final subtraction rounds once more:
+      ``u·(|s_i| + |log S|)``."""
+    weights = np_det.hedgehog_weights(config, x.shape[-1])
+    w, b = weights["W"], weights["b"]
+    z = x @ w.T + b
+    e_z = gamma(x.shape[-1] + 4, u) * (np.abs(x) @ np.abs(w).T + np.abs(b))
+    out_v, out_e = [], []
+    for zz in (z, -z):
+        s = zz - zz.max(axis=-1, keepdims=True)
+        big_e = e_z.max(axis=-1, keepdims=True)
+        e_s = 2 * big_e + u * np.abs(s)
+        rho = np.expm1(e_s) + 2 * ulps * u
+        rho_s = (1 + rho.max(axis=-1, keepdims=True)) * (1 + gamma(x.shape[-1], u)) - 1
+        log_s = np.log(np.sum(np.exp(s), axis=-1, keepdims=True))
+        e_log = -np.log1p(-rho_s) + 2 * ulps * u * np.abs(log_s)
+        out_v.append(s - log_s)
+        out_e.append(e_s + e_log + u * (np.abs(s) + np.abs(log_s)))
+    return _term(np.concatenate(out_v, axis=-1), np.concatenate(out_e, axis=-1), u, ulps)
+
+
+def _bound_log_hedgehog(x, params, config, u, ulps) -> np.ndarray:
+    """See :func:`_hedgehog_log_term`."""
+    return _hedgehog_log_term(x, config, u, ulps).e
+
+
+def _bound_hedgehog(x, params, config, u, ulps) -> np.ndarray:
+    """``exp`` of the log features (exp rule of ``ErrorTerm``)."""
+    return _hedgehog_log_term(x, config, u, ulps).exp().e
+
+
+def _mp_hedgehog_weights(config: Mapping, d: int) -> tuple[np.ndarray, np.ndarray]:
+    weights = np_det.hedgehog_weights(config, d)
+    return to_mp(weights["W"]), to_mp(weights["b"])
+
+
+@mp_feature("hedgehog", log=True, error_bound=_bound_log_hedgehog)
+def _log_hedgehog(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return mp_hedgehog_log(x_mp, *_mp_hedgehog_weights(config, x_mp.shape[-1]))
+
+
+@mp_feature("hedgehog", error_bound=_bound_hedgehog)
+def _hedgehog(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return mp_exp(_log_hedgehog(x_mp, params, config))
+
+
+# ------------------------------------------------------------------- learned maps (§7)
+def _trig_features(proj: ErrorTerm, scale: ErrorTerm) -> np.ndarray:
+    trig = proj.cos().concat(proj.sin())
+    return (_bc(scale, trig.v.shape) * trig).e
+
+
+def _projection(x: np.ndarray, omega: np.ndarray, e_omega: np.ndarray, u, ulps) -> ErrorTerm:
+    """``ω_iᵀx`` with ω known to ``e_ω``: ``γ_d Σ|ω||x| + (1 + γ_d) Σ e_ω|x|``."""
+    g = gamma(x.shape[-1], u)
+    e = g * (np.abs(x) @ np.abs(omega).T) + (1 + g) * (np.abs(x) @ e_omega.T)
+    return _term(x @ omega.T, e, u, ulps)
+
+
+def _gmm_omega(x, params, config, tag, u) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ω = μ_c + L_cᵀε`` (dot of length d, the add, casts of μ, L, ε and of ω):
+    ``e_ω = γ_(d+5)(|μ_c| + Σ_k|L_c,kj ε_k|)``; and the exact ``a² = π_c/m_c``."""
+    g = np_lm.gmm_params(config, x.shape[-1], tag)
+    eps = params["eps"]
+    comps, counts = np_lm.mixture_layout(eps.shape[0], g["pi"].shape[0])
+    omega = g["mu"][comps] + np.einsum("mkj,mk->mj", g["L"][comps], eps)
+    mag = np.abs(g["mu"][comps]) + np.einsum("mkj,mk->mj", np.abs(g["L"][comps]), np.abs(eps))
+    return omega, gamma(x.shape[-1] + 5, u) * mag, g["pi"][comps] / counts[comps]
+
+
+def _bound_gmm_rks(x, params, config, u, ulps) -> np.ndarray:
+    """``a_i[cos p_i, sin p_i]``: projection as in :func:`_projection` with ``e_ω`` of
+    :func:`_gmm_omega`; ``a = √(π/m_c)`` with 3 roundings (cast of π, division, cast) and one
+    sqrt call; one final product."""
+    omega, e_omega, a2 = _gmm_omega(x, params, config, "gmm_rks", u)
+    proj = _projection(x, omega, e_omega, u, ulps)
+    a = _bc(proj.const(np.sqrt(a2), _g(3, u, ulps, 1)), proj.v.shape)
+    return (a.concat(a) * proj.cos().concat(proj.sin())).e
+
+
+def _mp_gmm(x_mp: np.ndarray, params: Params, config: Mapping, tag: str):
+    d = x_mp.shape[-1]
+    g = {k: to_mp(v) for k, v in np_lm.gmm_params(config, d, tag).items()}
+    eps = to_mp(params["eps"])
+    comps, counts = np_lm.mixture_layout(eps.shape[0], g["pi"].shape[0])
+    omega = g["mu"][comps] + np.einsum("mkj,mk->mj", g["L"][comps], eps)
+    a2 = g["pi"][comps] / np.array([mpmath.mpf(int(c)) for c in counts[comps]], dtype=object)
+    return x_mp @ omega.T, a2
+
+
+@mp_feature("gmm_rks", error_bound=_bound_gmm_rks)
+def _gmm_rks(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    proj, a2 = _mp_gmm(x_mp, params, config, "gmm_rks")
+    a = np.frompyfunc(mpmath.sqrt, 1, 1)(a2)
+    return np.concatenate([a * mp_cos(proj), a * mp_sin(proj)], axis=-1)
+
+
+def _gmm_prf_log_term(x, params, config, u, ulps) -> ErrorTerm:
+    """``p − ‖x‖²/2 + ½ log a²``: projection (:func:`_projection`), the half squared norm
+    (``γ_(d+1)`` relative: d squares, a nonnegative sum, ×½ exact), ``½ log a²`` with ``a²``
+    from 3 roundings (``−log(1 − γ_3)`` absolute after the log) plus one log call; two rounded
+    additions."""
+    omega, e_omega, a2 = _gmm_omega(x, params, config, "gmm_prf", u)
+    proj = _projection(x, omega, e_omega, u, ulps)
+    half = 0.5 * np.sum(x * x, axis=-1, keepdims=True)
+    half_t = _bc(_term(half, gamma(x.shape[-1] + 1, u) * half, u, ulps), proj.v.shape)
+    log_a = 0.5 * np.log(a2)
+    e_log = 0.5 * (-np.log1p(-gamma(3, u)) + 2 * ulps * u * np.abs(np.log(a2)))
+    log_t = _bc(_term(log_a, e_log, u, ulps), proj.v.shape)
+    return proj - half_t + log_t
+
+
+def _bound_log_gmm_prf(x, params, config, u, ulps) -> np.ndarray:
+    """See :func:`_gmm_prf_log_term`."""
+    return _gmm_prf_log_term(x, params, config, u, ulps).e
+
+
+def _bound_gmm_prf(x, params, config, u, ulps) -> np.ndarray:
+    """``exp`` of the log features (exp rule of ``ErrorTerm``)."""
+    return _gmm_prf_log_term(x, params, config, u, ulps).exp().e
+
+
+@mp_feature("gmm_prf", log=True, error_bound=_bound_log_gmm_prf)
+def _log_gmm_prf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    proj, a2 = _mp_gmm(x_mp, params, config, "gmm_prf")
+    half = (x_mp * x_mp).sum(axis=-1, keepdims=True) / 2
+    return proj - half + np.frompyfunc(mpmath.log, 1, 1)(a2) / 2
+
+
+@mp_feature("gmm_prf", error_bound=_bound_gmm_prf)
+def _gmm_prf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return mp_exp(_log_gmm_prf(x_mp, params, config))
+
+
+def _bound_fastfood(x, params, config, u, ulps) -> np.ndarray:
+    """W per block: ``S·(H G)`` (1 rounding), the length-p product with ``Π H B`` (γ_p on
+    ``Σ_k|G_k||B_j|``), ``/√p`` (division + sqrt call), casts of S, G, B and of W:
+    ``e_W,ij = γ(p + 6 + 2·ulps)·|S_i|Σ_k|G_k||B_j|/√p``. Projection of ``x/σ`` (one more
+    rounding): ``γ_(d+2)Σ|W||x|/σ + (1 + γ_(d+2))Σ e_W|x|/σ``. Then cos/sin and the scale
+    ``1/√rows`` (3 roundings, one sqrt call)."""
+    sigma = float(config["sigma"])
+    d = x.shape[-1]
+    s, g, b, perm = (params[k] for k in ("S", "G", "B", "perm"))
+    w = np_lm.fastfood_matrix(s, g, b, perm, d)
+    p = s.shape[-1]
+    mag = np.concatenate(
+        [np.abs(s[k])[:, None] * np.abs(g[k]).sum() * np.abs(b[k])[None, :] / math.sqrt(p)
+         for k in range(s.shape[0])],
+        axis=0,
+    )[:, :d]
+    e_w = _g(p + 6, u, ulps, 1) * mag
+    gd = gamma(d + 2, u)
+    xs = x / sigma
+    e = gd * (np.abs(xs) @ np.abs(w).T) + (1 + gd) * (np.abs(xs) @ e_w.T)
+    proj = _term(xs @ w.T, e, u, ulps)
+    scale = proj.const(1 / math.sqrt(w.shape[0]), _g(3, u, ulps, 1))
+    return _trig_features(proj, scale)
+
+
+@mp_feature("fastfood", error_bound=_bound_fastfood)
+def _fastfood(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    sigma = mpmath.mpf(float(config["sigma"]))
+    s, g, b = (to_mp(params[k]) for k in ("S", "G", "B"))
+    np_lm.check_perm(params["perm"])
+    w = mp_fastfood_matrix(s, g, b, params["perm"], x_mp.shape[-1])
+    proj = (x_mp / sigma) @ w.T
+    return np.concatenate([mp_cos(proj), mp_sin(proj)], axis=-1) / mpmath.sqrt(w.shape[0])
+
+
+def _bound_generative(x, params, config, u, ulps) -> np.ndarray:
+    """``a = W1ε + b1``: ``e_a = γ_(k+4)(Σ|W1||ε| + |b1|)`` (dot of length k, the add, casts of
+    ε, W1, b1); ``t = sin a``: ``e_t = e_a + 2·ulps·u·(|t| + e_a)`` (1-Lipschitz, one call);
+    ``ω = W2 t + b2``: ``e_ω = Σ_h|W2|e_t + γ_(h+4)(Σ_h|W2|(|t| + e_t) + |b2|)`` (dot of length h,
+    the add, casts of W2, b2 and of ω); projection (:func:`_projection`), cos/sin and ``1/√m``."""
+    weights = np_lm.generative_params(config, x.shape[-1])
+    w1, b1, w2, b2 = (weights[k] for k in ("W1", "b1", "W2", "b2"))
+    eps = params["eps"]
+    k, h = w1.shape[1], w1.shape[0]
+    a = eps @ w1.T + b1
+    e_a = gamma(k + 4, u) * (np.abs(eps) @ np.abs(w1).T + np.abs(b1))
+    t = np.sin(a)
+    e_t = e_a + 2 * ulps * u * (np.abs(t) + e_a)
+    omega = t @ w2.T + b2
+    e_omega = e_t @ np.abs(w2).T + gamma(h + 4, u) * ((np.abs(t) + e_t) @ np.abs(w2).T + np.abs(b2))
+    proj = _projection(x, omega, e_omega, u, ulps)
+    scale = proj.const(1 / math.sqrt(eps.shape[0]), _g(3, u, ulps, 1))
+    return _trig_features(proj, scale)
+
+
+@mp_feature("generative", error_bound=_bound_generative)
+def _generative(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    weights = {k: to_mp(v) for k, v in np_lm.generative_params(config, x_mp.shape[-1]).items()}
+    omega = mp_generative_frequencies(
+        to_mp(params["eps"]), weights["W1"], weights["b1"], weights["W2"], weights["b2"]
+    )
+    proj = x_mp @ omega.T
+    return np.concatenate([mp_cos(proj), mp_sin(proj)], axis=-1) / mpmath.sqrt(omega.shape[0])
