@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: report test test-dev lint mutants calibrate bench clean
+.PHONY: report test test-dev lint mutants calibrate bench bench-full clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml
 report: $(STAMP)
 	$(BIN)/kernel-verify report
 
+# Two pytest workers on two cores: one BLAS/OpenMP thread each, no oversubscription.
+ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+
 test: $(STAMP)
-	CI=true $(BIN)/python -m pytest -n 2 -p no:cacheprovider
+	CI=true $(ONE_THREAD) $(BIN)/python -m pytest -n 2 -p no:cacheprovider
 
 test-dev: $(STAMP)
-	HYPOTHESIS_PROFILE=dev $(BIN)/python -m pytest -n 2
+	HYPOTHESIS_PROFILE=dev $(ONE_THREAD) $(BIN)/python -m pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,7 +37,13 @@ calibrate: $(STAMP)
 	$(BIN)/kernel-verify calibrate
 
 bench: $(STAMP)
-	$(BIN)/asv run --python=same --quick
+	$(BIN)/asv machine --yes
+	$(BIN)/asv run --python=same --quick --show-stderr --set-commit-hash=HEAD
+
+bench-full: $(STAMP)
+	$(BIN)/asv machine --yes
+	$(BIN)/asv run --python=same --show-stderr --set-commit-hash=HEAD
+	$(BIN)/asv publish
 
 clean:
 	rm -rf $(VENV) .hypothesis .pytest_cache

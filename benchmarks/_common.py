@@ -1,0 +1,146 @@
+"""Backends, dtypes, seeded inputs and thread pinning shared by the asv benchmark classes.
+
+A backend is ``"numpy"``, ``"torch:cpu"`` or ``"torch:cuda"`` (the names of
+``properties/backends.py``). :func:`require` raises ``NotImplementedError`` for a combination
+this machine cannot run; asv reports it as skipped and the ``params`` stay identical everywhere.
+
+Threads: torch's intra-op pool and OpenBLAS (NumPy's BLAS) are pinned to :data:`THREADS` in
+``setup`` and restored in ``teardown`` (:class:`PinnedThreads`) — never set at import — so
+histories from machines with different core counts stay comparable, and NumPy is not timed
+through OpenBLAS's thread hand-off: on this 2-core machine 64 products ``(64×256)·(256×64)`` took
+2.06 s with 2 OpenBLAS threads and 0.008 s with 1 (``OPENBLAS_NUM_THREADS``), which would have made
+every chunked causal NumPy timing measure thread wake-ups. OpenBLAS is found among the loaded
+libraries (``/proc/self/maps``) and driven through its C API; without it (another BLAS, another
+OS) NumPy keeps its default threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import zlib
+from typing import Any
+
+import numpy as np
+import torch
+
+from impls.torch.convert import to_torch
+
+BACKENDS: list[str] = ["numpy", "torch:cpu", "torch:cuda"]
+#: Base seed; each benchmark mixes in its own parameters so every combination has its own stream.
+SEED = 20240611
+
+
+def require(backend: str, dtype: str = "float64") -> None:
+    """Raise ``NotImplementedError`` (asv: skipped) if ``backend``/``dtype`` cannot run here."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "torch:cuda" and not torch.cuda.is_available():
+        raise NotImplementedError("torch:cuda: torch.cuda.is_available() is False on this machine")
+    if backend == "numpy" and dtype in ("float16", "bfloat16"):
+        raise NotImplementedError(f"numpy: {dtype} is not a compute dtype of the NumPy backend")
+
+
+def skip_reason(backend: str, dtype: str = "float64") -> str | None:
+    """Why :func:`require` would skip ``backend``/``dtype`` here, or None."""
+    try:
+        require(backend, dtype)
+    except NotImplementedError as err:
+        return str(err)
+    return None
+
+
+def device(backend: str) -> str | None:
+    """The torch device of ``backend`` (None for NumPy)."""
+    return backend.split(":", 1)[1] if backend.startswith("torch:") else None
+
+
+def rng_for(*key: Any) -> np.random.Generator:
+    """A Generator seeded from :data:`SEED` and ``key`` (stable across runs and machines)."""
+    return np.random.default_rng([SEED, *(zlib.crc32(repr(part).encode()) for part in key)])
+
+
+def to_backend(x: np.ndarray, backend: str, dtype: str) -> Any:
+    """A float64 NumPy array on ``backend`` in ``dtype`` (rounded once)."""
+    dev = device(backend)
+    if dev is None:
+        return x.astype(dtype)
+    return torch.as_tensor(x, dtype=torch.float64).to(device=dev, dtype=getattr(torch, dtype))
+
+
+def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
+    """The float64 draw as the backend's maps take it (torch: float64 tensors on the device)."""
+    dev = device(backend)
+    return params if dev is None else to_torch(params, device=dev, dtype=torch.float64)
+
+
+def positions_for(n: int, backend: str) -> Any:
+    """Token positions ``0..n-1`` for positional maps, on the backend."""
+    dev = device(backend)
+    return np.arange(n) if dev is None else torch.arange(n, device=dev)
+
+
+def sync(backend: str) -> None:
+    """Wait for queued CUDA work, so a timing covers the computation, not its launch."""
+    if backend == "torch:cuda":
+        torch.cuda.synchronize()
+
+
+def _openblas_controls() -> list[tuple[Any, Any]]:
+    """``(get, set)`` thread-count functions of every OpenBLAS loaded in this process."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return []
+    names = [
+        ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+        ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+        ("openblas_get_num_threads", "openblas_set_num_threads"),
+    ]
+    controls = []
+    for path in sorted(p for p in paths if p.startswith("/")):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for get_name, set_name in names:
+            if hasattr(lib, get_name) and hasattr(lib, set_name):
+                getter, setter = getattr(lib, get_name), getattr(lib, set_name)
+                getter.restype, setter.argtypes = ctypes.c_int, [ctypes.c_int]
+                controls.append((getter, setter))
+                break
+    return controls
+
+
+#: threads for torch and OpenBLAS during a benchmark (restored afterwards).
+THREADS = 1
+
+
+class PinnedThreads:
+    """Sets torch's and OpenBLAS's thread counts to ``threads`` until :meth:`restore`."""
+
+    def __init__(self, threads: int = THREADS) -> None:
+        self._torch = torch.get_num_threads()
+        self._blas = [(setter, getter()) for getter, setter in _openblas_controls()]
+        torch.set_num_threads(threads)
+        for setter, _ in self._blas:
+            setter(threads)
+
+    def restore(self) -> None:
+        torch.set_num_threads(self._torch)
+        for setter, saved in self._blas:
+            setter(saved)
+
+
+class BackendBenchmark:
+    """Base class: pins threads in :meth:`pin` (called by ``setup``); ``teardown`` restores."""
+
+    _threads: PinnedThreads | None = None
+
+    def pin(self) -> None:
+        self._threads = PinnedThreads()
+
+    def teardown(self, *args: Any) -> None:
+        if self._threads is not None:
+            self._threads.restore()
+            self._threads = None

@@ -1,0 +1,73 @@
+"""Exact softmax vs linear vs log-space linear attention (pytest-benchmark; MATH.md §9).
+
+One head, ``q, k, v`` of shape ``(1024, 64)``, float32, ``softmax_positive[iid]`` features with
+``m = 64``; compare the three rows of a group with ``pytest benchmarks/pytest -k attention``.
+Each benchmark also checks its output has the input's shape and is finite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks._common import BACKENDS, skip_reason, sync
+from benchmarks.attention import LINEAR_ENTRY, linear_params, qkv
+from impls.attention import feature_map_attention
+from impls.numpy import attention as np_attention
+from impls.registry import get
+from impls.torch import attention as torch_attention
+
+N, M = 1024, 64
+
+
+def _backends() -> list[Any]:
+    """Every backend, skipped with the reason where it cannot run here (never dropped)."""
+    return [
+        pytest.param(b, id=b, marks=[pytest.mark.skip(reason=r)] if (r := skip_reason(b)) else [])
+        for b in BACKENDS
+    ]
+
+
+ALL_BACKENDS = _backends()
+
+
+def _finite(out: Any) -> bool:
+    if isinstance(out, torch.Tensor):
+        return bool(torch.isfinite(out).all())
+    return bool(np.isfinite(out).all())
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_exact_softmax(benchmark: Any, backend: str, causal: bool) -> None:
+    benchmark.group = f"attention {backend} causal={causal}"
+    q, k, v = qkv(backend, "float32", N)
+    att = np_attention if backend == "numpy" else torch_attention
+
+    def run() -> Any:
+        out = att.softmax_attention(q, k, v, causal=causal)
+        sync(backend)
+        return out
+
+    out = benchmark(run)
+    assert tuple(out.shape) == (N, 64) and _finite(out)
+
+
+@pytest.mark.parametrize("path", ["plain", "log"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_linear(benchmark: Any, backend: str, causal: bool, path: str) -> None:
+    benchmark.group = f"attention {backend} causal={causal}"
+    q, k, v = qkv(backend, "float32", N)
+    entry, params = get(LINEAR_ENTRY), linear_params(backend, M)
+
+    def run() -> Any:
+        out = feature_map_attention(entry, params, q, k, v, causal=causal, use_log=path == "log")
+        sync(backend)
+        return out
+
+    out = benchmark(run)
+    assert tuple(out.shape) == (N, 64) and _finite(out)

@@ -1,0 +1,45 @@
+"""Feature maps per backend (pytest-benchmark): x ``(4096, 16)``, ``m = 256``, float32.
+
+Each benchmark checks the features' shape against the entry's ``output_dim``. Compare with
+``pytest benchmarks/pytest -k maps``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks._common import BACKENDS, skip_reason, sync
+from benchmarks.feature_maps import RANDOM_ENTRIES, prepare
+from impls.attention import map_features
+from impls.registry import get
+
+N, M, D = 4096, 256, 16
+
+
+def _backends() -> list[Any]:
+    """Every backend, skipped with the reason where it cannot run here (never dropped)."""
+    return [
+        pytest.param(b, id=b, marks=[pytest.mark.skip(reason=r)] if (r := skip_reason(b)) else [])
+        for b in BACKENDS
+    ]
+
+
+ALL_BACKENDS = _backends()
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("name", RANDOM_ENTRIES)
+def test_maps(benchmark: Any, name: str, backend: str) -> None:
+    benchmark.group = f"maps {name}"
+    entry = get(name)
+    x, params, config, positions = prepare(entry, backend, "float32", N, M, D)
+
+    def run() -> Any:
+        out = map_features(entry, x, params, config=config, positions=positions)
+        sync(backend)
+        return out
+
+    out = benchmark(run)
+    assert tuple(out.shape) == (N, entry.output_dim(D, M))
