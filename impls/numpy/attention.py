@@ -133,6 +133,28 @@ def log_linear_attention(
     return _causal_log(log_phi_q, log_phi_k, v, chunk_size)
 
 
+def _pair_log_weights(lq: np.ndarray, lk: np.ndarray) -> np.ndarray:
+    """``logsumexp_f(lq_if + lk_jf)`` for every pair (i, j), as a matrix product.
+
+    With row maxima ``a_i = max_f lq_if`` and ``b_j = max_f lk_jf``, the value is
+    ``a_i + b_j + log P_ij``, ``P = exp(lq − a) exp(lk − b)ᵀ``: every factor is ≤ 1, and the sum
+    of m positive terms has relative error ≤ γ_m. Terms that underflow carry an absolute error
+    ≤ tiny·u each (gradual underflow), so P is accurate to relative u as long as
+    ``P ≥ 8·m·tiny``; the rare pairs below that (the maxima of query and key sit on different
+    features and everything else underflows) are recomputed with the exact log-sum-exp.
+    """
+    a = np.max(lq, axis=-1, keepdims=True)
+    b = np.max(lk, axis=-1, keepdims=True)
+    prod = np.exp(lq - a) @ np.swapaxes(np.exp(lk - b), -1, -2)
+    with np.errstate(divide="ignore"):
+        pair = a + np.swapaxes(b, -1, -2) + np.log(prod)
+    bad = prod < 8 * lq.shape[-1] * np.finfo(lq.dtype).tiny
+    if bad.any():
+        *lead, i, j = np.nonzero(bad)
+        pair[bad] = logsumexp(lq[(*lead, i)] + lk[(*lead, j)], axis=-1)
+    return pair
+
+
 def _causal_log(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
     n, m, dv = lq.shape[-2], lq.shape[-1], v.shape[-1]
     lead = lq.shape[:-2]
@@ -143,8 +165,7 @@ def _causal_log(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int) -> np
         stop = min(start + chunk, n)
         q_c, k_c, v_c = lq[..., start:stop, :], lk[..., start:stop, :], v[..., start:stop, :]
         size = stop - start
-        # Pair log-weights inside the chunk, j ≤ i: logsumexp_f(lq_if + lk_jf).
-        pair = logsumexp(q_c[..., :, None, :] + k_c[..., None, :, :], axis=-1)
+        pair = _pair_log_weights(q_c, k_c)
         future = np.triu(np.ones((size, size), dtype=bool), k=1)
         pair = np.where(future, -np.inf, pair)
         if start == 0:

@@ -119,6 +119,22 @@ def log_linear_attention(
     return _causal_log(lq, lk, vw, chunk_size).to(v.dtype)
 
 
+def _pair_log_weights(lq: torch.Tensor, lk: torch.Tensor) -> torch.Tensor:
+    """``logsumexp_f(lq_if + lk_jf)`` for every pair as a matrix product of shifted
+    exponentials, with the exact log-sum-exp for pairs whose product is near underflow; see
+    :func:`impls.numpy.attention._pair_log_weights` for the accuracy argument."""
+    a = lq.amax(dim=-1, keepdim=True)
+    b = lk.amax(dim=-1, keepdim=True)
+    prod = torch.exp(lq - a) @ torch.exp(lk - b).transpose(-1, -2)
+    pair = a + b.transpose(-1, -2) + torch.log(prod)
+    bad = prod < 8 * lq.shape[-1] * torch.finfo(lq.dtype).tiny
+    if bool(bad.any()):
+        idx = bad.nonzero(as_tuple=True)
+        lead, i, j = idx[:-2], idx[-2], idx[-1]
+        pair[idx] = torch.logsumexp(lq[(*lead, i)] + lk[(*lead, j)], dim=-1)
+    return pair
+
+
 def _causal_log(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
     n, m, dv = lq.shape[-2], lq.shape[-1], v.shape[-1]
     lead = lq.shape[:-2]
@@ -129,7 +145,7 @@ def _causal_log(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int)
         stop = min(start + chunk, n)
         q_c, k_c, v_c = lq[..., start:stop, :], lk[..., start:stop, :], v[..., start:stop, :]
         size = stop - start
-        pair = torch.logsumexp(q_c.unsqueeze(-2) + k_c.unsqueeze(-3), dim=-1)
+        pair = _pair_log_weights(q_c, k_c)
         future = torch.ones(size, size, dtype=torch.bool, device=lq.device).triu(1)
         pair = pair.masked_fill(future, float("-inf"))
         if start == 0:
