@@ -89,10 +89,14 @@ class FeatureMap:
     #: ``output_dim_for_config(config)`` returns the ``output_dim`` function; it replaces
     #: ``output_dim`` at construction, so ``with_config`` keeps the two consistent.
     output_dim_for_config: Callable[[Mapping[str, Any]], Callable[[int, int], int]] | None = None
+    #: Likewise for ``min_m`` (e.g. the number of mixture components).
+    min_m_for_config: Callable[[Mapping[str, Any]], int] | None = None
 
     def __post_init__(self) -> None:
         if self.output_dim_for_config is not None:
             object.__setattr__(self, "output_dim", self.output_dim_for_config(self.config))
+        if self.min_m_for_config is not None:
+            object.__setattr__(self, "min_m", int(self.min_m_for_config(self.config)))
         unknown = set(self.claims) - set(CLAIMS)
         if unknown:
             raise ValueError(f"feature map {self.name!r}: unknown claims {sorted(unknown)}")
