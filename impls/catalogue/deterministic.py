@@ -35,7 +35,7 @@ _BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"})
 
 
 def _simple(
-    name: str, kernel: str, claims: set[str], description: str, source: str
+    name: str, kernel: str, claims: set[str], description: str, source: str, log: bool = False
 ) -> FeatureMap:
     return FeatureMap(
         name=name,
@@ -45,6 +45,8 @@ def _simple(
         claims=_BASE | claims,
         numpy_fn=getattr(np_det, name),
         torch_fn=getattr(torch_det, name),
+        log_numpy_fn=getattr(np_det, f"log_{name}") if log else None,
+        log_torch_fn=getattr(torch_det, f"log_{name}") if log else None,
         output_dim=lambda d, m: d,
         description=description,
         source=source,
@@ -62,9 +64,11 @@ def _dpfp_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
 
 register(
     _simple(
-        "elu_plus_one", "elu_plus_one", {"positive"},
-        "elu(x)+1 (PosELU): positive features, denominators > 0 in exact arithmetic",
+        "elu_plus_one", "elu_plus_one", {"positive", "log_features"},
+        "elu(x)+1 (PosELU): positive features, denominators > 0 in exact arithmetic; "
+        "log φ = log1p(x) or x",
         "Katharopoulos et al. 2020; MATH.md §6",
+        log=True,
     )
 )
 register(

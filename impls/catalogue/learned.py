@@ -44,6 +44,11 @@ def _draw_eps(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any
     return {"eps": rng.standard_normal((m, d))}
 
 
+def _n_components(config: Mapping[str, Any]) -> int:
+    """Every mixture component needs at least one frequency: ``m >= n_components``."""
+    return check_positive_int("n_components", config["n_components"])
+
+
 def _gmm_kernel_params(tag: str):
     def kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
         return np_lm.gmm_params(config, d, tag)
@@ -64,6 +69,8 @@ register(
         draw=_draw_eps,
         config=dict(_GMM_CONFIG),
         kernel_params=_gmm_kernel_params("gmm_rks"),
+        min_m=2,
+        min_m_for_config=_n_components,
         description="GMM-RKS: ω = μ_c + L_cᵀε, √(π_c/m_c)[cos ωᵀx, sin ωᵀx]: spectral mixture "
         "Σ π_c exp(-δᵀΣ_cδ/2)cos(μ_cᵀδ)",
         source="Chowdhury et al. 2021; MATH.md §7",
@@ -84,6 +91,8 @@ register(
         draw=_draw_eps,
         config=dict(_GMM_CONFIG),
         kernel_params=_gmm_kernel_params("gmm_prf"),
+        min_m=2,
+        min_m_for_config=_n_components,
         attention_prescale=True,
         description="GMM-PRF: √(π_c/m_c)exp(ωᵀx - |x|²/2), ω ~ N(μ_c, L_cᵀL_c): "
         "Σ π_c exp(μ_cᵀs + sᵀΣ_cs/2 - |x|²/2 - |y|²/2)",

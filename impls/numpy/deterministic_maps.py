@@ -43,6 +43,7 @@ __all__ = [
     "hedgehog",
     "hedgehog_weights",
     "identity",
+    "log_elu_plus_one",
     "log_hedgehog",
     "relu",
     "square",
@@ -57,6 +58,13 @@ def elu_plus_one(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = elu(x) + 1``: ``x + 1`` for ``x > 0``, ``exp(x)`` for ``x ≤ 0``."""
     _check_x(x)
     return np.where(x > 0, x + x.dtype.type(1), np.exp(np.minimum(x, 0)))
+
+
+def log_elu_plus_one(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+    """``log(elu(x) + 1)``: ``log1p(x)`` for ``x > 0`` and exactly ``x`` for ``x ≤ 0`` (never
+    underflows, unlike ``φ`` itself)."""
+    _check_x(x)
+    return np.where(x > 0, np.log1p(np.maximum(x, 0)), x)
 
 
 def relu(x: np.ndarray, params: Params, config: Config) -> np.ndarray:

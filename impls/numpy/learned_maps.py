@@ -165,7 +165,8 @@ def _gmm_setup(
 ) -> tuple[np.ndarray, np.ndarray]:
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
-    check_params("params", dict(params), {"eps": (None, d)})
+    check_params("params", dict(params), {"eps": (None, None)})
+    check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
     g = gmm_params(config, d, tag)
     omega, a2 = gmm_frequencies(params["eps"], g["pi"], g["mu"], g["L"])
     return x @ omega.astype(x.dtype).T, a2.astype(x.dtype)

@@ -30,6 +30,7 @@ __all__ = [
     "elu_plus_one",
     "hedgehog",
     "identity",
+    "log_elu_plus_one",
     "log_hedgehog",
     "relu",
     "square",
@@ -45,6 +46,12 @@ def elu_plus_one(x: torch.Tensor, params: Params, config: Config) -> torch.Tenso
     """``elu(x) + 1``: ``x + 1`` for ``x > 0``, ``exp(x)`` for ``x ≤ 0`` (positive)."""
     xw = _work(x)
     return torch.where(xw > 0, xw + 1, torch.exp(torch.clamp(xw, max=0))).to(x.dtype)
+
+
+def log_elu_plus_one(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
+    """``log1p(x)`` for ``x > 0``, ``x`` for ``x ≤ 0`` (compute dtype)."""
+    xw = _work(x)
+    return torch.where(xw > 0, torch.log1p(torch.clamp(xw, min=0)), xw)
 
 
 def relu(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:

@@ -73,7 +73,8 @@ def _gmm_setup(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     xw = _work(x)
     d = x.shape[-1]
-    check_params("params", dict(params), {"eps": (None, d)})
+    check_params("params", dict(params), {"eps": (None, None)})
+    check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
     g = to_torch(np_lm.gmm_params(config, d, tag), device=x.device, dtype=xw.dtype)
     eps = to_torch({"eps": params["eps"]}, device=x.device, dtype=xw.dtype)["eps"]
     omega, a2 = _gmm_frequencies(eps, g["pi"], g["mu"], g["L"])

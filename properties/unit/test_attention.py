@@ -25,7 +25,9 @@ from properties.backends import backend_params, to_backend, to_numpy
 from verify.attention_bounds import gamma, linear_attention_error_bound
 
 U64 = float(np.finfo(np.float64).eps / 2)
-POSITIVE_MAPS = [m.name for m in all_maps(claims=["positive"]) if m.matrix in (None, "iid")]
+POSITIVE_MAPS = [
+    m.name for m in all_maps(claims=["positive", "log_features"]) if m.matrix in (None, "iid")
+]
 SIGNED_MAPS = ["softmax_trig[iid]", "rff_pairs[iid]", "rff_phase[orthogonal]"]
 
 

@@ -214,6 +214,16 @@ def _bound_elu_plus_one(x, params, config, u, ulps) -> np.ndarray:
     )
 
 
+def _bound_log_elu_plus_one(x, params, config, u, ulps) -> np.ndarray:
+    """``log1p(x)`` (one call: ``2·ulps·u·|log1p x|``) for x > 0; exactly ``x`` for x ≤ 0."""
+    return np.where(x > 0, 2 * ulps * u * np.log1p(np.maximum(x, 0.0)), 0.0)
+
+
+@mp_feature("elu_plus_one", log=True, error_bound=_bound_log_elu_plus_one)
+def _log_elu_plus_one(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return np.frompyfunc(lambda v: mpmath.log1p(v) if v > 0 else v, 1, 1)(x_mp)
+
+
 @mp_feature("elu_plus_one", error_bound=_bound_elu_plus_one)
 def _elu_plus_one(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
     return np.frompyfunc(lambda v: v + 1 if v > 0 else mpmath.exp(v), 1, 1)(x_mp)
