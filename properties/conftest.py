@@ -5,6 +5,8 @@ Profiles (``HYPOTHESIS_PROFILE`` selects one; under ``CI=true`` the default is `
 * ``dev``: quick local runs (few examples).
 * ``ci``: derandomized (the same examples on every run), no deadline, a fixed example budget.
 * ``nightly``: fresh random seeds and many more examples.
+* ``mutants``: ``ci`` without shrinking (``kernel-verify mutants`` only needs to know *whether*
+  a property fails, and shrinking a failure re-runs the property many times).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import os
 
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from properties import alpha
 from properties.backends import header_lines
@@ -28,6 +30,11 @@ settings.register_profile(
     database=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "mutants",
+    parent=settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 settings.register_profile(
     "nightly",

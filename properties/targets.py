@@ -47,6 +47,31 @@ def _exact_softmax(q, k, v, *, causal, seed, **_):
     return softmax_attention(q, k, v, causal=causal)
 
 
+def _as_torch(a):
+    import torch
+
+    return torch.as_tensor(a, dtype=torch.float64)
+
+
+def _registry_attention_torch(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
+    """The torch backend of a registry map's attention behind the NumPy target interface."""
+    from impls.torch.convert import to_torch
+
+    def attention(q, k, v, *, causal, seed, m=m):
+        params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
+        out = feature_map_attention(entry, to_torch(params), _as_torch(q), _as_torch(k),
+                                    _as_torch(v), causal=causal)
+        return out.numpy()
+
+    return AttentionTarget(f"attention:{entry.name}@torch", attention, frozenset(claims))
+
+
+def _exact_softmax_torch(q, k, v, *, causal, seed, **_):
+    from impls.torch.attention import softmax_attention as torch_softmax
+
+    return torch_softmax(_as_torch(q), _as_torch(k), _as_torch(v), causal=causal).numpy()
+
+
 def _matrix_target(kind: str) -> RandomMatrixTarget:
     claims = set()
     if kind in UNBIASED_MATRICES:
@@ -79,6 +104,9 @@ def builtin_targets() -> tuple[Target, ...]:
         _registry_attention(get("softmax_positive[iid]"), 64, positive),
         _registry_attention(get("softmax_hyperbolic[orthogonal]"), 64, positive),
         _registry_attention(get("gerf[iid]"), 64, positive),
+        AttentionTarget("attention:exact_softmax@torch", _exact_softmax_torch,
+                        frozenset({"causal", "noncausal", "positive_weights"})),
+        _registry_attention_torch(get("softmax_positive[orthogonal]"), 64, positive),
     ]
     matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]
     return (*maps, *attention, *matrices, *_builtin_approximations())

@@ -1,0 +1,216 @@
+"""Broken attention implementations (MATH.md §8–§9), black-box ``AttentionTarget`` mutants.
+
+The correct skeletons are FAVOR+ (positive softmax features ``exp(wᵀx − ‖x‖²/2)/√m`` with
+``x = q·d^(-1/4)``, frequencies ``W ~ N(0, I)`` drawn from ``seed``) and exact softmax attention;
+each mutant changes one thing. Inputs are float64 ``(batch, heads, n, d)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from impls.attention_checks import check_attention_inputs
+from impls.numpy.attention import log_linear_attention
+from verify.thirdparty.protocol import AttentionTarget
+
+M_DEFAULT = 64
+ALL = frozenset({"causal", "noncausal", "positive_weights", "approximates_softmax"})
+EXACT = frozenset({"causal", "noncausal", "positive_weights"})
+
+
+def _freqs(seed: int, d: int, m: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((m, d))
+
+
+def log_favor(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``log φ(x) = Wx − ‖x‖²/2 − ½ log m`` (x already pre-scaled)."""
+    return x @ w.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True) - 0.5 * np.log(w.shape[0])
+
+
+def _plain(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, causal: bool,
+           normalise: bool = True, den_eps: float = 0.0) -> np.ndarray:
+    a = fq @ np.swapaxes(fk, -1, -2)
+    if causal:
+        a = np.tril(a)
+    num = a @ v
+    if not normalise:
+        return num
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / (a.sum(axis=-1, keepdims=True) + den_eps)
+
+
+def _softmax(scores: np.ndarray, v: np.ndarray, global_max: bool = False) -> np.ndarray:
+    shift = scores.max() if global_max else scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - shift)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def _scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    return q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+
+
+def _mask(n: int, offset: int) -> np.ndarray:
+    """True where key j is visible from query i: ``j ≤ i + offset``."""
+    return np.tril(np.ones((n, n), dtype=bool), k=offset)
+
+
+def exact_softmax(q, k, v, *, causal, seed=0, mask_offset=0, global_max=False, bias=0.0,
+                  ignore_causal=False, force_causal=False, roll_heads=False, **_):
+    """Exact softmax attention with the switches the mutants flip."""
+    if roll_heads:
+        k, v = np.roll(k, 1, axis=1), np.roll(v, 1, axis=1)
+    s = _scores(q, k)
+    n = s.shape[-1]
+    if bias:
+        pos = np.arange(n)
+        s = s - bias * np.abs(pos[:, None] - pos[None, :])
+    if (causal and not ignore_causal) or force_causal:
+        s = np.where(_mask(n, mask_offset), s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        return _softmax(s, v, global_max)
+
+
+def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="none",
+          query_shift="row", eps_after_shift=0.0, normalise=True, den_eps=0.0,
+          dtype=np.float64, **_):
+    """FAVOR+ with the switches the mutants flip (plain feature path after the shifts).
+
+    ``key_shift``: ``"none"`` (keys unshifted), ``"per_key"`` (max over each key's features:
+    does not cancel), ``"sequence"`` (max over the whole sequence: leaks in causal mode),
+    ``"batch"`` (max over everything: couples batch elements and heads).
+    ``"log_space"``: no shift at all, the stable log-space kernel of :mod:`impls` (correct).
+    ``query_shift``: ``"row"`` (max over each query's features: cancels) or ``"sequence"``."""
+    d = q.shape[-1]
+    w = _freqs(seed, d, m).astype(dtype)
+    s = d**-0.25 if prescale else 1.0
+    lq = log_favor((q * s).astype(dtype), w)
+    lk = log_favor((k * s).astype(dtype), w)
+    if key_shift == "log_space":  # the correct stable path (impls.numpy.attention)
+        out = log_linear_attention(lq, lk, v.astype(dtype), causal=causal)
+        return np.asarray(out, dtype=np.float64)
+    shifts = {
+        "none": 0.0,
+        "per_key": lambda a: a.max(axis=-1, keepdims=True),
+        "row": lambda a: a.max(axis=-1, keepdims=True),
+        "sequence": lambda a: a.max(axis=(-2, -1), keepdims=True),
+        "batch": lambda a: a.max(),
+    }
+    ks, qs = shifts[key_shift], shifts[query_shift]
+    lk = lk - (ks(lk) if callable(ks) else ks)
+    lq = lq - qs(lq)
+    fq, fk = np.exp(lq) + eps_after_shift, np.exp(lk) + eps_after_shift
+    out = _plain(fq, fk, v.astype(dtype), causal, normalise, den_eps)
+    return np.asarray(out, dtype=np.float64)
+
+
+def nystromformer(q, k, v, *, causal=False, seed=0, landmarks=4, iterations=3,
+                  couple_batch=False, **_):
+    """Nyströmformer (Xiong et al. 2021; MATH.md §8): segment-mean landmarks, ``Z ≈ A_S⁺`` by
+    the cubic iteration from ``Z₀ = Aᵀ/(‖A‖₁‖A‖_∞)`` — per matrix, or (``couple_batch``) with
+    the norms maximised over the whole batch, as some published code does."""
+    d, n = q.shape[-1], q.shape[-2]
+    s = d**-0.25
+    qs, ks = q * s, k * s
+    segs = np.array_split(np.arange(n), min(landmarks, n))
+    ql = np.stack([qs[..., g, :].mean(axis=-2) for g in segs], axis=-2)
+    kl = np.stack([ks[..., g, :].mean(axis=-2) for g in segs], axis=-2)
+
+    def sm(a: np.ndarray) -> np.ndarray:
+        e = np.exp(a - a.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    f = sm(qs @ np.swapaxes(kl, -1, -2))
+    a = sm(ql @ np.swapaxes(kl, -1, -2))
+    b = sm(ql @ np.swapaxes(ks, -1, -2))
+    norm1 = np.abs(a).sum(axis=-2).max(axis=-1)  # max column sum
+    norm_inf = np.abs(a).sum(axis=-1).max(axis=-1)  # max row sum
+    if couple_batch:
+        norm1, norm_inf = norm1.max(), norm_inf.max()
+    z = np.swapaxes(a, -1, -2) / (np.asarray(norm1) * np.asarray(norm_inf))[..., None, None]
+    eye = np.eye(a.shape[-1])
+    for _ in range(iterations):
+        az = a @ z
+        z = 0.25 * z @ (13 * eye - az @ (15 * eye - az @ (7 * eye - az)))
+    return f @ (z @ (b @ v))
+
+
+def _target(name: str, fn: Callable, claims: frozenset[str], validate: bool = True,
+            **fixed) -> AttentionTarget:
+    def attention(q, k, v, *, causal, seed=0, **kw):
+        # Inputs are validated like the correct code does: each mutant has one defect only.
+        if validate:
+            check_attention_inputs(q, k, v, causal=causal, names=("q", "k", "v"),
+                                   backend="numpy")
+        return fn(q, k, v, causal=causal, seed=seed, **{**fixed, **kw})
+
+    return AttentionTarget(f"mutant:{name}", attention, claims)
+
+
+ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
+    "causal_mask_leaks_next_key": (
+        "causal softmax mask j ≤ i+1 (off by one: each row sees the next key)",
+        lambda: _target("causal_mask_leaks_next_key", exact_softmax, EXACT, mask_offset=1)),
+    "causal_mask_excludes_diagonal": (
+        "causal softmax mask j < i (off by one: row i misses its own key; row 0 is empty)",
+        lambda: _target("causal_mask_excludes_diagonal", exact_softmax, EXACT,
+                        mask_offset=-1)),
+    "causal_flag_ignored": (
+        "causal=True silently computes non-causal attention",
+        lambda: _target("causal_flag_ignored", exact_softmax, EXACT, ignore_causal=True)),
+    "noncausal_applies_mask": (
+        "causal=False still applies the causal mask",
+        lambda: _target("noncausal_applies_mask", exact_softmax, EXACT, force_causal=True)),
+    "softmax_global_max_shift": (
+        "softmax stabilised by the max over the whole tensor (x - x.max(), no axis): "
+        "rows, heads and batch elements underflow together",
+        lambda: _target("softmax_global_max_shift", exact_softmax, EXACT, global_max=True)),
+    "heads_rolled": (
+        "keys/values of head h taken from head h−1 (a wrong reshape)",
+        lambda: _target("heads_rolled", exact_softmax, EXACT, roll_heads=True)),
+    "relative_position_bias": (
+        "a distance penalty −0.1|i−j| added to the scores while claiming permutation "
+        "equivariance (non-causal)",
+        lambda: _target("relative_position_bias", exact_softmax, EXACT, bias=0.1)),
+    "attention_propagates_nan": (
+        "exact softmax attention without input validation: NaN/Inf inputs give NaN outputs",
+        lambda: _target("attention_propagates_nan", exact_softmax, EXACT, validate=False)),
+    "favor_unnormalised": (
+        "FAVOR+ without the D̂⁻¹ normalisation",
+        lambda: _target("favor_unnormalised", favor, ALL, normalise=False)),
+    "favor_denominator_eps": (
+        "FAVOR+ dividing by D̂ + 1e-6 (ε added to the denominator)",
+        lambda: _target("favor_denominator_eps", favor, ALL, den_eps=1e-6)),
+    "favor_per_key_shift": (
+        "FAVOR+ stabiliser subtracting each key's own max (a per-key shift does not cancel)",
+        lambda: _target("favor_per_key_shift", favor, ALL, key_shift="per_key")),
+    "favor_eps_after_shift": (
+        "FAVOR+ with ε = 1e-4 added after the stabilising shift (biases towards uniform "
+        "attention at large scale)",
+        lambda: _target("favor_eps_after_shift", favor, ALL, key_shift="batch",
+                        eps_after_shift=1e-4)),
+    "favor_sequence_shift_causal": (
+        "FAVOR+ key shift = max over the whole sequence in causal mode (future keys leak "
+        "through underflow)",
+        lambda: _target("favor_sequence_shift_causal", favor, ALL, key_shift="sequence")),
+    "favor_query_sequence_shift": (
+        "FAVOR+ query shift = max over all queries of the sequence instead of per query",
+        lambda: _target("favor_query_sequence_shift", favor, ALL, query_shift="sequence")),
+    "favor_batch_shift": (
+        "FAVOR+ key shift = max over batch, heads and keys (couples batch elements)",
+        lambda: _target("favor_batch_shift", favor, ALL, key_shift="batch")),
+    "favor_float32_inside": (
+        "FAVOR+ silently computed in float32 inside a float64 interface",
+        lambda: _target("favor_float32_inside", favor, ALL, key_shift="log_space",
+                        dtype=np.float32)),
+    "favor_missing_prescale": (
+        "FAVOR+ without the d^(-1/4) pre-scaling (estimates exp(qᵀk), not exp(qᵀk/√d))",
+        lambda: _target("favor_missing_prescale", favor, ALL, key_shift="log_space",
+                        prescale=False)),
+    "nystromformer_batch_coupled": (
+        "Nyströmformer whose pseudo-inverse initialisation Z₀ uses norms over the whole batch",
+        lambda: _target("nystromformer_batch_coupled", nystromformer, frozenset(),
+                        couple_batch=True)),
+}

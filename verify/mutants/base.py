@@ -1,0 +1,43 @@
+"""The :class:`Mutant` record shared by the catalogue and the runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from verify.thirdparty.protocol import Target
+
+#: Mutant families (the kind of implementation broken).
+FAMILIES = ("random_matrix", "attention", "feature_map", "nystrom")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One deliberate defect.
+
+    ``make`` builds the targets lazily (importing torch or building registry entries only when
+    the mutant runs). ``expected_killers`` names the property families (file stems of
+    ``properties/test_<family>.py``) expected to catch it, for the report; when the defect is
+    invisible to the suite by design, ``expected_survivor_reason`` says why."""
+
+    name: str
+    family: str
+    description: str
+    make: Callable[[], list[Target]]
+    expected_killers: tuple[str, ...] = ()
+    expected_survivor_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"mutant {self.name!r}: family must be one of {FAMILIES}")
+        if not self.name.isidentifier():
+            raise ValueError(f"mutant name must be an identifier, got {self.name!r}")
+
+    @property
+    def targets(self) -> list[Target]:
+        return self.make()
+
+    @property
+    def spec(self) -> str:
+        """The ``KV_TARGET`` spec that loads this mutant's targets."""
+        return f"verify.mutants.catalogue:target_{self.name}"

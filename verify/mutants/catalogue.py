@@ -1,0 +1,90 @@
+"""The mutant catalogue: every deliberate defect the property suite must catch.
+
+``MUTANTS`` lists :class:`~verify.mutants.base.Mutant` records; the targets of one mutant load
+through the ordinary third-party mechanism with the spec
+``verify.mutants.catalogue:target_<name>`` (``KV_TARGET``, ``--kv-target``,
+``kernel-verify check``), or in Python with ``load(name)``.
+
+Families: random-matrix constructions (:mod:`verify.mutants.matrices`), attention
+(:mod:`verify.mutants.attention`), feature maps (:mod:`verify.mutants.features`), Nyström
+(:mod:`verify.mutants.nystrom`).
+``expected_killers`` records which property family (``properties/test_<family>.py``) is meant to
+catch each one; the runner's kill matrix shows which actually did.
+"""
+
+from __future__ import annotations
+
+from verify.mutants.attention import ATTENTION_MUTANTS
+from verify.mutants.base import Mutant
+from verify.mutants.features import FEATURE_MUTANTS
+from verify.mutants.matrices import MATRIX_MUTANTS, target
+from verify.mutants.nystrom import NYSTROM_MUTANTS
+from verify.mutants.nystrom import target as nystrom_target
+from verify.thirdparty.protocol import Target
+
+MATRICES_FAMILY = "random_matrices"
+ATTENTION_FAMILY = "attention_identities"
+#: Property families written for feature maps (properties/test_feature_*.py).
+FEATURE_FAMILIES = ("feature_reference", "feature_unbiased", "feature_variance",
+                    "feature_psd", "feature_taylor")
+
+#: Feature-map mutants whose defect is a constant factor of every feature: normalised attention
+#: cancels it, so only the feature-map properties can see it.
+_CANCELS_IN_ATTENTION = {"softmax_positive_missing_inv_sqrt_m", "gerf_wrong_d",
+                         "softmax_hyperbolic_missing_negative_half"}
+
+
+def _matrix(name: str) -> Mutant:
+    description, draw, claims = MATRIX_MUTANTS[name]
+    return Mutant(name, "random_matrix", description,
+                  lambda: [target(name, draw, claims)], (MATRICES_FAMILY,))
+
+
+def _attention(name: str) -> Mutant:
+    description, make = ATTENTION_MUTANTS[name]
+    return Mutant(name, "attention", description, lambda: [make()], (ATTENTION_FAMILY,))
+
+
+def _feature(name: str) -> Mutant:
+    description, make = FEATURE_MUTANTS[name]
+    killers = FEATURE_FAMILIES
+    if name not in _CANCELS_IN_ATTENTION and name.startswith(("softmax_positive", "gerf")):
+        killers = (*killers, ATTENTION_FAMILY)
+    return Mutant(name, "feature_map", description, make, killers)
+
+
+def _nystrom(name: str) -> Mutant:
+    description, inverse = NYSTROM_MUTANTS[name]
+    return Mutant(name, "nystrom", description, lambda: [nystrom_target(name, inverse)],
+                  ("nystrom_properties",))
+
+
+MUTANTS: list[Mutant] = [
+    *(_matrix(n) for n in MATRIX_MUTANTS),
+    *(_attention(n) for n in ATTENTION_MUTANTS),
+    *(_feature(n) for n in FEATURE_MUTANTS),
+    *(_nystrom(n) for n in NYSTROM_MUTANTS),
+]
+_BY_NAME = {m.name: m for m in MUTANTS}
+
+
+def get_mutant(name: str) -> Mutant:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no mutant {name!r}; known: {', '.join(sorted(_BY_NAME))}") from None
+
+
+def load(name: str) -> list[Target]:
+    """The targets of mutant ``name``."""
+    return get_mutant(name).targets
+
+
+def __getattr__(attr: str) -> list[Target]:
+    """``target_<name>``: the targets of one mutant (the third-party loader's spec)."""
+    if attr.startswith("target_") and attr.removeprefix("target_") in _BY_NAME:
+        return load(attr.removeprefix("target_"))
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+__all__ = ["MUTANTS", "Mutant", "get_mutant", "load"]

@@ -1,0 +1,242 @@
+"""Broken feature maps: white-box ``FeatureMapTarget`` mutants of registry entries.
+
+Each mutant keeps the entry's ``formula``, ``kernel``, claims, parameter draw and configuration
+(that is the lie) and replaces the NumPy function (no torch function: torch properties skip it;
+the ``entry`` link is dropped so no property can fall back on the correct code). For the softmax
+family a FAVOR-style ``AttentionTarget`` built from the broken map is attached too, as a
+third-party adapter exposing both would be (``examples/my_favor.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from impls.numpy import learned_maps as np_lm
+from impls.numpy import random_features as np_rf
+from impls.numpy.attention import linear_attention, log_linear_attention
+from impls.registry import get
+from verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
+
+Fn = Callable[[np.ndarray, Mapping[str, np.ndarray], Mapping[str, Any]], np.ndarray]
+
+
+def _proj(x: np.ndarray, params: Mapping[str, np.ndarray], scale: float = 1.0) -> np.ndarray:
+    return (x / scale) @ params["W"].T
+
+
+def _half_sq(x: np.ndarray) -> np.ndarray:
+    return 0.5 * np.sum(x * x, axis=-1, keepdims=True)
+
+
+# ------------------------------------------------------------------ softmax family (log φ)
+def log_positive_no_norm(x, params, config):
+    """``Wx − ½ log m``: the ``−‖x‖²/2`` term is missing."""
+    u = _proj(x, params)
+    return u - 0.5 * np.log(u.shape[-1])
+
+
+def log_positive_no_sqrt_m(x, params, config):
+    """``Wx − ‖x‖²/2``: the ``m^(-1/2)`` normalisation is missing."""
+    return _proj(x, params) - _half_sq(x)
+
+
+def log_positive_float32(x, params, config):
+    """The right formula, silently evaluated in float32."""
+    out = np_rf.log_softmax_positive(x.astype(np.float32), params, config)
+    return out.astype(x.dtype)
+
+
+def log_hyperbolic_half(x, params, config):
+    """Only the ``exp(+wᵀx)`` half, still normalised by ``(2m)^(-1/2)``: estimates SM/2."""
+    u = _proj(x, params)
+    return u - _half_sq(x) - 0.5 * np.log(2 * u.shape[-1])
+
+
+def _log_gerf_with(x, params, config, *, d_power: float, b_of_a: Callable[[float], float]):
+    w = params["W"]
+    a = config["A"]
+    d = w.shape[1]
+    log_d = d_power * d * np.log1p(-4 * a)
+    row = a * np.sum(w * w, axis=-1) + log_d - 0.5 * np.log(w.shape[0])
+    return b_of_a(a) * _proj(x, params) + row - _half_sq(x)
+
+
+def log_gerf_wrong_d(x, params, config):
+    """GERF with ``D = (1−4A)^(d/2)`` instead of ``(1−4A)^(d/4)``."""
+    return _log_gerf_with(x, params, config, d_power=0.5, b_of_a=lambda a: np.sqrt(1 - 4 * a))
+
+
+def log_gerf_wrong_b(x, params, config):
+    """GERF with ``B = 1 − 4A`` instead of ``√(1−4A)``."""
+    return _log_gerf_with(x, params, config, d_power=0.25, b_of_a=lambda a: 1 - 4 * a)
+
+
+def _exp_of(log_fn: Fn) -> Fn:
+    def fn(x, params, config):
+        return np.exp(log_fn(x, params, config))
+
+    fn.__doc__ = f"exp of :func:`{log_fn.__name__}`"
+    return fn
+
+
+# ------------------------------------------------------------------ maps without log features
+def trig_wrong_sign(x, params, config):
+    """Trigonometric softmax features with ``exp(−‖x‖²/2)`` (should be ``+``)."""
+    u = _proj(x, params)
+    return np.exp(-_half_sq(x)) / np.sqrt(u.shape[-1]) * np.concatenate(
+        [np.cos(u), np.sin(u)], axis=-1)
+
+
+def rff_sigma_multiplied(x, params, config):
+    """RFF pairs with ``x·σ`` instead of ``x/σ``."""
+    u = _proj(x, params, 1.0 / config["sigma"])
+    return np.concatenate([np.cos(u), np.sin(u)], axis=-1) / np.sqrt(u.shape[-1])
+
+
+def rff_pairs_float32(x, params, config):
+    """RFF pairs silently evaluated in float32."""
+    return np_rf.rff_pairs(x.astype(np.float32), params, config).astype(x.dtype)
+
+
+def rff_phase_missing_sqrt2(x, params, config):
+    """Random-phase features ``√(1/m)cos(wᵀx/σ + b)`` (should be ``√(2/m)``)."""
+    u = _proj(x, params, config["sigma"])
+    return np.cos(u + params["b"]) / np.sqrt(u.shape[-1])
+
+
+def relu_features_abs(x, params, config):
+    """``|Wx|/√m`` instead of ``relu(Wx)/√m``."""
+    u = _proj(x, params)
+    return np.abs(u) / np.sqrt(u.shape[-1])
+
+
+def _taylor2(x: np.ndarray, *, quad_scale: float, linear: bool) -> np.ndarray:
+    d = x.shape[-1]
+    z = x * d**-0.25
+    quad = (z[..., :, None] * z[..., None, :]).reshape(*x.shape[:-1], d * d)
+    lin = z if linear else np.zeros_like(z)
+    return np.concatenate([np.ones((*x.shape[:-1], 1)), lin, quad * quad_scale], axis=-1)
+
+
+def taylor2_missing_sqrt2(x, params, config):
+    """Taylor-2 with ``vec(zzᵀ)`` unscaled (should be ``/√2``): ``1 + t + t²``."""
+    return _taylor2(x, quad_scale=1.0, linear=True)
+
+
+def taylor2_missing_linear(x, params, config):
+    """Taylor-2 whose linear block is zero: ``1 + t²/2``."""
+    return _taylor2(x, quad_scale=1.0 / np.sqrt(2.0), linear=False)
+
+
+def elu_without_plus_one(x, params, config):
+    """``elu(x)`` (the ``+1`` forgotten: features can be negative)."""
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def gmm_rks_unnormalised(x, params, config):
+    """GMM-RKS with mixture weights ``π_c/min π`` (not summing to 1)."""
+    g = np_lm.gmm_params(config, x.shape[-1], "gmm_rks")
+    pi = g["pi"] / g["pi"].min()
+    omega, a2 = np_lm.gmm_frequencies(params["eps"], pi, g["mu"], g["L"])
+    u = x @ omega.T
+    a = np.sqrt(a2)
+    return np.concatenate([a * np.cos(u), a * np.sin(u)], axis=-1)
+
+
+# ------------------------------------------------------------------ building targets
+def _attention_from(name: str, target: FeatureMapTarget) -> AttentionTarget:
+    """FAVOR-style attention from the (broken) map: pre-scale, log-space path when available."""
+    def attention(q, k, v, *, causal, seed=0, m=target.m):
+        params = target.draw_params(np.random.default_rng(seed), q.shape[-1], m)
+        s = q.shape[-1] ** -0.25
+        if target.log_numpy_fn is not None:
+            lq = target.log_numpy_fn(q * s, params, target.config)
+            lk = target.log_numpy_fn(k * s, params, target.config)
+            return log_linear_attention(lq, lk, v, causal=causal)
+        fq = target.numpy_fn(q * s, params, target.config)
+        fk = target.numpy_fn(k * s, params, target.config)
+        return linear_attention(fq, fk, v, causal=causal)
+
+    claims = {"causal", "noncausal", "positive_weights", "approximates_softmax"}
+    return AttentionTarget(f"mutant:{name}:attention", attention, frozenset(claims))
+
+
+def feature_mutant(name: str, entry_name: str, fn: Fn, *, log_fn: Fn | None = None,
+                   config: Mapping[str, Any] | None = None,
+                   attention: bool = False) -> list[Target]:
+    """The targets of one feature-map mutant (see the module docstring)."""
+    entry = get(entry_name)
+    if config:
+        entry = entry.with_config(**config)
+    base = FeatureMapTarget.from_entry(entry)
+    target = replace(base, name=f"mutant:{name}", numpy_fn=fn, torch_fn=None,
+                     log_numpy_fn=log_fn, log_torch_fn=None, entry=None)
+    return [target, _attention_from(name, target)] if attention else [target]
+
+
+FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
+    "softmax_positive_missing_norm_term": (
+        "SM⁺ without the −‖x‖²/2 term",
+        lambda: feature_mutant("softmax_positive_missing_norm_term", "softmax_positive[iid]",
+                               _exp_of(log_positive_no_norm), log_fn=log_positive_no_norm,
+                               attention=True)),
+    "softmax_positive_missing_inv_sqrt_m": (
+        "SM⁺ without the 1/√m normalisation",
+        lambda: feature_mutant("softmax_positive_missing_inv_sqrt_m", "softmax_positive[iid]",
+                               _exp_of(log_positive_no_sqrt_m), log_fn=log_positive_no_sqrt_m,
+                               attention=True)),
+    "softmax_positive_float32": (
+        "SM⁺ silently computed in float32 inside a float64 map",
+        lambda: feature_mutant("softmax_positive_float32", "softmax_positive[orthogonal]",
+                               _exp_of(log_positive_float32), log_fn=log_positive_float32,
+                               attention=True)),
+    "softmax_hyperbolic_missing_negative_half": (
+        "SM⁺ₕ without the exp(−wᵀx) half (still normalised by (2m)^(-1/2))",
+        lambda: feature_mutant("softmax_hyperbolic_missing_negative_half",
+                               "softmax_hyperbolic[iid]", _exp_of(log_hyperbolic_half),
+                               log_fn=log_hyperbolic_half, attention=True)),
+    "gerf_wrong_d": (
+        "GERF with D = (1−4A)^(d/2)",
+        lambda: feature_mutant("gerf_wrong_d", "gerf[iid]", _exp_of(log_gerf_wrong_d),
+                               log_fn=log_gerf_wrong_d, attention=True)),
+    "gerf_wrong_b": (
+        "GERF with B = 1−4A instead of √(1−4A)",
+        lambda: feature_mutant("gerf_wrong_b", "gerf[iid]", _exp_of(log_gerf_wrong_b),
+                               log_fn=log_gerf_wrong_b, attention=True)),
+    "softmax_trig_wrong_sign": (
+        "trigonometric softmax features with exp(−‖x‖²/2)",
+        lambda: feature_mutant("softmax_trig_wrong_sign", "softmax_trig[iid]", trig_wrong_sign)),
+    "rff_sigma_multiplied": (
+        "RFF pairs with x·σ instead of x/σ (σ = 2)",
+        lambda: feature_mutant("rff_sigma_multiplied", "rff_pairs[iid]", rff_sigma_multiplied,
+                               config={"sigma": 2.0})),
+    "rff_pairs_float32": (
+        "RFF pairs silently computed in float32",
+        lambda: feature_mutant("rff_pairs_float32", "rff_pairs[orthogonal]", rff_pairs_float32)),
+    "rff_phase_missing_sqrt2": (
+        "random-phase RFF scaled by √(1/m) instead of √(2/m)",
+        lambda: feature_mutant("rff_phase_missing_sqrt2", "rff_phase[iid]",
+                               rff_phase_missing_sqrt2)),
+    "relu_features_abs": (
+        "ReLU random features with |Wx| instead of relu(Wx)",
+        lambda: feature_mutant("relu_features_abs", "relu_features[iid]", relu_features_abs)),
+    "taylor2_missing_sqrt2": (
+        "Taylor-2 map without the 1/√2 on the quadratic block",
+        lambda: feature_mutant("taylor2_missing_sqrt2", "taylor2", taylor2_missing_sqrt2)),
+    "taylor2_missing_linear_term": (
+        "Taylor-2 map with the linear block missing (zeros)",
+        lambda: feature_mutant("taylor2_missing_linear_term", "taylor2",
+                               taylor2_missing_linear)),
+    "elu_without_plus_one": (
+        "elu(x) instead of elu(x)+1 (claims positive)",
+        lambda: feature_mutant("elu_without_plus_one", "elu_plus_one", elu_without_plus_one)),
+    "gmm_rks_unnormalised_weights": (
+        "GMM-RKS with mixture weights not normalised to sum 1",
+        lambda: feature_mutant("gmm_rks_unnormalised_weights", "gmm_rks",
+                               gmm_rks_unnormalised)),
+}
+

@@ -1,0 +1,43 @@
+"""Broken Nyström approximations (MATH.md §8): ``KernelApproxTarget`` mutants.
+
+``approximate(X, kernel, rng) -> (K̃, landmark indices)`` with ``K̃ = C·W⁺·Cᵀ``, ``C = K[:, S]``,
+``W = K[S, S]``; each mutant breaks the inverse.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from verify.thirdparty.protocol import KernelApproxTarget
+
+LANDMARKS = 4
+CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
+
+
+def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) -> tuple:
+    """Uniform landmarks without replacement; ``inverse``: ``"W"`` (W itself instead of W⁺) or
+    ``"no_cutoff"`` (pseudo-inverse without an eigenvalue cutoff: rounding-level eigenvalues of
+    a (numerically) singular W are inverted)."""
+    n = x.shape[0]
+    idx = np.sort(rng.choice(n, size=min(LANDMARKS, n), replace=False))
+    c = kernel(x, x[idx])
+    w = c[idx]
+    if inverse == "W":
+        w_inv = w
+    else:
+        vals, vecs = np.linalg.eigh(w)
+        w_inv = (vecs / vals) @ vecs.T
+    return c @ w_inv @ c.T, idx
+
+
+def target(name: str, inverse: str) -> KernelApproxTarget:
+    return KernelApproxTarget(f"mutant:{name}",
+                              lambda x, kernel, rng: nystrom(x, kernel, rng, inverse=inverse),
+                              CLAIMS, rank=LANDMARKS)
+
+
+NYSTROM_MUTANTS = {
+    "nystrom_w_instead_of_pinv": ("Nyström K̃ = C·W·Cᵀ (W instead of W⁺)", "W"),
+    "nystrom_no_pinv_cutoff": (
+        "Nyström with W⁺ from every eigenvalue, however small (no cutoff)", "no_cutoff"),
+}
