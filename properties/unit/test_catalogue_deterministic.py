@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from impls.registry import all_maps, get
 from impls.torch.deterministic_maps import Hedgehog
 from properties.backends import backend_params
-from properties.test_catalogue_exact import (
+from properties.unit.test_catalogue_exact import (
     U64,
     check_against_mp,
     check_induced_kernel,

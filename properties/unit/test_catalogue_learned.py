@@ -32,7 +32,7 @@ from impls.registry import get
 from impls.torch.learned_maps import GMMPRF, GMMRKS, Fastfood, Generative
 from properties import alpha
 from properties.backends import backend_params
-from properties.test_catalogue_exact import U64, check_against_mp, check_induced_kernel, inputs
+from properties.unit.test_catalogue_exact import U64, check_against_mp, check_induced_kernel, inputs
 from verify.compare import assert_close
 from verify.references.features import feature_error_bound
 from verify.references.kernels import gram_reference, kernel_mp
