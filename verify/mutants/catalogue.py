@@ -26,7 +26,7 @@ MATRICES_FAMILY = "random_matrices"
 ATTENTION_FAMILY = "attention_identities"
 #: Property families written for feature maps (properties/test_feature_*.py).
 FEATURE_FAMILIES = ("feature_reference", "feature_unbiased", "feature_variance",
-                    "feature_psd", "feature_taylor")
+                    "psd_properties", "taylor")
 
 #: Feature-map mutants whose defect is a constant factor of every feature: normalised attention
 #: cancels it, so only the feature-map properties can see it.
@@ -56,7 +56,7 @@ def _feature(name: str) -> Mutant:
 def _nystrom(name: str) -> Mutant:
     description, inverse = NYSTROM_MUTANTS[name]
     return Mutant(name, "nystrom", description, lambda: [nystrom_target(name, inverse)],
-                  ("nystrom_properties",))
+                  ("nystrom_properties", "psd_properties"))
 
 
 MUTANTS: list[Mutant] = [

@@ -1,0 +1,155 @@
+"""Positive semi-definiteness (MATH.md §8, §10).
+
+* **Exact kernels** (claim ``psd_kernel``): the target kernel's Gram matrix on random point sets,
+  formed in mpmath at 40 digits from exactly converted points, is decided PSD by the pivoted LDLᵀ
+  of :func:`verify.psd.psd_mp` (an indefinite matrix gives a witness ``zᵀKz < 0``).
+* **ΦΦᵀ** of every map (white-box draw or black-box seed): PSD by construction for any real,
+  finite features — the check catches maps whose features are not finite reals (NaN, ±inf,
+  complex) or not one vector per input. Float check :func:`verify.psd.psd_float` with entry
+  errors ``dot_error_bound(|Φ||Φ|ᵀ, D)`` (the product is computed here in float64).
+* **Nyström** (``approximations("psd")``, ``approximations("schur_residual")``): ``K̃ ⪰ 0`` and
+  ``K − K̃ ⪰ 0`` (a Schur complement), with entry errors from
+  :func:`properties.test_nystrom_properties.nystrom_error_bound` (its docstring derives them)
+  plus ``u₆₄|K|`` for the rounded reference and ``u₆₄|K − K̃|`` for the subtraction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from properties.targets import approximations, feature_maps
+from properties.test_nystrom_properties import (
+    KERNELS,
+    U64,
+    cases,
+    nystrom_error_bound,
+    point_set,
+    run,
+)
+from verify.moments import QuadratureError
+from verify.psd import psd_float, psd_mp
+from verify.references.kernels import MP_KERNELS, gram_mp
+from verify.references.kernels_catalogue import cosformer_gram_mp
+from verify.thirdparty.protocol import FeatureMapTarget
+from verify.tolerance import budget_for, dot_error_bound
+
+FEW = max(3, settings.default.max_examples // 5)
+seeds = st.integers(0, 2**32 - 1)
+
+
+def exact_gram(target: FeatureMapTarget, X: np.ndarray) -> np.ndarray:
+    """The mp Gram matrix of the target kernel on the rows of X (skip with the reason if none)."""
+    if target.kernel not in MP_KERNELS:
+        pytest.skip(f"{target.name}: no mpmath reference for kernel {target.kernel!r}")
+    args = target.kernel_args(X.shape[-1])
+    if target.has("positional"):
+        if target.kernel != "cosformer":
+            pytest.skip(f"{target.name}: positional kernel {target.kernel!r} without a Gram rule")
+        pos = np.arange(X.shape[0])
+        return cosformer_gram_mp(X, X, pos, pos, args["M"], dps=40)
+    try:
+        return gram_mp(target.kernel, X, X, dps=40, **args)
+    except QuadratureError as exc:  # a quadrature-defined kernel outside its validated domain
+        raise NoReference(str(exc)) from None
+
+
+class NoReference(Exception):
+    """The kernel's reference is a quadrature that did not validate at these points."""
+
+
+@pytest.mark.parametrize("target", feature_maps("psd_kernel"))
+@settings(max_examples=FEW)
+@given(seed=seeds, n=st.integers(2, 5), d=st.integers(1, 4),
+       scale=st.sampled_from([0.05, 0.3, 0.6]))
+def test_exact_kernel_gram_is_psd(target, seed, n, d, scale):
+    """Every Gram matrix of a kernel claimed PSD is PSD (mpmath pivoted LDLᵀ, 40 digits)."""
+    if target is None:
+        pytest.skip("no target")
+    X = scale * np.random.default_rng(seed).standard_normal((n, d))
+    try:
+        gram = exact_gram(target, X)
+    except NoReference:
+        assume(False)
+    result = psd_mp(gram, dps=40)
+    assert result.is_psd, f"{target.name}: kernel Gram not PSD (seed {seed})\n{result}"
+
+
+@pytest.mark.parametrize("target", feature_maps("psd_kernel"))
+def test_exact_kernel_gram_is_psd_on_edge_sets(target):
+    """Deterministic sets: duplicates, opposite pairs, a zero vector, collinear rows."""
+    if target is None:
+        pytest.skip("no target")
+    v = np.array([0.24, -0.12, 0.36])
+    X = np.vstack([v, v, -v, np.zeros(3), 2 * v, 0.5 * np.eye(3)[1]])
+    result = psd_mp(exact_gram(target, X), dps=40)
+    assert result.is_psd, f"{target.name}: kernel Gram not PSD on the edge set\n{result}"
+
+
+def features(target: FeatureMapTarget, X: np.ndarray, seed: int) -> np.ndarray:
+    pos = np.arange(X.shape[0]) if target.has("positional") else None
+    if target.white_box:
+        min_m = target.entry.min_m if target.entry is not None else 1
+        params = target.draw_params(np.random.default_rng(seed), X.shape[-1], max(4, min_m))
+        return target.features(X, params=params, positions=pos)
+    return target.features(X, seed=seed, positions=pos)
+
+
+@pytest.mark.parametrize("target", feature_maps())
+@settings(max_examples=FEW)
+@given(seed=seeds, n=st.integers(2, 8), d=st.integers(1, 4),
+       scale=st.sampled_from([1e-3, 0.5, 1.5]))
+def test_feature_gram_is_psd(target, seed, n, d, scale):
+    """ΦΦᵀ ⪰ 0 within the float64 rounding of the product (module docstring)."""
+    if target is None:
+        pytest.skip("no target")
+    X = scale * np.random.default_rng(seed).standard_normal((n, d))
+    phi = features(target, X, seed)
+    assert phi.ndim == 2 and phi.shape[0] == n, f"{target.name}: features of shape {phi.shape}"
+    assert np.isrealobj(phi) and np.isfinite(phi).all(), f"{target.name}: non-finite features"
+    gram = phi @ phi.T
+    err = dot_error_bound(np.abs(phi) @ np.abs(phi).T, phi.shape[1],
+                          budget_for("float64", "cpu"))
+    result = psd_float(gram, "float64", entry_error=err)
+    assert result.is_psd, f"{target.name}: ΦΦᵀ not PSD (seed {seed})\n{result}"
+
+
+# ---------------------------------------------------------------------------------- Nyström
+@pytest.mark.parametrize("target", approximations("psd"))
+@settings(max_examples=FEW)
+@given(case=cases)
+def test_nystrom_approximation_is_psd(target, case):
+    seed, n, d, scale, kernel = case
+    X = point_set(seed, n, d, scale)
+    k_ref, k_tilde, idx = run(target, X, kernel, seed)
+    bound, eta = nystrom_error_bound(k_ref, idx)
+    assume(eta < 0.5)
+    result = psd_float(k_tilde, "float64", entry_error=bound)
+    assert result.is_psd, f"{target.name}: K̃ not PSD ({kernel}, case={case})\n{result}"
+
+
+@pytest.mark.parametrize("target", approximations("schur_residual"))
+@settings(max_examples=FEW)
+@given(case=cases)
+def test_nystrom_residual_is_psd(target, case):
+    """K − K̃ is a Schur complement, hence PSD (and its trace ≥ 0)."""
+    seed, n, d, scale, kernel = case
+    X = point_set(seed, n, d, scale)
+    k_ref, k_tilde, idx = run(target, X, kernel, seed)
+    bound, eta = nystrom_error_bound(k_ref, idx)
+    assume(eta < 0.5)
+    resid = k_ref - k_tilde
+    err = bound + U64 * np.abs(k_ref) + U64 * np.abs(resid)
+    result = psd_float(resid, "float64", entry_error=err)
+    assert result.is_psd, f"{target.name}: K − K̃ not PSD ({kernel}, case={case})\n{result}"
+    assert np.trace(resid) >= -np.trace(err) * (1 + 1e-12), f"{target.name}: tr(K − K̃) < 0"
+
+
+def test_kernels_used_for_nystrom_are_psd_kernels():
+    """The Nyström tests rely on PSD kernels: each one's Gram is PSD in mp on a fixed set."""
+    X = point_set(3, 6, 3, 1.2)
+    for kernel, params in KERNELS.items():
+        result = psd_mp(gram_mp(kernel, X, X, dps=40, **params), dps=40)
+        assert result.is_psd, f"{kernel}\n{result}"

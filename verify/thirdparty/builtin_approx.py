@@ -1,0 +1,77 @@
+"""The built-in kernel approximations as :class:`~verify.thirdparty.protocol.KernelApproxTarget`.
+
+Landmark Nyström ``K̃ = C W⁺ Cᵀ`` (MATH.md §8) from :mod:`impls.numpy.nystrom` and
+:mod:`impls.torch.nystrom` (torch on the CPU, float64), with ``rank`` landmarks chosen by a seeded
+rule (``uniform``: without replacement from the given generator; ``strided``: ``⌊i·n/s⌋``).
+Each target claims what MATH §8 proves for a PSD kernel:
+
+* ``psd``: ``K̃ = C W⁺ Cᵀ ⪰ 0``;
+* ``schur_residual``: ``K − K̃`` is the generalised Schur complement of W, hence ``⪰ 0``;
+* ``exact_on_landmarks``: ``K̃[:, S] = C W⁺ W = C`` (the columns of C lie in the range of W).
+
+The property suite (``properties/test_psd_properties.py``,
+``properties/test_nystrom_properties.py``) runs them like any third-party adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from impls.numpy import nystrom as np_nystrom
+from impls.validation import check_array, check_positive_int
+from verify.thirdparty.protocol import KernelApproxTarget
+
+__all__ = ["CLAIMS", "approximation_targets", "nystrom_target"]
+
+#: What every built-in Nyström target claims (MATH.md §8).
+CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
+
+Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _check(X: np.ndarray, kernel: Kernel, rng: np.random.Generator) -> None:
+    check_array("X", X, min_ndim=2, backend="numpy")
+    if X.ndim != 2:
+        raise ValueError(f"X must be (n, d), got shape {X.shape}")
+    if not callable(kernel):
+        raise TypeError(f"kernel must be a callable (A, B) -> Gram, got {type(kernel).__name__}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+
+
+def nystrom_target(rule: str = "uniform", rank: int = 4, backend: str = "numpy"
+                   ) -> KernelApproxTarget:
+    """Nyström with ``min(rank, n)`` landmarks chosen by ``rule``, on ``backend``
+    (``"numpy"`` or ``"torch:cpu"``)."""
+    rank = check_positive_int("rank", rank)
+    if rule not in np_nystrom.LANDMARK_RULES:
+        raise ValueError(f"rule must be one of {sorted(np_nystrom.LANDMARK_RULES)}, got {rule!r}")
+    if backend not in ("numpy", "torch:cpu"):
+        raise ValueError(f"backend must be 'numpy' or 'torch:cpu', got {backend!r}")
+
+    def approximate(X: np.ndarray, kernel: Kernel, rng: np.random.Generator):
+        _check(X, kernel, rng)
+        n = X.shape[0]
+        idx = np_nystrom.choose_landmarks(n, min(rank, n), rule=rule, rng=rng)
+        gram = np.asarray(kernel(X, X), dtype=np.float64)
+        if backend == "numpy":
+            return np_nystrom.nystrom_from_gram(gram, idx), idx
+        import torch
+
+        from impls.torch import nystrom as torch_nystrom
+
+        out = torch_nystrom.nystrom_from_gram(torch.as_tensor(gram), idx)
+        return out.numpy(), idx
+
+    return KernelApproxTarget(f"nystrom[{rule},{backend}]", approximate, CLAIMS, rank=rank)
+
+
+def approximation_targets() -> list[KernelApproxTarget]:
+    """Every built-in kernel approximation (used by ``properties/targets.py``)."""
+    return [
+        nystrom_target("uniform", 4, "numpy"),
+        nystrom_target("strided", 4, "numpy"),
+        nystrom_target("uniform", 4, "torch:cpu"),
+    ]
