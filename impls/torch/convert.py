@@ -21,6 +21,14 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
+def checked_input(x: torch.Tensor, name: str = "x") -> torch.Tensor:
+    """``x`` validated (finite floating tensor, at least 2-D) and moved to its compute dtype."""
+    from impls.validation import check_array
+
+    check_array(name, x, min_ndim=2, backend="torch")
+    return x.to(compute_dtype(x.dtype))
+
+
 def to_torch(
     params: Mapping[str, np.ndarray | torch.Tensor],
     device: torch.device | str = "cpu",

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from impls.numpy.deterministic_maps import check_positions, hedgehog_weights
-from impls.torch.convert import compute_dtype, to_torch
+from impls.torch.convert import checked_input, to_torch
 from impls.validation import check_array, check_last_dim, check_positive_int
 
 Params = Mapping[str, Any]
@@ -38,8 +38,7 @@ __all__ = [
 
 
 def _work(x: Any) -> torch.Tensor:
-    check_array("x", x, min_ndim=2, backend="torch")
-    return x.to(compute_dtype(x.dtype))
+    return checked_input(x)
 
 
 def elu_plus_one(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from impls.numpy.exact_maps import check_order, polynomial_indices
-from impls.torch.convert import compute_dtype
+from impls.torch.convert import checked_input
 from impls.validation import check_array, check_scalar
 
 Params = Mapping[str, Any]
@@ -23,8 +23,7 @@ __all__ = ["cosine", "linear", "polynomial", "taylor", "taylor2_compressed"]
 
 
 def _work(x: Any) -> torch.Tensor:
-    check_array("x", x, min_ndim=2, backend="torch")
-    return x.to(compute_dtype(x.dtype))
+    return checked_input(x)
 
 
 def taylor(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:

@@ -23,7 +23,7 @@ from scipy.linalg import hadamard
 from torch import nn
 
 from impls.numpy import learned_maps as np_lm
-from impls.torch.convert import compute_dtype, to_torch
+from impls.torch.convert import checked_input, to_torch
 from impls.validation import check_array, check_last_dim, check_params, check_scalar
 
 Params = Mapping[str, Any]
@@ -43,8 +43,7 @@ __all__ = [
 
 
 def _work(x: Any) -> torch.Tensor:
-    check_array("x", x, min_ndim=2, backend="torch")
-    return x.to(compute_dtype(x.dtype))
+    return checked_input(x)
 
 
 # ---------------------------------------------------------------------------------- mixtures
