@@ -41,14 +41,21 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from scipy import stats as sps
 
 from impls.numpy import attention as np_att
-from impls.numpy.attention import softmax_attention
 from impls.torch import attention as torch_att
 from properties import alpha as alpha_budget
 from properties.backends import backend_params, to_backend, to_numpy
 from properties.targets import attentions, feature_maps
+from verify.checks.convergence import (
+    CONV_SEEDS,
+    M_HI,
+    M_LO,
+    P0,
+    convergence_failures,
+    convergence_threshold,
+    qkv,
+)
 from verify.tolerance import gamma
 
 U64 = 2.0**-53
@@ -63,17 +70,6 @@ def modes(target) -> list[bool]:
     """The ``causal`` values a target supports (non-causal when it claims neither)."""
     out = [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)]
     return out or [False]
-
-
-def qkv(seed: int, shape: tuple[int, int, int, int], dv: int, scale: float,
-        aligned: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Gaussian ``q, k`` (entries N(0, scale²)) and ``v`` (N(0, 1)); ``aligned``: ``k = q``
-    (large positive scores, the case where careless stabilisers underflow everything else)."""
-    rng = np.random.default_rng(seed)
-    q = scale * rng.standard_normal(shape)
-    k = q.copy() if aligned else scale * rng.standard_normal(shape)
-    v = rng.standard_normal((*shape[:-1], dv))
-    return q, k, v
 
 
 def output_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> float:
@@ -294,29 +290,6 @@ def test_large_scale_keeps_the_argmax_value(target, seed, d):
 
 
 # ------------------------------------------------------------------ convergence to softmax
-M_LO, M_HI = 16, 1024
-CONV_SEEDS = 40
-#: Model assumption: for a correct estimator, on these inputs, P(e(M_HI) ≥ e(M_LO)/2) ≤ P0.
-P0 = 0.10
-
-
-def convergence_failures(target, seed: int, d: int, n_seeds: int = CONV_SEEDS) -> int:
-    """How many of ``n_seeds`` independent trials fail to halve the error to exact softmax
-    attention (mean |ôut − out| over 2 batches × 2 heads × 8 rows × 2 values) when m grows from
-    16 to 1024 (the m^(-1/2) rate predicts a factor 8)."""
-    q, k, v = qkv(seed, (2, 2, 8, d), 2, 0.5)
-    exact = softmax_attention(q, k, v)
-    failures = 0
-    for s in range(n_seeds):
-        lo = np.abs(target(q, k, v, causal=False, seed=seed + 2 * s + 1, m=M_LO) - exact).mean()
-        hi = np.abs(target(q, k, v, causal=False, seed=seed + 2 * s + 2, m=M_HI) - exact).mean()
-        failures += bool(not hi < lo / 2)
-    return failures
-
-
-def convergence_threshold(n_seeds: int, alpha: float) -> int:
-    """The smallest k with ``P(Bin(n_seeds, P0) ≥ k) ≤ alpha``."""
-    return int(sps.binom.isf(alpha, n_seeds, P0)) + 1
 
 
 @pytest.mark.statistical(assertions=1)

@@ -58,8 +58,8 @@ class Row:
 
 
 def _matrix_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
-    from properties.targets import builtin_targets
-    from properties.test_random_matrices import draw_stack, orthonormal_pair, row_law_checks
+    from verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
+    from verify.thirdparty.builtin import builtin_targets
     from verify.thirdparty.protocol import RandomMatrixTarget
 
     d = m = 4
@@ -81,13 +81,13 @@ def _matrix_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
 
 
 def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
-    from properties.targets import builtin_targets
-    from properties.test_attention_identities import (
+    from verify.checks.convergence import (
         CONV_SEEDS,
         P0,
         convergence_failures,
         convergence_threshold,
     )
+    from verify.thirdparty.builtin import builtin_targets
     from verify.thirdparty.protocol import AttentionTarget
 
     rows = []

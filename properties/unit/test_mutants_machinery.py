@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from impls.registry import get
-from properties.test_random_matrices import draw_stack, orthonormal_pair, row_law_checks
+from verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
 from verify.mutants.base import FAMILIES, Mutant
 from verify.mutants.catalogue import MUTANTS, get_mutant, load
 from verify.mutants.runner import kill_matrix, property_kills
@@ -190,7 +190,7 @@ def test_stabiliser_property_catches_an_unstabilised_kernel(monkeypatch):
     stabiliser property (shifts of ±1000 overflow or underflow every feature)."""
     import properties.test_attention_identities as prop
     from impls.numpy import attention as np_att
-    from properties.targets import builtin_targets
+    from verify.thirdparty.builtin import builtin_targets
 
     def naive(lq, lk, v, *, causal=False, chunk_size=64):
         with np.errstate(over="ignore", invalid="ignore"):

@@ -1,0 +1,1 @@
+"""Statistical checks shared by the property suite and the calibration command."""

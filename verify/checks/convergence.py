@@ -1,0 +1,51 @@
+"""Convergence of an attention estimator to exact softmax attention as m grows.
+
+A trial draws two independent estimators, at m = M_LO and m = M_HI, and fails when the error to
+exact softmax attention does not halve (the m^(-1/2) rate predicts a factor 8). Model
+assumption ``P0``: a correct estimator fails in at most 10% of trials on these inputs (measured,
+and re-measured by ``kernel-verify calibrate``); the failure count of independent trials is then
+dominated by Bin(n, P0), which gives the rejection threshold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as sps
+
+from impls.numpy.attention import softmax_attention
+
+
+def qkv(seed: int, shape: tuple[int, int, int, int], dv: int, scale: float,
+        aligned: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gaussian ``q, k`` (entries N(0, scale²)) and ``v`` (N(0, 1)); ``aligned``: ``k = q``
+    (large positive scores, the case where careless stabilisers underflow everything else)."""
+    rng = np.random.default_rng(seed)
+    q = scale * rng.standard_normal(shape)
+    k = q.copy() if aligned else scale * rng.standard_normal(shape)
+    v = rng.standard_normal((*shape[:-1], dv))
+    return q, k, v
+
+
+M_LO, M_HI = 16, 1024
+CONV_SEEDS = 40
+#: Model assumption: for a correct estimator, on these inputs, P(e(M_HI) ≥ e(M_LO)/2) ≤ P0.
+P0 = 0.10
+
+
+def convergence_failures(target, seed: int, d: int, n_seeds: int = CONV_SEEDS) -> int:
+    """How many of ``n_seeds`` independent trials fail to halve the error to exact softmax
+    attention (mean |ôut − out| over 2 batches × 2 heads × 8 rows × 2 values) when m grows from
+    16 to 1024 (the m^(-1/2) rate predicts a factor 8)."""
+    q, k, v = qkv(seed, (2, 2, 8, d), 2, 0.5)
+    exact = softmax_attention(q, k, v)
+    failures = 0
+    for s in range(n_seeds):
+        lo = np.abs(target(q, k, v, causal=False, seed=seed + 2 * s + 1, m=M_LO) - exact).mean()
+        hi = np.abs(target(q, k, v, causal=False, seed=seed + 2 * s + 2, m=M_HI) - exact).mean()
+        failures += bool(not hi < lo / 2)
+    return failures
+
+
+def convergence_threshold(n_seeds: int, alpha: float) -> int:
+    """The smallest k with ``P(Bin(n_seeds, P0) ≥ k) ≤ alpha``."""
+    return int(sps.binom.isf(alpha, n_seeds, P0)) + 1

@@ -1,0 +1,104 @@
+"""The built-in targets: everything this project implements, as property-suite targets.
+
+Registry feature maps, attention with registry maps and exact softmax attention (NumPy and
+torch), every random-matrix construction, and Nyström (``builtin_approx``). The property suite
+(``properties/targets.py``) and ``kernel-verify calibrate`` read them from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+
+import numpy as np
+
+from impls.attention import feature_map_attention
+from impls.numpy.attention import softmax_attention
+from impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES, draw_matrix
+from impls.registry import FeatureMap, all_maps, get
+from verify.thirdparty.protocol import (
+    AttentionTarget,
+    FeatureMapTarget,
+    KernelApproxTarget,
+    RandomMatrixTarget,
+    Target,
+)
+
+
+def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
+    def attention(q, k, v, *, causal, seed, m=m):
+        params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
+        return feature_map_attention(entry, params, q, k, v, causal=causal)
+
+    return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims))
+
+
+def _exact_softmax(q, k, v, *, causal, seed, **_):
+    return softmax_attention(q, k, v, causal=causal)
+
+
+def _as_torch(a):
+    import torch
+
+    return torch.as_tensor(a, dtype=torch.float64)
+
+
+def _registry_attention_torch(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
+    """The torch backend of a registry map's attention behind the NumPy target interface."""
+    from impls.torch.convert import to_torch
+
+    def attention(q, k, v, *, causal, seed, m=m):
+        params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
+        out = feature_map_attention(entry, to_torch(params), _as_torch(q), _as_torch(k),
+                                    _as_torch(v), causal=causal)
+        return out.numpy()
+
+    return AttentionTarget(f"attention:{entry.name}@torch", attention, frozenset(claims))
+
+
+def _exact_softmax_torch(q, k, v, *, causal, seed, **_):
+    from impls.torch.attention import softmax_attention as torch_softmax
+
+    return torch_softmax(_as_torch(q), _as_torch(k), _as_torch(v), causal=causal).numpy()
+
+
+def _matrix_target(kind: str) -> RandomMatrixTarget:
+    claims = set()
+    if kind in UNBIASED_MATRICES:
+        claims.add("gaussian_rows")
+    if kind in ORTHOGONAL_MATRICES:
+        claims.add("orthogonal")
+    return RandomMatrixTarget(
+        f"matrix:{kind}", lambda rng, m, d, kind=kind: draw_matrix(kind, rng, m, d),
+        frozenset(claims),
+    )
+
+
+def _builtin_approximations() -> list[KernelApproxTarget]:
+    from importlib.util import find_spec
+
+    if find_spec("verify.thirdparty.builtin_approx") is None:
+        return []
+    from verify.thirdparty.builtin_approx import approximation_targets
+
+    return approximation_targets()
+
+
+@cache
+def builtin_targets() -> tuple[Target, ...]:
+    maps: list[Target] = [FeatureMapTarget.from_entry(e) for e in all_maps()]
+    positive = ("causal", "noncausal", "positive_weights", "approximates_softmax")
+    attention: list[Target] = [
+        AttentionTarget("attention:exact_softmax", _exact_softmax,
+                        frozenset({"causal", "noncausal", "positive_weights"})),
+        _registry_attention(get("softmax_positive[iid]"), 64, positive),
+        _registry_attention(get("softmax_hyperbolic[orthogonal]"), 64, positive),
+        _registry_attention(get("gerf[iid]"), 64, positive),
+        AttentionTarget("attention:exact_softmax@torch", _exact_softmax_torch,
+                        frozenset({"causal", "noncausal", "positive_weights"})),
+        _registry_attention_torch(get("softmax_positive[orthogonal]"), 64, positive),
+    ]
+    matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]
+    return (*maps, *attention, *matrices, *_builtin_approximations())
+
+
