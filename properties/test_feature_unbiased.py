@@ -144,6 +144,13 @@ def grid_pairs(d: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 # ------------------------------------------------------------------------------ unbiased maps
+def random_pair(seed: int, d: int, nx: float, ny: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two seeded random directions in R^d scaled to norms ``nx`` and ``ny``."""
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal(d), rng.standard_normal(d)
+    return nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
+
+
 UNBIASED = feature_maps("unbiased")
 norms = st.sampled_from([0.05, 0.4, 0.8, 1.2])
 
@@ -156,9 +163,7 @@ def test_unbiased_on_random_points(target, seed, d, m, nx, ny):
     """E_ω φ(x)ᵀφ(y) = k(x, y) at Hypothesis points (directions random, norms from a grid)."""
     if target is None:
         pytest.skip("no target")
-    rng = np.random.default_rng(seed)
-    x, y = rng.standard_normal(d), rng.standard_normal(d)
-    x, y = nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
+    x, y = random_pair(seed, d, nx, ny)
     try:
         check_mean(target, x, y, m, seed, kernel_value(target, target.kernel, x, y), "k(x, y)")
     except Degenerate:
@@ -198,9 +203,7 @@ def test_biased_mean_is_mean_kernel(target, seed, d, m, nx, ny):
     """E_ω φ(x)ᵀφ(y) = mean_kernel(x, y) for maps that declare their bias."""
     if target is None:
         pytest.skip("no target")
-    rng = np.random.default_rng(seed)
-    x, y = rng.standard_normal(d), rng.standard_normal(d)
-    x, y = nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
+    x, y = random_pair(seed, d, nx, ny)
     try:
         check_mean(target, x, y, m, seed, kernel_value(target, target.mean_kernel, x, y),
                    f"{target.mean_kernel}(x, y)")

@@ -40,6 +40,7 @@ from properties.test_feature_unbiased import (
     kernel_value,
     range_bound,
 )
+from properties.test_feature_unbiased import random_pair as points
 from verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
 from verify.references.mp import to_mp
 from verify.stats import variance_test
@@ -49,12 +50,6 @@ SLACK = mpmath.mpf(10) ** -20
 DRAWS = 2000
 
 seeds = st.integers(0, 2**32 - 1)
-
-
-def points(seed: int, d: int, nx: float, ny: float) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    x, y = rng.standard_normal(d), rng.standard_normal(d)
-    return nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
 
 
 def leq(a, b, what: str, scale=0) -> None:
