@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from impls.torch.convert import to_torch
+from kernel_verify.impls.torch.convert import to_torch
 
 BACKENDS: list[str] = ["numpy", "torch:cpu", "torch:cuda"]
 #: Base seed; each benchmark mixes in its own parameters so every combination has its own stream.

@@ -30,10 +30,10 @@ from benchmarks._common import (
     sync,
     to_backend,
 )
-from impls.attention import feature_map_attention
-from impls.numpy import attention as np_attention
-from impls.registry import get
-from impls.torch import attention as torch_attention
+from kernel_verify.impls.attention import feature_map_attention
+from kernel_verify.impls.numpy import attention as np_attention
+from kernel_verify.impls.registry import get
+from kernel_verify.impls.torch import attention as torch_attention
 
 D = 64
 LINEAR_ENTRY = "softmax_positive[iid]"

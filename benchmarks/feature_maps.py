@@ -20,8 +20,8 @@ from benchmarks._common import (
     sync,
     to_backend,
 )
-from impls.attention import map_features
-from impls.registry import FeatureMap, all_maps, get
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.registry import FeatureMap, all_maps, get
 
 #: One random-feature entry per formula of interest (brief: Performer SM⁺, hyperbolic ORF, RFF,
 #: GERF, ReLU). A renamed entry fails loudly at import (KeyError listing the known names).

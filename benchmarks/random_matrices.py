@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from benchmarks._common import BackendBenchmark, rng_for
-from impls.random_matrices import MATRICES, draw_matrix
+from kernel_verify.impls.random_matrices import MATRICES, draw_matrix
 
 
 class RandomMatrixDraws(BackendBenchmark):

@@ -14,10 +14,10 @@ import numpy as np
 
 from benchmarks._common import rng_for
 from benchmarks.feature_maps import DETERMINISTIC_ENTRIES, RANDOM_ENTRIES
-from impls.registry import get
+from kernel_verify.impls.registry import get
 
 N = D = M = 4
-HAVE_REFERENCES = importlib.util.find_spec("verify.references.features") is not None
+HAVE_REFERENCES = importlib.util.find_spec("kernel_verify.verify.references.features") is not None
 
 
 class MpFeatureReference:
@@ -29,8 +29,8 @@ class MpFeatureReference:
 
     def setup(self, name: str, log: bool) -> None:
         if not HAVE_REFERENCES:
-            raise NotImplementedError("verify.references.features is not installed")
-        from verify.references import features
+            raise NotImplementedError("kernel_verify.verify.references.features is not installed")
+        from kernel_verify.verify.references import features
 
         self.features_reference = features.features_reference
         self.entry = get(name)

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from impls.registry import FeatureMap
-from impls.validation import _is_torch, check_array
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.validation import _is_torch, check_array
 
 
 def _backend(q: Any) -> tuple[Any, Any]:
     if _is_torch(q):
-        from impls.torch import attention as att
+        from kernel_verify.impls.torch import attention as att
 
         return att, "torch"
-    from impls.numpy import attention as att
+    from kernel_verify.impls.numpy import attention as att
 
     return att, "numpy"
 

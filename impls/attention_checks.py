@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from impls.validation import _is_torch, check_array, check_same_dtype
+from kernel_verify.impls.validation import _is_torch, check_array, check_same_dtype
 
 ZERO_DENOMINATOR_POLICIES = ("raise", "zero", "allow")
 

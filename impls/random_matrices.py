@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import hadamard
 
-from impls.validation import check_positive_int
+from kernel_verify.impls.validation import check_positive_int
 
 __all__ = [
     "MATRICES",

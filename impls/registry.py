@@ -165,7 +165,7 @@ def register(entry: FeatureMap) -> FeatureMap:
 
 def _load_catalogue() -> None:
     # Importing the catalogue package registers every built-in map exactly once.
-    import impls.catalogue  # noqa: F401
+    import kernel_verify.impls.catalogue  # noqa: F401
 
 
 def get(name: str) -> FeatureMap:

@@ -15,7 +15,7 @@ raises the false-alarm rate.
 
 from __future__ import annotations
 
-from verify.stats import AlphaBudget
+from kernel_verify.verify.stats import AlphaBudget
 
 _state: dict[str, AlphaBudget] = {}
 

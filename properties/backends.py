@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from impls.torch.convert import to_torch
+from kernel_verify.impls.torch.convert import to_torch
 
 BACKENDS = ("numpy", "torch:cpu", "torch:cuda")
 DTYPES = ("float64", "float32", "float16", "bfloat16")

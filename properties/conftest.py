@@ -1,73 +1,23 @@
-"""pytest configuration: Hypothesis profiles and the backend header.
-
-Profiles (``HYPOTHESIS_PROFILE`` selects one; under ``CI=true`` the default is ``ci``):
-
-* ``dev``: quick local runs (few examples).
-* ``ci``: derandomized (the same examples on every run), no deadline, a fixed example budget.
-* ``nightly``: fresh random seeds and many more examples.
-* ``mutants``: ``ci`` without shrinking (``kernel-verify mutants`` only needs to know *whether*
-  a property fails, and shrinking a failure re-runs the property many times).
-"""
+"""pytest configuration of the shipped property suite: the Hypothesis profile
+(:mod:`kernel_verify.properties.profiles`), the α budget over the statistical assertions
+collected, and the backend header. ``--kv-target`` is added by the plugin
+(:mod:`kernel_verify.properties.plugin`)."""
 
 from __future__ import annotations
 
 import os
 
 import torch
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import settings
 
-from properties import alpha
-from properties.backends import header_lines
+from kernel_verify.properties import alpha, profiles
+from kernel_verify.properties.backends import header_lines
 
-settings.register_profile(
-    "dev", max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "ci",
-    max_examples=25,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "mutants",
-    parent=settings.get_profile("ci"),
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],
-)
-settings.register_profile(
-    "nightly",
-    max_examples=300,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-_default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", _default)
-settings.load_profile(PROFILE)
+PROFILE = profiles.load()
 
 # Accuracy checks never run in TF32 on CUDA (recorded in the header).
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-
-
-def pytest_addoption(parser) -> None:
-    parser.addoption(
-        "--kv-target",
-        default=None,
-        help="run the property suite against module:attribute (a third-party adapter); "
-        "same as KV_TARGET",
-    )
-
-
-def pytest_configure(config) -> None:
-    config.addinivalue_line(
-        "markers", "statistical(assertions=1): a property making statistical assertions"
-    )
-    target = config.getoption("--kv-target")
-    if target:
-        os.environ["KV_TARGET"] = target
 
 
 def _examples(item) -> int:

@@ -14,9 +14,9 @@ from functools import cache
 
 import pytest
 
-from verify.thirdparty.builtin import builtin_targets
-from verify.thirdparty.loader import load_targets
-from verify.thirdparty.protocol import (
+from kernel_verify.verify.thirdparty.builtin import builtin_targets
+from kernel_verify.verify.thirdparty.loader import load_targets
+from kernel_verify.verify.thirdparty.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,

@@ -20,7 +20,7 @@ same features. Properties, each applied to the targets that claim it:
 Tolerance model (black box, float64). A correct normalised attention computes each output as a
 convex combination of values whose weights come from log-weights ``ℓ_ij`` (``log φ(q_i)ᵀφ(k_j)``,
 or the scores of exact attention). The stable evaluation analysed in
-``properties/unit/test_attention.py`` (logsumexp over at most ``N = n + M + 6`` terms) gives
+``tests/test_attention.py`` (logsumexp over at most ``N = n + M + 6`` terms) gives
 every logit an absolute error ``≤ δ = γ_N·(Z + 1)``, hence weights with relative error
 ``≤ e^(2δ) − 1`` and an output error ``≤ ε = (e^(4δ) − 1 + 2γ_N + u)·max|v|`` (the last terms:
 the plain feature path's ``2γ_N`` bound for positive features, :mod:`verify.attention_bounds`,
@@ -42,12 +42,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from impls.numpy import attention as np_att
-from impls.torch import attention as torch_att
-from properties import alpha as alpha_budget
-from properties.backends import backend_params, to_backend, to_numpy
-from properties.targets import attentions, feature_maps
-from verify.checks.convergence import (
+from kernel_verify.impls.numpy import attention as np_att
+from kernel_verify.impls.torch import attention as torch_att
+from kernel_verify.properties import alpha as alpha_budget
+from kernel_verify.properties.backends import backend_params, to_backend, to_numpy
+from kernel_verify.properties.targets import attentions, feature_maps
+from kernel_verify.verify.checks.convergence import (
     CONV_SEEDS,
     M_HI,
     M_LO,
@@ -56,7 +56,7 @@ from verify.checks.convergence import (
     convergence_threshold,
     qkv,
 )
-from verify.tolerance import gamma
+from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53
 M_MAX = 4096
@@ -328,7 +328,7 @@ def _log_maps() -> list:
 # log-features of every white-box log-feature target: third-party targets and mutants do not
 # replace those kernels, so it kills no catalogue mutant. It earns its place as the guard of the
 # kernels themselves: an unstabilised kernel (exp of the raw log-features) fails it through
-# overflow/underflow at shifts of ±1000, as properties/unit/test_mutants_machinery.py shows.
+# overflow/underflow at shifts of ±1000, as tests/test_mutants_machinery.py shows.
 @pytest.mark.parametrize(("backend", "dtype"), backend_params())
 @pytest.mark.parametrize("target", _log_maps())
 @given(seed=seeds, shape=st.tuples(st.integers(1, 2), st.integers(2, 10), st.integers(1, 6)),
@@ -342,7 +342,7 @@ def test_stabiliser_shifts_cancel_in_log_space_attention(target, backend, dtype,
 
     Bound: each evaluation is within ``(e^(4δ) − 1)·max|v|`` of the exact value with
     ``δ = γ_(n+m+6)·(Z + 1)``, ``Z = max|lq| + max|lk| + log(nm)`` of its own inputs
-    (derivation in ``properties/unit/test_attention.py``)."""
+    (derivation in ``tests/test_attention.py``)."""
     b, n, d = shape
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((b, 2, n, d)) * 0.5

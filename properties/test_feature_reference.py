@@ -28,7 +28,7 @@ Tolerances (all derived, none tuned):
     weights move by a factor within ``e^(±2E)`` and the output by at most
     ``expm1(2E)·max|v|``; the log-space evaluation from the computed logs adds
     ``expm1(4δ)·max|v|``, ``δ = γ_(n+D+6)(Z + 1)``, ``Z = max|ℓ̂q| + max|ℓ̂k| + log(n·D)`` (the
-    derivation of ``properties/unit/test_attention.py::test_log_space_path_equals_plain_path``);
+    derivation of ``tests/test_attention.py::test_log_space_path_equals_plain_path``);
   - plus ``u₆₄|ref|``. The ``d^(−1/4)`` prescale of softmax-family maps is exact only when
     ``d^(−1/4)`` is a power of two, so prescaled maps are tested at ``d ∈ {1, 16}`` (the
     reference applies the exact prescale).
@@ -47,28 +47,28 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from impls.attention import feature_map_attention
-from impls.registry import FeatureMap, all_maps
-from properties.backends import (
+from kernel_verify.impls.attention import feature_map_attention
+from kernel_verify.impls.registry import FeatureMap, all_maps
+from kernel_verify.properties.backends import (
     backend_params,
     params_to_backend,
     to_backend,
     to_numpy,
     unavailable_reason,
 )
-from properties.targets import feature_maps
-from verify.attention_bounds import linear_attention_error_bound
-from verify.compare import assert_close
-from verify.references.attention import estimator_attention_reference
-from verify.references.features import (
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.verify.attention_bounds import linear_attention_error_bound
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.attention import estimator_attention_reference
+from kernel_verify.verify.references.features import (
     MP_FEATURES,
     feature_error_bound,
     features_mp,
     features_reference,
 )
-from verify.references.mp import to_float
-from verify.thirdparty.protocol import FeatureMapTarget
-from verify.tolerance import budget_for, gamma, ulp
+from kernel_verify.verify.references.mp import to_float
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.tolerance import budget_for, gamma, ulp
 
 U64 = 2.0**-53
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")

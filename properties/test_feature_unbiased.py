@@ -32,13 +32,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from properties.alpha import per_assertion
-from properties.targets import feature_maps
-from verify.moments import MOMENT_FORMULAS, QuadratureError, exact_moments
-from verify.references.kernels import kernel_mp
-from verify.stats import hoeffding_threshold, mean_test
-from verify.thirdparty.protocol import FeatureMapTarget
-from verify.tolerance import gamma
+from kernel_verify.properties.alpha import per_assertion
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError, exact_moments
+from kernel_verify.verify.references.kernels import kernel_mp
+from kernel_verify.verify.stats import hoeffding_threshold, mean_test
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53
 #: ``sup ‖φ(x)‖²`` by formula (module docstring); ``|φ(x)ᵀφ(y)| ≤`` this value.

@@ -31,19 +31,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.alpha import per_assertion
-from properties.targets import feature_maps
-from properties.test_feature_unbiased import (
+from kernel_verify.properties.alpha import per_assertion
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.properties.test_feature_unbiased import (
     estimates,
     exact_variance,
     feature_m,
     kernel_value,
     range_bound,
 )
-from properties.test_feature_unbiased import random_pair as points
-from verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
-from verify.references.mp import to_mp
-from verify.stats import variance_test
+from kernel_verify.properties.test_feature_unbiased import random_pair as points
+from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
+from kernel_verify.verify.references.mp import to_mp
+from kernel_verify.verify.stats import variance_test
 
 FEW = max(3, settings.default.max_examples // 5)
 SLACK = mpmath.mpf(10) ** -20

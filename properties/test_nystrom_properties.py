@@ -32,14 +32,14 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from impls.numpy import nystrom as np_nystrom
-from impls.torch import nystrom as torch_nystrom
-from properties.targets import approximations
-from verify.psd import EIGH_BACKWARD_C
-from verify.references.kernels import gram_reference
-from verify.references.mp import to_mp, working_precision
-from verify.thirdparty.protocol import KernelApproxTarget
-from verify.tolerance import gamma
+from kernel_verify.impls.numpy import nystrom as np_nystrom
+from kernel_verify.impls.torch import nystrom as torch_nystrom
+from kernel_verify.properties.targets import approximations
+from kernel_verify.verify.psd import EIGH_BACKWARD_C
+from kernel_verify.verify.references.kernels import gram_reference
+from kernel_verify.verify.references.mp import to_mp, working_precision
+from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
+from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53
 EPS = 2.0**-52

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from properties.targets import approximations, feature_maps
-from properties.test_nystrom_properties import (
+from kernel_verify.properties.targets import approximations, feature_maps
+from kernel_verify.properties.test_nystrom_properties import (
     KERNELS,
     U64,
     cases,
@@ -29,12 +29,12 @@ from properties.test_nystrom_properties import (
     point_set,
     run,
 )
-from verify.moments import QuadratureError
-from verify.psd import psd_float, psd_mp
-from verify.references.kernels import MP_KERNELS, gram_mp
-from verify.references.kernels_catalogue import cosformer_gram_mp
-from verify.thirdparty.protocol import FeatureMapTarget
-from verify.tolerance import budget_for, dot_error_bound
+from kernel_verify.verify.moments import QuadratureError
+from kernel_verify.verify.psd import psd_float, psd_mp
+from kernel_verify.verify.references.kernels import MP_KERNELS, gram_mp
+from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.tolerance import budget_for, dot_error_bound
 
 FEW = max(3, settings.default.max_examples // 5)
 seeds = st.integers(0, 2**32 - 1)

@@ -40,16 +40,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties import alpha as alpha_budget
-from properties.targets import matrices
-from verify.checks.row_law import (
+from kernel_verify.properties import alpha as alpha_budget
+from kernel_verify.properties.targets import matrices
+from kernel_verify.verify.checks.row_law import (
     N_DRAWS,
     N_ROW_CHECKS,
     draw_stack,
     orthonormal_pair,
     row_law_checks,
 )
-from verify.tolerance import gamma
+from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53
 #: Examples of the statistical property: a quarter of the profile's budget (ci: 6).

@@ -26,14 +26,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from properties.targets import feature_maps
-from properties.test_feature_reference import inner_bound, twin_entry
-from verify.compare import assert_close
-from verify.references.features import feature_error_bound, features_mp
-from verify.references.kernels import gram_mp
-from verify.references.kernels_catalogue import cosformer_gram_mp
-from verify.references.mp import to_float, working_precision
-from verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.features import feature_error_bound, features_mp
+from kernel_verify.verify.references.kernels import gram_mp
+from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
+from kernel_verify.verify.references.mp import to_float, working_precision
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 U64 = 2.0**-53
 FEW = max(3, settings.default.max_examples // 5)
@@ -81,7 +81,7 @@ def own_features(target: FeatureMapTarget, X: np.ndarray, params: dict, backend:
         return target.numpy_fn(X, params, target.config, **kw)
     if target.torch_fn is None:
         pytest.skip(f"{target.name} provides no torch function")
-    from impls.torch.convert import to_torch
+    from kernel_verify.impls.torch.convert import to_torch
 
     out = target.torch_fn(torch.as_tensor(X), to_torch(params), target.config, **kw)
     return out.numpy()

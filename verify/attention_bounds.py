@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verify.tolerance import gamma
+from kernel_verify.verify.tolerance import gamma
 
 __all__ = ["gamma", "linear_attention_error_bound"]
 

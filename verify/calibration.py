@@ -24,16 +24,13 @@ Writes ``reports/calibration.md``. Seeds come from fresh OS entropy, recorded in
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from verify.stats import rejection_rate_interval
-
-ROOT = Path(__file__).resolve().parents[1]
+from kernel_verify.verify.paths import reports_dir
+from kernel_verify.verify.stats import rejection_rate_interval
 
 
 @dataclass(frozen=True)
@@ -58,9 +55,9 @@ class Row:
 
 
 def _matrix_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
-    from verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
-    from verify.thirdparty.builtin import builtin_targets
-    from verify.thirdparty.protocol import RandomMatrixTarget
+    from kernel_verify.verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
+    from kernel_verify.verify.thirdparty.builtin import builtin_targets
+    from kernel_verify.verify.thirdparty.protocol import RandomMatrixTarget
 
     d = m = 4
     rows = []
@@ -81,14 +78,14 @@ def _matrix_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
 
 
 def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
-    from verify.checks.convergence import (
+    from kernel_verify.verify.checks.convergence import (
         CONV_SEEDS,
         P0,
         convergence_failures,
         convergence_threshold,
     )
-    from verify.thirdparty.builtin import builtin_targets
-    from verify.thirdparty.protocol import AttentionTarget
+    from kernel_verify.verify.thirdparty.builtin import builtin_targets
+    from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
     rows = []
     targets = [t for t in builtin_targets()
@@ -128,8 +125,6 @@ def run_calibration(args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds must be >= 1, got {n_seeds}")
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {alpha}")
-    if str(ROOT) not in sys.path:  # the property modules live beside the installed packages
-        sys.path.insert(0, str(ROOT))
     entropy = int(np.random.SeedSequence().entropy) % 2**63
     start = time.monotonic()
     rows = _matrix_rows(n_seeds, alpha, entropy) + _convergence_rows(n_seeds, alpha, entropy)
@@ -147,8 +142,8 @@ def run_calibration(args: argparse.Namespace) -> int:
         "",
         f"**{len(rows) - len(bad)}/{len(rows)} ok**",
     ]
-    out = ROOT / "reports" / "calibration.md"
-    out.parent.mkdir(exist_ok=True)
+    out = reports_dir() / "calibration.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(text) + "\n")
     print("\n".join(text))
     print(f"\n(written to {out})")

@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-from impls.registry import all_maps
+from kernel_verify.impls.registry import all_maps
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -68,25 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer points and samples")
     p.add_argument("--maps", nargs="*", help="only these map names (default: all)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.set_defaults(run=_lazy("verify.report.main", "run_report"))
+    p.set_defaults(run=_lazy("kernel_verify.verify.report.main", "run_report"))
 
     p = sub.add_parser("check", help="run the property suite against a third-party target")
     p.add_argument("target", help="module:attribute naming an adapter (see README)")
     p.add_argument("--profile", default=None, help="Hypothesis profile: dev, ci or nightly")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--json", dest="json_out", default=None, help="write the verdict as JSON here")
-    p.set_defaults(run=_lazy("verify.thirdparty.cli", "run_check"))
+    p.set_defaults(run=_lazy("kernel_verify.verify.thirdparty.cli", "run_check"))
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")
     p.add_argument("--only", nargs="*", help="only these mutant names")
     p.add_argument("--jobs", type=int, default=2, help="parallel pytest workers (default 2)")
     p.add_argument("--json", dest="json_out", default=None, help="write the matrix as JSON here")
-    p.set_defaults(run=_lazy("verify.mutants.runner", "run_mutants"))
+    p.set_defaults(run=_lazy("kernel_verify.verify.mutants.runner", "run_mutants"))
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
     p.add_argument("--seeds", type=int, default=200, help="fresh seeds per statistical check")
     p.add_argument("--alpha", type=float, default=0.05, help="loose per-check α to calibrate at")
-    p.set_defaults(run=_lazy("verify.calibration", "run_calibration"))
+    p.set_defaults(run=_lazy("kernel_verify.verify.calibration", "run_calibration"))
     return parser
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from verify.references.mp import to_float
-from verify.tolerance import dtype_name, ulp
+from kernel_verify.verify.references.mp import to_float
+from kernel_verify.verify.tolerance import dtype_name, ulp
 
 __all__ = ["ComparisonResult", "WorstPoint", "assert_close", "compare", "ulp_distance"]
 

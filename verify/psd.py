@@ -47,8 +47,8 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from verify.references.mp import to_mp, working_precision
-from verify.tolerance import FORMATS, dtype_name
+from kernel_verify.verify.references.mp import to_mp, working_precision
+from kernel_verify.verify.tolerance import FORMATS, dtype_name
 
 __all__ = ["EIGH_BACKWARD_C", "PsdResult", "psd_float", "psd_mp"]
 

@@ -15,10 +15,10 @@ import torch
 
 from benchmarks._common import BACKENDS, skip_reason, sync
 from benchmarks.attention import LINEAR_ENTRY, linear_params, qkv
-from impls.attention import feature_map_attention
-from impls.numpy import attention as np_attention
-from impls.registry import get
-from impls.torch import attention as torch_attention
+from kernel_verify.impls.attention import feature_map_attention
+from kernel_verify.impls.numpy import attention as np_attention
+from kernel_verify.impls.registry import get
+from kernel_verify.impls.torch import attention as torch_attention
 
 N, M = 1024, 64
 

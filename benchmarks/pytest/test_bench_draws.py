@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks._common import rng_for
-from impls.random_matrices import MATRICES, draw_matrix
+from kernel_verify.impls.random_matrices import MATRICES, draw_matrix
 
 M, D = 256, 64
 

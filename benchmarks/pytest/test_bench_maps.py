@@ -12,8 +12,8 @@ import pytest
 
 from benchmarks._common import BACKENDS, skip_reason, sync
 from benchmarks.feature_maps import RANDOM_ENTRIES, prepare
-from impls.attention import map_features
-from impls.registry import get
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.registry import get
 
 N, M, D = 4096, 256, 16
 

@@ -3,7 +3,7 @@
 One module per family of maps; add the import of a new module here.
 """
 
-from impls.catalogue import (  # noqa: F401
+from kernel_verify.impls.catalogue import (  # noqa: F401
     deterministic,
     exact,
     learned,

@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from impls.numpy import deterministic_maps as np_det
-from impls.registry import FeatureMap, register
-from impls.torch import deterministic_maps as torch_det
-from impls.validation import check_positive_int
+from kernel_verify.impls.numpy import deterministic_maps as np_det
+from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.torch import deterministic_maps as torch_det
+from kernel_verify.impls.validation import check_positive_int
 
 _BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"})
 

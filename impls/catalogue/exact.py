@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from impls.numpy import exact_maps as np_ex
-from impls.registry import FeatureMap, register
-from impls.torch import exact_maps as torch_ex
+from kernel_verify.impls.numpy import exact_maps as np_ex
+from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.torch import exact_maps as torch_ex
 
 _CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"})
 

@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from impls.numpy import learned_maps as np_lm
-from impls.registry import FeatureMap, register
-from impls.torch import learned_maps as torch_lm
-from impls.validation import check_positive_int
+from kernel_verify.impls.numpy import learned_maps as np_lm
+from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.torch import learned_maps as torch_lm
+from kernel_verify.impls.validation import check_positive_int
 
 _GMM_CONFIG = {"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None}
 

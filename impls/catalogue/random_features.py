@@ -13,10 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from impls.numpy import random_features as np_rf
-from impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES, draw_matrix
-from impls.registry import FeatureMap, register
-from impls.torch import random_features as torch_rf
+from kernel_verify.impls.numpy import random_features as np_rf
+from kernel_verify.impls.random_matrices import (
+    MATRICES,
+    ORTHOGONAL_MATRICES,
+    UNBIASED_MATRICES,
+    draw_matrix,
+)
+from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.torch import random_features as torch_rf
 
 
 @dataclass(frozen=True)

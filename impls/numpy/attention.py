@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from impls.attention_checks import check_attention_inputs, denominator_guard
-from impls.validation import check_positive_int
+from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
+from kernel_verify.impls.validation import check_positive_int
 
 
 def _softmax_rows(scores: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from impls.validation import check_array, check_positive_int
+from kernel_verify.impls.validation import check_array, check_positive_int
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]

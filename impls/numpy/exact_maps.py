@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from impls.validation import check_array, check_scalar
+from kernel_verify.impls.validation import check_array, check_scalar
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import hadamard
 
-from impls.validation import (
+from kernel_verify.impls.validation import (
     check_array,
     check_last_dim,
     check_params,

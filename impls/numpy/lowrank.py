@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from impls.numpy.nystrom import choose_landmarks, nystrom_from_gram
-from impls.validation import check_array, check_positive_int
+from kernel_verify.impls.numpy.nystrom import choose_landmarks, nystrom_from_gram
+from kernel_verify.impls.validation import check_array, check_positive_int
 
 __all__ = ["LOW_RANK", "linformer_attention", "truncated_svd"]
 

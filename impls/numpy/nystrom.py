@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from impls.registry import FeatureMap
-from impls.validation import check_array, check_positive_int, check_scalar
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.validation import check_array, check_positive_int, check_scalar
 
 __all__ = [
     "GRAM_KERNELS",

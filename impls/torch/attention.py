@@ -14,9 +14,9 @@ import math
 
 import torch
 
-from impls.attention_checks import check_attention_inputs, denominator_guard
-from impls.torch.convert import compute_dtype
-from impls.validation import check_positive_int
+from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
+from kernel_verify.impls.torch.convert import compute_dtype
+from kernel_verify.impls.validation import check_positive_int
 
 
 def _work(*xs: torch.Tensor) -> list[torch.Tensor]:

@@ -23,7 +23,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def checked_input(x: torch.Tensor, name: str = "x") -> torch.Tensor:
     """``x`` validated (finite floating tensor, at least 2-D) and moved to its compute dtype."""
-    from impls.validation import check_array
+    from kernel_verify.impls.validation import check_array
 
     check_array(name, x, min_ndim=2, backend="torch")
     return x.to(compute_dtype(x.dtype))

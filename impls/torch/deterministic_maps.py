@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from impls.numpy.deterministic_maps import check_positions, hedgehog_weights
-from impls.torch.convert import checked_input, to_torch
-from impls.validation import check_array, check_last_dim, check_positive_int
+from kernel_verify.impls.numpy.deterministic_maps import check_positions, hedgehog_weights
+from kernel_verify.impls.torch.convert import checked_input, to_torch
+from kernel_verify.impls.validation import check_array, check_last_dim, check_positive_int
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from impls.numpy.exact_maps import check_order, polynomial_indices
-from impls.torch.convert import checked_input
-from impls.validation import check_array, check_scalar
+from kernel_verify.impls.numpy.exact_maps import check_order, polynomial_indices
+from kernel_verify.impls.torch.convert import checked_input
+from kernel_verify.impls.validation import check_array, check_scalar
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]

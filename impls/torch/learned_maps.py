@@ -22,9 +22,9 @@ import torch
 from scipy.linalg import hadamard
 from torch import nn
 
-from impls.numpy import learned_maps as np_lm
-from impls.torch.convert import checked_input, to_torch
-from impls.validation import check_array, check_last_dim, check_params, check_scalar
+from kernel_verify.impls.numpy import learned_maps as np_lm
+from kernel_verify.impls.torch.convert import checked_input, to_torch
+from kernel_verify.impls.validation import check_array, check_last_dim, check_params, check_scalar
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]

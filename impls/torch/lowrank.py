@@ -10,8 +10,8 @@ import math
 
 import torch
 
-from impls.torch.convert import compute_dtype
-from impls.validation import check_array, check_positive_int
+from kernel_verify.impls.torch.convert import compute_dtype
+from kernel_verify.impls.validation import check_array, check_positive_int
 
 __all__ = ["linformer_attention", "truncated_svd"]
 

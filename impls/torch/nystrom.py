@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from impls.torch.convert import compute_dtype
-from impls.validation import check_array, check_positive_int
+from kernel_verify.impls.torch.convert import compute_dtype
+from kernel_verify.impls.validation import check_array, check_positive_int
 
 __all__ = [
     "iterative_pinv",

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from impls.numpy.random_features import gerf_constants
-from impls.torch.convert import compute_dtype, to_torch
-from impls.validation import check_array, check_last_dim, check_params, check_scalar
+from kernel_verify.impls.numpy.random_features import gerf_constants
+from kernel_verify.impls.torch.convert import compute_dtype, to_torch
+from kernel_verify.impls.validation import check_array, check_last_dim, check_params, check_scalar
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats as sps
 
-from impls.numpy.attention import softmax_attention
+from kernel_verify.impls.numpy.attention import softmax_attention
 
 
 def qkv(seed: int, shape: tuple[int, int, int, int], dv: int, scale: float,

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from verify.stats import StatResult, mean_test, variance_test
+from kernel_verify.verify.stats import StatResult, mean_test, variance_test
 
 #: Independent matrices drawn per example (i.i.d. samples of each row position).
 N_DRAWS = 1000

@@ -1,13 +1,13 @@
 """Exact moments of random-feature estimators (no Monte Carlo). See ``estimators.py``."""
 
-from verify.moments.closed_forms import (
+from kernel_verify.verify.moments.closed_forms import (
     fixed_norm_mean,
     gerf_per_feature_variance,
     optimal_gerf_a_mp,
 )
-from verify.moments.estimators import MOMENT_FORMULAS, Moments, exact_moments
-from verify.moments.gauss_hermite import QuadratureError
-from verify.moments.orf import orf_variance, orthogonal_covariance
+from kernel_verify.verify.moments.estimators import MOMENT_FORMULAS, Moments, exact_moments
+from kernel_verify.verify.moments.gauss_hermite import QuadratureError
+from kernel_verify.verify.moments.orf import orf_variance, orthogonal_covariance
 
 __all__ = [
     "MOMENT_FORMULAS",

@@ -34,13 +34,13 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from impls.registry import FeatureMap
-from impls.validation import check_array, check_positive_int
-from verify.moments.closed_forms import closed_moments
-from verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
-from verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
-from verify.moments.orf import orf_variance, orthogonal_covariance
-from verify.references.mp import to_mp
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.verify.moments.closed_forms import closed_moments
+from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
+from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
+from kernel_verify.verify.moments.orf import orf_variance, orthogonal_covariance
+from kernel_verify.verify.references.mp import to_mp
 
 __all__ = ["MOMENT_FORMULAS", "Moments", "exact_moments", "per_frequency_moments"]
 

@@ -31,7 +31,7 @@ import math
 import mpmath
 import numpy as np
 
-from verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.cache import file_cache_get, file_cache_put
 
 __all__ = [
     "MAX_ORDER",

@@ -42,8 +42,8 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from verify.moments.gauss_hermite import QuadratureError, gauss_legendre
-from verify.moments.integrands import FORMULAS_WITH_TERMS, integrand
+from kernel_verify.verify.moments.gauss_hermite import QuadratureError, gauss_legendre
+from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand
 
 __all__ = ["chi_mgf", "orf_variance", "orthogonal_covariance", "orthogonal_pair_count"]
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from impls.attention_checks import check_attention_inputs
-from impls.numpy.attention import log_linear_attention
-from verify.thirdparty.protocol import AttentionTarget
+from kernel_verify.impls.attention_checks import check_attention_inputs
+from kernel_verify.impls.numpy.attention import log_linear_attention
+from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
 M_DEFAULT = 64
 ALL = frozenset({"causal", "noncausal", "positive_weights", "approximates_softmax"})

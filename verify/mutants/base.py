@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from verify.thirdparty.protocol import Target
+from kernel_verify.verify.thirdparty.protocol import Target
 
 #: Mutant families (the kind of implementation broken).
 FAMILIES = ("random_matrix", "attention", "feature_map", "nystrom")
@@ -40,4 +40,4 @@ class Mutant:
     @property
     def spec(self) -> str:
         """The ``KV_TARGET`` spec that loads this mutant's targets."""
-        return f"verify.mutants.catalogue:target_{self.name}"
+        return f"kernel_verify.verify.mutants.catalogue:target_{self.name}"

@@ -14,13 +14,13 @@ catch each one; the runner's kill matrix shows which actually did.
 
 from __future__ import annotations
 
-from verify.mutants.attention import ATTENTION_MUTANTS
-from verify.mutants.base import Mutant
-from verify.mutants.features import FEATURE_MUTANTS
-from verify.mutants.matrices import MATRIX_MUTANTS, target
-from verify.mutants.nystrom import NYSTROM_MUTANTS
-from verify.mutants.nystrom import target as nystrom_target
-from verify.thirdparty.protocol import Target
+from kernel_verify.verify.mutants.attention import ATTENTION_MUTANTS
+from kernel_verify.verify.mutants.base import Mutant
+from kernel_verify.verify.mutants.features import FEATURE_MUTANTS
+from kernel_verify.verify.mutants.matrices import MATRIX_MUTANTS, target
+from kernel_verify.verify.mutants.nystrom import NYSTROM_MUTANTS
+from kernel_verify.verify.mutants.nystrom import target as nystrom_target
+from kernel_verify.verify.thirdparty.protocol import Target
 
 MATRICES_FAMILY = "random_matrices"
 ATTENTION_FAMILY = "attention_identities"

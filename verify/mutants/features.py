@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from impls.numpy import learned_maps as np_lm
-from impls.numpy import random_features as np_rf
-from impls.numpy.attention import linear_attention, log_linear_attention
-from impls.registry import get
-from verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
+from kernel_verify.impls.numpy import learned_maps as np_lm
+from kernel_verify.impls.numpy import random_features as np_rf
+from kernel_verify.impls.numpy.attention import linear_attention, log_linear_attention
+from kernel_verify.impls.registry import get
+from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
 
 Fn = Callable[[np.ndarray, Mapping[str, np.ndarray], Mapping[str, Any]], np.ndarray]
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import hadamard
 
-from impls.random_matrices import draw_matrix, haar_orthogonal
-from verify.thirdparty.protocol import RandomMatrixTarget
+from kernel_verify.impls.random_matrices import draw_matrix, haar_orthogonal
+from kernel_verify.verify.thirdparty.protocol import RandomMatrixTarget
 
 Draw = Callable[[np.random.Generator, int, int], np.ndarray]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from verify.thirdparty.protocol import KernelApproxTarget
+from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
 
 LANDMARKS = 4
 CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})

@@ -22,9 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from verify.mutants.base import Mutant
-from verify.mutants.catalogue import MUTANTS, get_mutant
-from verify.thirdparty.cli import ROOT, SuiteRun, Verdict, run_suite
+from kernel_verify.verify.mutants.base import Mutant
+from kernel_verify.verify.mutants.catalogue import MUTANTS, get_mutant
+from kernel_verify.verify.paths import reports_dir
+from kernel_verify.verify.thirdparty.cli import SuiteRun, Verdict, run_suite
 
 PROFILE = "mutants"  # the ci profile without shrinking (properties/conftest.py)
 TIMEOUT = 600.0
@@ -114,8 +115,7 @@ def _why(m: Mutant) -> str:
 
 
 def run_one(m: Mutant) -> SuiteRun:
-    names = tuple(t.name for t in m.targets)
-    return run_suite(m.spec, profile=PROFILE, jobs=1, timeout=TIMEOUT, known=names)
+    return run_suite(m.spec, profile=PROFILE, jobs=1, timeout=TIMEOUT)
 
 
 def run_mutants(args: argparse.Namespace) -> int:
@@ -156,8 +156,8 @@ def run_mutants(args: argparse.Namespace) -> int:
         ],
         "property_kills": property_kills(runs),
     }
-    reports = ROOT / "reports"
-    reports.mkdir(exist_ok=True)
+    reports = reports_dir()
+    reports.mkdir(parents=True, exist_ok=True)
     (reports / "mutants.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False))
     (reports / "mutants.md").write_text(_markdown(mutants, runs, seconds))
     if args.json_out:

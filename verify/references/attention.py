@@ -19,10 +19,10 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from impls.registry import FeatureMap
-from impls.validation import check_array
-from verify.references.features import features_mp
-from verify.references.mp import mp_exp, to_float, to_mp, working_precision
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.validation import check_array
+from kernel_verify.verify.references.features import features_mp
+from kernel_verify.verify.references.mp import mp_exp, to_float, to_mp, working_precision
 
 __all__ = [
     "estimator_attention_reference",

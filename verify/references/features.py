@@ -51,9 +51,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from impls.registry import FeatureMap
-from impls.validation import check_array, check_params, check_scalar
-from verify.references.mp import (
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.validation import check_array, check_params, check_scalar
+from kernel_verify.verify.references.mp import (
     mp_cos,
     mp_exp,
     mp_log,
@@ -568,4 +568,4 @@ def _import_extension(name: str) -> None:
         importlib.import_module(name)
 
 
-_import_extension("verify.references.features_catalogue")
+_import_extension("kernel_verify.verify.references.features_catalogue")

@@ -26,17 +26,17 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from impls.numpy import deterministic_maps as np_det
-from impls.numpy import exact_maps as np_ex
-from impls.numpy import learned_maps as np_lm
-from verify.references.features import ErrorTerm, gamma, mp_feature, smallest_normal
-from verify.references.kernels_catalogue import (
+from kernel_verify.impls.numpy import deterministic_maps as np_det
+from kernel_verify.impls.numpy import exact_maps as np_ex
+from kernel_verify.impls.numpy import learned_maps as np_lm
+from kernel_verify.verify.references.features import ErrorTerm, gamma, mp_feature, smallest_normal
+from kernel_verify.verify.references.kernels_catalogue import (
     mp_dpfp,
     mp_fastfood_matrix,
     mp_generative_frequencies,
     mp_hedgehog_log,
 )
-from verify.references.mp import mp_cos, mp_exp, mp_max0, mp_sin, to_mp
+from kernel_verify.verify.references.mp import mp_cos, mp_exp, mp_max0, mp_sin, to_mp
 
 Params = Mapping[str, np.ndarray]
 

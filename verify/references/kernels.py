@@ -36,9 +36,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from impls.registry import FeatureMap
-from impls.validation import check_array
-from verify.references.mp import to_float, to_mp, working_precision
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.validation import check_array
+from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
 
 __all__ = [
     "MP_KERNELS",
@@ -229,4 +229,4 @@ def _import_extension(name: str) -> None:
         importlib.import_module(name)
 
 
-_import_extension("verify.references.kernels_catalogue")
+_import_extension("kernel_verify.verify.references.kernels_catalogue")

@@ -47,9 +47,9 @@ import mpmath
 import numpy as np
 from scipy.linalg import hadamard
 
-from verify.moments.gauss_hermite import QuadratureError, hermite_rule
-from verify.references.kernels import gram_mp, mp_kernel
-from verify.references.mp import mp_cos, mp_exp
+from kernel_verify.verify.moments.gauss_hermite import QuadratureError, hermite_rule
+from kernel_verify.verify.references.kernels import gram_mp, mp_kernel
+from kernel_verify.verify.references.mp import mp_cos, mp_exp
 
 __all__ = [
     "GENERATIVE_ABS_TOL",

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from impls.attention import map_features
-from impls.registry import FeatureMap
-from impls.torch.convert import to_torch
-from verify.references.features import feature_error_bound, features_reference
-from verify.tolerance import budget_for, unit_roundoff
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.torch.convert import to_torch
+from kernel_verify.verify.references.features import feature_error_bound, features_reference
+from kernel_verify.verify.tolerance import budget_for, unit_roundoff
 
 CASES = (("numpy", "float64"), ("numpy", "float32"), ("torch:cpu", "float64"),
          ("torch:cpu", "float32"), ("torch:cpu", "float16"), ("torch:cpu", "bfloat16"))

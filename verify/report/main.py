@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.registry import FeatureMap, all_maps, get
-from verify.report.accuracy import accuracy_rows
-from verify.report.variance import VarianceReport, plot_variance, variance_report
-from verify.stats import AlphaBudget
+from kernel_verify.impls.registry import FeatureMap, all_maps, get
+from kernel_verify.verify.report.accuracy import accuracy_rows
+from kernel_verify.verify.report.variance import VarianceReport, plot_variance, variance_report
+from kernel_verify.verify.stats import AlphaBudget
 
 D = 8
 
@@ -55,8 +55,8 @@ def _softmax_overview(out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from verify.moments import exact_moments
-    from verify.report.variance import default_pair
+    from kernel_verify.verify.moments import exact_moments
+    from kernel_verify.verify.report.variance import default_pair
 
     ms = np.array([1, 2, 4, 8, 16, 32, 64, 128])
     fig, ax = plt.subplots(figsize=(5.6, 3.8))

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from impls.registry import FeatureMap
-from verify.moments import QuadratureError, exact_moments
-from verify.references.kernels import kernel_mp
-from verify.stats import mean_test
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.verify.moments import QuadratureError, exact_moments
+from kernel_verify.verify.references.kernels import kernel_mp
+from kernel_verify.verify.stats import mean_test
 
 
 @dataclass

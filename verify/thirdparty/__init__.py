@@ -3,7 +3,7 @@
 See :mod:`verify.thirdparty.protocol` for the adapter protocol and the README for an example.
 """
 
-from verify.thirdparty.protocol import (
+from kernel_verify.verify.thirdparty.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,

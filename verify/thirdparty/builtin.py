@@ -12,11 +12,16 @@ from functools import cache
 
 import numpy as np
 
-from impls.attention import feature_map_attention
-from impls.numpy.attention import softmax_attention
-from impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES, draw_matrix
-from impls.registry import FeatureMap, all_maps, get
-from verify.thirdparty.protocol import (
+from kernel_verify.impls.attention import feature_map_attention
+from kernel_verify.impls.numpy.attention import softmax_attention
+from kernel_verify.impls.random_matrices import (
+    MATRICES,
+    ORTHOGONAL_MATRICES,
+    UNBIASED_MATRICES,
+    draw_matrix,
+)
+from kernel_verify.impls.registry import FeatureMap, all_maps, get
+from kernel_verify.verify.thirdparty.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,
@@ -45,7 +50,7 @@ def _as_torch(a):
 
 def _registry_attention_torch(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
     """The torch backend of a registry map's attention behind the NumPy target interface."""
-    from impls.torch.convert import to_torch
+    from kernel_verify.impls.torch.convert import to_torch
 
     def attention(q, k, v, *, causal, seed, m=m):
         params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
@@ -57,7 +62,7 @@ def _registry_attention_torch(entry: FeatureMap, m: int, claims: Iterable[str]) 
 
 
 def _exact_softmax_torch(q, k, v, *, causal, seed, **_):
-    from impls.torch.attention import softmax_attention as torch_softmax
+    from kernel_verify.impls.torch.attention import softmax_attention as torch_softmax
 
     return torch_softmax(_as_torch(q), _as_torch(k), _as_torch(v), causal=causal).numpy()
 
@@ -77,9 +82,9 @@ def _matrix_target(kind: str) -> RandomMatrixTarget:
 def _builtin_approximations() -> list[KernelApproxTarget]:
     from importlib.util import find_spec
 
-    if find_spec("verify.thirdparty.builtin_approx") is None:
+    if find_spec("kernel_verify.verify.thirdparty.builtin_approx") is None:
         return []
-    from verify.thirdparty.builtin_approx import approximation_targets
+    from kernel_verify.verify.thirdparty.builtin_approx import approximation_targets
 
     return approximation_targets()
 

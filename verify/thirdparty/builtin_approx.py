@@ -19,9 +19,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from impls.numpy import nystrom as np_nystrom
-from impls.validation import check_array, check_positive_int
-from verify.thirdparty.protocol import KernelApproxTarget
+from kernel_verify.impls.numpy import nystrom as np_nystrom
+from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
 
 __all__ = ["CLAIMS", "approximation_targets", "nystrom_target"]
 
@@ -60,7 +60,7 @@ def nystrom_target(rule: str = "uniform", rank: int = 4, backend: str = "numpy"
             return np_nystrom.nystrom_from_gram(gram, idx), idx
         import torch
 
-        from impls.torch import nystrom as torch_nystrom
+        from kernel_verify.impls.torch import nystrom as torch_nystrom
 
         out = torch_nystrom.nystrom_from_gram(torch.as_tensor(gram), idx)
         return out.numpy(), idx

@@ -1,11 +1,12 @@
 """``kernel-verify check module:attribute``: the property suite against a third-party adapter.
 
-The suite runs in a pytest subprocess (``python -m pytest <property files>
---ignore=properties/unit``) with ``KV_TARGET`` set, so the adapter is imported exactly as the
-properties import it. The property files are those that take their targets from
-``properties/targets.py`` (:func:`target_property_files`); files testing built-in code only are
-left out. Per-test
-outcomes come back through ``--junitxml`` and are folded into a verdict per (property, target):
+The shipped suite (the installed :mod:`kernel_verify.properties`) runs in a pytest subprocess
+with ``KV_TARGET`` set, from the caller's working directory, so the adapter is imported exactly
+as the properties import it and a crashing adapter cannot take the command down. The property
+files are those that take their targets from :mod:`kernel_verify.properties.targets`
+(:func:`target_property_files`); files testing built-in code only are left out. Per-test
+outcomes come back as JSON records (:mod:`kernel_verify.properties.results`) and are folded into
+a verdict per (property, target):
 ``fail`` if any example/parametrisation failed (or errored), ``pass`` if some passed and none
 failed, ``skip`` (with the reason) if every one was skipped. The command prints the verdict table
 with the first lines of each failure message and exits 1 when any property fails (2 when the
@@ -23,12 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-#: The project root (holds ``properties/``).
-ROOT = Path(__file__).resolve().parents[2]
+import kernel_verify.properties as _suite
+
+#: The folder of the shipped property suite.
+SUITE_DIR = Path(_suite.__file__).resolve().parent
 EVIDENCE_LINES = 4
 
 
@@ -70,37 +72,23 @@ class SuiteRun:
         return self.returncode not in (0, 1, 5) or not self.outcomes
 
 
-def _split_name(name: str, known: tuple[str, ...] = ()) -> tuple[str, str]:
-    """``test_x[mutant:a-numpy-float64]`` → (``test_x``, ``mutant:a``): the target is the
-    ``-``-separated part of the parametrisation id equal to a known target name (target names
-    may contain brackets and colons), else the whole id."""
-    if "[" not in name:
-        return name, ""
-    base, ids = name[: name.index("[")], name[name.index("[") + 1 : -1]
-    for t in sorted(known, key=len, reverse=True):
-        if ids == t or ids.startswith(t + "-") or ids.endswith("-" + t) or f"-{t}-" in ids:
-            return base, t
-    return base, ids
-
-
-def parse_junit(path: Path, known: tuple[str, ...] = ()) -> list[Outcome]:
-    """Outcomes from a pytest ``--junitxml`` file (``known``: target names, see _split_name)."""
-    root = ET.parse(path).getroot()
-    out = []
-    for case in root.iter("testcase"):
-        classname = case.get("classname", "")
-        stem = classname.rsplit(".", 1)[-1]
-        family = stem.removeprefix("test_")
-        prop, target = _split_name(case.get("name", ""), known)
-        outcome, message = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            node = case.find(tag)
-            if node is not None:
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-                message = (node.get("message") or "") + "\n" + (node.text or "")
-                break
-        out.append(Outcome(family, prop, target, outcome, message.strip()))
-    return out
+def load_results(path: Path) -> list[Outcome]:
+    """Outcomes from the JSON records of :mod:`kernel_verify.properties.results`: one per test,
+    the worst phase winning (an error in setup or teardown is an error of the test)."""
+    worst: dict[str, Outcome] = {}
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        outcome = r["outcome"]
+        if outcome == "failed" and r["when"] != "call":
+            outcome = "error"
+        if r["when"] != "call" and outcome == "passed":
+            continue
+        o = Outcome(r["family"], r["prop"], r["target"], outcome, r["message"].strip())
+        old = worst.get(r["nodeid"])
+        if old is None or rank[o.outcome] > rank[old.outcome]:
+            worst[r["nodeid"]] = o
+    return list(worst.values())
 
 
 def _evidence(message: str) -> str:
@@ -133,18 +121,20 @@ def fold(outcomes: list[Outcome]) -> list[Verdict]:
 
 
 def target_property_files() -> tuple[str, ...]:
-    """The property files that take their targets from ``properties/targets.py``: the ones that
-    can say anything about a third-party target (other files in ``properties/`` test built-in
-    code only and would just add run time)."""
-    files = sorted((ROOT / "properties").glob("test_*.py"))
-    chosen = [f for f in files if "properties.targets" in f.read_text(encoding="utf-8")]
-    return tuple(str(f.relative_to(ROOT)) for f in chosen) or ("properties",)
+    """The property files that take their targets from :mod:`kernel_verify.properties.targets`:
+    the ones that can say anything about a third-party target (other files in the suite test
+    built-in code only and would just add run time)."""
+    files = sorted(SUITE_DIR.glob("test_*.py"))
+    marker = "kernel_verify.properties.targets"
+    chosen = [f for f in files if marker in f.read_text(encoding="utf-8")]
+    return tuple(str(f) for f in chosen) or (str(SUITE_DIR),)
 
 
 def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | None = None,
               jobs: int = 2, paths: tuple[str, ...] | None = None,
-              timeout: float | None = None, known: tuple[str, ...] = ()) -> SuiteRun:
-    """Run the property suite in a subprocess against ``spec`` (None: built-in targets)."""
+              timeout: float | None = None) -> SuiteRun:
+    """Run the shipped property suite in a subprocess against ``spec`` (None: built-in
+    targets), from the current working directory."""
     paths = target_property_files() if paths is None else paths
     env = dict(os.environ)
     if spec:
@@ -153,24 +143,28 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         env.pop("KV_TARGET", None)
     if profile:
         env["HYPOTHESIS_PROFILE"] = profile
-    extra = [str(ROOT), os.getcwd()]
-    env["PYTHONPATH"] = os.pathsep.join([*extra, *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="kv-check-") as tmp:
-        xml = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", *paths, "-p", "no:cacheprovider",
-               "--ignore=properties/unit", "-q", "-o", "junit_logging=no",
-               f"--junitxml={xml}", "-n", str(jobs if jobs > 1 else 0)]
+        results = Path(tmp) / "results.jsonl"
+        ini = Path(tmp) / "pytest.ini"
+        # An empty ini of our own: the caller's pytest configuration (addopts, plugins) must
+        # not change what the suite does.
+        ini.write_text("[pytest]\n", encoding="utf-8")
+        env["KV_RESULTS"] = str(results)
+        cmd = [sys.executable, "-m", "pytest", *paths, "-c", str(ini), "--rootdir", str(SUITE_DIR),
+               "-p", "no:cacheprovider", "-p", "kernel_verify.properties.results", "-q",
+               "-n", str(jobs if jobs > 1 else 0)]
         if keyword:
             cmd += ["-k", keyword]
         start = time.monotonic()
         try:
-            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                                   timeout=timeout, check=False)
             rc, text = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as err:
             rc, text = -1, f"timed out after {timeout} s\n{err.stdout or ''}"
         seconds = time.monotonic() - start
-        outcomes = parse_junit(xml, known) if xml.exists() else []
+        outcomes = load_results(results) if results.exists() else []
     tail = "\n".join(text.strip().splitlines()[-15:])
     return SuiteRun(spec or "built-in", rc, seconds, outcomes, tail)
 
@@ -203,11 +197,10 @@ def summary(verdicts: list[Verdict]) -> dict[str, int]:
 
 def _validate_target(spec: str) -> tuple[str, ...]:
     """Load the adapter in this process first: a broken spec gets a clear error at once."""
-    from verify.thirdparty.loader import load_targets
+    from kernel_verify.verify.thirdparty.loader import load_targets
 
-    for p in (str(ROOT), os.getcwd()):
-        if p not in sys.path:
-            sys.path.insert(0, p)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     targets = load_targets(spec)
     names = ", ".join(f"{t.name} ({type(t).__name__})" for t in targets)
     print(f"kernel-verify check: {spec} → {len(targets)} target(s): {names}")
@@ -217,13 +210,13 @@ def _validate_target(spec: str) -> tuple[str, ...]:
 def run_check(args: argparse.Namespace) -> int:
     """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE]``."""
     try:
-        known = _validate_target(args.target)
+        _validate_target(args.target)
     except (ValueError, TypeError) as err:
         print(f"kernel-verify check: {err}", file=sys.stderr)
         return 2
     jobs = int(getattr(args, "jobs", 2) or 2)
     run = run_suite(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
-                    known=known)
+)
     verdicts = run.verdicts
     print(verdict_table(verdicts))
     counts = summary(verdicts)

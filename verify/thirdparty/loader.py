@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from impls.registry import FeatureMap
-from verify.thirdparty.protocol import FeatureMapTarget, Target
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, Target
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget")
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from impls.registry import CLAIMS, FeatureMap
+from kernel_verify.impls.registry import CLAIMS, FeatureMap
 
 ATTENTION_CLAIMS = {
     "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
@@ -118,7 +118,7 @@ class FeatureMapTarget:
             return np.asarray(self.numpy_fn(x, params, self.config, **kwargs), dtype=np.float64)
         import torch
 
-        from impls.torch.convert import to_torch
+        from kernel_verify.impls.torch.convert import to_torch
 
         out = self.torch_fn(torch.as_tensor(x), to_torch(params), self.config, **kwargs)
         return out.detach().to("cpu", torch.float64).numpy()

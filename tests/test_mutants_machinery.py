@@ -5,20 +5,20 @@ properties against chosen mutants (run in-process on fixed seeds)."""
 from __future__ import annotations
 
 import argparse
-import textwrap
+import json
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from impls.registry import get
-from verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
-from verify.mutants.base import FAMILIES, Mutant
-from verify.mutants.catalogue import MUTANTS, get_mutant, load
-from verify.mutants.runner import kill_matrix, property_kills
-from verify.thirdparty.cli import SuiteRun, _split_name, fold, parse_junit, run_check
-from verify.thirdparty.loader import load_targets
-from verify.thirdparty.protocol import FeatureMapTarget, RandomMatrixTarget
+from kernel_verify.impls.registry import get
+from kernel_verify.verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
+from kernel_verify.verify.mutants.base import FAMILIES, Mutant
+from kernel_verify.verify.mutants.catalogue import MUTANTS, get_mutant, load
+from kernel_verify.verify.mutants.runner import kill_matrix, property_kills
+from kernel_verify.verify.thirdparty.cli import SuiteRun, fold, load_results, run_check
+from kernel_verify.verify.thirdparty.loader import load_targets
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, RandomMatrixTarget
 
 
 def test_catalogue_is_large_diverse_and_uniquely_named():
@@ -51,7 +51,7 @@ def test_feature_mutants_lie_like_the_correct_map(mutant):
 
 
 def _registry_entries():
-    from impls.registry import all_maps
+    from kernel_verify.impls.registry import all_maps
 
     return all_maps()
 
@@ -60,39 +60,37 @@ def test_unknown_mutant_names_are_reported():
     with pytest.raises(KeyError, match="no mutant 'nope'"):
         get_mutant("nope")
     with pytest.raises(ValueError, match="has no attribute"):
-        load_targets("verify.mutants.catalogue:target_nope")
+        load_targets("kernel_verify.verify.mutants.catalogue:target_nope")
     with pytest.raises(ValueError, match="family must be one of"):
         Mutant("x", "colour", "", list)
 
 
-def test_split_name_finds_targets_with_brackets_and_colons():
-    known = ("softmax_positive[iid]", "mutant:a", "mutant:a:attention")
-    assert _split_name("test_p[numpy-float64-softmax_positive[iid]]", known) == (
-        "test_p", "softmax_positive[iid]")
-    assert _split_name("test_p[mutant:a:attention]", known) == ("test_p", "mutant:a:attention")
-    assert _split_name("test_p[mutant:a-torch:cpu-float32]", known) == ("test_p", "mutant:a")
-    assert _split_name("test_q", known) == ("test_q", "")
-
-
-def test_junit_is_folded_into_verdicts(tmp_path):
-    xml = tmp_path / "j.xml"
-    xml.write_text(textwrap.dedent("""\
-        <testsuites><testsuite>
-        <testcase classname="properties.test_alpha" name="test_a[t:1-numpy]"/>
-        <testcase classname="properties.test_alpha" name="test_a[t:1-torch]">
-          <failure message="AssertionError: off by 3">E   AssertionError: off by 3
-        E   more</failure></testcase>
-        <testcase classname="properties.test_alpha" name="test_b[t:1]">
-          <skipped message="provides no attention"/></testcase>
-        <testcase classname="properties.test_beta" name="test_c[t:1]"/>
-        </testsuite></testsuites>"""))
-    outcomes = parse_junit(xml, ("t:1",))
+def test_result_records_are_folded_into_verdicts(tmp_path):
+    def rec(nodeid, prop, when, outcome, message="", family="alpha"):
+        return json.dumps({"nodeid": nodeid, "family": family, "prop": prop, "target": "t:1",
+                           "when": when, "outcome": outcome, "message": message,
+                           "seconds": 0.0})
+    lines = [
+        rec("test_alpha.py::test_a[t:1-numpy]", "test_a", "setup", "passed"),
+        rec("test_alpha.py::test_a[t:1-numpy]", "test_a", "call", "passed"),
+        rec("test_alpha.py::test_a[t:1-torch]", "test_a", "call", "failed",
+            "E   AssertionError: off by 3\nE   more"),
+        rec("test_alpha.py::test_b[t:1]", "test_b", "setup", "skipped",
+            "Skipped: provides no attention"),
+        rec("test_beta.py::test_c[t:1]", "test_c", "call", "passed", family="beta"),
+        rec("test_beta.py::test_d[t:1]", "test_d", "call", "passed", family="beta"),
+        rec("test_beta.py::test_d[t:1]", "test_d", "teardown", "failed", "boom", family="beta"),
+    ]
+    results = tmp_path / "r.jsonl"
+    results.write_text("\n".join(lines) + "\n")
+    outcomes = load_results(results)
     verdicts = {(v.family, v.prop): v for v in fold(outcomes)}
     assert verdicts["alpha", "test_a"].outcome == "fail"
     assert "off by 3" in verdicts["alpha", "test_a"].evidence
     assert verdicts["alpha", "test_b"].outcome == "skip"
     assert "provides no attention" in verdicts["alpha", "test_b"].evidence
     assert verdicts["beta", "test_c"].outcome == "pass"
+    assert verdicts["beta", "test_d"].outcome == "fail"  # an error in teardown is an error
     run = SuiteRun("spec", 1, 0.0, outcomes)
     mutant = Mutant("m", "attention", "d", list)
     assert "killed" in kill_matrix([mutant], {"m": run})
@@ -134,7 +132,7 @@ def _row_law_failures(target: RandomMatrixTarget, seed: int, m: int, d: int) -> 
 
 @pytest.mark.parametrize("kind", ["iid", "orthogonal", "fastfood"])
 def test_row_law_checks_pass_correct_constructions(kind):
-    from impls.random_matrices import draw_matrix
+    from kernel_verify.impls.random_matrices import draw_matrix
 
     target = RandomMatrixTarget(kind, lambda rng, m, d: draw_matrix(kind, rng, m, d),
                                 frozenset({"gaussian_rows"}))
@@ -155,7 +153,7 @@ def test_row_law_checks_catch_biased_constructions(name, expected):
 
 def test_nystromformer_is_batch_independent_only_when_uncoupled():
     """The coupled-Z₀ mutant differs from the per-matrix version on the other batch element."""
-    from verify.mutants.attention import nystromformer
+    from kernel_verify.verify.mutants.attention import nystromformer
 
     rng = np.random.default_rng(5)
     q, k, v = rng.standard_normal((3, 2, 1, 8, 4))
@@ -173,7 +171,7 @@ def test_nystromformer_is_batch_independent_only_when_uncoupled():
 
 def test_feature_mutant_attention_uses_the_broken_map():
     """The attached attention of a non-cancelling mutant differs from the correct map's."""
-    from impls.attention import feature_map_attention
+    from kernel_verify.impls.attention import feature_map_attention
 
     targets = load("softmax_positive_missing_norm_term")
     att = next(t for t in targets if not isinstance(t, FeatureMapTarget))
@@ -188,9 +186,9 @@ def test_feature_mutant_attention_uses_the_broken_map():
 def test_stabiliser_property_catches_an_unstabilised_kernel(monkeypatch):
     """A log-space kernel that just exponentiates its inputs (no stabilising shift) fails the
     stabiliser property (shifts of ±1000 overflow or underflow every feature)."""
-    import properties.test_attention_identities as prop
-    from impls.numpy import attention as np_att
-    from verify.thirdparty.builtin import builtin_targets
+    import kernel_verify.properties.test_attention_identities as prop
+    from kernel_verify.impls.numpy import attention as np_att
+    from kernel_verify.verify.thirdparty.builtin import builtin_targets
 
     def naive(lq, lk, v, *, causal=False, chunk_size=64):
         with np.errstate(over="ignore", invalid="ignore"):

@@ -30,19 +30,23 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impls.registry import FeatureMap, get
-from properties.backends import (
+from kernel_verify.impls.registry import FeatureMap, get
+from kernel_verify.properties.backends import (
     backend_params,
     params_to_backend,
     to_backend,
     to_numpy,
     unavailable_reason,
 )
-from verify.compare import assert_close
-from verify.references.features import feature_error_bound, features_mp, features_reference
-from verify.references.kernels import gram_mp, gram_reference
-from verify.references.mp import to_float, working_precision
-from verify.tolerance import budget_for, gamma, ulp
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.features import (
+    feature_error_bound,
+    features_mp,
+    features_reference,
+)
+from kernel_verify.verify.references.kernels import gram_mp, gram_reference
+from kernel_verify.verify.references.mp import to_float, working_precision
+from kernel_verify.verify.tolerance import budget_for, gamma, ulp
 
 U64 = 2.0**-53
 EXACT = ("taylor2", "taylor3", "taylor2_compressed", "polynomial", "linear", "cosine")

@@ -16,22 +16,22 @@ import numpy as np
 import pytest
 import torch
 
-from impls import registry
-from impls.registry import FeatureMap
-from verify.references.attention import (
+from kernel_verify.impls import registry
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.verify.references.attention import (
     estimator_attention_reference,
     feature_attention_mp,
     kernel_attention_mp,
     softmax_attention_mp,
 )
-from verify.references.features import (
+from kernel_verify.verify.references.features import (
     MP_FEATURES,
     feature_error_bound,
     features_mp,
     features_reference,
 )
-from verify.references.kernels import gram_mp, gram_reference, kernel_mp, target_gram
-from verify.references.mp import to_mp, working_precision
+from kernel_verify.verify.references.kernels import gram_mp, gram_reference, kernel_mp, target_gram
+from kernel_verify.verify.references.mp import to_mp, working_precision
 
 DPS = 40
 TIGHT = mpmath.mpf(10) ** -35  # agreement expected of two exact evaluations at 40 digits

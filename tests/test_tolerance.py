@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from verify.references.mp import to_float, to_mp, working_precision
-from verify.tolerance import (
+from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
+from kernel_verify.verify.tolerance import (
     BUDGETS,
     ELEMENTARY,
     FORMATS,

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from impls.attention import feature_map_attention, map_features
-from impls.numpy import attention as np_att
-from impls.random_matrices import MATRICES, draw_matrix
-from impls.registry import all_maps, get
-from impls.torch import attention as torch_att
-from impls.torch.convert import to_torch
+from kernel_verify.impls.attention import feature_map_attention, map_features
+from kernel_verify.impls.numpy import attention as np_att
+from kernel_verify.impls.random_matrices import MATRICES, draw_matrix
+from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.impls.torch import attention as torch_att
+from kernel_verify.impls.torch.convert import to_torch
 
 ALL_MAPS = [m.name for m in all_maps()]
 #: Maps whose parameter draw fixes the input dimension d (a frequency matrix W of shape (m, d) or

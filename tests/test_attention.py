@@ -17,12 +17,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impls.attention import feature_map_attention, map_features
-from impls.numpy import attention as np_att
-from impls.registry import all_maps, get
-from impls.torch import attention as torch_att
-from properties.backends import backend_params, to_backend, to_numpy
-from verify.attention_bounds import gamma, linear_attention_error_bound
+from kernel_verify.impls.attention import feature_map_attention, map_features
+from kernel_verify.impls.numpy import attention as np_att
+from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.impls.torch import attention as torch_att
+from kernel_verify.properties.backends import backend_params, to_backend, to_numpy
+from kernel_verify.verify.attention_bounds import gamma, linear_attention_error_bound
 
 U64 = float(np.finfo(np.float64).eps / 2)
 POSITIVE_MAPS = [

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import torch
 
-from verify.psd import psd_float, psd_mp
-from verify.references.mp import to_float, to_mp, working_precision
-from verify.tolerance import budget_for, dot_error_bound
+from kernel_verify.verify.psd import psd_float, psd_mp
+from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
+from kernel_verify.verify.tolerance import budget_for, dot_error_bound
 
 DPS = 40
 

@@ -36,14 +36,14 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from impls.numpy import lowrank as np_lr
-from impls.numpy import nystrom as np_ny
-from impls.registry import get
-from impls.torch import lowrank as t_lr
-from impls.torch import nystrom as t_ny
-from verify.compare import assert_close
-from verify.references.mp import to_float, to_mp, working_precision
-from verify.tolerance import gamma
+from kernel_verify.impls.numpy import lowrank as np_lr
+from kernel_verify.impls.numpy import nystrom as np_ny
+from kernel_verify.impls.registry import get
+from kernel_verify.impls.torch import lowrank as t_lr
+from kernel_verify.impls.torch import nystrom as t_ny
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
+from kernel_verify.verify.tolerance import gamma
 
 U = 2.0**-53
 seeds = st.integers(0, 2**32 - 1)

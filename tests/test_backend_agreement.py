@@ -13,11 +13,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impls.attention import map_features
-from impls.registry import all_maps, get
-from impls.torch.convert import to_torch
-from verify.references.features import feature_error_bound
-from verify.tolerance import budget_for
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.impls.torch.convert import to_torch
+from kernel_verify.verify.references.features import feature_error_bound
+from kernel_verify.verify.tolerance import budget_for
 
 BUDGET = budget_for("float64", "cpu")
 ULPS = max(BUDGET.ulps.values())

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from impls.attention import map_features
-from impls.registry import CLAIMS, all_maps, get
-from impls.torch.convert import to_torch
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.registry import CLAIMS, all_maps, get
+from kernel_verify.impls.torch.convert import to_torch
 
 MAPS = all_maps()
 NAMES = [m.name for m in MAPS]
@@ -32,8 +32,8 @@ def test_entry_is_complete(name):
     entry = get(name)
     assert callable(entry.numpy_fn), f"{name}: no NumPy function"
     assert callable(entry.torch_fn), f"{name}: no torch function"
-    assert entry.numpy_fn.__module__.startswith("impls.numpy"), entry.numpy_fn.__module__
-    assert entry.torch_fn.__module__.startswith("impls.torch"), entry.torch_fn.__module__
+    assert entry.numpy_fn.__module__.startswith("kernel_verify.impls.numpy"), name
+    assert entry.torch_fn.__module__.startswith("kernel_verify.impls.torch"), name
     assert set(entry.claims) <= set(CLAIMS)
     assert entry.kernel and entry.formula and entry.family
     assert ("unbiased" in entry.claims) + ("biased" in entry.claims) + (
@@ -60,7 +60,7 @@ def test_both_backends_run_with_declared_output_dim(name):
 
 def test_list_json_has_required_fields():
     out = subprocess.run(
-        [sys.executable, "-m", "verify.cli", "list", "--json"],
+        [sys.executable, "-m", "kernel_verify.verify.cli", "list", "--json"],
         capture_output=True, text=True, check=True,
     ).stdout
     rows = json.loads(out)

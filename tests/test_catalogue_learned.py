@@ -27,17 +27,17 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impls.numpy import learned_maps as np_lm
-from impls.registry import get
-from impls.torch.learned_maps import GMMPRF, GMMRKS, Fastfood, Generative
-from properties import alpha
-from properties.backends import backend_params
-from properties.unit.test_catalogue_exact import U64, check_against_mp, check_induced_kernel, inputs
-from verify.compare import assert_close
-from verify.references.features import feature_error_bound
-from verify.references.kernels import gram_reference, kernel_mp
-from verify.stats import mean_test
-from verify.tolerance import gamma
+from kernel_verify.impls.numpy import learned_maps as np_lm
+from kernel_verify.impls.registry import get
+from kernel_verify.impls.torch.learned_maps import GMMPRF, GMMRKS, Fastfood, Generative
+from kernel_verify.properties import alpha
+from kernel_verify.properties.backends import backend_params
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.features import feature_error_bound
+from kernel_verify.verify.references.kernels import gram_reference, kernel_mp
+from kernel_verify.verify.stats import mean_test
+from kernel_verify.verify.tolerance import gamma
+from tests.test_catalogue_exact import U64, check_against_mp, check_induced_kernel, inputs
 
 LEARNED = ("gmm_rks", "gmm_prf", "fastfood_learned", "fastfood_random", "generative")
 seeds = st.integers(0, 2**32 - 1)

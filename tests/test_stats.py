@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from impls import registry
-from verify.stats import (
+from kernel_verify.impls import registry
+from kernel_verify.verify.stats import (
     DEFAULT_ALPHA_TOTAL,
     AlphaBudget,
     bernstein_threshold,

@@ -16,20 +16,20 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impls.registry import all_maps, get
-from impls.torch.deterministic_maps import Hedgehog
-from properties.backends import backend_params
-from properties.unit.test_catalogue_exact import (
+from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.impls.torch.deterministic_maps import Hedgehog
+from kernel_verify.properties.backends import backend_params
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.features import feature_error_bound
+from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
+from kernel_verify.verify.references.mp import to_float
+from tests.test_catalogue_exact import (
     U64,
     check_against_mp,
     check_induced_kernel,
     inner_bound,
     inputs,
 )
-from verify.compare import assert_close
-from verify.references.features import feature_error_bound
-from verify.references.kernels_catalogue import cosformer_gram_mp
-from verify.references.mp import to_float
 
 DETERMINISTIC = ("elu_plus_one", "relu", "square", "identity", "dpfp", "hedgehog")
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")

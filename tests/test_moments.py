@@ -14,29 +14,29 @@ import mpmath
 import numpy as np
 import pytest
 
-from impls import registry
-from impls.numpy.random_features import optimal_gerf_a
-from verify.moments import (
+from kernel_verify.impls import registry
+from kernel_verify.impls.numpy.random_features import optimal_gerf_a
+from kernel_verify.verify.moments import (
     MOMENT_FORMULAS,
     QuadratureError,
     exact_moments,
     gerf_per_feature_variance,
     optimal_gerf_a_mp,
 )
-from verify.moments.gauss_hermite import (
+from kernel_verify.verify.moments.gauss_hermite import (
     expect_bivariate,
     hermite_rule,
     normal_exp_quadratic,
 )
-from verify.moments.orf import (
+from kernel_verify.verify.moments.orf import (
     chi_mgf,
     orf_variance,
     orthogonal_covariance,
     orthogonal_covariance_quadrature,
     orthogonal_pair_count,
 )
-from verify.references.kernels import kernel_mp
-from verify.references.mp import to_mp
+from kernel_verify.verify.references.kernels import kernel_mp
+from kernel_verify.verify.references.mp import to_mp
 
 DPS = 30
 AGREE = mpmath.mpf(10) ** -25

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from impls import registry
-from verify.compare import assert_close, compare, ulp_distance
-from verify.references.mp import mp_cos, mp_sin, to_float, to_mp, working_precision
-from verify.tolerance import budget_for, dot_error_bound, elementwise_bound
+from kernel_verify.impls import registry
+from kernel_verify.verify.compare import assert_close, compare, ulp_distance
+from kernel_verify.verify.references.mp import mp_cos, mp_sin, to_float, to_mp, working_precision
+from kernel_verify.verify.tolerance import budget_for, dot_error_bound, elementwise_bound
 
 
 def test_ulp_distance_counts_representable_steps():

@@ -1,0 +1,61 @@
+"""Hypothesis profiles of the suite (``HYPOTHESIS_PROFILE`` selects one; under ``CI=true`` the
+default is ``ci``):
+
+* ``dev``: quick local runs (few examples).
+* ``ci``: derandomized (the same examples on every run), no deadline, a fixed example budget.
+* ``nightly``: fresh random seeds and many more examples.
+* ``mutants``: ``ci`` without shrinking (``kernel-verify mutants`` only needs to know *whether*
+  a property fails, and shrinking a failure re-runs the property many times).
+
+:func:`load` registers them and loads the selected one; the property suite's and the unit
+tests' ``conftest.py`` both call it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+PROFILES = ("dev", "ci", "nightly", "mutants")
+
+
+def selected() -> str:
+    """The profile named by ``HYPOTHESIS_PROFILE``, else ``ci`` under ``CI=true``, else ``dev``."""
+    default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
+    name = os.environ.get("HYPOTHESIS_PROFILE", default)
+    if name not in PROFILES:
+        raise ValueError(f"HYPOTHESIS_PROFILE={name!r} is not a kernel-verify profile; "
+                         f"choose one of {', '.join(PROFILES)}")
+    return name
+
+
+def load() -> str:
+    """Register every profile and load the selected one; returns its name."""
+    settings.register_profile(
+        "dev", max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
+    settings.register_profile(
+        "ci",
+        max_examples=25,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    settings.register_profile(
+        "mutants",
+        parent=settings.get_profile("ci"),
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    )
+    settings.register_profile(
+        "nightly",
+        max_examples=300,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    name = selected()
+    settings.load_profile(name)
+    return name
