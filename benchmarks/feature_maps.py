@@ -1,7 +1,7 @@
 """Cost of computing features ``φ(x)`` for representative registry entries, per backend.
 
-Random-feature entries (one per formula family, MATH.md §1–§3) are timed at every ``(n, m)``;
-deterministic and exact finite maps (claims ``deterministic``/``exact_finite``, MATH.md §5–§6),
+Random-feature entries (one per formula family, docs/math.md §1–§3) are timed at every ``(n, m)``;
+deterministic and exact finite maps (claims ``deterministic``/``exact_finite``, docs/math.md §5–§6),
 whose size does not depend on ``m``, are timed per ``n`` only. The deterministic list is read from
 the registry at import time, so a newly registered map is benchmarked without editing this file.
 """

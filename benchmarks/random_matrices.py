@@ -1,4 +1,4 @@
-"""Cost of drawing an ``(m, d)`` frequency matrix with each construction (MATH.md §3).
+"""Cost of drawing an ``(m, d)`` frequency matrix with each construction (docs/math.md §3).
 
 Draws are float64 NumPy only (the one draw is then handed to every backend), so there is no
 backend parameter. ``orthogonal`` pays one QR per block of ``d`` rows; ``sorf``/``fastfood`` build

@@ -63,7 +63,7 @@ def feature_map_attention(
     zero_denominator: str | None = None,
     use_log: bool | None = None,
 ) -> Any:
-    """Linear attention ``D̂⁻¹ φ(Q)(φ(K)ᵀV)`` (or causal) with the map ``entry`` (MATH.md §9).
+    """Linear attention ``D̂⁻¹ φ(Q)(φ(K)ᵀV)`` (or causal) with the map ``entry`` (docs/math.md §9).
 
     ``use_log`` defaults to the map's ``log_features`` claim. ``zero_denominator`` defaults to
     ``"zero"`` for nonnegative maps (rows with no positive weight give 0) and ``"raise"``

@@ -1,7 +1,7 @@
 """Random frequency matrices, drawn once in float64 NumPy and shared by every backend.
 
 Every construction returns an explicit ``(m, d)`` matrix ``W`` at unit scale (the kernel
-bandwidth σ is applied by the feature map as ``x/σ``). MATH.md §3.
+bandwidth σ is applied by the feature map as ``x/σ``). docs/math.md §3.
 
 * ``iid``: rows ``wᵢ ~ N(0, I_d)``.
 * ``orthogonal``: blocks of ``d`` rows, each block a Haar-random orthogonal matrix (QR of a

@@ -1,4 +1,4 @@
-"""Linear-attention identities on black-box ``AttentionTarget``s (MATH.md §9).
+"""Linear-attention identities on black-box ``AttentionTarget``s (docs/math.md §9).
 
 Every target is called as ``target(q, k, v, causal=..., seed=...)`` on float64 arrays of shape
 ``(batch, heads, n, d)``; the seed fixes its randomness, so two calls with the same seed use the
@@ -337,7 +337,7 @@ def test_stabiliser_shifts_cancel_in_log_space_attention(target, backend, dtype,
                                                          causal, shift):
     """``log_linear_attention(lq + c_i, lk + c', v) == log_linear_attention(lq, lk, v)`` for a
     per-query constant ``c_i`` and a global key constant ``c'`` (exact rescalings that cancel,
-    MATH.md §9); a per-key shift is a reweighting of the keys and must change the output (the
+    docs/math.md §9); a per-key shift is a reweighting of the keys and must change the output (the
     in-test negative control: without it the comparison could be vacuous).
 
     Bound: each evaluation is within ``(e^(4δ) − 1)·max|v|`` of the exact value with

@@ -1,4 +1,4 @@
-"""Agreement with the mpmath reference (white-box feature-map targets; MATH.md §1–§7, §9).
+"""Agreement with the mpmath reference (white-box feature-map targets; docs/math.md §1–§7, §9).
 
 For one shared float64 parameter draw ``ω`` (``target.draw``), every backend function the target
 provides (numpy, torch:cpu, torch:cuda) in every dtype computes ``φ(x; ω)``; the reference is the

@@ -1,4 +1,4 @@
-"""Nyström and low rank (MATH.md §8): exact on landmarks, exact when every point is a landmark,
+"""Nyström and low rank (docs/math.md §8): exact on landmarks, exact when every point is a landmark,
 never better than the Eckart–Young bound; the Nyströmformer iteration's error recursion.
 
 Targets: ``properties.targets.approximations(...)`` (built in:
@@ -141,7 +141,7 @@ def test_exact_when_every_point_is_a_landmark(target, seed, d, kernel):
 @given(seed=seeds, n=st.integers(6, 9), d=st.integers(1, 2))
 def test_exact_for_a_rank_deficient_kernel(target, seed, n, d):
     """Linear kernel ``K = XXᵀ`` of rank d < number of landmarks: W is singular, rank W =
-    rank K = d (landmarks span R^d almost surely), so K̃ = K exactly (MATH.md §8) — provided
+    rank K = d (landmarks span R^d almost surely), so K̃ = K exactly (docs/math.md §8) — provided
     the pseudo-inverse discards W's rounding-level eigenvalues instead of inverting them.
 
     Bound for a correct implementation (first-order perturbation): the eigensolver's backward

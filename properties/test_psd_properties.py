@@ -1,4 +1,4 @@
-"""Positive semi-definiteness (MATH.md §8, §10).
+"""Positive semi-definiteness (docs/math.md §8, §10).
 
 * **Exact kernels** (claim ``psd_kernel``): the target kernel's Gram matrix on random point sets,
   formed in mpmath at 40 digits from exactly converted points, is decided PSD by the pivoted LDLᵀ

@@ -1,4 +1,4 @@
-"""Properties of random frequency matrices (``RandomMatrixTarget``; MATH.md §3).
+"""Properties of random frequency matrices (``RandomMatrixTarget``; docs/math.md §3).
 
 What makes every random-feature estimator unbiased is that each frequency row is marginally
 ``N(0, I_d)``. For a target claiming ``gaussian_rows`` the suite draws ``N`` independent matrices

@@ -1,4 +1,4 @@
-"""Taylor identities (Based, MATH.md §5) and, generally, exact finite maps: ``φ(x)ᵀφ(y)`` equals
+"""Taylor identities (Based, docs/math.md §5) and, generally, exact finite maps: ``φ(x)ᵀφ(y)`` equals
 the target kernel.
 
 * **mpmath**: the formula's twin satisfies ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``, ``t = qᵀk/√d``,

@@ -1,4 +1,4 @@
-"""Linear-attention identities (MATH.md §9) on every backend, with derived rounding bounds.
+"""Linear-attention identities (docs/math.md §9) on every backend, with derived rounding bounds.
 
 * non-causal ``D̂⁻¹φ(Q)(φ(K)ᵀV)`` equals ``row-normalise(φ(Q)φ(K)ᵀ)·V``;
 * causal (chunked prefix sums, any chunk size) equals the masked quadratic form;

@@ -1,4 +1,4 @@
-"""Nyström, Nyströmformer and low-rank references (issue 3; MATH.md §8), NumPy and torch.
+"""Nyström, Nyströmformer and low-rank references (issue 3; docs/math.md §8), NumPy and torch.
 
 Tolerances (u = 2⁻⁵³, float64 throughout):
 

@@ -1,4 +1,4 @@
-"""PSD checks (verify/psd.py) on exact kernels (MATH.md §10), implemented here in mpmath.
+"""PSD checks (verify/psd.py) on exact kernels (docs/math.md §10), implemented here in mpmath.
 
 PSD kernels (accepted on random point sets, in mpmath and as float Grams): Gaussian, softmax
 ``exp(xᵀy)``, linear, cosine, polynomial ``(xᵀy + c)^p`` with c ≥ 0, arc-cosine of order 1,

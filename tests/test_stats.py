@@ -7,10 +7,10 @@ Synthetic estimators (1-D, vectorised over a batch axis; all moments derived her
   ``cos(wx)cos(wy) + sin(wx)sin(wy) = cos(w(x−y))``). With ``E cos(j w δ) = exp(−j²δ²/(2σ²)) =
   k^(j²)``, ``k = exp(−δ²/(2σ²))``: mean ``k``; for m = 1, ``E X² = (1 + k⁴)/2``, ``E X³ =
   (3k + k⁹)/4``, ``E X⁴ = (3 + 4k⁴ + k¹⁶)/8`` (power-reduction formulas for cos², cos³, cos⁴),
-  so ``Var = (1 − k²)²/2`` (MATH.md §1) and the 4th central moment follows. X ∈ [−1, 1].
+  so ``Var = (1 − k²)²/2`` (docs/math.md §1) and the 4th central moment follows. X ∈ [−1, 1].
 * Positive softmax features, one dimension: ``X = exp(w s − (x² + y²)/2)``, ``w ~ N(0, 1)``,
   ``s = x + y``: ``E Xʲ = exp(j²s²/2 − j(x² + y²)/2)`` (Gaussian mgf), mean ``exp(xy)``
-  (MATH.md §2). Unbounded (log-normal).
+  (docs/math.md §2). Unbounded (log-normal).
 
 Calibration meta-tests run each helper on ``N_CAL`` independent batches at ``α = 0.05`` and fail
 if the rejection count is significantly above ``α``: the lower end of a Clopper–Pearson interval
@@ -377,8 +377,8 @@ def _rff_case(seed, sigma_draw=None, m_draw=None):
     d, m, n_draws = 3, 4, 3_000
     x, y = rng.standard_normal(d) * 0.5, rng.standard_normal(d) * 0.5
     sigma = entry.config["sigma"]
-    k = math.exp(-float(np.sum((x - y) ** 2)) / (2 * sigma**2))  # MATH.md §1
-    var = (1 - k * k) ** 2 / (2 * m)  # MATH.md §1
+    k = math.exp(-float(np.sum((x - y) ** 2)) / (2 * sigma**2))  # docs/math.md §1
+    var = (1 - k * k) ** 2 / (2 * m)  # docs/math.md §1
     drawn = entry if sigma_draw is None else entry.with_config(sigma=sigma_draw)
     est = _rff_pairs_estimates(drawn, rng, x, y, m if m_draw is None else m_draw, n_draws)
     return est, k, var

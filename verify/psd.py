@@ -1,5 +1,5 @@
 """Positive semi-definiteness of Gram matrices: a float check with a derived threshold, and an
-mpmath check that decides PSD-ness of exact kernels on given points. MATH.md §10.
+mpmath check that decides PSD-ness of exact kernels on given points. docs/math.md §10.
 
 Float check (:func:`psd_float`). ``K̂`` is a Gram matrix whose entries carry errors
 ``|K̂ᵢⱼ − Kᵢⱼ| ≤ Eᵢⱼ`` (default: entries correctly rounded to ``dtype``, ``E = u_dtype·|K̂|``; or

@@ -1,4 +1,4 @@
-"""Exact softmax vs linear vs log-space linear attention (pytest-benchmark; MATH.md §9).
+"""Exact softmax vs linear vs log-space linear attention (pytest-benchmark; docs/math.md §9).
 
 One head, ``q, k, v`` of shape ``(1024, 64)``, float32, ``softmax_positive[iid]`` features with
 ``m = 64``; compare the three rows of a group with ``pytest benchmarks/pytest -k attention``.

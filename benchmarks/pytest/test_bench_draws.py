@@ -1,4 +1,4 @@
-"""Frequency-matrix draws: iid vs orthogonal vs structured (pytest-benchmark; MATH.md §3).
+"""Frequency-matrix draws: iid vs orthogonal vs structured (pytest-benchmark; docs/math.md §3).
 
 ``draw_matrix(kind, rng, m=256, d=64)``; each benchmark checks the shape and finiteness of the
 draw. Compare with ``pytest benchmarks/pytest -k draw``.

@@ -1,4 +1,4 @@
-"""Registry entries of the deterministic linear-attention maps (MATH.md §6).
+"""Registry entries of the deterministic linear-attention maps (docs/math.md §6).
 
 Each declares the kernel it induces, ``k(x, y) = φ(x)ᵀφ(y)`` (claim ``exact_finite``):
 
@@ -67,7 +67,7 @@ register(
         "elu_plus_one", "elu_plus_one", {"positive", "log_features"},
         "elu(x)+1 (PosELU): positive features, denominators > 0 in exact arithmetic; "
         "log φ = log1p(x) or x",
-        "Katharopoulos et al. 2020; MATH.md §6",
+        "Katharopoulos et al. 2020; docs/math.md §6",
         log=True,
     )
 )
@@ -75,18 +75,18 @@ register(
     _simple(
         "relu", "relu_dot", {"nonnegative"},
         "relu(x): nonnegative; denominators can be 0 (attention's zero_denominator guard)",
-        "MATH.md §6",
+        "docs/math.md §6",
     )
 )
 register(
-    _simple("square", "square_dot", {"nonnegative"}, "x⊙x: kernel Σ x_i² y_i²", "MATH.md §6")
+    _simple("square", "square_dot", {"nonnegative"}, "x⊙x: kernel Σ x_i² y_i²", "docs/math.md §6")
 )
 register(
     _simple(
         "identity", "linear", set(),
         "φ(x) = x: kernel xᵀy can be <= 0, so normalised linear attention is ill-posed "
         "(negative control)",
-        "MATH.md §6",
+        "docs/math.md §6",
     )
 )
 register(
@@ -103,7 +103,7 @@ register(
         kernel_params=lambda config, d: {"M": config["M"]},
         description="cosFormer [relu(x)sin(πi/2M), relu(x)cos(πi/2M)] at position i (0 <= i <= M); "
         "needs positions=",
-        source="Qin et al. 2022 (cosFormer); MATH.md §6",
+        source="Qin et al. 2022 (cosFormer); docs/math.md §6",
     )
 )
 register(
@@ -120,7 +120,7 @@ register(
         config={"nu": 1},
         kernel_params=lambda config, d: {"nu": config["nu"]},
         description="DPFP-ν: concat_(j≤ν) r⊙roll(r, j), r = [relu x, relu(-x)], size 2dν",
-        source="Schlag et al. 2021 (DPFP); MATH.md §6",
+        source="Schlag et al. 2021 (DPFP); docs/math.md §6",
     )
 )
 register(
@@ -138,6 +138,6 @@ register(
         config={"init_seed": 0, "W": None, "b": None},
         kernel_params=_hedgehog_kernel_params,
         description="Hedgehog [softmax(Wx+b), softmax(-(Wx+b))] with given weights (W d×d)",
-        source="Zhang et al. 2024 (Hedgehog); LoLCATs; MATH.md §6",
+        source="Zhang et al. 2024 (Hedgehog); LoLCATs; docs/math.md §6",
     )
 )

@@ -1,4 +1,4 @@
-"""Registry entries of the exact finite maps (MATH.md §5, §6): ``φ(x)ᵀφ(y)`` equals the kernel.
+"""Registry entries of the exact finite maps (docs/math.md §5, §6): ``φ(x)ᵀφ(y)`` equals the kernel.
 
 No random parameters (``draw`` returns ``{}``). Kernel ids for the references: ``taylor``
 (``order``; ``Σ_(k≤p) tᵏ/k!`` with ``t = xᵀy/√d``), ``polynomial`` (``c``, ``p``), ``linear``,
@@ -47,7 +47,7 @@ def _taylor_entry(name: str, order: int, description: str) -> FeatureMap:
         config={"order": order},
         kernel_params=_order,
         description=description,
-        source="Arora et al. 2024 (Based); MATH.md §5",
+        source="Arora et al. 2024 (Based); docs/math.md §5",
     )
 
 
@@ -75,7 +75,7 @@ register(
         output_dim=lambda d, m: 1 + d + d * (d + 1) // 2,
         kernel_params=lambda config, d: {"order": 2},
         description="compressed (symmetric) Taylor map of size 1+d+d(d+1)/2: 1 + t + t²/2",
-        source="Arora et al. 2024 (Based); MATH.md §5",
+        source="Arora et al. 2024 (Based); docs/math.md §5",
     )
 )
 register(
@@ -92,7 +92,7 @@ register(
         config={"c": 1.0, "p": 2},
         kernel_params=lambda config, d: {"c": config["c"], "p": config["p"]},
         description="explicit monomial map of (xᵀy + c)^p, size C(d+p, p); c >= 0",
-        source="MATH.md §5",
+        source="docs/math.md §5",
     )
 )
 register(
@@ -106,7 +106,7 @@ register(
         torch_fn=torch_ex.linear,
         output_dim=lambda d, m: d,
         description="linear kernel xᵀy, φ(x) = x",
-        source="MATH.md §6",
+        source="docs/math.md §6",
     )
 )
 register(
@@ -120,6 +120,6 @@ register(
         torch_fn=torch_ex.cosine,
         output_dim=lambda d, m: d,
         description="cosine kernel, φ(x) = x/‖x‖ with φ(0) = 0 (so k(0, y) = 0)",
-        source="MATH.md §6",
+        source="docs/math.md §6",
     )
 )

@@ -1,4 +1,4 @@
-"""Registry entries of the learned kernels (Chowdhury et al. 2021; MATH.md §7).
+"""Registry entries of the learned kernels (Chowdhury et al. 2021; docs/math.md §7).
 
 Design (d-dependent defaults): ``config`` holds a d-independent ``init_seed`` and the learned
 arrays, each ``None`` by default; ``None`` is resolved lazily, per d, to a deterministic seeded
@@ -73,7 +73,7 @@ register(
         min_m_for_config=_n_components,
         description="GMM-RKS: ω = μ_c + L_cᵀε, √(π_c/m_c)[cos ωᵀx, sin ωᵀx]: spectral mixture "
         "Σ π_c exp(-δᵀΣ_cδ/2)cos(μ_cᵀδ)",
-        source="Chowdhury et al. 2021; MATH.md §7",
+        source="Chowdhury et al. 2021; docs/math.md §7",
     )
 )
 register(
@@ -96,7 +96,7 @@ register(
         attention_prescale=True,
         description="GMM-PRF: √(π_c/m_c)exp(ωᵀx - |x|²/2), ω ~ N(μ_c, L_cᵀL_c): "
         "Σ π_c exp(μ_cᵀs + sᵀΣ_cs/2 - |x|²/2 - |y|²/2)",
-        source="Chowdhury et al. 2021; MATH.md §7",
+        source="Chowdhury et al. 2021; docs/math.md §7",
     )
 )
 
@@ -126,7 +126,7 @@ register(
         kernel_params=_fastfood_learned_kernel_params,
         description="Fastfood with learned (fixed) diagonals S, G, B: one block, deterministic "
         "kernel (1/p)Σ cos(w_iᵀδ/σ)",
-        source="Le et al. 2013; Chowdhury et al. 2021; MATH.md §3, §7",
+        source="Le et al. 2013; Chowdhury et al. 2021; docs/math.md §3, §7",
     )
 )
 
@@ -152,7 +152,7 @@ register(
         config={"sigma": 1.0},
         kernel_params=lambda config, d: {"sigma": config["sigma"]},
         description="Fastfood at its random initialisation (whole blocks): Gaussian kernel",
-        source="Le et al. 2013; MATH.md §3, §7",
+        source="Le et al. 2013; docs/math.md §3, §7",
     )
 )
 
@@ -180,6 +180,6 @@ register(
         kernel_params=lambda config, d: np_lm.generative_params(config, d),
         description="generative frequencies ω = W2 sin(W1 ε + b1) + b2, ε ~ N(0, I_k): "
         "kernel E_ε cos(g(ε)ᵀδ) (Gauss–Hermite reference)",
-        source="Chowdhury et al. 2021; MATH.md §7",
+        source="Chowdhury et al. 2021; docs/math.md §7",
     )
 )

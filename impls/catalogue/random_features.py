@@ -2,7 +2,7 @@
 
 Entry names are ``"<map>[<matrix>]"``, e.g. ``"softmax_positive[orthogonal]"``. Constructions
 whose rows are not marginally N(0, I) (fixed-norm ORF, SORF) make every map biased; their entries
-claim ``biased`` and, where MATH.md §3 gives it, name the kernel their mean equals.
+claim ``biased`` and, where docs/math.md §3 gives it, name the kernel their mean equals.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ _TEMPLATES = [
         False,
         "gaussian_fixed_norm",
         "[cos, sin] random Fourier features of the Gaussian kernel exp(-|x-y|²/(2σ²))",
-        "Rahimi & Recht 2007; MATH.md §1",
+        "Rahimi & Recht 2007; docs/math.md §1",
     ),
     _MapTemplate(
         "rff_phase",
@@ -78,7 +78,7 @@ _TEMPLATES = [
         False,
         "gaussian_fixed_norm",
         "random-phase cosine features √(2/m)cos(wᵀx/σ + b) of the Gaussian kernel",
-        "Rahimi & Recht 2007; MATH.md §1",
+        "Rahimi & Recht 2007; docs/math.md §1",
     ),
     _MapTemplate(
         "softmax_trig",
@@ -93,7 +93,7 @@ _TEMPLATES = [
         True,
         None,
         "trigonometric softmax features exp(|x|²/2)[cos wᵀx, sin wᵀx]/√m",
-        "Choromanski et al. 2021 (Performer), Lemma 1; MATH.md §2",
+        "Choromanski et al. 2021 (Performer), Lemma 1; docs/math.md §2",
     ),
     _MapTemplate(
         "softmax_positive",
@@ -108,7 +108,7 @@ _TEMPLATES = [
         True,
         "softmax_fixed_norm",
         "positive softmax features (SM⁺, FAVOR+) exp(wᵀx - |x|²/2)/√m",
-        "Choromanski et al. 2021 (Performer), Lemma 1; MATH.md §2",
+        "Choromanski et al. 2021 (Performer), Lemma 1; docs/math.md §2",
     ),
     _MapTemplate(
         "softmax_hyperbolic",
@@ -123,7 +123,7 @@ _TEMPLATES = [
         True,
         "softmax_fixed_norm",
         "hyperbolic positive features (SM⁺ₕ) exp(-|x|²/2)[exp(wᵀx), exp(-wᵀx)]/√(2m)",
-        "Choromanski et al. 2021 (Performer), Lemma 2; MATH.md §2",
+        "Choromanski et al. 2021 (Performer), Lemma 2; docs/math.md §2",
     ),
     _MapTemplate(
         "relu_features",
@@ -138,7 +138,7 @@ _TEMPLATES = [
         False,
         "arccos1",
         "ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel",
-        "Cho & Saul 2009; Performer generalized attention; MATH.md §0, §2",
+        "Cho & Saul 2009; Performer generalized attention; docs/math.md §0, §2",
     ),
     _MapTemplate(
         "gerf",
@@ -153,7 +153,7 @@ _TEMPLATES = [
         True,
         None,
         "GERF/FAVOR++ positive features D·exp(A|w|² + B wᵀx - |x|²/2)/√m (A < 1/4)",
-        "Likhosherstov et al. 2022 (Chefs' random tables); MATH.md §4",
+        "Likhosherstov et al. 2022 (Chefs' random tables); docs/math.md §4",
     ),
 ]
 

@@ -1,7 +1,7 @@
 """Exact softmax attention and linear (kernelised) attention in plain NumPy.
 
 Shapes: ``q (..., n, d)``, ``k (..., n_k, d)``, ``v (..., n_k, d_v)``; features ``(..., n, m)``.
-MATH.md §9.
+docs/math.md §9.
 
 * :func:`softmax_attention`: ``softmax(q kᵀ·scale) v`` (scale ``1/√d`` by default), causal or not.
 * :func:`linear_attention`: ``out_i = φ(q_i)ᵀ Σ_j φ(k_j) v_jᵀ / φ(q_i)ᵀ Σ_j φ(k_j)`` with j over all
@@ -61,7 +61,7 @@ def linear_attention(
     chunk_size: int = 64,
     zero_denominator: str = "raise",
 ) -> np.ndarray:
-    """Kernelised attention from features (MATH.md §9); see the module docstring.
+    """Kernelised attention from features (docs/math.md §9); see the module docstring.
 
     ``zero_denominator`` decides what happens to rows whose denominator ``φ(q_i)ᵀΣφ(k_j)`` is not
     > 0: ``"raise"`` (default) raises ``ValueError``; ``"zero"`` returns 0 for rows whose

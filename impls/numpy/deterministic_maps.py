@@ -1,4 +1,4 @@
-"""Deterministic feature maps used in linear attention, in plain NumPy (MATH.md §6).
+"""Deterministic feature maps used in linear attention, in plain NumPy (docs/math.md §6).
 
 Each map induces the kernel ``k(x, y) = φ(x)ᵀφ(y)`` (declared in the registry so the references
 can evaluate it). Shapes: ``x (..., n, d)`` → ``(..., n, D)`` in the dtype of ``x``.

@@ -2,7 +2,7 @@
 
 Every function takes ``x`` of shape ``(..., n, d)``, ``params`` (unused: these maps have no
 random parameters) and ``config``, and returns features ``(..., n, D)`` in the dtype of ``x``.
-Formulas: MATH.md §5 (Taylor, polynomial) and §6 (linear, cosine).
+Formulas: docs/math.md §5 (Taylor, polynomial) and §6 (linear, cosine).
 
 * :func:`taylor`: tensor powers ``[z^(⊗k)/√(k!)]_(k=0..p)`` with ``z = x·d^(-1/4)``, so that
   ``φ(q)ᵀφ(k) = Σ_(k≤p) tᵏ/k!``, ``t = qᵀk/√d``. Order 2 is the full Based map
@@ -90,7 +90,7 @@ def polynomial_indices(d: int, p: int) -> tuple[np.ndarray, np.ndarray]:
 
 def taylor(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ_p(x) = [z^(⊗k)/√(k!)]_(k=0..p)``, ``z = x·d^(-1/4)``: ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``,
-    ``t = qᵀk/√d`` (MATH.md §5; order 2 = Based's full map)."""
+    ``t = qᵀk/√d`` (docs/math.md §5; order 2 = Based's full map)."""
     _check_x(x)
     order = check_order("order", config["order"])
     d = x.shape[-1]
@@ -135,7 +135,7 @@ def polynomial(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
 
 
 def linear(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
-    """``φ(x) = x``: kernel ``xᵀy`` (MATH.md §6)."""
+    """``φ(x) = x``: kernel ``xᵀy`` (docs/math.md §6)."""
     _check_x(x)
     return x.copy()
 

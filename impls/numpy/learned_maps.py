@@ -1,5 +1,5 @@
 """Learned-kernel feature maps (Chowdhury et al. 2021, "On Learning the Transformer Kernel"),
-NumPy. MATH.md §7.
+NumPy. docs/math.md §7.
 
 With its learned parameters fixed, each map is an estimator of a known kernel. The learned values
 (mixture weights π, means μ, factors L, Fastfood diagonals, MLP weights) come from ``config`` and
@@ -24,7 +24,7 @@ serves every d and ``with_config(mu=..., L=...)`` substitutes trained values.
   ``[cos(Wx/σ), sin(Wx/σ)]/√(rows)``. With learned (fixed) diagonals the kernel is the finite sum
   ``(1/rows)Σ_i cos(w_iᵀδ/σ)`` (deterministic); with the random initialisation
   (``B`` Rademacher, ``G ~ N(0, I)``, ``S_ii = s_i/‖G‖``, ``s_i ~ χ_p``) every row is
-  ``N(0, I)`` in distribution for the Gaussian kernel (MATH.md §3): unbiased.
+  ``N(0, I)`` in distribution for the Gaussian kernel (docs/math.md §3): unbiased.
 * **Generative** (:func:`generative`): ``ω_i = g(ε_i)``, ``g(ε) = W₂ sin(W₁ε + b₁) + b₂``,
   ``ε ~ N(0, I_k)`` with a small latent dimension k; features ``[cos ωᵀx, sin ωᵀx]/√m``; kernel
   ``E_ε cos(g(ε)ᵀδ)`` (stationary, PSD, no closed form). The activation is ``sin`` (a SIREN-style
@@ -173,7 +173,7 @@ def _gmm_setup(
 
 
 def gmm_rks(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
-    """``a_i[cos ω_iᵀx, sin ω_iᵀx]``: unbiased for the spectral mixture kernel (MATH.md §7)."""
+    """``a_i[cos ω_iᵀx, sin ω_iᵀx]``: unbiased for the spectral mixture kernel (docs/math.md §7)."""
     u, a2 = _gmm_setup(x, params, config, "gmm_rks")
     a = np.sqrt(a2)
     return np.concatenate([a * np.cos(u), a * np.sin(u)], axis=-1)
@@ -214,7 +214,7 @@ def fastfood_matrix(
 
 
 def draw_fastfood(rng: np.random.Generator, d: int, blocks: int) -> dict[str, np.ndarray]:
-    """Random Fastfood diagonals (MATH.md §3): B Rademacher, Π uniform, G ~ N(0, I),
+    """Random Fastfood diagonals (docs/math.md §3): B Rademacher, Π uniform, G ~ N(0, I),
     ``S_ii = s_i/‖G‖``, ``s_i ~ χ_p``; arrays ``(blocks, p)`` (perm stored as float)."""
     p = padded_size(d)
     out: dict[str, list[np.ndarray]] = {"S": [], "G": [], "B": [], "perm": []}

@@ -1,5 +1,5 @@
 """Low-rank references in NumPy: the truncated SVD (optimal rank r) and Linformer-style projected
-attention (MATH.md §8).
+attention (docs/math.md §8).
 
 * :func:`truncated_svd`: ``K_r = U_r Σ_r V_rᵀ``; by Eckart–Young ``‖K − K_r‖₂ = σ_(r+1)``, the
   smallest 2-norm error of any rank-r matrix: the reference every low-rank approximation (e.g.

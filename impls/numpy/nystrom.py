@@ -1,5 +1,5 @@
 """Nyström approximations in NumPy: landmark Nyström of a kernel Gram matrix, and Nyströmformer
-attention (MATH.md §8). Not feature maps: they have their own small API here.
+attention (docs/math.md §8). Not feature maps: they have their own small API here.
 
 Landmark Nyström
 ----------------

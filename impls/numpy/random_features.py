@@ -2,7 +2,7 @@
 
 Each function takes ``x`` of shape ``(..., n, d)``, the parameter draw ``params`` (``W`` of shape
 ``(m, d)`` at unit scale, plus ``b`` for the random phase) and the map's ``config``, and returns
-features of shape ``(..., n, D)`` in the dtype of ``x``. Formulas: MATH.md §1, §2, §4.
+features of shape ``(..., n, D)`` in the dtype of ``x``. Formulas: docs/math.md §1, §2, §4.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def gerf_constants(a: float, d: int) -> tuple[float, float]:
 
 
 def log_gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
-    """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (MATH.md §4)."""
+    """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (docs/math.md §4)."""
     u = _projections(x, params)
     w = params["W"]
     a = config["A"]
@@ -109,7 +109,7 @@ def gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
 
 
 def optimal_gerf_a(sq_norm_sum: float, d: int) -> float:
-    """The variance-minimising A (MATH.md §4).
+    """The variance-minimising A (docs/math.md §4).
 
     ``A* = (1/16)(1 − 2ρ − √((2ρ+1)² + 8ρ))`` with ``ρ = ‖x+y‖²/d``.
     """

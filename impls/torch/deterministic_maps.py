@@ -1,6 +1,6 @@
 """Deterministic linear-attention feature maps in torch: batched, device-generic.
 
-Same formulas and conventions as :mod:`impls.numpy.deterministic_maps` (MATH.md §6). cosFormer
+Same formulas and conventions as :mod:`impls.numpy.deterministic_maps` (docs/math.md §6). cosFormer
 takes ``positions=`` (integer tensor or array of shape ``(n,)``); Hedgehog's weights come from
 ``config`` (see :func:`impls.numpy.deterministic_maps.hedgehog_weights`), and
 :class:`Hedgehog` is the trainable ``nn.Module`` with the same formula.

@@ -1,4 +1,4 @@
-"""Learned-kernel feature maps in torch (Chowdhury et al. 2021; MATH.md §7).
+"""Learned-kernel feature maps in torch (Chowdhury et al. 2021; docs/math.md §7).
 
 Two faces of the same formulas as :mod:`impls.numpy.learned_maps`:
 

@@ -2,7 +2,7 @@
 
 Same formulas, parameters and conventions as :mod:`impls.numpy.random_features`; inputs have shape
 ``(..., n, d)`` (typically ``(batch, heads, n, d)``). float16/bfloat16 inputs are computed in
-float32 and returned in their own dtype (:mod:`impls.torch.convert`). MATH.md §1, §2, §4.
+float32 and returned in their own dtype (:mod:`impls.torch.convert`). docs/math.md §1, §2, §4.
 """
 
 from __future__ import annotations

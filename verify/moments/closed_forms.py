@@ -1,6 +1,6 @@
 """Closed forms of the mean and per-frequency variance ``V₁ = Var h`` of every estimator.
 
-``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ)``; with iid frequencies ``Var = V₁/m`` (MATH.md §1, §2, §4).
+``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ)``; with iid frequencies ``Var = V₁/m`` (docs/math.md §1, §2, §4).
 Notation: ``s = x+y``, ``δ = x−y``, ``SM = exp(xᵀy)``, ``k = exp(−‖δ‖²/(2σ²))``.
 
 =================== ================== ==================================================
@@ -19,7 +19,7 @@ with ``J₁(θ) = sin θ + (π−θ)cos θ`` and ``J₂(θ) = 3 sin θ cos θ + 
 (``E[relu(u)ⁿrelu(v)ⁿ] = ‖x‖ⁿ‖y‖ⁿJₙ(θ)/(2π)``, Cho & Saul 2009 eq. (6)–(7); **[recall]**, checked
 against quadrature in ``properties/test_moments.py``).
 
-Fixed-norm ORF means (rows uniform on the sphere of radius √d, MATH.md §3): ``E cos(wᵀz) =
+Fixed-norm ORF means (rows uniform on the sphere of radius √d, docs/math.md §3): ``E cos(wᵀz) =
 ₀F₁(; d/2; −d‖z‖²/4)`` and ``E exp(wᵀz) = ₀F₁(; d/2; d‖z‖²/4)`` (:func:`fixed_norm_mean`).
 Inputs are mp vectors; results are mpf at the caller's precision.
 """
@@ -127,7 +127,7 @@ def closed_moments(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[s
 
 
 def fixed_norm_mean(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]):
-    """``E φ(x)ᵀφ(y)`` with rows uniform on the sphere of radius √d (MATH.md §3)."""
+    """``E φ(x)ᵀφ(y)`` with rows uniform on the sphere of radius √d (docs/math.md §3)."""
     d = len(x)
     half_d = mpmath.mpf(d) / 2
     lam = mpmath.exp(-(_sq(x) + _sq(y)) / 2)

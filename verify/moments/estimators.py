@@ -1,6 +1,6 @@
 """Exact mean and variance of random-feature estimators ``φ(x)ᵀφ(y)`` — no Monte Carlo.
 
-``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ; x, y)`` over the m frequency rows ``wᵢ`` (MATH.md §0–§4); the
+``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ; x, y)`` over the m frequency rows ``wᵢ`` (docs/math.md §0–§4); the
 per-frequency mean ``E h`` and variance ``V₁ = Var h`` come two independent ways:
 
 * ``method="closed"``: the closed forms of :mod:`verify.moments.closed_forms` (MATH §1, §2, §4);

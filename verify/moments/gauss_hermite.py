@@ -1,9 +1,9 @@
-"""Gauss–Hermite and Gauss–Legendre rules at high precision, and the MATH.md §0 reduction.
+"""Gauss–Hermite and Gauss–Legendre rules at high precision, and the docs/math.md §0 reduction.
 
 For ``w ~ N(0, I_d)`` and vectors ``x̃, ỹ``, take the orthonormal basis ``e₁ = x̃/‖x̃‖``,
 ``e₂ ⟂ e₁`` in span(x̃, ỹ) and write ``gⱼ = wᵀeⱼ`` (iid N(0,1)). Then ``u = wᵀx̃ = ‖x̃‖g₁``,
 ``v = wᵀỹ = ‖ỹ‖(ρg₁ + √(1−ρ²)g₂)`` (ρ = cos∠(x̃, ỹ)) and ``‖w‖² = g₁² + g₂² + Σ_(j>2) gⱼ²``
-(MATH.md §0). Every per-frequency estimator of this project is a finite sum of terms
+(docs/math.md §0). Every per-frequency estimator of this project is a finite sum of terms
 ``c·exp(a·u + b·v + e·‖w‖²)`` (a, b complex: cos/sin by Euler's formula), and each term's
 expectation factorises into one-dimensional Gaussian integrals
 

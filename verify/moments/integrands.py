@@ -1,6 +1,6 @@
 """Per-frequency integrands ``h(w; x, y)`` of every random-feature estimator, as exponential sums.
 
-Each estimator of MATH.md §1, §2, §4 has ``φ(x)ᵀφ(y) = (1/m)·Σᵢ h(wᵢ; x, y)`` (m frequencies).
+Each estimator of docs/math.md §1, §2, §4 has ``φ(x)ᵀφ(y) = (1/m)·Σᵢ h(wᵢ; x, y)`` (m frequencies).
 Written from the feature definitions with Euler's formula (``cos θ = (e^(iθ) + e^(−iθ))/2``, …),
 ``h`` is a finite sum of terms
 

@@ -1,4 +1,4 @@
-"""Covariance C of two orthogonal features and the variance of ORF estimators (MATH.md §3).
+"""Covariance C of two orthogonal features and the variance of ORF estimators (docs/math.md §3).
 
 Orthogonal rows ``w₁ = r₁θ₁``, ``w₂ = r₂θ₂`` (``rᵢ ~ χ_d`` independent, (θ₁, θ₂) a uniformly random
 orthonormal pair). For an integrand depending on w only through one projection ``t = wᵀz`` and

@@ -1,4 +1,4 @@
-"""Broken attention implementations (MATH.md §8–§9), black-box ``AttentionTarget`` mutants.
+"""Broken attention implementations (docs/math.md §8–§9), black-box ``AttentionTarget`` mutants.
 
 The correct skeletons are FAVOR+ (positive softmax features ``exp(wᵀx − ‖x‖²/2)/√m`` with
 ``x = q·d^(-1/4)``, frequencies ``W ~ N(0, I)`` drawn from ``seed``) and exact softmax attention;
@@ -108,7 +108,7 @@ def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="non
 
 def nystromformer(q, k, v, *, causal=False, seed=0, landmarks=4, iterations=3,
                   couple_batch=False, **_):
-    """Nyströmformer (Xiong et al. 2021; MATH.md §8): segment-mean landmarks, ``Z ≈ A_S⁺`` by
+    """Nyströmformer (Xiong et al. 2021; docs/math.md §8): segment-mean landmarks, ``Z ≈ A_S⁺`` by
     the cubic iteration from ``Z₀ = Aᵀ/(‖A‖₁‖A‖_∞)`` — per matrix, or (``couple_batch``) with
     the norms maximised over the whole batch, as some published code does."""
     d, n = q.shape[-1], q.shape[-2]

@@ -1,4 +1,4 @@
-"""Broken random-matrix constructions (MATH.md §3), each claiming what the correct one claims.
+"""Broken random-matrix constructions (docs/math.md §3), each claiming what the correct one claims.
 
 Every function has the ``RandomMatrixTarget`` signature ``draw(rng, m, d) -> W (m, d)``.
 """

@@ -1,4 +1,4 @@
-"""Broken Nyström approximations (MATH.md §8): ``KernelApproxTarget`` mutants.
+"""Broken Nyström approximations (docs/math.md §8): ``KernelApproxTarget`` mutants.
 
 ``approximate(X, kernel, rng) -> (K̃, landmark indices)`` with ``K̃ = C·W⁺·Cᵀ``, ``C = K[:, S]``,
 ``W = K[S, S]``; each mutant breaks the inverse.

@@ -1,5 +1,5 @@
 """Exact attention in mpmath: softmax attention, kernelised attention, and "the same estimator in
-high precision" (attention from the mp features of a given parameter draw). MATH.md §9.
+high precision" (attention from the mp features of a given parameter draw). docs/math.md §9.
 
 * softmax: ``out_i = Σ_j e^(s·q_iᵀk_j) v_j / Σ_j e^(s·q_iᵀk_j)``, ``s = 1/√d`` by default;
 * kernelised: ``out = row-normalise(K)·V`` (``K[i, j]`` for ``j ≤ i`` only when causal, diagonal

@@ -361,7 +361,7 @@ def _sigma(config: Mapping[str, Any]) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# rff_pairs: φ = m^(-1/2)[cos(wᵀx/σ), sin(wᵀx/σ)]  (MATH.md §1)
+# rff_pairs: φ = m^(-1/2)[cos(wᵀx/σ), sin(wᵀx/σ)]  (docs/math.md §1)
 
 
 def _bound_rff_pairs(x, params, config, u, ulps) -> np.ndarray:
@@ -381,7 +381,7 @@ def _rff_pairs(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# rff_phase: φ = √(2/m)·cos(wᵀx/σ + b)  (MATH.md §1)
+# rff_phase: φ = √(2/m)·cos(wᵀx/σ + b)  (docs/math.md §1)
 
 
 def _bound_rff_phase(x, params, config, u, ulps) -> np.ndarray:
@@ -402,7 +402,7 @@ def _rff_phase(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# softmax_trig: φ = exp(+‖x‖²/2)·m^(-1/2)[cos wᵀx, sin wᵀx]  (MATH.md §2)
+# softmax_trig: φ = exp(+‖x‖²/2)·m^(-1/2)[cos wᵀx, sin wᵀx]  (docs/math.md §2)
 
 
 def _bound_softmax_trig(x, params, config, u, ulps) -> np.ndarray:
@@ -424,7 +424,7 @@ def _softmax_trig(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarr
 
 
 # --------------------------------------------------------------------------------------------
-# softmax_positive: log φ = wᵀx − ‖x‖²/2 − ½ log m  (MATH.md §2)
+# softmax_positive: log φ = wᵀx − ‖x‖²/2 − ½ log m  (docs/math.md §2)
 
 
 def _log_term_softmax_positive(x, params, config, u, ulps) -> ErrorTerm:
@@ -458,7 +458,7 @@ def _softmax_positive(x_mp: np.ndarray, params: Params, config: Mapping):
 
 
 # --------------------------------------------------------------------------------------------
-# softmax_hyperbolic: log φ = [±wᵀx] − ‖x‖²/2 − ½ log 2m  (MATH.md §2)
+# softmax_hyperbolic: log φ = [±wᵀx] − ‖x‖²/2 − ½ log 2m  (docs/math.md §2)
 
 
 def _log_term_softmax_hyperbolic(x, params, config, u, ulps) -> ErrorTerm:
@@ -495,7 +495,7 @@ def _softmax_hyperbolic(x_mp: np.ndarray, params: Params, config: Mapping):
 
 
 # --------------------------------------------------------------------------------------------
-# relu_features: φ = m^(-1/2)·relu(Wx)  (MATH.md §2)
+# relu_features: φ = m^(-1/2)·relu(Wx)  (docs/math.md §2)
 
 
 def _bound_relu_features(x, params, config, u, ulps) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""mpmath twins and a-priori rounding-error bounds of the catalogue formulas (MATH.md §5–§7).
+"""mpmath twins and a-priori rounding-error bounds of the catalogue formulas (docs/math.md §5–§7).
 
 Registered with :func:`verify.references.features.mp_feature`. Each twin computes ``φ(x; ω)``
 exactly from the exactly converted input (learned values are resolved from ``config`` with the

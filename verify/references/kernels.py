@@ -13,7 +13,7 @@ ints) or float64 arrays (converted exactly to mp arrays), for learned kernels.
 Another module may register more kernels (``verify/references/kernels_catalogue.py`` is imported
 at the end of this module if present).
 
-Kernels here (MATH.md §0–§3):
+Kernels here (docs/math.md §0–§3):
 
 * ``gaussian(sigma)``: ``exp(−‖x−y‖²/(2σ²))``;
 * ``softmax``: ``exp(xᵀy)``;

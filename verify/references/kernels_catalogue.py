@@ -2,7 +2,7 @@
 
 Registered with :func:`verify.references.kernels.mp_kernel`; each takes ``x``, ``y`` (object
 arrays (d,) of mpf) and the entry's kernel params (floats arrive as mpf, ints as int, float64
-arrays as mp arrays). MATH.md §5–§7.
+arrays as mp arrays). docs/math.md §5–§7.
 
 =====================  =====================================================================
 kernel id              k(x, y)

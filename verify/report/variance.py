@@ -6,7 +6,7 @@ parameter sets, evaluates the estimator ``φ(x)ᵀφ(y)`` for each, and compares
 * the sample mean with the exact mean (target kernel, or ``mean_kernel`` for biased maps) by
   :func:`verify.stats.mean_test` — median of means with the *exact* variance where
   :func:`verify.moments.exact_moments` covers the map, Hoeffding for bounded maps otherwise;
-* the sample variance with the exact variance (iid and orthogonal rows, MATH.md §1–§4), shown
+* the sample variance with the exact variance (iid and orthogonal rows, docs/math.md §1–§4), shown
   as a ratio with an approximate interval (the verdict is the mean test; the variance ratio is
   evidence, flagged when it is far outside its interval).
 

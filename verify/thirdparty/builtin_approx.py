@@ -1,6 +1,6 @@
 """The built-in kernel approximations as :class:`~verify.thirdparty.protocol.KernelApproxTarget`.
 
-Landmark Nyström ``K̃ = C W⁺ Cᵀ`` (MATH.md §8) from :mod:`impls.numpy.nystrom` and
+Landmark Nyström ``K̃ = C W⁺ Cᵀ`` (docs/math.md §8) from :mod:`impls.numpy.nystrom` and
 :mod:`impls.torch.nystrom` (torch on the CPU, float64), with ``rank`` landmarks chosen by a seeded
 rule (``uniform``: without replacement from the given generator; ``strided``: ``⌊i·n/s⌋``).
 Each target claims what MATH §8 proves for a PSD kernel:
@@ -25,7 +25,7 @@ from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
 
 __all__ = ["CLAIMS", "approximation_targets", "nystrom_target"]
 
-#: What every built-in Nyström target claims (MATH.md §8).
+#: What every built-in Nyström target claims (docs/math.md §8).
 CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
 
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
