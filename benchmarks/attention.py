@@ -1,4 +1,4 @@
-"""Exact softmax attention vs linear attention vs stable log-space linear attention (docs/math.md §9).
+"""Exact softmax vs linear vs stable log-space linear attention (docs/math.md §9).
 
 One head, ``q, k, v`` of shape ``(n, 64)`` with ``N(0, 1)`` entries. Linear attention uses
 Performer's positive features ``softmax_positive[iid]`` (the softmax-kernel estimator, so the three

@@ -1,5 +1,5 @@
-"""Taylor identities (Based, docs/math.md §5) and, generally, exact finite maps: ``φ(x)ᵀφ(y)`` equals
-the target kernel.
+"""Taylor identities (Based, docs/math.md §5) and, generally, exact finite maps: ``φ(x)ᵀφ(y)``
+equals the target kernel.
 
 * **mpmath**: the formula's twin satisfies ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``, ``t = qᵀk/√d``,
   exactly (40 digits; the identity is algebraic, so only working-precision rounding ~1e-38 is

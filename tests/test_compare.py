@@ -124,7 +124,7 @@ def test_labels_are_required():
 # --- end to end: a real feature map against its mpmath twin ------------------------------------
 
 def _rff_pairs_mp(x: np.ndarray, w: np.ndarray, sigma: float) -> np.ndarray:
-    """docs/math.md §1 pairs map in mpmath: m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)], rounded to float64."""
+    """docs/math.md §1 pairs map, mpmath: m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)], rounded to float64."""
     with working_precision(40):
         u = (to_mp(x) / sigma) @ to_mp(w).T
         m = w.shape[0]
