@@ -56,3 +56,9 @@ def pytest_configure(config) -> None:
     explicit = config.args_source == config.ArgsSource.ARGS
     if not explicit:
         config.args[:] = [str(SUITE_DIR)]
+
+
+def pytest_report_header(config) -> list[str]:
+    if not config.getoption("--kv-target"):
+        return []
+    return [f"kernel-verify suite: {SUITE_DIR} (target {config.getoption('--kv-target')})"]

@@ -1,0 +1,120 @@
+"""The distribution as a user gets it: build the wheel, install it into a fresh virtualenv with
+no checkout on the path, and run the shipped suite from another directory.
+
+* ``import kernel_verify`` works; ``import impls`` / ``import verify`` / ``import properties``
+  do not (one namespace, nothing else in site-packages);
+* ``kernel-verify check`` passes the README's example adapter and fails a deliberately wrong one
+  (``tests/data/wrong_favor.py``) with evidence;
+* ``pytest --kv-target`` (the ``pytest11`` plugin) collects the installed suite with no path.
+
+The virtualenv is built once per run (about a minute: the dependencies come from the local
+wheel cache). Every package folder must be listed in ``pyproject.toml``'s ``packages``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = {"kernel_verify": "kernel_verify", "kernel_verify.impls": "impls",
+                "kernel_verify.verify": "verify", "kernel_verify.properties": "properties"}
+# A short, fixed slice of the suite: enough to tell right from wrong, quick on 2 cores.
+KEYWORD = "test_unbiased_on_grid or test_partition_of_unity"
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "KV_", "PYTEST_", "VIRTUAL_ENV"))}
+    env["HYPOTHESIS_PROFILE"] = "ci"
+    return env
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = set()
+    for pkg, folder in PACKAGE_DIRS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder)
+            found.add(".".join([pkg, *rel.parts]))
+    assert found <= listed, f"package folders missing from pyproject.toml: {sorted(found - listed)}"
+    assert listed <= found, f"listed packages with no folder: {sorted(listed - found)}"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh virtualenv with the built wheel (and its dependencies) and nothing else."""
+    if shutil.which("git") is None:
+        pytest.skip("git is needed to build from a clean copy of the sources")
+    root = tmp_path_factory.mktemp("wheel")
+    dist, venv = root / "dist", root / "venv"
+    run = dict(capture_output=True, text=True, check=False, env=_clean_env())
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                            "--no-build-isolation", "-w", str(dist), str(REPO)], **run)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    wheel = next(dist.glob("kernel_verify-*.whl"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    # The CPU wheel of torch first (a bare `torch` requirement could pull a CUDA build).
+    torch_version = __import__("torch").__version__.split("+")[0]
+    inst = subprocess.run([*pip, f"torch=={torch_version}", str(wheel)], **run)
+    assert inst.returncode == 0, inst.stdout[-3000:] + inst.stderr[-3000:]
+    return venv
+
+
+def _work_dir(tmp_path: Path) -> Path:
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    shutil.copy(REPO / "examples" / "my_favor.py", work / "my_favor.py")
+    shutil.copy(REPO / "tests" / "data" / "wrong_favor.py", work / "wrong_favor.py")
+    return work
+
+
+def _run(venv: Path, work: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*args], cwd=work, env=_clean_env(), capture_output=True, text=True,
+                          check=False)
+
+
+def test_one_namespace_is_installed(installed, tmp_path):
+    work = _work_dir(tmp_path)
+    py = str(installed / "bin" / "python")
+    assert _run(installed, work, py, "-c", "import kernel_verify").returncode == 0
+    for name in ("impls", "verify", "properties", "tests", "examples", "benchmarks"):
+        proc = _run(installed, work, py, "-c", f"import {name}")
+        assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr, (name, proc.stderr)
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = {p.name for p in Path(site).iterdir() if p.name.startswith("kernel_verify")}
+    assert {n for n in ours if not n.endswith(".dist-info")} == {"kernel_verify"}, ours
+
+
+def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path):
+    work = _work_dir(tmp_path)
+    cli = str(installed / "bin" / "kernel-verify")
+    good = _run(installed, work, cli, "check", "my_favor:targets", "-k", KEYWORD)
+    assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-4000:]
+    assert " 0 failed" in good.stdout and "PASS" in good.stdout, good.stdout
+    bad = _run(installed, work, cli, "check", "wrong_favor:targets", "-k", KEYWORD)
+    assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-4000:]
+    assert "FAIL" in bad.stdout and "wrong_favor" in bad.stdout, bad.stdout
+    assert "| " in bad.stdout, f"no evidence printed under the failure:\n{bad.stdout}"
+
+
+def test_pytest_plugin_runs_the_installed_suite(installed, tmp_path):
+    work = _work_dir(tmp_path)
+    py = str(installed / "bin" / "python")
+    proc = _run(installed, work, py, "-m", "pytest", "--kv-target", "my_favor:targets", "-v",
+                "-p", "no:cacheprovider", "-k", "test_partition_of_unity")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    # The working directory holds no tests: what ran is the suite inside the installed package.
+    assert "test_attention_identities.py::test_partition_of_unity" in proc.stdout, proc.stdout
+    assert "1 passed" in proc.stdout.splitlines()[-1], proc.stdout
+    assert "site-packages/kernel_verify/properties (target my_favor:targets)" in proc.stdout, (
+        proc.stdout)
