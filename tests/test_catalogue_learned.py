@@ -104,7 +104,7 @@ def test_mixture_kernels_against_quadrature(kernel, seed, d):
 
 
 def test_gmm_prf_is_softmax_at_identity():
-    """C = 1, μ = 0, Σ = I gives the softmax kernel exp(xᵀy) (MATH §7)."""
+    """C = 1, μ = 0, Σ = I gives the softmax kernel exp(xᵀy) (docs/math.md §7)."""
     rng = np.random.default_rng(9)
     x, y = rng.standard_normal(3), rng.standard_normal(3)
     got = kernel_mp("gmm_prf", x, y, dps=30, pi=np.array([1.0]), mu=np.zeros((1, 3)),

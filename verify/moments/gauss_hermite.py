@@ -169,10 +169,10 @@ def expect_exp_terms(terms: dict, x_eff, y_eff, d: int, dps: int):
 
 
 def expect_relu_power(x, y, power: int, dps: int):
-    """``E[relu(wᵀx)ᵖ relu(wᵀy)ᵖ]`` for ``w ~ N(0, I)``, p = 1 or 2, by the MATH §0 reduction in
-    polar coordinates ``(g₁, g₂) = r(cos t, sin t)``: ``u = ‖x‖r cos t``, ``v = ‖y‖r cos(t−θ)``,
-    so the value is ``‖x‖ᵖ‖y‖ᵖ·E[r^(2p)]·(1/2π)∫ cosᵖt cosᵖ(t−θ) dt`` over the arc
-    ``t ∈ (θ−π/2, π/2)`` where both are positive, with ``E[r^(2p)] = 2ᵖp!`` (r² ~ χ²₂).
+    """``E[relu(wᵀx)ᵖ relu(wᵀy)ᵖ]`` for ``w ~ N(0, I)``, p = 1 or 2, by the reduction of
+    docs/math.md §0 in polar coordinates ``(g₁, g₂) = r(cos t, sin t)``: ``u = ‖x‖r cos t``,
+    ``v = ‖y‖r cos(t−θ)``, so the value is ``‖x‖ᵖ‖y‖ᵖ·E[r^(2p)]·(1/2π)∫ cosᵖt cosᵖ(t−θ) dt`` over
+    the arc ``t ∈ (θ−π/2, π/2)`` where both are positive, with ``E[r^(2p)] = 2ᵖp!`` (r² ~ χ²₂).
     The smooth arc integral is a validated Gauss–Legendre rule (orders 8, 16, … agreeing to
     ``10^-(dps+3)``)."""
     if power not in (1, 2):
@@ -210,7 +210,7 @@ def expect_relu_power(x, y, power: int, dps: int):
 
 def expect_bivariate(f, x, y, dps: int, *, max_order: int = 128):
     """``E f(u, v)`` for ``(u, v) = (wᵀx, wᵀy)``, ``w ~ N(0, I)``, any smooth ``f(u, v) -> mpf``,
-    by a product Gauss–Hermite rule in ``(g₁, g₂)`` (MATH §0); orders 8, 16, … up to
+    by a product Gauss–Hermite rule in ``(g₁, g₂)`` (docs/math.md §0); orders 8, 16, … up to
     ``max_order``, accepted when two successive orders agree to ``10^-(dps+3)·Σ|wᵢwⱼ f|``.
     Costs order² evaluations of f: use it for integrands that are not exponential sums."""
     with mpmath.workdps(dps + 10):

@@ -135,7 +135,7 @@ def _fastfood_matrix_f64(
     )[:, :d]
 
 
-# ------------------------------------------------------------------------ Taylor (MATH §5)
+# ------------------------------------------------------------------------ Taylor (docs/math.md §5)
 def _taylor_blocks(x: np.ndarray, order: int) -> list[np.ndarray]:
     """Exact-formula magnitudes ``|z|^(⊗k)/√(k!)`` per block (float64)."""
     d = x.shape[-1]
@@ -204,7 +204,7 @@ def _taylor2_compressed(x_mp: np.ndarray, params: Params, config: Mapping) -> np
     return np.concatenate([_ones((*x_mp.shape[:-1], 1)), *parts], axis=-1)
 
 
-# --------------------------------------------------------------------- polynomial (MATH §5)
+# --------------------------------------------------------------------- polynomial (docs/math.md §5)
 def _poly_setup(x_shape: tuple[int, ...], config: Mapping) -> tuple[int, float, np.ndarray]:
     p = _order("p", config["p"])
     c = float(config["c"])
