@@ -25,6 +25,7 @@ benchmark then covers it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -141,7 +142,15 @@ class FeatureMap:
             "attention_prescale": self.attention_prescale,
             "description": self.description,
             "source": self.source,
+            "kind": "feature_map",
+            "math_section": math_section(self.source),
         }
+
+
+def math_section(source: str) -> str:
+    """The docs/math.md sections a source string cites (``"§3, §7"``; ``""`` if none)."""
+    cited = re.findall(r"§(\d+)", source.partition("docs/math.md")[2])
+    return ", ".join(f"§{n}" for n in dict.fromkeys(cited))
 
 
 def _jsonable(value: Any) -> Any:

@@ -5,10 +5,11 @@ Exact-number checks (``verify.moments``, 30 digits; both sides exact, compared w
 ``1e-20`` times the scale ``Var + mean²`` — a variance is a second moment minus the squared
 mean, so its absolute accuracy at 30 digits is ~``10^-30·mean²``):
 
-* hyperbolic vs positive (MATH §2): ``Var(SM⁺ₕ) = ½(1 − e^(−‖s‖²))·Var(SM⁺) ≤ Var(SM⁺)`` at equal m
+* hyperbolic vs positive (docs/math.md §2):
+  ``Var(SM⁺ₕ) = ½(1 − e^(−‖s‖²))·Var(SM⁺) ≤ Var(SM⁺)`` at equal m
   (closed forms and Gauss–Hermite quadrature agree on both sides);
 * ORF vs iid: SM⁺ with ``m ≤ d`` satisfies Performer Thm 2, ``Var_ORF ≤ Var_iid −
-  (1 − 1/m)·(2/(d+2))·(SM − Λ)²`` (MATH §3); RFF pairs: ``C < 0`` (so ORF < iid) for
+  (1 − 1/m)·(2/(d+2))·(SM − Λ)²`` (docs/math.md §3); RFF pairs: ``C < 0`` (so ORF < iid) for
   ``‖δ‖/σ ≤ 2`` and ``d ≥ 3`` — at ``‖δ‖/σ ≈ 3``, ``d ≥ 6`` C turns positive (measured with the
   exact C while this file was written), so the claim is restricted to the range where it holds;
 * RFF pairs vs random phase at equal output size ``D = 2m``: ``(1−k²)²/D ≤ (½ + ½(1−k²)²)/D``;
@@ -120,7 +121,8 @@ def test_rff_pairs_beat_random_phase_at_equal_output_size(seed, d, m, sigma, nx,
     phase = exact_moments("rff_phase", x, y, cfg, 2 * m)  # 2m outputs
     leq(pairs.variance, phase.variance, "Var(pairs, m) ≤ Var(phase, 2m)", pairs.mean**2)
     with mpmath.workdps(30):
-        # the gap is exactly (½ + ½(1−k²)² − (1−k²)²)/(2m) = (1 − (1−k²)²)/(4m) ≥ 0 (MATH §1)
+        # the gap is exactly (½ + ½(1−k²)² − (1−k²)²)/(2m) = (1 − (1−k²)²)/(4m) ≥ 0
+        # (docs/math.md §1)
         k = pairs.mean
         gap = (1 - (1 - k * k) ** 2) / (4 * m)
         assert abs((phase.variance - pairs.variance) - gap) <= SLACK * (phase.variance + 1)

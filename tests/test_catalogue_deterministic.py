@@ -37,19 +37,26 @@ seeds = st.integers(0, 2**32 - 1)
 scales = st.sampled_from([1e-3, 0.5, 1.0, 3.0])
 
 
+def drawn(entry, d: int) -> dict:
+    """The entry's parameter draw (empty for most deterministic maps; Hedgehog's resolved
+    weights), which the implementation and the mpmath twin share."""
+    return entry.draw(np.random.default_rng(0), d, 1, entry.config)
+
+
 @pytest.mark.parametrize("name", DETERMINISTIC)
 @pytest.mark.parametrize(("backend", "dtype"), backend_params(ALL_DTYPES))
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), scale=scales)
 def test_features_match_mp_twin(name, backend, dtype, seed, n, d, scale):
     entry = get(name)
-    check_against_mp(entry, inputs(seed, n, d, scale), {}, backend, dtype)
+    check_against_mp(entry, inputs(seed, n, d, scale), drawn(entry, d), backend, dtype)
 
 
 @pytest.mark.parametrize("name", ["hedgehog", "elu_plus_one"])
 @pytest.mark.parametrize(("backend", "dtype"), backend_params(("float64", "float32")))
 @given(seed=seeds, d=st.integers(1, 4), scale=scales)
 def test_log_features_match_mp_twin(name, backend, dtype, seed, d, scale):
-    check_against_mp(get(name), inputs(seed, 3, d, scale), {}, backend, dtype, log=True)
+    entry = get(name)
+    check_against_mp(entry, inputs(seed, 3, d, scale), drawn(entry, d), backend, dtype, log=True)
 
 
 @pytest.mark.parametrize("nu", [1, 2, 3])
@@ -75,7 +82,9 @@ def test_cosformer_matches_mp_twin(backend, dtype, seed, n, d, scale, big_m):
 def test_declared_kernel_is_induced(name, seed, d, scale):
     """φ(x)ᵀφ(y) equals the kernel the entry declares (so the references evaluate the right one)."""
     entry = get(name)
-    check_induced_kernel(entry, inputs(seed, 3, d, scale), inputs(seed + 1, 2, d, scale), {})
+    check_induced_kernel(
+        entry, inputs(seed, 3, d, scale), inputs(seed + 1, 2, d, scale), drawn(entry, d)
+    )
 
 
 def test_dpfp_kernel_higher_nu():
@@ -138,7 +147,7 @@ def test_hedgehog_module_matches_function_and_trains():
     module = Hedgehog.from_config(entry.config, d)
     out = module(torch.as_tensor(x))
     ref = entry.numpy_fn(x, {}, entry.config)
-    bound = 2 * feature_error_bound(entry, x, {}, None, U64, 1.0)
+    bound = 2 * feature_error_bound(entry, x, drawn(entry, d), None, U64, 1.0)
     assert_close(out.detach().numpy(), ref, bound, label="Hedgehog module vs registry function",
                  how="2 × forward bound (same formula, two code paths)", repro="seed 3")
     target = torch.as_tensor(np.random.default_rng(4).uniform(size=out.shape))
@@ -156,8 +165,8 @@ def test_hedgehog_with_given_weights():
     z = x
     expect = np.concatenate([np.exp(z) / np.exp(z).sum(-1, keepdims=True),
                              np.exp(-z) / np.exp(-z).sum(-1, keepdims=True)], axis=-1)
-    check_against_mp(entry, x, {}, "numpy", "float64")
-    bound = feature_error_bound(entry, x, {}, None, U64, 1.0) + 6 * U64 * expect
+    check_against_mp(entry, x, drawn(entry, d), "numpy", "float64")
+    bound = feature_error_bound(entry, x, drawn(entry, d), None, U64, 1.0) + 6 * U64 * expect
     assert_close(entry.numpy_fn(x, {}, entry.config), expect, bound, label="hedgehog W = I",
                  how="feature bound + the naive softmax's own 3-rounding error", repro="seed 5")
 

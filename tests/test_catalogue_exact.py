@@ -229,7 +229,7 @@ def test_full_and_compressed_agree(seed, d, scale):
 
 
 def test_taylor_kernel_floor():
-    """1 + t + t²/2 ≥ ½ with equality at t = −1 (MATH §5): k = −q, ‖q‖² = √d."""
+    """1 + t + t²/2 ≥ ½ with equality at t = −1 (docs/math.md §5): k = −q, ‖q‖² = √d."""
     d = 16
     q = np.full((1, d), 0.5)  # qᵀq/√d = 16·¼/4 = 1 exactly
     with working_precision(40):

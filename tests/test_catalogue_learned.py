@@ -104,7 +104,7 @@ def test_mixture_kernels_against_quadrature(kernel, seed, d):
 
 
 def test_gmm_prf_is_softmax_at_identity():
-    """C = 1, μ = 0, Σ = I gives the softmax kernel exp(xᵀy) (MATH §7)."""
+    """C = 1, μ = 0, Σ = I gives the softmax kernel exp(xᵀy) (docs/math.md §7)."""
     rng = np.random.default_rng(9)
     x, y = rng.standard_normal(3), rng.standard_normal(3)
     got = kernel_mp("gmm_prf", x, y, dps=30, pi=np.array([1.0]), mu=np.zeros((1, 3)),
@@ -212,8 +212,10 @@ def test_modules_match_registry_functions():
     x = inputs(8, 4, d, 0.7)
     for name, module in _module_cases(d, m):
         entry = get(name)
-        if name in ("gmm_rks", "gmm_prf", "generative"):
-            params = {"eps": module.eps.numpy()}
+        if name in ("gmm_rks", "gmm_prf"):
+            params = {"eps": module.eps.numpy(), **np_lm.gmm_params(entry.config, d, name)}
+        elif name == "generative":
+            params = {"eps": module.eps.numpy(), **np_lm.generative_params(entry.config, d)}
         else:
             params = {k: getattr(module, k).detach().numpy() for k in ("S", "G", "B")}
             params["perm"] = module.perm.numpy().astype(np.float64)
@@ -232,7 +234,11 @@ def test_modules_match_registry_functions():
 def test_mixture_weight_validation():
     e = get("gmm_rks")
     x = np.ones((2, 2))
-    params = e.draw(np.random.default_rng(0), 2, 4, e.config)
+    # The learned values are resolved (and validated) by the draw; a map called with only the
+    # random part resolves them from config itself, with the same checks.
+    params = {"eps": e.draw(np.random.default_rng(0), 2, 4, e.config)["eps"]}
+    with pytest.raises(ValueError, match="must sum to 1"):
+        e.draw(np.random.default_rng(0), 2, 4, {**e.config, "pi": np.array([0.5, 0.6])})
     with pytest.raises(ValueError, match="must sum to 1"):
         e.numpy_fn(x, params, {**e.config, "pi": np.array([0.5, 0.6])})
     with pytest.raises(ValueError, match="must all be > 0"):
@@ -271,4 +277,6 @@ def test_learned_bad_inputs():
     with pytest.raises(ValueError, match="x contains NaN or Inf"):
         gen.torch_fn(torch.as_tensor(np.full((2, 3), np.nan)), gp, gen.config)
     with pytest.raises(ValueError, match="latent_dim must be >= 1"):
-        gen.numpy_fn(x, gp, {**gen.config, "latent_dim": 0})
+        gen.draw(np.random.default_rng(0), 3, 2, {**gen.config, "latent_dim": 0})
+    with pytest.raises(ValueError, match="latent_dim must be >= 1"):
+        gen.numpy_fn(x, {"eps": gp["eps"]}, {**gen.config, "latent_dim": 0})

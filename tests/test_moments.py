@@ -1,5 +1,6 @@
-"""Exact estimator moments: closed forms (MATH §1, §2, §4) against the independent 2-D quadrature
-(MATH §0), the ORF covariance by two methods, and the variance-reduction claims of MATH §3–§4.
+"""Exact estimator moments: closed forms (docs/math.md §1, §2, §4) against the independent 2-D
+quadrature (docs/math.md §0), the ORF covariance by two methods, and the variance-reduction claims
+of docs/math.md §3–§4.
 
 Agreement thresholds: both methods claim 30 correct digits (dps = 30), so they must agree to
 10^-25 relative — 5 digits of slack for the rounding of the final subtraction Var = E h² − (E h)²
@@ -158,7 +159,8 @@ def test_chi_mgf_matches_direct_integral(d, c, e):
 
 @pytest.mark.parametrize("formula,d", [("rff_pairs", 2), ("softmax_positive", 3)])
 def test_orf_covariance_series_equals_disk_quadrature(formula, d):
-    """The moment series and the direct quadrature of the MATH §3 disk law agree (20 digits)."""
+    """The moment series and the direct quadrature of the disk law (docs/math.md §3) agree to 20
+    digits."""
     rng = np.random.default_rng(d)
     x, y = rng.standard_normal(d) * 0.4, rng.standard_normal(d) * 0.4
     cfg = CONFIGS.get(formula, {})
@@ -171,7 +173,8 @@ def test_orf_covariance_series_equals_disk_quadrature(formula, d):
 
 
 def test_orf_pair_count_and_variance_formula():
-    """One block (m ≤ d): V₁/m + (1−1/m)C; B full blocks (m = Bd): V₁/m + ((d−1)/m)C (MATH §3)."""
+    """One block (m ≤ d): V₁/m + (1−1/m)C; B full blocks (m = Bd): V₁/m + ((d−1)/m)C
+    (docs/math.md §3)."""
     assert orthogonal_pair_count(3, 5) == 6
     assert orthogonal_pair_count(10, 5) == 40
     v1, c = mpmath.mpf(2), mpmath.mpf(-0.25)
@@ -203,7 +206,7 @@ def test_rff_orthogonal_covariance_negative_and_yu_asymptotic(d, z):
 
 def test_performer_theorem2_with_exact_covariance():
     """MSE(SM⁺ ORF) ≤ MSE(SM⁺ iid) − (1 − 1/m)(2/(d+2))(SM − Λ)² for m ≤ d (Performer Thm 2,
-    [recall]; MATH §3 reports it held in 24 random cases) — 12 seeded cases, exact numbers."""
+    recalled; docs/math.md §3) — 12 seeded cases, exact numbers."""
     rng = np.random.default_rng(77)
     for _ in range(12):
         d = int(rng.integers(3, 9))
@@ -225,7 +228,7 @@ def test_performer_theorem2_with_exact_covariance():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_gerf_optimal_a_minimises_exact_variance(seed):
-    """A* of MATH §4 minimises the closed-form V₁(A) on A < 1/8: V₁(A*) ≤ V₁(A) on a grid, and
+    """A* (docs/math.md §4) minimises the closed-form V₁(A) on A < 1/8: V₁(A*) ≤ V₁(A) on a grid;
     the quadrature variance at A* equals the closed form; the float64 A* of impls agrees."""
     rng = np.random.default_rng(seed)
     d = 4

@@ -85,9 +85,10 @@ def test_arccos1_known_angles():
 
 @pytest.mark.parametrize("d", [1, 2, 3, 5])
 def test_gaussian_fixed_norm_matches_bessel_and_direct_integral(d):
-    """₀F₁(; d/2; −t²/4) equals Γ(d/2)(2/t)^(d/2−1)J_(d/2−1)(t) (MATH §3) and the direct average
-    of cos(√d·‖z‖·c) over c = θᵀẑ, whose density on [−1, 1] is (1−c²)^((d−3)/2)/B(½, (d−1)/2)
-    (d ≥ 2; d = 1: c = ±1); with c = sin φ the integrand cos(t sin φ)cos^(d−2)φ is smooth."""
+    """₀F₁(; d/2; −t²/4) equals Γ(d/2)(2/t)^(d/2−1)J_(d/2−1)(t) (docs/math.md §3); so does the
+    average of cos(√d·‖z‖·c) over c = θᵀẑ, whose density on [−1, 1] is
+    (1−c²)^((d−3)/2)/B(½, (d−1)/2) (d ≥ 2; d = 1: c = ±1); with c = sin φ the integrand
+    cos(t sin φ)cos^(d−2)φ is smooth."""
     x = np.array([0.7, -0.2, 0.4, 0.1, 0.9])[:d]
     y = np.array([0.1, 0.3, -0.5, 0.2, 0.0])[:d]
     sigma = 0.8
@@ -315,7 +316,7 @@ def test_kernel_and_feature_attention_agree():
 
 def test_estimator_attention_matches_float64_linear_attention():
     """A float64 linear attention built from the float64 SM⁺ features agrees with the exact one.
-    Tolerance (MATH §9 ratio bound): each Âᵢⱼ = φ̂(qᵢ)ᵀφ̂(kⱼ) has relative error
+    Tolerance (docs/math.md §9 ratio bound): each Âᵢⱼ = φ̂(qᵢ)ᵀφ̂(kⱼ) has relative error
     ε ≤ 2ε_φ + γ_(D) (features with relative error ε_φ = max bound/φ, a D-term positive dot
     product), so |ôut − out| ≤ (2ε/(1−ε))·max|v| + γ_(n+1)·max|v| (the final weighted sum)."""
     entry = registry.get("softmax_positive[iid]")

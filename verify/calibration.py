@@ -27,8 +27,7 @@ import argparse
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
+from kernel_verify.verify import seeds
 from kernel_verify.verify.paths import reports_dir
 from kernel_verify.verify.stats import rejection_rate_interval
 
@@ -66,7 +65,7 @@ def _matrix_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
     for target in targets:
         counts: dict[str, int] = {}
         for i in range(n_seeds):
-            seed = int(np.random.SeedSequence([entropy, i]).generate_state(1)[0])
+            seed = seeds.child_seeds(entropy, 1, "calibrate.row_law", i)[0]
             w = draw_stack(target, seed, m, d)
             z1, z2 = orthonormal_pair(seed, d)
             for r in row_law_checks(w, z1, z2, alpha=alpha, seed=seed, name=target.name):
@@ -95,7 +94,7 @@ def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
         trials = failures = rejections = 0
         blocks = max(1, n_seeds // 10)
         for i in range(blocks):
-            seed = int(np.random.SeedSequence([entropy, 1, i]).generate_state(1)[0]) % 2**31
+            seed = seeds.child_seeds(entropy, 1, "calibrate.convergence", i)[0]
             d = 2 + i % 5
             f = convergence_failures(target, seed, d)
             trials += CONV_SEEDS
@@ -125,7 +124,7 @@ def run_calibration(args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds must be >= 1, got {n_seeds}")
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {alpha}")
-    entropy = int(np.random.SeedSequence().entropy) % 2**63
+    entropy = seeds.fresh_entropy()
     start = time.monotonic()
     rows = _matrix_rows(n_seeds, alpha, entropy) + _convergence_rows(n_seeds, alpha, entropy)
     seconds = time.monotonic() - start
@@ -134,9 +133,9 @@ def run_calibration(args: argparse.Namespace) -> int:
         "# Calibration of the statistical properties",
         "",
         f"`kernel-verify calibrate --seeds {n_seeds} --alpha {alpha}`: {seconds:.0f} s, entropy "
-        f"{entropy} (seeds are `SeedSequence([entropy, i])`). Each check runs at level α on "
-        "correct implementations; *ok* means the Clopper–Pearson interval's lower end is ≤ the "
-        "nominal rate (α, or the model assumption P0).",
+        f"{entropy} (seed i of a check: `verify.seeds.child_seeds(entropy, 1, check, i)`). Each "
+        "check runs at level α on correct implementations; *ok* means the Clopper–Pearson "
+        "interval's lower end is ≤ the nominal rate (α, or the model assumption P0).",
         "",
         *_table(rows),
         "",

@@ -2,7 +2,9 @@
 
 Subcommands (each has ``--help``):
 
-* ``list``: every registered feature map with its target kernel and claims (``--json``).
+* ``list``: every registered system (feature maps, kernel approximations, attention functions,
+  random-matrix constructions) with its kind, target kernel, claims and docs/math.md section
+  (``--json``, ``--kind``, ``--family``).
 * ``report``: the main job: verification of every registered map and the variance reports.
 * ``check TARGET``: run the property suite against a third-party implementation
   (``module:attribute``; see README "Verify your own implementation").
@@ -20,21 +22,50 @@ from collections.abc import Callable, Sequence
 from kernel_verify.impls.registry import all_maps
 
 
+def _list_rows(args: argparse.Namespace) -> list[dict]:
+    """JSON-ready descriptions of every registered system that passes the filters: feature maps
+    (registry entries, their ``describe`` fields unchanged plus ``kind`` and ``math_section``)
+    first, then the other kinds of :mod:`impls.systems`."""
+    from kernel_verify.impls.systems import KINDS, all_systems
+
+    kinds = args.kind or list(KINDS)
+    rows: list[dict] = []
+    if "feature_map" in kinds:
+        maps = all_maps(family=args.family) if args.family else all_maps()
+        rows += [m.describe(args.d) for m in maps]
+    for kind in kinds:
+        if kind != "feature_map":
+            rows += [s.describe() for s in all_systems(kind=kind)
+                     if args.family is None or s.family == args.family]
+    return rows
+
+
+_KIND_NAMES = {
+    "feature_map": "feature maps",
+    "kernel_approximation": "kernel approximations",
+    "attention": "attention functions",
+    "random_matrix": "random-matrix constructions",
+}
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
-    maps = all_maps(family=args.family) if args.family else all_maps()
+    rows = _list_rows(args)
     if args.json:
-        json.dump([m.describe(args.d) for m in maps], sys.stdout, indent=2, ensure_ascii=False)
+        json.dump(rows, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
-    rows = [(m.name, m.family, m.kernel, ", ".join(sorted(m.claims))) for m in maps]
-    header = ("name", "family", "kernel", "claims")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    line = f"{{:<{widths[0]}}}  {{:<{widths[1]}}}  {{:<{widths[2]}}}  {{}}"
+    header = ("name", "kind", "family", "kernel", "§", "claims")
+    table = [(r["name"], r["kind"], r["family"], r["kernel"], r["math_section"],
+              ", ".join(r["claims"])) for r in rows]
+    widths = [max(len(t[i]) for t in [header, *table]) for i in range(5)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
     print(line.format(*header))
     print(line.format(*("-" * w for w in widths), "-" * 6))
-    for row in rows:
+    for row in table:
         print(line.format(*row))
-    print(f"\n{len(rows)} feature maps")
+    counts = {k: sum(r["kind"] == k for r in rows) for k in _KIND_NAMES}
+    print("\n" + ", ".join(f"{n} {_KIND_NAMES[k]}" for k, n in counts.items() if n)
+          + f" ({len(rows)} systems)")
     return 0
 
 
@@ -57,9 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("list", help="list every registered feature map")
-    p.add_argument("--json", action="store_true", help="print JSON (one object per map)")
-    p.add_argument("--family", help="only maps of this family (rff, softmax, …)")
+    p = sub.add_parser("list", help="list every registered system and what it claims")
+    p.add_argument("--json", action="store_true", help="print JSON (one object per system)")
+    p.add_argument("--kind", action="append", choices=list(_KIND_NAMES),
+                   help="only systems of this kind (repeatable; default: every kind)")
+    p.add_argument("--family", help="only systems of this family (rff, softmax, nystrom, …)")
     p.add_argument("--d", type=int, default=4, help="input dimension used to describe sizes")
     p.set_defaults(run=_cmd_list)
 

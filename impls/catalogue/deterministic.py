@@ -17,8 +17,9 @@ hedgehog       ``hedgehog``       ``φ(x)ᵀφ(y)`` of the given weights (``W``,
 =============  =================  ==========================================================
 
 Hedgehog's weights live in ``config`` (``None`` = seeded default for d, see
-:func:`impls.numpy.deterministic_maps.hedgehog_weights`); its feature size is ``2d`` (W is d×d,
-as in Zhang et al. 2024), whatever m.
+:func:`impls.numpy.deterministic_maps.hedgehog_weights`); its ``draw`` resolves them into
+``params`` (no randomness), which the mpmath reference reads. Its feature size is ``2d`` (W is
+d×d, as in Zhang et al. 2024), whatever m.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ register(
         log_numpy_fn=np_det.log_hedgehog,
         log_torch_fn=torch_det.log_hedgehog,
         output_dim=lambda d, m: 2 * d,
+        draw=np_det.draw_hedgehog,
         config={"init_seed": 0, "W": None, "b": None},
         kernel_params=_hedgehog_kernel_params,
         description="Hedgehog [softmax(Wx+b), softmax(-(Wx+b))] with given weights (W d×d)",

@@ -1,20 +1,21 @@
 """Registry entries of the learned kernels (Chowdhury et al. 2021; docs/math.md §7).
 
 Design (d-dependent defaults): ``config`` holds a d-independent ``init_seed`` and the learned
-arrays, each ``None`` by default; ``None`` is resolved lazily, per d, to a deterministic seeded
-default (``numpy.random.default_rng([init_seed, d, …])``, cached) inside the feature functions
-and ``kernel_params``. One entry thus serves every d, ``with_config(init_seed=1)`` gives another
+arrays, each ``None`` by default; ``None`` is resolved, per d, to a deterministic seeded
+default (``numpy.random.default_rng([init_seed, d, …])``, cached) by ``draw`` and
+``kernel_params``. One entry thus serves every d, ``with_config(init_seed=1)`` gives another
 fixed initialisation, and ``with_config(mu=trained_mu, …)`` substitutes trained values (validated
-against d when used). ``draw(rng, d, m, config)`` draws only the random part:
+against d when used). ``draw(rng, d, m, config)`` draws the random part and adds the resolved
+learned values, so a parameter draw is complete (the mpmath reference reads only it):
 
 ==================  ==========================  =============================================
 entry               random part (``draw``)      kernel id (kernel params)
 ==================  ==========================  =============================================
-gmm_rks             ``eps (m, d)``              ``spectral_mixture`` (pi, mu, L)
-gmm_prf             ``eps (m, d)``              ``gmm_prf`` (pi, mu, L)
+gmm_rks             ``eps (m, d)``, pi, mu, L   ``spectral_mixture`` (pi, mu, L)
+gmm_prf             ``eps (m, d)``, pi, mu, L   ``gmm_prf`` (pi, mu, L)
 fastfood_learned    none (diagonals → params)   ``fastfood_learned`` (sigma, S, G, B, perm)
 fastfood_random     S, G, B, perm (blocks, p)   ``gaussian`` (sigma)
-generative          ``eps (m, latent_dim)``     ``generative`` (W1, b1, W2, b2)
+generative          ``eps (m, k)``, W1 … b2     ``generative`` (W1, b1, W2, b2)
 ==================  ==========================  =============================================
 
 ``fastfood_learned`` is one Fastfood block: ``2p`` features (``p = 2^⌈log₂ d⌉``) whatever m, its
@@ -38,10 +39,11 @@ from kernel_verify.impls.validation import check_positive_int
 _GMM_CONFIG = {"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None}
 
 
-def _draw_eps(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
-    m = check_positive_int("m", m)
-    np_lm.mixture_layout(m, check_positive_int("n_components", config["n_components"]))
-    return {"eps": rng.standard_normal((m, d))}
+def _draw_gmm(tag: str):
+    def draw(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
+        return np_lm.draw_gmm(tag, rng, d, m, config)
+
+    return draw
 
 
 def _n_components(config: Mapping[str, Any]) -> int:
@@ -66,7 +68,7 @@ register(
         numpy_fn=np_lm.gmm_rks,
         torch_fn=torch_lm.gmm_rks,
         output_dim=lambda d, m: 2 * m,
-        draw=_draw_eps,
+        draw=_draw_gmm("gmm_rks"),
         config=dict(_GMM_CONFIG),
         kernel_params=_gmm_kernel_params("gmm_rks"),
         min_m=2,
@@ -88,7 +90,7 @@ register(
         log_numpy_fn=np_lm.log_gmm_prf,
         log_torch_fn=torch_lm.log_gmm_prf,
         output_dim=lambda d, m: m,
-        draw=_draw_eps,
+        draw=_draw_gmm("gmm_prf"),
         config=dict(_GMM_CONFIG),
         kernel_params=_gmm_kernel_params("gmm_prf"),
         min_m=2,
@@ -157,11 +159,6 @@ register(
 )
 
 
-def _draw_latent(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
-    m = check_positive_int("m", m)
-    return {"eps": rng.standard_normal((m, check_positive_int("latent_dim", config["latent_dim"])))}
-
-
 register(
     FeatureMap(
         name="generative",
@@ -172,7 +169,7 @@ register(
         numpy_fn=np_lm.generative,
         torch_fn=torch_lm.generative,
         output_dim=lambda d, m: 2 * m,
-        draw=_draw_latent,
+        draw=np_lm.draw_generative,
         config={
             "init_seed": 0, "latent_dim": 2, "hidden": 8,
             "W1": None, "b1": None, "W2": None, "b2": None,

@@ -19,6 +19,9 @@ can evaluate it). Shapes: ``x (..., n, d)`` → ``(..., n, D)`` in the dtype of 
   (Schlag et al. 2021), size ``2dν``; ``roll(r, j)[k] = r[k−j mod 2d]``.
 * :func:`hedgehog`: ``[softmax(Wx+b), softmax(−(Wx+b))]`` (Zhang et al. 2024) with ``W (d, d)``,
   ``b (d,)`` given in ``config`` (``None`` = the seeded default of :func:`hedgehog_weights`).
+  The registry entry's ``draw`` (:func:`draw_hedgehog`) resolves them into ``params``, so the
+  mpmath reference computes from ``params`` alone; the map reads them from ``params`` when they
+  are there and otherwise resolves ``config`` itself (:func:`hedgehog_values`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.impls.validation import check_array, check_params, check_positive_int
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]
@@ -39,8 +42,10 @@ __all__ = [
     "check_positions",
     "cosformer",
     "dpfp",
+    "draw_hedgehog",
     "elu_plus_one",
     "hedgehog",
+    "hedgehog_values",
     "hedgehog_weights",
     "identity",
     "log_elu_plus_one",
@@ -159,6 +164,22 @@ def hedgehog_weights(config: Mapping[str, Any], d: int) -> dict[str, np.ndarray]
     return {"W": w.astype(np.float64), "b": b.astype(np.float64)}
 
 
+def draw_hedgehog(
+    rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """The registry ``draw`` of Hedgehog: no randomness, the weights of :func:`hedgehog_weights`
+    (copies) as the parameters every backend and the reference share."""
+    return {k: np.array(v, dtype=np.float64) for k, v in hedgehog_weights(config, d).items()}
+
+
+def hedgehog_values(params: Params, config: Config, d: int) -> dict[str, Any]:
+    """``W`` and ``b``: from ``params`` (the entry's draw) when present, else from ``config``."""
+    if "W" in params or "b" in params:
+        check_params("params", dict(params), {"W": (d, d), "b": (d,)})
+        return {"W": params["W"], "b": params["b"]}
+    return hedgehog_weights(config, d)
+
+
 def _log_softmax(z: np.ndarray) -> np.ndarray:
     shift = np.max(z, axis=-1, keepdims=True)
     return z - shift - np.log(np.sum(np.exp(z - shift), axis=-1, keepdims=True))
@@ -167,7 +188,7 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 def log_hedgehog(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``[log_softmax(z), log_softmax(−z)]``, ``z = Wx + b``."""
     _check_x(x)
-    weights = hedgehog_weights(config, x.shape[-1])
+    weights = hedgehog_values(params, config, x.shape[-1])
     z = x @ weights["W"].astype(x.dtype).T + weights["b"].astype(x.dtype)
     return np.concatenate([_log_softmax(z), _log_softmax(-z)], axis=-1)
 

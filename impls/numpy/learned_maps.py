@@ -12,6 +12,12 @@ Learned values in ``config``: a ``None`` entry means "the seeded default for thi
 caller's generator); an array supplied by the user is validated against d. So one registry entry
 serves every d and ``with_config(mu=..., L=...)`` substitutes trained values.
 
+The registry entries' ``draw`` functions resolve these values into ``params`` next to the random
+part (:func:`draw_gmm`, :func:`draw_generative`), so a parameter draw is complete: the mpmath
+reference computes from ``params`` alone. The maps read the learned values from ``params`` when
+they are there and resolve ``config`` themselves otherwise (:func:`gmm_values`,
+:func:`generative_values`).
+
 * **GMM-RKS** (:func:`gmm_rks`): C components, the m frequencies split round-robin (``c_i = i mod
   C``, ``m_c`` of them in component c): ``ω_i = μ_(c_i) + L_(c_i)ᵀε_i``, features
   ``a_i[cos ω_iᵀx, sin ω_iᵀx]`` with ``a_i² = π_(c_i)/m_(c_i)``. Unbiased for the spectral mixture
@@ -58,16 +64,20 @@ __all__ = [
     "PI_SUM_ULPS",
     "check_perm",
     "draw_fastfood",
+    "draw_generative",
+    "draw_gmm",
     "fastfood",
     "fastfood_learned_params",
     "fastfood_matrix",
     "generative",
     "generative_frequencies",
     "generative_params",
+    "generative_values",
     "gmm_frequencies",
     "gmm_params",
     "gmm_prf",
     "gmm_rks",
+    "gmm_values",
     "log_gmm_prf",
     "mixture_layout",
     "padded_size",
@@ -141,6 +151,25 @@ def gmm_params(config: Mapping[str, Any], d: int, tag: str) -> dict[str, np.ndar
     return {"pi": pi, "mu": mu, "L": lower}
 
 
+def draw_gmm(tag: str, rng: np.random.Generator, d: int, m: int, config: Config) -> dict:
+    """A complete GMM draw: ``eps (m, d) ~ N(0, I)`` and the learned ``pi, mu, L`` of
+    :func:`gmm_params` (copies)."""
+    m = check_positive_int("m", m)
+    g = gmm_params(config, d, tag)
+    mixture_layout(m, g["pi"].shape[0])
+    eps = rng.standard_normal((m, d))
+    return {"eps": eps, **{k: np.array(v, dtype=np.float64) for k, v in g.items()}}
+
+
+def gmm_values(params: Params, config: Config, d: int, tag: str) -> dict[str, Any]:
+    """``pi, mu, L``: from ``params`` (the entry's draw) when present, else from ``config``."""
+    if not {"pi", "mu", "L"} & set(params):
+        return gmm_params(config, d, tag)
+    c = params["pi"].shape[0] if "pi" in params else None
+    check_params("params", dict(params), {"pi": (c,), "mu": (c, d), "L": (c, d, d)})
+    return {"pi": params["pi"], "mu": params["mu"], "L": params["L"]}
+
+
 def mixture_layout(m: int, c: int) -> tuple[np.ndarray, np.ndarray]:
     """``(comps, counts)``: frequency i belongs to component ``i mod C``; needs ``m >= C``."""
     if m < c:
@@ -167,7 +196,7 @@ def _gmm_setup(
     d = x.shape[-1]
     check_params("params", dict(params), {"eps": (None, None)})
     check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
-    g = gmm_params(config, d, tag)
+    g = gmm_values(params, config, d, tag)
     omega, a2 = gmm_frequencies(params["eps"], g["pi"], g["mu"], g["L"])
     return x @ omega.astype(x.dtype).T, a2.astype(x.dtype)
 
@@ -285,6 +314,26 @@ def generative_params(config: Mapping[str, Any], d: int) -> dict[str, np.ndarray
     }
 
 
+def draw_generative(rng: np.random.Generator, d: int, m: int, config: Config) -> dict:
+    """A complete generative draw: ``eps (m, k) ~ N(0, I)`` and the MLP weights of
+    :func:`generative_params` (copies)."""
+    m = check_positive_int("m", m)
+    weights = generative_params(config, d)
+    eps = rng.standard_normal((m, weights["W1"].shape[1]))
+    return {"eps": eps, **{k: np.array(v, dtype=np.float64) for k, v in weights.items()}}
+
+
+def generative_values(params: Params, config: Config, d: int) -> dict[str, Any]:
+    """``W1, b1, W2, b2``: from ``params`` (the entry's draw) when present, else from
+    ``config``."""
+    keys = ("W1", "b1", "W2", "b2")
+    if not set(keys) & set(params):
+        return generative_params(config, d)
+    h, k = params["W1"].shape if "W1" in params else (None, None)
+    check_params("params", dict(params), {"W1": (h, k), "b1": (h,), "W2": (d, h), "b2": (d,)})
+    return {key: params[key] for key in keys}
+
+
 def generative_frequencies(eps: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
     """``ω_i = W₂ sin(W₁ε_i + b₁) + b₂`` for each row of ``eps`` (m, k) → (m, d)."""
     return np.sin(eps @ weights["W1"].T + weights["b1"]) @ weights["W2"].T + weights["b2"]
@@ -294,7 +343,7 @@ def generative(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``[cos ω_iᵀx, sin ω_iᵀx]/√m``, ``ω_i = g(ε_i)``: unbiased for ``E_ε cos(g(ε)ᵀδ)``."""
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
-    weights = generative_params(config, d)
+    weights = generative_values(params, config, d)
     check_params("params", dict(params), {"eps": (None, weights["W1"].shape[1])})
     omega = generative_frequencies(params["eps"], weights)
     check_last_dim("x", x, omega.shape[1])

@@ -16,7 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from kernel_verify.impls.numpy.deterministic_maps import check_positions, hedgehog_weights
+from kernel_verify.impls.numpy.deterministic_maps import (
+    check_positions,
+    hedgehog_values,
+    hedgehog_weights,
+)
 from kernel_verify.impls.torch.convert import checked_input, to_torch
 from kernel_verify.impls.validation import check_array, check_last_dim, check_positive_int
 
@@ -100,7 +104,8 @@ def _log_hedgehog_core(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tor
 def log_hedgehog(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[log_softmax(z), log_softmax(−z)]``, ``z = Wx + b`` (in the compute dtype)."""
     xw = _work(x)
-    weights = to_torch(hedgehog_weights(config, x.shape[-1]), device=x.device, dtype=xw.dtype)
+    values = hedgehog_values(params, config, x.shape[-1])
+    weights = to_torch(values, device=x.device, dtype=xw.dtype)
     return _log_hedgehog_core(xw, weights["W"], weights["b"])
 
 

@@ -74,7 +74,7 @@ def _gmm_setup(
     d = x.shape[-1]
     check_params("params", dict(params), {"eps": (None, None)})
     check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
-    g = to_torch(np_lm.gmm_params(config, d, tag), device=x.device, dtype=xw.dtype)
+    g = to_torch(np_lm.gmm_values(params, config, d, tag), device=x.device, dtype=xw.dtype)
     eps = to_torch({"eps": params["eps"]}, device=x.device, dtype=xw.dtype)["eps"]
     omega, a2 = _gmm_frequencies(eps, g["pi"], g["mu"], g["L"])
     return xw, omega, a2
@@ -236,7 +236,7 @@ def _generative_core(
 def generative(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[cos ω_iᵀx, sin ω_iᵀx]/√m``, ``ω_i = W₂ sin(W₁ε_i + b₁) + b₂``."""
     xw = _work(x)
-    weights = np_lm.generative_params(config, x.shape[-1])
+    weights = np_lm.generative_values(params, config, x.shape[-1])
     check_params("params", dict(params), {"eps": (None, weights["W1"].shape[1])})
     w = to_torch(weights, device=x.device, dtype=xw.dtype)
     eps = to_torch({"eps": params["eps"]}, device=x.device, dtype=xw.dtype)["eps"]

@@ -13,13 +13,14 @@ import numpy as np
 from scipy import stats as sps
 
 from kernel_verify.impls.numpy.attention import softmax_attention
+from kernel_verify.verify import seeds
 
 
 def qkv(seed: int, shape: tuple[int, int, int, int], dv: int, scale: float,
         aligned: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gaussian ``q, k`` (entries N(0, scale²)) and ``v`` (N(0, 1)); ``aligned``: ``k = q``
     (large positive scores, the case where careless stabilisers underflow everything else)."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     q = scale * rng.standard_normal(shape)
     k = q.copy() if aligned else scale * rng.standard_normal(shape)
     v = rng.standard_normal((*shape[:-1], dv))
@@ -39,9 +40,11 @@ def convergence_failures(target, seed: int, d: int, n_seeds: int = CONV_SEEDS) -
     q, k, v = qkv(seed, (2, 2, 8, d), 2, 0.5)
     exact = softmax_attention(q, k, v)
     failures = 0
-    for s in range(n_seeds):
-        lo = np.abs(target(q, k, v, causal=False, seed=seed + 2 * s + 1, m=M_LO) - exact).mean()
-        hi = np.abs(target(q, k, v, causal=False, seed=seed + 2 * s + 2, m=M_HI) - exact).mean()
+    lo_seeds = seeds.child_seeds(seed, n_seeds, "convergence.m_lo")
+    hi_seeds = seeds.child_seeds(seed, n_seeds, "convergence.m_hi")
+    for s_lo, s_hi in zip(lo_seeds, hi_seeds, strict=True):
+        lo = np.abs(target(q, k, v, causal=False, seed=s_lo, m=M_LO) - exact).mean()
+        hi = np.abs(target(q, k, v, causal=False, seed=s_hi, m=M_HI) - exact).mean()
         failures += bool(not hi < lo / 2)
     return failures
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
+from kernel_verify.verify import seeds
 from kernel_verify.verify.stats import StatResult, mean_test, variance_test
 
 #: Independent matrices drawn per example (i.i.d. samples of each row position).
@@ -23,7 +24,7 @@ N_ROW_CHECKS = 9
 
 def draw_stack(target, seed: int, m: int, d: int, n_draws: int = N_DRAWS) -> np.ndarray:
     """``n_draws`` independent matrices ``(n_draws, m, d)`` from one seeded generator."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     return np.stack([np.asarray(target.draw(rng, m, d), dtype=np.float64)
                      for _ in range(n_draws)])
 
@@ -31,7 +32,7 @@ def draw_stack(target, seed: int, m: int, d: int, n_draws: int = N_DRAWS) -> np.
 def orthonormal_pair(seed: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Two orthonormal test directions: ``z₁ = e₁`` (the coordinate where Householder sign bias
     sits) mixed with a seeded random direction half of the time, and ``z₂ ⊥ z₁``."""
-    rng = np.random.default_rng([seed, 7])
+    rng = seeds.rng(seed, "row_law.directions")
     a = rng.standard_normal((d, 2))
     if seed % 2 == 0:
         a[:, 0] = np.eye(d)[0]

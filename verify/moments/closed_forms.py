@@ -17,7 +17,7 @@ relu_features       ‖x‖‖y‖J₁(θ)/(2π)   ‖x‖²‖y‖²J₂(θ)/(2
 
 with ``J₁(θ) = sin θ + (π−θ)cos θ`` and ``J₂(θ) = 3 sin θ cos θ + (π−θ)(1 + 2cos²θ)``
 (``E[relu(u)ⁿrelu(v)ⁿ] = ‖x‖ⁿ‖y‖ⁿJₙ(θ)/(2π)``, Cho & Saul 2009 eq. (6)–(7); **[recall]**, checked
-against quadrature in ``properties/test_moments.py``).
+against quadrature in ``tests/test_moments.py``).
 
 Fixed-norm ORF means (rows uniform on the sphere of radius √d, docs/math.md §3): ``E cos(wᵀz) =
 ₀F₁(; d/2; −d‖z‖²/4)`` and ``E exp(wᵀz) = ₀F₁(; d/2; d‖z‖²/4)`` (:func:`fixed_norm_mean`).
@@ -74,7 +74,8 @@ def _softmax_hyperbolic(x, y, config):
 
 
 def gerf_per_feature_variance(a: Any, x: np.ndarray, y: np.ndarray) -> Any:
-    """``V₁(A) = SM²[(1 + 16A²/(1−8A))^(d/2)·exp(‖s‖²/(1−8A)) − 1]`` for ``A < 1/8`` (MATH §4)."""
+    """``V₁(A) = SM²[(1 + 16A²/(1−8A))^(d/2)·exp(‖s‖²/(1−8A)) − 1]`` for ``A < 1/8``
+    (docs/math.md §4)."""
     a = mpmath.mpf(a)
     if not a < mpmath.mpf(1) / 8:
         raise ValueError(f"the GERF variance is finite only for A < 1/8, got A = {a}")
@@ -85,7 +86,7 @@ def gerf_per_feature_variance(a: Any, x: np.ndarray, y: np.ndarray) -> Any:
 
 
 def optimal_gerf_a_mp(x: np.ndarray, y: np.ndarray) -> Any:
-    """``A* = (1/16)(1 − 2ρ − √((2ρ+1)² + 8ρ))``, ``ρ = ‖x+y‖²/d`` (MATH §4), in mp."""
+    """``A* = (1/16)(1 − 2ρ − √((2ρ+1)² + 8ρ))``, ``ρ = ‖x+y‖²/d`` (docs/math.md §4), in mp."""
     rho = _sq(x + y) / len(x)
     return (1 - 2 * rho - mpmath.sqrt((2 * rho + 1) ** 2 + 8 * rho)) / 16
 

@@ -3,17 +3,18 @@
 ``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ; x, y)`` over the m frequency rows ``wᵢ`` (docs/math.md §0–§4); the
 per-frequency mean ``E h`` and variance ``V₁ = Var h`` come two independent ways:
 
-* ``method="closed"``: the closed forms of :mod:`verify.moments.closed_forms` (MATH §1, §2, §4);
-* ``method="quadrature"``: the MATH §0 reduction of :mod:`verify.moments.gauss_hermite`, applied to
-  ``h`` and ``h²`` written from the feature definitions (:mod:`verify.moments.integrands`; relu by
-  the polar reduction).
+* ``method="closed"``: the closed forms of :mod:`verify.moments.closed_forms`
+  (docs/math.md §1, §2, §4);
+* ``method="quadrature"``: the reduction of docs/math.md §0 (:mod:`verify.moments.gauss_hermite`),
+  applied to ``h`` and ``h²`` written from the feature definitions
+  (:mod:`verify.moments.integrands`; relu by the polar reduction).
 
 The variance of the estimator depends on how the rows are drawn (``entry.matrix``):
 
 * ``"iid"``: ``V₁/m``;
 * ``"orthogonal"``: ``(m·V₁ + P·C)/m²`` with P the ordered same-block pairs and C the covariance
   of two orthogonal features (:mod:`verify.moments.orf`; C has no closed form: both methods use
-  the exact moment series of the MATH §3 law);
+  the exact moment series of the docs/math.md §3 law);
 * any other construction raises :class:`NotImplementedError` (fastfood/SORF features inside a
   block are dependent in ways these formulas do not cover; fixed-norm rows are not Gaussian —
   their mean is :func:`verify.moments.closed_forms.fixed_norm_mean`).
@@ -34,13 +35,13 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.verify.inputs import check_array, check_positive_int
 from kernel_verify.verify.moments.closed_forms import closed_moments
 from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
 from kernel_verify.verify.moments.orf import orf_variance, orthogonal_covariance
 from kernel_verify.verify.references.mp import to_mp
+from kernel_verify.verify.references.spec import MapSpec, require_map
 
 __all__ = ["MOMENT_FORMULAS", "Moments", "exact_moments", "per_frequency_moments"]
 
@@ -109,7 +110,7 @@ def _cached(formula, matrix, xk, yk, config_items, m, method, dps) -> Moments:
 
 
 def exact_moments(
-    entry_or_formula: FeatureMap | str,
+    entry_or_formula: MapSpec | str,
     x: np.ndarray,
     y: np.ndarray,
     config: Mapping[str, Any] | None,
@@ -125,16 +126,13 @@ def exact_moments(
     or a formula id (``matrix`` defaults to ``"iid"``). ``config`` overrides the entry's.
     Raises NotImplementedError for constructions other than iid/orthogonal (see the module
     docstring) and for ORF with relu features; QuadratureError outside the supported domain."""
-    if isinstance(entry_or_formula, FeatureMap):
-        formula = entry_or_formula.formula
-        base = dict(entry_or_formula.config)
-        matrix = matrix or entry_or_formula.matrix or "iid"
-    elif isinstance(entry_or_formula, str):
+    if isinstance(entry_or_formula, str):
         formula, base, matrix = entry_or_formula, {}, matrix or "iid"
     else:
-        raise TypeError(
-            f"entry_or_formula must be a FeatureMap or a formula id, got {type(entry_or_formula)}"
-        )
+        entry = require_map(entry_or_formula, "entry_or_formula")
+        formula = entry.formula
+        base = dict(entry.config)
+        matrix = matrix or getattr(entry, "matrix", None) or "iid"
     if formula not in MOMENT_FORMULAS:
         raise KeyError(f"no exact moments for {formula!r}; known: {sorted(MOMENT_FORMULAS)}")
     if matrix not in _MATRICES:

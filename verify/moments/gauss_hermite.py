@@ -20,18 +20,23 @@ several terms needs); otherwise :class:`QuadratureError` is raised. Supported do
 (the integral diverges at ``e ≥ 1/2``) and ``|α|/√(1−2e) ≲ 12`` (larger arguments need more
 than :data:`MAX_ORDER` nodes and raise). Working precision carries
 ``guard_digits(α)`` extra digits, enough for the cancellation in ``E cos(αg) = e^(−α²/2)``.
-Nodes and weights are cached per (order, dps).
+The rules themselves (nodes, weights, :class:`QuadratureError`) live in
+:mod:`verify.references.quadrature`, below both the references and the moments; they are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import mpmath
-import numpy as np
 
-from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.references.quadrature import (
+    MAX_ORDER,
+    QuadratureError,
+    gauss_legendre,
+    hermite_rule,
+)
 
 __all__ = [
     "MAX_ORDER",
@@ -45,113 +50,8 @@ __all__ = [
     "normal_exp_quadratic",
 ]
 
-MAX_ORDER = 256
 #: |β| = |α|/√(1−2e) beyond which S(α, e) is refused up front (30 digits need ~200 nodes at 12).
 MAX_BETA = 12.0
-
-
-class QuadratureError(ArithmeticError):
-    """A quadrature did not converge to the requested digits within the supported orders."""
-
-
-@functools.lru_cache(maxsize=64)
-def hermite_rule(order: int, dps: int) -> tuple[tuple, tuple]:
-    """Nodes and weights of the ``order``-point Gauss–Hermite rule for the N(0,1) density, at
-    ``dps`` digits: ``E f(g) ≈ Σ wᵢ f(gᵢ)``, exact for polynomials of degree < 2·order.
-
-    Nodes are the roots of the probabilists' Hermite polynomial ``He_n`` (three-term recurrence
-    ``He_(k+1) = g·He_k − k·He_(k−1)``), found by Newton's method from NumPy's float64 rule
-    (only the roots ≥ 0: the rule is symmetric); weights ``wᵢ = n!/(n·He_(n−1)(gᵢ))²``.
-    Cached in memory and in the file cache (:mod:`verify.cache`)."""
-    if order < 1 or order > MAX_ORDER:
-        raise ValueError(f"order must be in [1, {MAX_ORDER}], got {order}")
-    key = f"hermite:{order}:{dps}"
-    stored = file_cache_get("rules", key)
-    with mpmath.workdps(dps):
-        if stored is not None:
-            return tuple(mpmath.mpf(v) for v in stored[0]), tuple(mpmath.mpf(v) for v in stored[1])
-    nodes, weights = _hermite_newton(order, dps)
-    with mpmath.workdps(dps + 5):
-        file_cache_put("rules", key, [[mpmath.nstr(v, dps + 5) for v in nodes],
-                                      [mpmath.nstr(v, dps + 5) for v in weights]])
-    return nodes, weights
-
-
-def _hermite_newton(order: int, dps: int) -> tuple[tuple, tuple]:
-    start, _ = np.polynomial.hermite_e.hermegauss(order)
-    half = [float(g) for g in start if g >= 0]
-    with mpmath.workdps(dps + 10):
-        tol = mpmath.mpf(10) ** (-(dps + 8))
-        log_fact = mpmath.loggamma(order + 1)
-        pos = []
-        for g0 in half:
-            g = mpmath.mpf(g0)
-            for _ in range(100):
-                he_prev, he = _hermite_pair(g, order)
-                step = he / (order * he_prev)  # He_n' = n·He_(n−1)
-                g -= step
-                if abs(step) <= tol * (1 + abs(g)):
-                    break
-            else:  # pragma: no cover - Newton from the float64 roots always converges
-                raise QuadratureError(f"Hermite root refinement failed (order {order})")
-            he_prev, _ = _hermite_pair(g, order)
-            weight = mpmath.exp(log_fact - 2 * mpmath.log(order * abs(he_prev)))
-            pos.append((g, weight))
-        pairs = [(-g, w) for g, w in reversed(pos) if g != 0] + pos
-    with mpmath.workdps(dps):
-        return tuple(+g for g, _ in pairs), tuple(+w for _, w in pairs)
-
-
-def _hermite_pair(g, order: int):
-    """``(He_(n−1)(g), He_n(g))`` by the three-term recurrence."""
-    he_prev, he = mpmath.mpf(1), g
-    for k in range(1, order):
-        he_prev, he = he, g * he - k * he_prev
-    return he_prev, he
-
-
-@functools.lru_cache(maxsize=64)
-def gauss_legendre(order: int, dps: int) -> tuple[tuple, tuple]:
-    """Gauss–Legendre nodes and weights on [−1, 1] at ``dps`` digits (Newton on ``P_n`` from
-    NumPy's float64 rule); cached in memory and in the file cache."""
-    if order < 1 or order > MAX_ORDER:
-        raise ValueError(f"order must be in [1, {MAX_ORDER}], got {order}")
-    key = f"legendre:{order}:{dps}"
-    stored = file_cache_get("rules", key)
-    with mpmath.workdps(dps):
-        if stored is not None:
-            return tuple(mpmath.mpf(v) for v in stored[0]), tuple(mpmath.mpf(v) for v in stored[1])
-    nodes, weights = _legendre_newton(order, dps)
-    with mpmath.workdps(dps + 5):
-        file_cache_put("rules", key, [[mpmath.nstr(v, dps + 5) for v in nodes],
-                                      [mpmath.nstr(v, dps + 5) for v in weights]])
-    return nodes, weights
-
-
-def _legendre_newton(order: int, dps: int) -> tuple[tuple, tuple]:
-    start, _ = np.polynomial.legendre.leggauss(order)
-    with mpmath.workdps(dps + 10):
-        tol = mpmath.mpf(10) ** (-(dps + 8))
-        nodes, weights = [], []
-        for t0 in start:
-            t = mpmath.mpf(float(t0))
-            for _ in range(100):
-                p_prev, p = mpmath.mpf(1), t
-                for k in range(1, order):
-                    p_prev, p = p, ((2 * k + 1) * t * p - k * p_prev) / (k + 1)
-                dp = order * (t * p - p_prev) / (t * t - 1)
-                step = p / dp
-                t -= step
-                if abs(step) <= tol:
-                    break
-            p_prev, p = mpmath.mpf(1), t
-            for k in range(1, order):
-                p_prev, p = p, ((2 * k + 1) * t * p - k * p_prev) / (k + 1)
-            dp = order * (t * p - p_prev) / (t * t - 1)
-            nodes.append(t)
-            weights.append(2 / ((1 - t * t) * dp * dp))
-    with mpmath.workdps(dps):
-        return tuple(+t for t in nodes), tuple(+w for w in weights)
 
 
 def guard_digits(alpha: complex | mpmath.mpc, e: float = 0.0) -> int:
@@ -269,10 +169,10 @@ def expect_exp_terms(terms: dict, x_eff, y_eff, d: int, dps: int):
 
 
 def expect_relu_power(x, y, power: int, dps: int):
-    """``E[relu(wᵀx)ᵖ relu(wᵀy)ᵖ]`` for ``w ~ N(0, I)``, p = 1 or 2, by the MATH §0 reduction in
-    polar coordinates ``(g₁, g₂) = r(cos t, sin t)``: ``u = ‖x‖r cos t``, ``v = ‖y‖r cos(t−θ)``,
-    so the value is ``‖x‖ᵖ‖y‖ᵖ·E[r^(2p)]·(1/2π)∫ cosᵖt cosᵖ(t−θ) dt`` over the arc
-    ``t ∈ (θ−π/2, π/2)`` where both are positive, with ``E[r^(2p)] = 2ᵖp!`` (r² ~ χ²₂).
+    """``E[relu(wᵀx)ᵖ relu(wᵀy)ᵖ]`` for ``w ~ N(0, I)``, p = 1 or 2, by the reduction of
+    docs/math.md §0 in polar coordinates ``(g₁, g₂) = r(cos t, sin t)``: ``u = ‖x‖r cos t``,
+    ``v = ‖y‖r cos(t−θ)``, so the value is ``‖x‖ᵖ‖y‖ᵖ·E[r^(2p)]·(1/2π)∫ cosᵖt cosᵖ(t−θ) dt`` over
+    the arc ``t ∈ (θ−π/2, π/2)`` where both are positive, with ``E[r^(2p)] = 2ᵖp!`` (r² ~ χ²₂).
     The smooth arc integral is a validated Gauss–Legendre rule (orders 8, 16, … agreeing to
     ``10^-(dps+3)``)."""
     if power not in (1, 2):
@@ -310,7 +210,7 @@ def expect_relu_power(x, y, power: int, dps: int):
 
 def expect_bivariate(f, x, y, dps: int, *, max_order: int = 128):
     """``E f(u, v)`` for ``(u, v) = (wᵀx, wᵀy)``, ``w ~ N(0, I)``, any smooth ``f(u, v) -> mpf``,
-    by a product Gauss–Hermite rule in ``(g₁, g₂)`` (MATH §0); orders 8, 16, … up to
+    by a product Gauss–Hermite rule in ``(g₁, g₂)`` (docs/math.md §0); orders 8, 16, … up to
     ``max_order``, accepted when two successive orders agree to ``10^-(dps+3)·Σ|wᵢwⱼ f|``.
     Costs order² evaluations of f: use it for integrands that are not exponential sums."""
     with mpmath.workdps(dps + 10):

@@ -94,14 +94,14 @@ def _sigma(config: Mapping[str, Any]) -> Any:
 
 
 def _rff_pairs(x, y, config):
-    # φ = m^(-1/2)[cos u, sin u]: h = cos u cos v + sin u sin v,  u = wᵀx/σ (MATH §1)
+    # φ = m^(-1/2)[cos u, sin u]: h = cos u cos v + sin u sin v,  u = wᵀx/σ (docs/math.md §1)
     sig = _sigma(config)
     h = add(mul(_cos(1, 0), _cos(0, 1)), mul(_sin(1, 0), _sin(0, 1)))
     return h, x / sig, y / sig
 
 
 def _rff_phase(x, y, config):
-    # φ = √(2/m) cos(u + β): h = 2 cos(u + β) cos(v + β) (MATH §1)
+    # φ = √(2/m) cos(u + β): h = 2 cos(u + β) cos(v + β) (docs/math.md §1)
     sig = _sigma(config)
     return scale(mul(_cos(1, 0, 1), _cos(0, 1, 1)), 2), x / sig, y / sig
 

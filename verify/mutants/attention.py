@@ -13,6 +13,7 @@ import numpy as np
 
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.numpy.attention import log_linear_attention
+from kernel_verify.verify import seeds
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
 M_DEFAULT = 64
@@ -21,7 +22,7 @@ EXACT = frozenset({"causal", "noncausal", "positive_weights"})
 
 
 def _freqs(seed: int, d: int, m: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((m, d))
+    return seeds.rng(seed).standard_normal((m, d))
 
 
 def log_favor(x: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.numpy import random_features as np_rf
 from kernel_verify.impls.numpy.attention import linear_attention, log_linear_attention
 from kernel_verify.impls.registry import get
+from kernel_verify.verify import seeds
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
 
 Fn = Callable[[np.ndarray, Mapping[str, np.ndarray], Mapping[str, Any]], np.ndarray]
@@ -151,7 +152,7 @@ def gmm_rks_unnormalised(x, params, config):
 def _attention_from(name: str, target: FeatureMapTarget) -> AttentionTarget:
     """FAVOR-style attention from the (broken) map: pre-scale, log-space path when available."""
     def attention(q, k, v, *, causal, seed=0, m=target.m):
-        params = target.draw_params(np.random.default_rng(seed), q.shape[-1], m)
+        params = target.draw_params(seeds.rng(seed), q.shape[-1], m)
         s = q.shape[-1] ** -0.25
         if target.log_numpy_fn is not None:
             lq = target.log_numpy_fn(q * s, params, target.config)

@@ -19,10 +19,10 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.validation import check_array
+from kernel_verify.verify.inputs import check_array
 from kernel_verify.verify.references.features import features_mp
 from kernel_verify.verify.references.mp import mp_exp, to_float, to_mp, working_precision
+from kernel_verify.verify.references.spec import MapSpec
 
 __all__ = [
     "estimator_attention_reference",
@@ -109,7 +109,7 @@ def feature_attention_mp(
 
 
 def estimator_attention_reference(
-    entry: FeatureMap,
+    entry: MapSpec,
     params: Mapping[str, np.ndarray],
     q: np.ndarray,
     k: np.ndarray,

@@ -51,8 +51,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.validation import check_array, check_params, check_scalar
+from kernel_verify.verify.inputs import check_array, check_params, check_scalar
 from kernel_verify.verify.references.mp import (
     mp_cos,
     mp_exp,
@@ -63,6 +62,7 @@ from kernel_verify.verify.references.mp import (
     to_mp,
     working_precision,
 )
+from kernel_verify.verify.references.spec import MapSpec, require_map
 
 __all__ = [
     "MP_FEATURES",
@@ -114,9 +114,8 @@ def mp_feature(
     return decorate
 
 
-def _twin(entry: FeatureMap) -> MpFeature:
-    if not isinstance(entry, FeatureMap):
-        raise TypeError(f"entry must be an impls.registry.FeatureMap, got {type(entry).__name__}")
+def _twin(entry: MapSpec) -> MpFeature:
+    require_map(entry)
     try:
         return MP_FEATURES[entry.formula]
     except KeyError:
@@ -127,7 +126,7 @@ def _twin(entry: FeatureMap) -> MpFeature:
 
 
 def _call(
-    fn: TwinFn, entry: FeatureMap, x: Any, params: Any, config: Any, positions: Any
+    fn: TwinFn, entry: MapSpec, x: Any, params: Any, config: Any, positions: Any
 ) -> np.ndarray:
     kwargs = {}
     if entry.has("positional"):
@@ -137,7 +136,7 @@ def _call(
     return fn(x, params, config, **kwargs)
 
 
-def _check_inputs(x: Any, params: Any, config: Any, entry: FeatureMap) -> Mapping[str, Any]:
+def _check_inputs(x: Any, params: Any, config: Any, entry: MapSpec) -> Mapping[str, Any]:
     if isinstance(x, np.ndarray) and x.dtype == object:  # already an mp array
         if x.ndim < 2:
             raise ValueError(f"x must have at least 2 dimensions, got shape {x.shape}")
@@ -157,7 +156,7 @@ def _check_inputs(x: Any, params: Any, config: Any, entry: FeatureMap) -> Mappin
 
 
 def features_mp(
-    entry: FeatureMap,
+    entry: MapSpec,
     x: np.ndarray,
     params: Mapping[str, np.ndarray],
     config: Mapping[str, Any] | None = None,
@@ -188,14 +187,14 @@ def features_mp(
         return mp_exp(_call(_need(twin.log_fn, entry), entry, x_mp, params, config, positions))
 
 
-def _need(fn: TwinFn | None, entry: FeatureMap) -> TwinFn:
+def _need(fn: TwinFn | None, entry: MapSpec) -> TwinFn:
     if fn is None:
         raise KeyError(f"formula {entry.formula!r} has an mp record without any twin")
     return fn
 
 
 def features_reference(
-    entry: FeatureMap,
+    entry: MapSpec,
     x: np.ndarray,
     params: Mapping[str, np.ndarray],
     config: Mapping[str, Any] | None = None,
@@ -211,7 +210,7 @@ def features_reference(
 
 
 def feature_error_bound(
-    entry: FeatureMap,
+    entry: MapSpec,
     x: np.ndarray,
     params: Mapping[str, np.ndarray],
     config: Mapping[str, Any] | None,

@@ -1,8 +1,11 @@
 """mpmath twins and a-priori rounding-error bounds of the catalogue formulas (docs/math.md §5–§7).
 
 Registered with :func:`verify.references.features.mp_feature`. Each twin computes ``φ(x; ω)``
-exactly from the exactly converted input (learned values are resolved from ``config`` with the
-same deterministic rule as the implementation: :mod:`impls.numpy.learned_maps`); each bound
+exactly from the exactly converted input, the scalars of ``config`` (σ, order, p, c, M, ν) and the
+arrays of ``params`` alone: learned values (Hedgehog's W and b, the mixture's π, μ, L, the
+generator's weights) are part of the parameter draw the registry entry's ``draw`` makes, so
+nothing here imports or re-runs implementation code (the monomial order of the polynomial map
+and the cosFormer position rule are re-derived from their definitions); each bound
 follows the rules of :mod:`verify.references.features` (its module docstring): every basic
 operation rounds once (``|θ| ≤ u``), an elementary function is accurate to ``ulps`` ulps
 (``2·ulps·u`` relative), a length-k dot product in any order has ``|err| ≤ γ_k·Σ|terms|``, a
@@ -19,16 +22,17 @@ since ``1 + 2·ulps·u ≤ (1+u)^(2·ulps)`` for ``ulps ≥ 1/2``).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import mpmath
 import numpy as np
+from scipy.linalg import hadamard
 
-from kernel_verify.impls.numpy import deterministic_maps as np_det
-from kernel_verify.impls.numpy import exact_maps as np_ex
-from kernel_verify.impls.numpy import learned_maps as np_lm
+from kernel_verify.verify.inputs import check_params, check_positive_int
 from kernel_verify.verify.references.features import ErrorTerm, gamma, mp_feature, smallest_normal
 from kernel_verify.verify.references.kernels_catalogue import (
     mp_dpfp,
@@ -60,7 +64,78 @@ def _ones(shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-# ------------------------------------------------------------------------ Taylor (MATH §5)
+# ------------------------------------------------------- rules re-derived from the definitions
+def _order(name: str, value: Any) -> int:
+    """A non-negative integer order (Taylor order, polynomial degree)."""
+    return check_positive_int(name, value, minimum=0)
+
+
+@functools.lru_cache(maxsize=64)
+def _monomials(d: int, p: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Monomials of degree p in the d+1 variables ``(√c, x_1, …, x_d)`` (index 0 = √c), as sorted
+    index tuples in lexicographic order (the order of
+    ``itertools.combinations_with_replacement``), and their multinomial coefficients
+    ``p!/α!`` (α = multiplicities): ``(xᵀy + c)^p = Σ_α (p!/α!) x̃^α ỹ^α``."""
+    combos = list(itertools.combinations_with_replacement(range(d + 1), p))
+    idx = np.array(combos, dtype=np.intp).reshape(len(combos), p)
+    coef = []
+    for combo in combos:
+        multinomial = math.factorial(p)
+        for v in set(combo):
+            multinomial //= math.factorial(combo.count(v))
+        coef.append(multinomial)
+    idx.setflags(write=False)
+    return idx, tuple(coef)
+
+
+def _positions(positions: Any, n: int, big_m: Any) -> tuple[np.ndarray, int]:
+    """cosFormer positions: integers ``0 ≤ i ≤ M``, one per row; ``M ≥ 1``."""
+    big_m = check_positive_int("M", big_m)
+    if positions is None:
+        raise ValueError("cosformer needs positions=: an integer array of shape (n,), 0 <= i <= M")
+    pos = np.asarray(positions)
+    if not np.issubdtype(pos.dtype, np.integer):
+        raise TypeError(f"positions must be an integer array, got dtype {pos.dtype}")
+    if pos.shape != (n,):
+        raise ValueError(f"positions must have shape ({n},), got {pos.shape}")
+    if pos.size and (pos.min() < 0 or pos.max() > big_m):
+        raise ValueError(f"positions must lie in [0, M={big_m}], got [{pos.min()}, {pos.max()}]")
+    return pos, big_m
+
+
+def _layout(m: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mixture layout: frequency i belongs to component ``i mod C``; every component needs one."""
+    if m < c:
+        raise ValueError(f"m (= {m}) must be >= the number of mixture components (= {c})")
+    comps = np.arange(m) % c
+    return comps, np.bincount(comps, minlength=c)
+
+
+def _perm(perm: np.ndarray) -> np.ndarray:
+    """Fastfood permutation rows as integers (each a permutation of ``0..p−1``)."""
+    as_int = np.asarray(perm).astype(np.intp)
+    rows = np.atleast_2d(as_int)
+    if np.any(as_int != perm) or np.any(np.sort(rows, axis=-1) != np.arange(rows.shape[-1])):
+        raise ValueError("Fastfood 'perm' rows must each be a permutation of 0..p-1")
+    return as_int
+
+
+def _fastfood_matrix_f64(
+    s: np.ndarray, g: np.ndarray, b: np.ndarray, perm: np.ndarray, d: int
+) -> np.ndarray:
+    """``S H G Π H B/√p`` per block (±1 Hadamard H), first d columns, in float64: only the
+    magnitudes of the error bounds use it (the twin builds the matrix exactly)."""
+    p = s.shape[-1]
+    h = hadamard(p).astype(np.float64)
+    perm_i = _perm(perm)
+    return np.concatenate(
+        [(s[k][:, None] * (h * g[k])) @ (h * b[k])[perm_i[k], :] / math.sqrt(p)
+         for k in range(s.shape[0])],
+        axis=0,
+    )[:, :d]
+
+
+# ------------------------------------------------------------------------ Taylor (docs/math.md §5)
 def _taylor_blocks(x: np.ndarray, order: int) -> list[np.ndarray]:
     """Exact-formula magnitudes ``|z|^(⊗k)/√(k!)`` per block (float64)."""
     d = x.shape[-1]
@@ -84,7 +159,7 @@ def _taylor_rel(k: int, u: float, ulps: float) -> float:
 def _bound_taylor(x, params, config, u, ulps) -> np.ndarray:
     """Relative bound ``_taylor_rel(k)`` on every feature of tensor-power block k (block 0 = 1 is
     exact)."""
-    order = np_ex.check_order("order", config["order"])
+    order = _order("order", config["order"])
     blocks = _taylor_blocks(x, order)
     return np.concatenate(
         [b * (_taylor_rel(k, u, ulps) if k else 0.0) for k, b in enumerate(blocks)], axis=-1
@@ -93,7 +168,7 @@ def _bound_taylor(x, params, config, u, ulps) -> np.ndarray:
 
 @mp_feature("taylor", error_bound=_bound_taylor)
 def _taylor(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
-    order = np_ex.check_order("order", config["order"])
+    order = _order("order", config["order"])
     d = x_mp.shape[-1]
     z = x_mp * mpmath.power(d, mpmath.mpf(-0.25))
     lead = x_mp.shape[:-1]
@@ -129,13 +204,13 @@ def _taylor2_compressed(x_mp: np.ndarray, params: Params, config: Mapping) -> np
     return np.concatenate([_ones((*x_mp.shape[:-1], 1)), *parts], axis=-1)
 
 
-# --------------------------------------------------------------------- polynomial (MATH §5)
+# --------------------------------------------------------------------- polynomial (docs/math.md §5)
 def _poly_setup(x_shape: tuple[int, ...], config: Mapping) -> tuple[int, float, np.ndarray]:
-    p = np_ex.check_order("p", config["p"])
+    p = _order("p", config["p"])
     c = float(config["c"])
     if not c >= 0:
         raise ValueError(f"c must be >= 0, got {c}")
-    idx, _ = np_ex.polynomial_indices(x_shape[-1], p)
+    idx, _ = _monomials(x_shape[-1], p)
     return p, c, idx
 
 
@@ -145,7 +220,7 @@ def _bound_polynomial(x, params, config, u, ulps) -> np.ndarray:
     calls, relative to ``|φ|``."""
     p, c, idx = _poly_setup(x.shape, config)
     xt = np.concatenate([np.full((*x.shape[:-1], 1), math.sqrt(c)), np.abs(x)], axis=-1)
-    _, coef = np_ex.polynomial_indices(x.shape[-1], p)
+    coef = np.sqrt(np.array(_monomials(x.shape[-1], p)[1], dtype=np.float64))
     mag = np.prod(xt[..., idx], axis=-1) * coef
     return mag * _g(2 * p + 2, u, ulps, p + 1)
 
@@ -156,12 +231,7 @@ def _polynomial(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray
     root_c = np.empty((*x_mp.shape[:-1], 1), dtype=object)
     root_c[...] = mpmath.sqrt(mpmath.mpf(c))
     xt = np.concatenate([root_c, x_mp], axis=-1)
-    coef = []
-    for combo in idx:
-        multinomial = math.factorial(p)
-        for v in set(combo.tolist()):
-            multinomial //= math.factorial(combo.tolist().count(v))
-        coef.append(mpmath.sqrt(multinomial))
+    coef = [mpmath.sqrt(c) for c in _monomials(x_mp.shape[-1], p)[1]]
     gathered = xt[..., idx]  # (..., n, D, p)
     prod = np.empty(gathered.shape[:-1], dtype=object)
     for pos in np.ndindex(prod.shape):
@@ -248,7 +318,7 @@ def _bound_cosformer(x, params, config, u, ulps, *, positions=None) -> np.ndarra
     """``relu(x)·sin(a)``, ``a = (π/2M)·i``: ``a`` carries 3 roundings (π, the division, the
     product; float64), sin/cos are 1-Lipschitz (absolute ``γ_3·a``) plus one call and one cast
     (``(2·ulps + 1)u`` relative); then one rounded product with the exact ``relu(x)``."""
-    pos, big_m = np_det.check_positions(positions, x.shape[-2], config["M"])
+    pos, big_m = _positions(positions, x.shape[-2], config["M"])
     angle = (math.pi / (2 * big_m)) * pos.astype(np.float64)
     parts = []
     for f in (np.sin, np.cos):
@@ -264,7 +334,7 @@ def _bound_cosformer(x, params, config, u, ulps, *, positions=None) -> np.ndarra
 def _cosformer(
     x_mp: np.ndarray, params: Params, config: Mapping, *, positions: Any = None
 ) -> np.ndarray:
-    pos, big_m = np_det.check_positions(positions, x_mp.shape[-2], config["M"])
+    pos, big_m = _positions(positions, x_mp.shape[-2], config["M"])
     angle = np.array([mpmath.pi * int(i) / (2 * big_m) for i in pos], dtype=object)[:, None]
     r = mp_max0(x_mp)
     return np.concatenate([r * mp_sin(angle), r * mp_cos(angle)], axis=-1)
@@ -286,7 +356,7 @@ def _dpfp(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
     return mp_dpfp(x_mp, nu)
 
 
-def _hedgehog_log_term(x, config, u, ulps) -> ErrorTerm:
+def _hedgehog_log_term(x, params, u, ulps) -> ErrorTerm:
     """Error of ``L = s − log Σ exp(s)``, ``s = z − max z``, ``z = Wx + b``.
 
     * ``z``: dot of length d, bias add, casts of W and b: ``E_i = γ_(d+4)(Σ|W_ij x_j| + |b_i|)``;
@@ -296,8 +366,7 @@ def _hedgehog_log_term(x, config, u, ulps) -> ErrorTerm:
       ``γ_d``: ``ρ_S = (1 + max_i ρ_i)(1 + γ_d) − 1``.
     * ``log S``: ``−log(1 − ρ_S) + 2·ulps·u·|log S|``; the final subtraction rounds once more:
       ``u·(|s_i| + |log S|)``."""
-    weights = np_det.hedgehog_weights(config, x.shape[-1])
-    w, b = weights["W"], weights["b"]
+    w, b = _hedgehog_weights(params, x.shape[-1])
     z = x @ w.T + b
     e_z = gamma(x.shape[-1] + 4, u) * (np.abs(x) @ np.abs(w).T + np.abs(b))
     out_v, out_e = [], []
@@ -316,22 +385,28 @@ def _hedgehog_log_term(x, config, u, ulps) -> ErrorTerm:
 
 def _bound_log_hedgehog(x, params, config, u, ulps) -> np.ndarray:
     """See :func:`_hedgehog_log_term`."""
-    return _hedgehog_log_term(x, config, u, ulps).e
+    return _hedgehog_log_term(x, params, u, ulps).e
 
 
 def _bound_hedgehog(x, params, config, u, ulps) -> np.ndarray:
     """``exp`` of the log features (exp rule of ``ErrorTerm``)."""
-    return _hedgehog_log_term(x, config, u, ulps).exp().e
+    return _hedgehog_log_term(x, params, u, ulps).exp().e
 
 
-def _mp_hedgehog_weights(config: Mapping, d: int) -> tuple[np.ndarray, np.ndarray]:
-    weights = np_det.hedgehog_weights(config, d)
-    return to_mp(weights["W"]), to_mp(weights["b"])
+def _hedgehog_weights(params: Params, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``W (d, d)`` and ``b (d,)`` from the parameter draw."""
+    check_params("params", params, {"W": (d, d), "b": (d,)})
+    return np.asarray(params["W"], dtype=np.float64), np.asarray(params["b"], dtype=np.float64)
+
+
+def _mp_hedgehog_weights(params: Params, d: int) -> tuple[np.ndarray, np.ndarray]:
+    w, b = _hedgehog_weights(params, d)
+    return to_mp(w), to_mp(b)
 
 
 @mp_feature("hedgehog", log=True, error_bound=_bound_log_hedgehog)
 def _log_hedgehog(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
-    return mp_hedgehog_log(x_mp, *_mp_hedgehog_weights(config, x_mp.shape[-1]))
+    return mp_hedgehog_log(x_mp, *_mp_hedgehog_weights(params, x_mp.shape[-1]))
 
 
 @mp_feature("hedgehog", error_bound=_bound_hedgehog)
@@ -352,12 +427,26 @@ def _projection(x: np.ndarray, omega: np.ndarray, e_omega: np.ndarray, u, ulps) 
     return _term(x @ omega.T, e, u, ulps)
 
 
+def _gmm_draw(params: Params, d: int) -> dict[str, np.ndarray]:
+    """``eps (m, d)``, ``pi (C,)``, ``mu (C, d)``, ``L (C, d, d)`` from the parameter draw; the
+    weights must be > 0 (the twin uses them as given, so weights that do not sum to 1 show up as
+    a mismatch with the kernel)."""
+    c = np.shape(params["pi"])[0] if "pi" in params else None
+    check_params(
+        "params", params, {"eps": (None, d), "pi": (c,), "mu": (c, d), "L": (c, d, d)}
+    )
+    g = {k: np.asarray(params[k], dtype=np.float64) for k in ("eps", "pi", "mu", "L")}
+    if np.any(g["pi"] <= 0):
+        raise ValueError(f"mixture weights pi must all be > 0, got {g['pi']}")
+    return g
+
+
 def _gmm_omega(x, params, config, tag, u) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``ω = μ_c + L_cᵀε`` (dot of length d, the add, casts of μ, L, ε and of ω):
     ``e_ω = γ_(d+5)(|μ_c| + Σ_k|L_c,kj ε_k|)``; and the exact ``a² = π_c/m_c``."""
-    g = np_lm.gmm_params(config, x.shape[-1], tag)
-    eps = params["eps"]
-    comps, counts = np_lm.mixture_layout(eps.shape[0], g["pi"].shape[0])
+    g = _gmm_draw(params, x.shape[-1])
+    eps = g["eps"]
+    comps, counts = _layout(eps.shape[0], g["pi"].shape[0])
     omega = g["mu"][comps] + np.einsum("mkj,mk->mj", g["L"][comps], eps)
     mag = np.abs(g["mu"][comps]) + np.einsum("mkj,mk->mj", np.abs(g["L"][comps]), np.abs(eps))
     return omega, gamma(x.shape[-1] + 5, u) * mag, g["pi"][comps] / counts[comps]
@@ -374,10 +463,9 @@ def _bound_gmm_rks(x, params, config, u, ulps) -> np.ndarray:
 
 
 def _mp_gmm(x_mp: np.ndarray, params: Params, config: Mapping, tag: str):
-    d = x_mp.shape[-1]
-    g = {k: to_mp(v) for k, v in np_lm.gmm_params(config, d, tag).items()}
-    eps = to_mp(params["eps"])
-    comps, counts = np_lm.mixture_layout(eps.shape[0], g["pi"].shape[0])
+    g = {k: to_mp(v) for k, v in _gmm_draw(params, x_mp.shape[-1]).items()}
+    eps = g["eps"]
+    comps, counts = _layout(eps.shape[0], g["pi"].shape[0])
     omega = g["mu"][comps] + np.einsum("mkj,mk->mj", g["L"][comps], eps)
     a2 = g["pi"][comps] / np.array([mpmath.mpf(int(c)) for c in counts[comps]], dtype=object)
     return x_mp @ omega.T, a2
@@ -436,7 +524,7 @@ def _bound_fastfood(x, params, config, u, ulps) -> np.ndarray:
     sigma = float(config["sigma"])
     d = x.shape[-1]
     s, g, b, perm = (params[k] for k in ("S", "G", "B", "perm"))
-    w = np_lm.fastfood_matrix(s, g, b, perm, d)
+    w = _fastfood_matrix_f64(s, g, b, perm, d)
     p = s.shape[-1]
     mag = np.concatenate(
         [np.abs(s[k])[:, None] * np.abs(g[k]).sum() * np.abs(b[k])[None, :] / math.sqrt(p)
@@ -456,10 +544,22 @@ def _bound_fastfood(x, params, config, u, ulps) -> np.ndarray:
 def _fastfood(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
     sigma = mpmath.mpf(float(config["sigma"]))
     s, g, b = (to_mp(params[k]) for k in ("S", "G", "B"))
-    np_lm.check_perm(params["perm"])
+    _perm(params["perm"])
     w = mp_fastfood_matrix(s, g, b, params["perm"], x_mp.shape[-1])
     proj = (x_mp / sigma) @ w.T
     return np.concatenate([mp_cos(proj), mp_sin(proj)], axis=-1) / mpmath.sqrt(w.shape[0])
+
+
+def _generative_weights(params: Params, d: int) -> tuple[np.ndarray, ...]:
+    """``W1 (h, k)``, ``b1 (h,)``, ``W2 (d, h)``, ``b2 (d,)`` and ``eps (m, k)`` from the draw."""
+    h, k = np.shape(params["W1"]) if "W1" in params else (None, None)
+    check_params(
+        "params", params,
+        {"W1": (h, k), "b1": (h,), "W2": (d, h), "b2": (d,), "eps": (None, k)},
+    )
+    return tuple(
+        np.asarray(params[key], dtype=np.float64) for key in ("W1", "b1", "W2", "b2", "eps")
+    )
 
 
 def _bound_generative(x, params, config, u, ulps) -> np.ndarray:
@@ -467,9 +567,7 @@ def _bound_generative(x, params, config, u, ulps) -> np.ndarray:
     ε, W1, b1); ``t = sin a``: ``e_t = e_a + 2·ulps·u·(|t| + e_a)`` (1-Lipschitz, one call);
     ``ω = W2 t + b2``: ``e_ω = Σ_h|W2|e_t + γ_(h+4)(Σ_h|W2|(|t| + e_t) + |b2|)`` (dot of length h,
     the add, casts of W2, b2 and of ω); projection (:func:`_projection`), cos/sin and ``1/√m``."""
-    weights = np_lm.generative_params(config, x.shape[-1])
-    w1, b1, w2, b2 = (weights[k] for k in ("W1", "b1", "W2", "b2"))
-    eps = params["eps"]
+    w1, b1, w2, b2, eps = _generative_weights(params, x.shape[-1])
     k, h = w1.shape[1], w1.shape[0]
     a = eps @ w1.T + b1
     e_a = gamma(k + 4, u) * (np.abs(eps) @ np.abs(w1).T + np.abs(b1))
@@ -484,9 +582,7 @@ def _bound_generative(x, params, config, u, ulps) -> np.ndarray:
 
 @mp_feature("generative", error_bound=_bound_generative)
 def _generative(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
-    weights = {k: to_mp(v) for k, v in np_lm.generative_params(config, x_mp.shape[-1]).items()}
-    omega = mp_generative_frequencies(
-        to_mp(params["eps"]), weights["W1"], weights["b1"], weights["W2"], weights["b2"]
-    )
+    w1, b1, w2, b2, eps = (to_mp(a) for a in _generative_weights(params, x_mp.shape[-1]))
+    omega = mp_generative_frequencies(eps, w1, b1, w2, b2)
     proj = x_mp @ omega.T
     return np.concatenate([mp_cos(proj), mp_sin(proj)], axis=-1) / mpmath.sqrt(omega.shape[0])

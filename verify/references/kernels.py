@@ -36,9 +36,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.validation import check_array
+from kernel_verify.verify.inputs import check_array
 from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
+from kernel_verify.verify.references.spec import MapSpec, require_map
 
 __all__ = [
     "MP_KERNELS",
@@ -147,12 +147,11 @@ def gram_reference(
     return to_float(gram_mp(kernel_id, X, Y, dps=dps, **kernel_params), dtype)
 
 
-def _entry_check(entry: FeatureMap) -> None:
-    if not isinstance(entry, FeatureMap):
-        raise TypeError(f"entry must be an impls.registry.FeatureMap, got {type(entry).__name__}")
+def _entry_check(entry: MapSpec) -> None:
+    require_map(entry)
 
 
-def target_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
+def target_gram(entry: MapSpec, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
     """The mp Gram matrix of ``entry``'s target kernel (``entry.kernel`` with
     ``entry.kernel_params(entry.config, d)``)."""
     _entry_check(entry)
@@ -160,7 +159,7 @@ def target_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, dps: int | None
     return gram_mp(entry.kernel, X, Y, dps=dps, **params)
 
 
-def mean_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
+def mean_gram(entry: MapSpec, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
     """The mp Gram matrix of ``E φ(x)ᵀφ(y)``: ``entry.mean_kernel`` for a biased map that names
     one, the target kernel for an unbiased map; a ValueError otherwise."""
     _entry_check(entry)

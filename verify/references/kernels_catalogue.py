@@ -31,7 +31,7 @@ rule (:func:`generative_kernel_mp`), validated by comparing consecutive orders o
 absolutely (the kernel is bounded by 1 in absolute value, so this is 100 times below the
 float64 rounding ``u = 1.1e-16`` of a value near 1; the higher order is returned, the more
 accurate of the two since the integrand is entire); otherwise
-:class:`~verify.moments.gauss_hermite.QuadratureError` is raised. The frequencies ``g(ε)`` at the
+:class:`~verify.references.quadrature.QuadratureError` is raised. The frequencies ``g(ε)`` at the
 nodes are cached per (weights, order, dps), so a Gram matrix costs one ``cos`` per node and
 pair; values are memoised per ``±δ``. Cost: about 3 s for the first value at k = 2 (node
 frequencies up to 64² nodes), ~0.1 s for each further one.
@@ -47,9 +47,9 @@ import mpmath
 import numpy as np
 from scipy.linalg import hadamard
 
-from kernel_verify.verify.moments.gauss_hermite import QuadratureError, hermite_rule
 from kernel_verify.verify.references.kernels import gram_mp, mp_kernel
 from kernel_verify.verify.references.mp import mp_cos, mp_exp
+from kernel_verify.verify.references.quadrature import QuadratureError, hermite_rule
 
 __all__ = [
     "GENERATIVE_ABS_TOL",

@@ -1,0 +1,227 @@
+"""Every system this project implements that is not a feature map, described like one.
+
+Feature maps live in :mod:`impls.registry`. The other systems (kernel approximations, attention
+functions, random-matrix constructions) have their own small APIs, so they are described here by
+a :class:`System` record: what it is, the kernel (or attention) it targets, what it claims, the
+docs/math.md section with its formulas, its source, and the functions that implement it on each
+backend (``"module:function"`` in the :mod:`kernel_verify` namespace, resolved only on demand).
+``kernel-verify list`` shows these next to the feature maps, each with its kind:
+
+==========================  =========================================================
+kind                        systems
+==========================  =========================================================
+``feature_map``             every :func:`impls.registry.all_maps` entry
+``kernel_approximation``    landmark Nyström, Nyströmformer, truncated SVD, Linformer
+``attention``               exact softmax, linear, log-space linear, feature-map attention
+``random_matrix``           every construction of :data:`impls.random_matrices.MATRICES`
+==========================  =========================================================
+
+Claims use :data:`SYSTEM_CLAIMS`; the words shared with the third-party target kinds mean the same
+thing there (``causal``, ``gaussian_rows``, ``psd``, …).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernel_verify.impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES
+
+__all__ = ["KINDS", "SYSTEM_CLAIMS", "System", "all_systems", "get_system"]
+
+#: Kinds of registered systems, in the order ``kernel-verify list`` shows them.
+KINDS: dict[str, str] = {
+    "feature_map": "a feature map φ with φ(x)ᵀφ(y) ≈ k(x, y) (impls.registry)",
+    "kernel_approximation": "a low-rank approximation of a Gram matrix or of attention",
+    "attention": "an attention function (q, k, v) -> outputs",
+    "random_matrix": "a construction of the (m, d) frequency matrix of random features",
+}
+
+#: Claims of non-feature-map systems.
+SYSTEM_CLAIMS: dict[str, str] = {
+    "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
+    "noncausal": "supports causal=False (permutation equivariant in the keys)",
+    "positive_weights": "outputs are convex combinations of values (partition of unity)",
+    "exact": "computes its target exactly (up to rounding)",
+    "shift_free": "log-space evaluation without a max-shift stabiliser",
+    "approximates_softmax": "tends to softmax attention (as m or the landmark count grows)",
+    "gaussian_rows": "every row is marginally N(0, I_d)",
+    "orthogonal": "rows are exactly orthogonal within blocks of d",
+    "biased": "rows are not Gaussian: estimators built on them are biased",
+    "psd": "K̃ is positive semi-definite for a PSD kernel",
+    "schur_residual": "K − K̃ is PSD (Nyström's residual is a Schur complement)",
+    "exact_on_landmarks": "K̃[:, S] equals K[:, S]",
+    "optimal_rank": "the smallest 2-norm error of any rank-r matrix (Eckart–Young)",
+    "pinv_iteration": "Z ≈ A⁺ by the order-7 iteration with E_(j+1) = ¼E_j³(3I + E_j)",
+    "batch_independent": "no batch element changes another's output",
+}
+
+
+@dataclass(frozen=True)
+class System:
+    """One registered system that is not a feature map."""
+
+    name: str
+    kind: str
+    family: str
+    kernel: str
+    claims: frozenset[str]
+    section: str
+    source: str
+    description: str
+    #: backend name -> ``"module:function"`` (module relative to ``kernel_verify``)
+    functions: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS or self.kind == "feature_map":
+            raise ValueError(f"system {self.name!r}: kind must be one of {sorted(KINDS)[1:]}")
+        unknown = set(self.claims) - set(SYSTEM_CLAIMS)
+        if unknown:
+            raise ValueError(f"system {self.name!r}: unknown claims {sorted(unknown)}")
+
+    def resolve(self, backend: str) -> Callable[..., Any]:
+        """The function implementing this system on ``backend`` (imported on demand)."""
+        module, _, function = self.functions[backend].partition(":")
+        return getattr(importlib.import_module(f"kernel_verify.{module}"), function)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description (``kernel-verify list --json``)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "family": self.family,
+            "kernel": self.kernel,
+            "claims": sorted(self.claims),
+            "math_section": self.section,
+            "functions": dict(self.functions),
+            "description": self.description,
+            "source": self.source,
+        }
+
+
+def _both(module: str, function: str) -> dict[str, str]:
+    return {
+        "numpy": f"impls.numpy.{module}:{function}",
+        "torch": f"impls.torch.{module}:{function}",
+    }
+
+
+_APPROXIMATIONS = (
+    System(
+        "nystrom", "kernel_approximation", "nystrom", "any PSD kernel (its Gram matrix)",
+        frozenset({"psd", "schur_residual", "exact_on_landmarks"}), "§8",
+        "Williams & Seeger 2001; docs/math.md §8",
+        "landmark Nyström K̃ = C W⁺ Cᵀ, C = K[:, S], W = K[S, S] (eigen-cutoff pseudo-inverse)",
+        _both("nystrom", "nystrom_from_gram"),
+    ),
+    System(
+        "nystromformer", "kernel_approximation", "nystrom", "softmax attention",
+        frozenset({"noncausal", "pinv_iteration", "batch_independent"}), "§8",
+        "Xiong et al. 2021 (Nyströmformer); docs/math.md §8",
+        "sm(Q K̃ᵀ)·Z·(sm(Q̃ Kᵀ)V), segment-mean landmarks, Z ≈ A_S⁺ by the iterative pinv",
+        _both("nystrom", "nystromformer_attention"),
+    ),
+    System(
+        "truncated_svd", "kernel_approximation", "lowrank", "any matrix (rank r)",
+        frozenset({"optimal_rank", "psd"}), "§8",
+        "Eckart & Young 1936; docs/math.md §8",
+        "U_r Σ_r V_rᵀ: the best rank-r approximation, error σ_(r+1) in the 2-norm",
+        _both("lowrank", "truncated_svd"),
+    ),
+    System(
+        "linformer", "kernel_approximation", "lowrank", "softmax attention",
+        frozenset({"noncausal", "batch_independent"}), "§8",
+        "Wang et al. 2020 (Linformer); docs/math.md §8",
+        "softmax(Q (E K)ᵀ/√d)(F V) with projections E, F of shape (r, n)",
+        _both("lowrank", "linformer_attention"),
+    ),
+)
+
+_ATTENTION = (
+    System(
+        "exact_softmax", "attention", "attention", "softmax exp(qᵀk/√d)",
+        frozenset({"causal", "noncausal", "positive_weights", "exact", "batch_independent"}),
+        "§9", "Vaswani et al. 2017; docs/math.md §9",
+        "softmax(QKᵀ/√d)V, optionally with the lower-triangular causal mask",
+        _both("attention", "softmax_attention"),
+    ),
+    System(
+        "linear_attention", "attention", "attention", "φ(q)ᵀφ(k) of the given features",
+        frozenset({"causal", "noncausal", "exact", "batch_independent"}), "§9",
+        "Katharopoulos et al. 2020; docs/math.md §9",
+        "D̂⁻¹φ(Q)(φ(K)ᵀV) from given features; causal by chunked prefix sums",
+        _both("attention", "linear_attention"),
+    ),
+    System(
+        "log_linear_attention", "attention", "attention", "φ(q)ᵀφ(k) from log-features",
+        frozenset({"causal", "noncausal", "positive_weights", "exact", "shift_free",
+                   "batch_independent"}),
+        "§9", "this project (README, stable positive features); docs/math.md §9",
+        "Σ_f softmax_f(log φ(q)_f + L_f)·V̄_f: two softmaxes, no max-shift",
+        _both("attention", "log_linear_attention"),
+    ),
+    System(
+        "feature_map_attention", "attention", "attention", "the registry map's target kernel",
+        frozenset({"causal", "noncausal", "approximates_softmax", "batch_independent"}), "§9",
+        "Choromanski et al. 2021 (Performer); docs/math.md §2, §9",
+        "linear attention with a registry map and its parameter draw (d^(-1/4) pre-scale for "
+        "the softmax family; log-space path for log_features maps)",
+        {"numpy": "impls.attention:feature_map_attention",
+         "torch": "impls.attention:feature_map_attention"},
+    ),
+)
+
+_MATRIX_TEXT = {
+    "iid": ("Rahimi & Recht 2007", "rows w_i ~ N(0, I_d) independently"),
+    "orthogonal": (
+        "Yu et al. 2016 (ORF); Mezzadri 2007",
+        "Haar-orthogonal blocks (QR with sign correction), independent χ_d row norms",
+    ),
+    "orthogonal_fixed_norm": (
+        "Yu et al. 2016 (regularised ORF)",
+        "Haar-orthogonal blocks with every row norm fixed to √d (not Gaussian)",
+    ),
+    "sorf": ("Yu et al. 2016 (SORF)", "√p·H D₁ H D₂ H D₃ blocks, first d columns"),
+    "fastfood": ("Le et al. 2013 (Fastfood)", "(1/√p)·S H G Π H B blocks, first d columns"),
+}
+
+
+def _matrix_system(kind: str) -> System:
+    claims = set()
+    if kind in UNBIASED_MATRICES:
+        claims.add("gaussian_rows")
+    else:
+        claims.add("biased")
+    if kind in ORTHOGONAL_MATRICES:
+        claims.add("orthogonal")
+    source, description = _MATRIX_TEXT.get(kind, ("", kind))
+    return System(
+        kind, "random_matrix", "random_matrix", "N(0, I_d) rows (Gaussian-kernel frequencies)",
+        frozenset(claims), "§3", f"{source}; docs/math.md §3".lstrip("; "), description,
+        {"numpy": "impls.random_matrices:draw_matrix"},
+    )
+
+
+def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[System]:
+    """Every non-feature-map system (in :data:`KINDS` order, then by name), optionally only one
+    ``kind`` and only those with all ``claims``."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
+    systems = [*_APPROXIMATIONS, *_ATTENTION, *(_matrix_system(k) for k in MATRICES)]
+    wanted = set(claims)
+    order = list(KINDS)
+    return sorted(
+        (s for s in systems if (kind is None or s.kind == kind) and wanted <= s.claims),
+        key=lambda s: (order.index(s.kind), s.name),
+    )
+
+
+def get_system(name: str) -> System:
+    """The system called ``name``; the error lists the known names."""
+    for s in all_systems():
+        if s.name == name:
+            return s
+    known = ", ".join(s.name for s in all_systems())
+    raise KeyError(f"no system {name!r}; known: {known}")
