@@ -20,7 +20,8 @@ Targets (all draws seeded through torch's global generator, restored afterwards)
   Gaussian rows and orthogonal blocks, as the paper's ORF construction does;
 * ``performer.gaussian_orthogonal_random_matrix[scaling=1]``: orthogonal blocks, fixed norms;
 * ``performer.FastAttention`` and ``…[causal]``: black-box attention at the library's defaults
-  (``nb_features = ⌊d·ln d⌋`` unless the property asks for ``m``);
+  (``nb_features = ⌊d·ln d⌋``, at least 1, unless the property asks for ``m``), drawn and
+  computed in float64 (``torch.set_default_dtype``; the protocol's precision);
 * ``performer.FastAttention[generalized]``: ReLU generalized attention (not softmax).
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 
 import numpy as np
 
@@ -36,19 +38,39 @@ from kernel_verify.adapters._torchseed import as_torch, torch_seeded
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget, RandomMatrixTarget
 
 
+@contextlib.contextmanager
+def float64_default():
+    """The library draws with ``torch.randn`` in torch's default dtype: make it float64 (the
+    protocol's precision), as a user does with ``torch.set_default_dtype``; restored after."""
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def default_nb_features(d: int) -> int:
+    """FastAttention's default ``int(d·ln d)``, which is 0 for d = 1 (the library then fails in
+    ``torch.cat`` on an empty list; reported on the conformance page): at least 1 here."""
+    return max(1, int(d * math.log(d)))
+
+
 def orthogonal_matrix(scaling: int):
     """``draw(rng, m, d)`` through ``gaussian_orthogonal_random_matrix(m, d, scaling)``."""
 
     def draw(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
         lib = need("performer", "performer_pytorch")
-        with torch_seeded(int(rng.integers(2**62))):
+        with torch_seeded(int(rng.integers(2**62))), float64_default():
             w = lib.gaussian_orthogonal_random_matrix(m, d, scaling=scaling)
         return w.double().numpy()
 
     return draw
 
 
-def fast_attention(*, causal_default: bool | None = None, generalized: bool = False):
+def fast_attention(*, generalized: bool = False):
     """``attention(q, k, v, causal, seed, m=None)`` through ``FastAttention`` in float64."""
 
     def attention(q, k, v, *, causal: bool, seed: int, m: int | None = None) -> np.ndarray:
@@ -56,14 +78,17 @@ def fast_attention(*, causal_default: bool | None = None, generalized: bool = Fa
         import torch
 
         d = np.asarray(q).shape[-1]
-        with torch_seeded(seed), contextlib.redirect_stdout(io.StringIO()):
+        with (torch_seeded(seed), float64_default(),
+              contextlib.redirect_stdout(io.StringIO())):
             # the constructor prints a notice when the CUDA causal kernel is unavailable
-            module = lib.FastAttention(d, nb_features=m, causal=causal,
-                                       generalized_attention=generalized)
-        module = module.double()
+            module = lib.FastAttention(d, nb_features=m or default_nb_features(d),
+                                       causal=causal, generalized_attention=generalized)
         tq, tk, tv = as_torch(q, k, v)
-        with torch.no_grad():
-            return module(tq, tk, tv).numpy()
+        try:
+            with torch.no_grad():
+                return module(tq, tk, tv).numpy()
+        except RuntimeError as err:  # torch's shape errors: the protocol's ValueError
+            raise ValueError(str(err)) from err
 
     return attention
 
