@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="reports/conformance", help="output folder")
     p.add_argument("--profile", default="dev", help="Hypothesis profile (default: dev)")
     p.add_argument("--quick", action="store_true", help="smaller independent measurements")
+    p.add_argument("--reuse", action="store_true",
+                   help="rewrite the pages from the saved <library>.json without running")
     p.set_defaults(run=_lazy("kernel_verify.adapters.conformance", "run_conformance"))
     return parser
 

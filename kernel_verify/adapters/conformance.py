@@ -14,8 +14,10 @@ saying so, with the command that installs it.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -88,6 +90,8 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
                      if v.outcome == "pass" and v.target})
     if passed:
         lines += ["Properties passed by its targets: " + "; ".join(passed) + ".", ""]
+    if key in notes.MINOR:
+        lines += ["Minor (not defects at realistic settings): " + notes.MINOR[key], ""]
     findings = notes.FINDINGS[key]
     lines += ["## Findings", ""]
     if not findings:
@@ -117,26 +121,42 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
     return "\n".join(lines) + "\n"
 
 
-def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int = 2) -> Path:
-    """Run one library's conformance and write its page; returns the page's path."""
+def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int = 2,
+                reuse: bool = False) -> Path:
+    """Run one library's conformance and write its page; returns the page's path. The raw
+    outcomes and measurements are kept in ``<library>.json``; ``reuse`` rewrites the page from
+    them without running anything."""
     from kernel_verify.adapters import confirm
-    from kernel_verify.verify.thirdparty.cli import run_suite
+    from kernel_verify.verify.thirdparty.cli import Outcome, SuiteRun, run_suite
 
     run, confirmations, seconds = None, {}, {}
-    if missing_reason(key) is None:
-        run = run_suite(_spec(key), profile=profile, jobs=jobs)
-        start = time.monotonic()
-        for f in notes.FINDINGS[key]:
-            confirmations[f.confirm] = confirm.run(f.confirm, quick)
-        seconds["confirm"] = time.monotonic() - start
     out_dir.mkdir(parents=True, exist_ok=True)
+    saved = out_dir / f"{key}.json"
+    if missing_reason(key) is None:
+        if reuse and saved.exists():
+            data = json.loads(saved.read_text(encoding="utf-8"))
+            run = SuiteRun(data["spec"], data["returncode"], data["seconds"],
+                           [Outcome(**o) for o in data["outcomes"]], data["output_tail"])
+            confirmations, seconds = data["confirmations"], data["confirm_seconds"]
+        else:
+            run = run_suite(_spec(key), profile=profile, jobs=jobs)
+            start = time.monotonic()
+            for f in notes.FINDINGS[key]:
+                confirmations[f.confirm] = confirm.run(f.confirm, quick)
+            seconds["confirm"] = time.monotonic() - start
+            saved.write_text(json.dumps({
+                "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,
+                "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
+                "confirmations": confirmations, "confirm_seconds": seconds,
+            }, indent=1, ensure_ascii=False), encoding="utf-8")
     path = out_dir / f"{key}.md"
     path.write_text(page(key, run, confirmations, seconds, profile), encoding="utf-8")
     return path
 
 
 def run_conformance(args: argparse.Namespace) -> int:
-    """``kernel-verify conformance [LIBRARY ...] [--out DIR] [--profile P] [--quick]``."""
+    """``kernel-verify conformance [LIBRARY ...] [--out DIR] [--profile P] [--quick]
+    [--reuse]``."""
     keys = args.libraries or list(LIBRARIES)
     unknown = sorted(set(keys) - set(LIBRARIES))
     if unknown:
@@ -146,7 +166,8 @@ def run_conformance(args: argparse.Namespace) -> int:
     for key in keys:
         start = time.monotonic()
         reason = missing_reason(key)
-        path = conformance(key, out_dir=Path(args.out), profile=args.profile, quick=args.quick)
+        path = conformance(key, out_dir=Path(args.out), profile=args.profile, quick=args.quick,
+                           reuse=args.reuse)
         status = f"skipped ({reason}; {install_hint(LIBRARIES[key])})" if reason else "ran"
         print(f"{key}: {status}, {time.monotonic() - start:.0f} s → {path}", flush=True)
     print(f"conformance: {len(keys)} page(s) in {time.monotonic() - total:.0f} s")
