@@ -64,11 +64,13 @@ def rbf_sampler_white(x: np.ndarray, params: Mapping[str, np.ndarray],
 
 def rbf_sampler_black(x: np.ndarray, seed: int, *, n_components: int = N_COMPONENTS,
                       gamma: float = GAMMA) -> np.ndarray:
-    """``RBFSampler(gamma, n_components, random_state=seed).fit_transform(x)``."""
+    """``RBFSampler(gamma, n_components, random_state=s).fit_transform(x)`` with ``s`` the
+    suite's ``seed`` hashed into the 32-bit range scikit-learn accepts."""
     km = need("sklearn", "kernel_approximation")
     x2, lead = _flat(np.asarray(x))
+    state = int(np.random.SeedSequence(int(seed)).generate_state(1)[0])
     out = km.RBFSampler(gamma=gamma, n_components=n_components,
-                        random_state=seed).fit_transform(x2)
+                        random_state=state).fit_transform(x2)
     return out.reshape(*lead, n_components)
 
 
