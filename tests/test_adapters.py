@@ -154,3 +154,18 @@ def test_fla_feature_map_shapes_and_dtype():
         phi = t.features(x, seed=0)
         assert phi.shape == (2, 3, sizes[t.name]) and phi.dtype == np.float64
         np.testing.assert_array_equal(phi, t.features(x, seed=1))  # deterministic maps
+
+
+@needs("nystrom_attention")
+def test_nystrom_values_of_another_width_go_through_in_slices():
+    """Attention is linear in v: a value width ≠ d gives the column-wise result of width-d runs."""
+    from kernel_verify.adapters.nystrom_attention import run_layer
+
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((2, 1, 2, 6, 3))
+    v = rng.standard_normal((1, 2, 6, 7))
+    out = run_layer(q, k, v, num_landmarks=3, mask=False)
+    cols = [run_layer(q, k, np.repeat(v[..., i:i + 1], 3, -1), num_landmarks=3, mask=False)[..., 0]
+            for i in range(7)]
+    assert out.shape == v.shape
+    np.testing.assert_allclose(out, np.stack(cols, -1), rtol=1e-12, atol=1e-14)

@@ -60,9 +60,18 @@ def run_layer(q, k, v, *, num_landmarks: int | None, mask: bool) -> np.ndarray:
     if not (q.shape == k.shape and k.shape[:-1] == v.shape[:-1]):
         raise ValueError(f"q, k, v shapes {q.shape}, {k.shape}, {v.shape}: the layer takes one "
                          "sequence [q | k | v] of one width")
-    if v.shape[-1] != q.shape[-1]:
-        raise ValueError("the layer's values have the width of its queries (dim_head)")
     b, h, n, d = q.shape
+    if v.shape[-1] != d:
+        # The layer's values have the width of its queries (dim_head). Attention is linear in
+        # v and its weights ignore v, so wider or narrower values go through in zero-padded
+        # slices of width d.
+        slices = range(0, v.shape[-1], d)
+        outs = []
+        for j in slices:
+            part = v[..., j:j + d]
+            part = np.concatenate([part, np.zeros((*part.shape[:-1], d - part.shape[-1]))], -1)
+            outs.append(run_layer(q, k, part, num_landmarks=num_landmarks, mask=mask))
+        return np.concatenate(outs, -1)[..., : v.shape[-1]]
     landmarks = _divisor_landmarks(n) if num_landmarks is None else num_landmarks
     layer = nystrom_layer(h, d, landmarks)
     x = np.concatenate([a.transpose(0, 2, 1, 3).reshape(b, n, h * d) for a in (q, k, v)], -1)
