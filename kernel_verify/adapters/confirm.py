@@ -178,6 +178,35 @@ def performer_causal_leak(quick: bool = False) -> str:
             f"{fmt_ci(*mean_ci(rel))} (a causal map gives 0 up to rounding, ~1e-16)")
 
 
+def performer_causal_denominator(quick: bool = False) -> str:
+    """``causal_linear_attention_noncuda`` (and the CUDA path) add ``1e-6`` to every prefix sum
+    of key features in the denominator but not in the numerator, so outputs are shrunk towards
+    0 where the prefix sums are small: early positions, and everywhere once ``softmax_kernel``'s
+    ε dominates the key features (≈ m^(−1/2)·1e-4 each). Measured with ``v ≡ 1`` (every
+    correct attention returns 1)."""
+    import torch
+    from performer_pytorch.performer_pytorch import FastAttention
+
+    d, m, n = 64, 256, (1024 if quick else 4096)
+    seeds = 8
+    first, first16, overall = [], [], []
+    for s in range(seeds):
+        q, k, _ = _performer_inputs(s, 1, 1, n, d)
+        v = torch.ones(1, 1, n, d, dtype=torch.float64)
+        with torch_seeded(s), contextlib.redirect_stdout(io.StringIO()):
+            attn = FastAttention(d, nb_features=m, causal=True).double()
+        with torch.no_grad():
+            short = (1.0 - attn(q, k, v))[0, 0, :, 0].abs().numpy()
+        first.append(float(short[0]))
+        first16.append(float(short[:16].mean()))
+        overall.append(float(short.mean()))
+    return (f"d = {d}, m = {m}, n = {n}, causal FastAttention, v ≡ 1, {seeds} seeds; |1 − out|:\n"
+            f"  position 0: {fmt_ci(*mean_ci(first))}\n"
+            f"  mean over positions 0–15: {fmt_ci(*mean_ci(first16))}\n"
+            f"  mean over all positions: {fmt_ci(*mean_ci(overall))}\n"
+            f"  (non-causal linear_attention has no such term: partition of unity holds there)")
+
+
 # ---------------------------------------------------------------------------- nystrom
 def _nystrom(q, k, v, landmarks: int, mask: bool) -> np.ndarray:
     from kernel_verify.adapters.nystrom_attention import run_layer
@@ -289,6 +318,7 @@ FINDINGS: dict[str, tuple[str, Callable[[bool], str]]] = {
     "performer_orf_signs": ("performer", performer_orf_signs),
     "performer_eps": ("performer", performer_eps),
     "performer_causal_leak": ("performer", performer_causal_leak),
+    "performer_causal_denominator": ("performer", performer_causal_denominator),
     "nystrom_padding": ("nystrom_attention", nystrom_padding),
     "nystrom_batch_coupling": ("nystrom_attention", nystrom_batch_coupling),
     "sklearn_nystroem_rank_deficient": ("sklearn", sklearn_nystroem_rank_deficient),

@@ -138,17 +138,20 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
             run = SuiteRun(data["spec"], data["returncode"], data["seconds"],
                            [Outcome(**o) for o in data["outcomes"]], data["output_tail"])
             confirmations, seconds = data["confirmations"], data["confirm_seconds"]
+            for f in notes.FINDINGS[key]:  # findings added since the run
+                if f.confirm not in confirmations:
+                    confirmations[f.confirm] = confirm.run(f.confirm, quick)
         else:
             run = run_suite(_spec(key), profile=profile, jobs=jobs)
             start = time.monotonic()
             for f in notes.FINDINGS[key]:
                 confirmations[f.confirm] = confirm.run(f.confirm, quick)
             seconds["confirm"] = time.monotonic() - start
-            saved.write_text(json.dumps({
-                "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,
-                "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
-                "confirmations": confirmations, "confirm_seconds": seconds,
-            }, indent=1, ensure_ascii=False), encoding="utf-8")
+        saved.write_text(json.dumps({
+            "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,
+            "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
+            "confirmations": confirmations, "confirm_seconds": seconds,
+        }, indent=1, ensure_ascii=False), encoding="utf-8")
     path = out_dir / f"{key}.md"
     path.write_text(page(key, run, confirmations, seconds, profile), encoding="utf-8")
     return path
