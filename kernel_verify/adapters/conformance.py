@@ -77,6 +77,8 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
     reason = missing_reason(key)
     if reason is not None:
         lines += [f"**Not run**: {reason}.", ""]
+        if key in notes.MINOR:
+            lines += [notes.MINOR[key], ""]
         return "\n".join(lines)
     verdicts = run.verdicts
     counts = {o: sum(v.outcome == o for v in verdicts) for o in ("pass", "fail", "skip")}

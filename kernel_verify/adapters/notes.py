@@ -59,6 +59,16 @@ MINOR: dict[str, str] = {
         "float32 its rows are orthogonal to float32 rounding (|wᵢᵀwⱼ| ≈ 1e-7·‖wᵢ‖‖wⱼ‖, which "
         "a float64 bound flags); the adapter sets the default dtype to float64 so that the "
         "suite's float64 bounds apply."),
+    "fast_transformers": (
+        "pytorch-fast-transformers 0.4.0 (2021) is a source distribution. With `nvcc` on "
+        "`PATH` its setup.py builds CUDA extensions and stops asking for CUDA_HOME; with `nvcc` "
+        "kept off `PATH` (`env PATH=/usr/bin:/bin pip install --no-build-isolation --no-deps "
+        "pytorch-fast-transformers`, against the installed torch 2.13.0) the CPU extensions "
+        "compile without errors, but on the 2-core machine this was tried on the build did not "
+        "finish within its 10-minute time box (hashing, aggregation and two clustering "
+        "extensions done; sparse, local and causal products not reached). No adapter was "
+        "written against an API that could not be run. performer-pytorch's causal mode tries to "
+        "import this library's CUDA kernel and falls back to its own torch code without it."),
     "nystrom_attention": (
         "The layer owns its q/k/v projections; the adapter sets them to the identity and turns "
         "off the depth-wise convolution residual (`residual=False`), so what is tested is the "
