@@ -53,6 +53,8 @@ def _explain(v, key: str) -> str:
     for f in notes.FINDINGS[key]:
         if v.prop in f.properties:
             return f"explained by the finding “{f.title}”"
+    if v.prop in notes.EXPLAINED.get(key, {}):
+        return notes.EXPLAINED[key][v.prop]
     if v.prop in notes.CONTRACT_PROPERTIES:
         return ("the suite's own input contract (ValueError on NaN/Inf or mismatched shapes), "
                 "which the library does not claim: not a numerical defect")
