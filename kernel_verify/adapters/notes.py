@@ -71,8 +71,8 @@ MINOR: dict[str, str] = {
         "`torch.cat` on an empty list (head dimension 1 only; the adapter uses at least 1 "
         "feature). `gaussian_orthogonal_random_matrix` draws in torch's default dtype: in "
         "float32 its rows are orthogonal only to float32 rounding "
-        "(|wᵢᵀwⱼ| = 1.5e-10 at d = 2 against the float64 bound 2.1e-16); the adapter sets the default dtype to float64 so that the "
-        "suite's float64 bounds apply."),
+        "(|wᵢᵀwⱼ| = 1.5e-10 at d = 2 against the float64 bound 2.1e-16); the adapter sets "
+        "the default dtype to float64 so that the suite's float64 bounds apply."),
     "fast_transformers": (
         "pytorch-fast-transformers 0.4.0 (2021) is a source distribution. With `nvcc` on "
         "`PATH` its setup.py builds CUDA extensions and stops asking for CUDA_HOME; with `nvcc` "
