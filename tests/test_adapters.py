@@ -169,3 +169,13 @@ def test_nystrom_values_of_another_width_go_through_in_slices():
             for i in range(7)]
     assert out.shape == v.shape
     np.testing.assert_allclose(out, np.stack(cols, -1), rtol=1e-12, atol=1e-14)
+
+
+def test_a_missing_library_skips_with_the_reason_and_the_install_command(monkeypatch):
+    from kernel_verify.adapters import _lazy
+
+    monkeypatch.setattr(_lazy, "missing_reason",
+                        lambda key: "scikit-learn is not installed (pip install "
+                                    "'kernel-verify[sklearn]')")
+    with pytest.raises(pytest.skip.Exception, match=r"kernel-verify\[sklearn\]"):
+        _lazy.need("sklearn")
