@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: report test test-dev lint mutants calibrate bench bench-full clean
+.PHONY: report test test-dev lint mutants calibrate bench bench-full clean adapters conformance
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,15 @@ bench-full: $(STAMP)
 	$(BIN)/asv machine --yes
 	$(BIN)/asv run --python=same --show-stderr --set-commit-hash=HEAD
 	$(BIN)/asv publish
+
+# Optional library adapters (kernel_verify.adapters): the extras, with torch held at the pinned
+# CPU build so that no dependency pulls a CUDA torch.
+adapters: $(STAMP)
+	echo "torch==2.13.0" > $(VENV)/torch-pin.txt
+	$(BIN)/python -m pip install --quiet -c $(VENV)/torch-pin.txt -e ".[dev,adapters]"
+
+conformance: adapters
+	$(ONE_THREAD) $(BIN)/kernel-verify conformance
 
 clean:
 	rm -rf $(VENV) .hypothesis .pytest_cache

@@ -9,6 +9,9 @@ folders and are mapped into it by ``pyproject.toml``:
 * :mod:`kernel_verify.properties` (``properties/``): the shipped Hypothesis property suite, run
   by ``kernel-verify check`` and by ``pytest --kv-target module:attr`` (pytest plugin
   :mod:`kernel_verify.properties.plugin`).
+
+Shipped adapters of widely used third-party libraries live in :mod:`kernel_verify.adapters`
+(``kernel-verify conformance``).
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -10,6 +10,7 @@ Subcommands (each has ``--help``):
   (``module:attribute``; see README "Verify your own implementation").
 * ``mutants``: run the suite against every mutant and print the kill matrix.
 * ``calibrate``: measure the false-alarm rate of the statistical properties.
+* ``conformance``: conformance pages of the shipped library adapters (``kernel_verify.adapters``).
 """
 
 from __future__ import annotations
@@ -120,6 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, default=200, help="fresh seeds per statistical check")
     p.add_argument("--alpha", type=float, default=0.05, help="loose per-check α to calibrate at")
     p.set_defaults(run=_lazy("kernel_verify.verify.calibration", "run_calibration"))
+
+    p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")
+    p.add_argument("libraries", nargs="*", metavar="LIBRARY",
+                   help="sklearn, performer, fla, nystrom_attention, fast_transformers "
+                   "(default: all)")
+    p.add_argument("--out", default="reports/conformance", help="output folder")
+    p.add_argument("--profile", default="dev", help="Hypothesis profile (default: dev)")
+    p.add_argument("--quick", action="store_true", help="smaller independent measurements")
+    p.add_argument("--reuse", action="store_true",
+                   help="rewrite the pages from the saved <library>.json without running")
+    p.set_defaults(run=_lazy("kernel_verify.adapters.conformance", "run_conformance"))
     return parser
 
 

@@ -1,0 +1,181 @@
+"""``kernel-verify conformance [LIBRARY ...]``: a Markdown page per adapted library.
+
+For each library (:data:`kernel_verify.adapters.LIBRARIES`) the shipped property suite runs
+against ``kernel_verify.adapters.<library>:targets`` exactly as ``kernel-verify check`` runs it
+(:func:`kernel_verify.verify.thirdparty.cli.run_suite`), every confirmed finding is re-measured
+by :mod:`kernel_verify.adapters.confirm`, and ``reports/conformance/<library>.md`` records:
+versions (library, its dependencies, torch, numpy, Python, kernel-verify), the commands, wall
+times, what the library does right, each finding (mechanism, independent measurement with its
+95 % interval, reproducing commands, fix), every failing property with its evidence and what
+explains it, and the verdict of every property. A library that is not installed gets a page
+saying so, with the command that installs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kernel_verify.adapters import notes
+from kernel_verify.adapters._lazy import LIBRARIES, dist_version, install_hint, missing_reason
+
+#: Distributions whose versions each page records, besides the library itself.
+DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "sklearn": ("scipy",),
+    "performer": ("einops", "local-attention", "axial-positional-embedding"),
+    "fla": ("triton", "einops"),
+    "nystrom_attention": ("einops",),
+    "fast_transformers": (),
+}
+COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
+
+
+def versions(key: str) -> list[tuple[str, str]]:
+    lib = LIBRARIES[key]
+    rows = [(d, dist_version(d)) for d in (lib.dist, *DEPENDENCIES[key], *COMMON)]
+    return [*rows, ("python", platform.python_version())]
+
+
+def _spec(key: str) -> str:
+    return f"kernel_verify.adapters.{key}:targets"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _explain(v, key: str) -> str:
+    for f in notes.FINDINGS[key]:
+        if v.prop in f.properties:
+            return f"explained by the finding “{f.title}”"
+    if v.prop in notes.EXPLAINED.get(key, {}):
+        return notes.EXPLAINED[key][v.prop]
+    if v.prop in notes.CONTRACT_PROPERTIES:
+        return ("the suite's own input contract (ValueError on NaN/Inf or mismatched shapes), "
+                "which the library does not claim: not a numerical defect")
+    return ("not confirmed by an independent route: reported to the kernel-verify maintainers "
+            "as a possible suite issue, not as a library defect")
+
+
+def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float],
+         profile: str) -> str:
+    lib = LIBRARIES[key]
+    lines = [f"# Conformance: {lib.title}", "",
+             f"Written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `kernel-verify conformance "
+             f"{key}` (Hypothesis profile `{profile}`).", "",
+             "| package | version |", "|---|---|"]
+    lines += [f"| {d} | {v} |" for d, v in versions(key)]
+    lines += ["", "Commands:", "", "```bash",
+              f"pip install 'kernel-verify[{lib.extra}]'",
+              f"kernel-verify check {_spec(key)}        # the property suite, verdict table",
+              f"kernel-verify conformance {key}          # this page",
+              "python -m kernel_verify.adapters.confirm  # the independent measurements",
+              "```", ""]
+    reason = missing_reason(key)
+    if reason is not None:
+        lines += [f"**Not run**: {reason}.", ""]
+        if key in notes.MINOR:
+            lines += [notes.MINOR[key], ""]
+        return "\n".join(lines)
+    verdicts = run.verdicts
+    counts = {o: sum(v.outcome == o for v in verdicts) for o in ("pass", "fail", "skip")}
+    lines += [f"Property suite: {counts['pass']} passed, {counts['fail']} failed, "
+              f"{counts['skip']} skipped in {run.seconds:.0f} s; independent measurements: "
+              f"{seconds.get('confirm', 0.0):.0f} s.", ""]
+    if run.crashed:
+        lines += ["**The suite did not run**:", "", "```", run.output_tail, "```", ""]
+    lines += ["## What it does right", "", notes.RIGHT[key] or "(see the verdicts)", ""]
+    passed = sorted({f"`{v.prop}` ({v.target})" for v in verdicts
+                     if v.outcome == "pass" and v.target})
+    if passed:
+        lines += ["Properties passed by its targets: " + "; ".join(passed) + ".", ""]
+    if key in notes.MINOR:
+        lines += ["Minor (not defects at realistic settings): " + notes.MINOR[key], ""]
+    findings = notes.FINDINGS[key]
+    lines += ["## Findings", ""]
+    if not findings:
+        lines += ["None found: every failing property (if any) is listed below with what "
+                  "explains it.", ""]
+    for i, f in enumerate(findings, 1):
+        lines += [f"### {i}. {f.title}", "", f.what, "",
+                  "Independent measurement (`python -m kernel_verify.adapters.confirm "
+                  f"{f.confirm}`):", "", "```", confirmations.get(f.confirm, "(not run)"), "```",
+                  ""]
+        for prop in f.properties:
+            lines += [f"Property: `kernel-verify check {_spec(key)} -k {prop}`", ""]
+        lines += [f"**Fix**: {f.fix}", ""]
+    fails = [v for v in verdicts if v.outcome == "fail"]
+    lines += ["## Failing properties", ""]
+    if not fails:
+        lines += ["None.", ""]
+    for v in fails:
+        lines += [f"* `{v.family}::{v.prop}` on `{v.target or '—'}`: {_explain(v, key)}. "
+                  f"Reproduce: `kernel-verify check {_spec(key)} -k {v.prop}`", "",
+                  "  ```", *[f"  {ln}" for ln in v.evidence.splitlines()], "  ```", ""]
+    lines += ["## Every property", "", "| property | target | verdict | note |",
+              "|---|---|---|---|"]
+    for v in verdicts:
+        note = _cell(v.evidence.splitlines()[0]) if v.evidence else ""
+        lines.append(f"| `{v.family}::{v.prop}` | {v.target or '—'} | {v.outcome} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int = 2,
+                reuse: bool = False) -> Path:
+    """Run one library's conformance and write its page; returns the page's path. The raw
+    outcomes and measurements are kept in ``<library>.json``; ``reuse`` rewrites the page from
+    them without running anything."""
+    from kernel_verify.adapters import confirm
+    from kernel_verify.verify.thirdparty.cli import Outcome, SuiteRun, run_suite
+
+    run, confirmations, seconds = None, {}, {}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    saved = out_dir / f"{key}.json"
+    if missing_reason(key) is None:
+        if reuse and saved.exists():
+            data = json.loads(saved.read_text(encoding="utf-8"))
+            run = SuiteRun(data["spec"], data["returncode"], data["seconds"],
+                           [Outcome(**o) for o in data["outcomes"]], data["output_tail"])
+            confirmations, seconds = data["confirmations"], data["confirm_seconds"]
+            for f in notes.FINDINGS[key]:  # findings added since the run
+                if f.confirm not in confirmations:
+                    confirmations[f.confirm] = confirm.run(f.confirm, quick)
+        else:
+            run = run_suite(_spec(key), profile=profile, jobs=jobs)
+            start = time.monotonic()
+            for f in notes.FINDINGS[key]:
+                confirmations[f.confirm] = confirm.run(f.confirm, quick)
+            seconds["confirm"] = time.monotonic() - start
+        saved.write_text(json.dumps({
+            "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,
+            "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
+            "confirmations": confirmations, "confirm_seconds": seconds,
+        }, indent=1, ensure_ascii=False), encoding="utf-8")
+    path = out_dir / f"{key}.md"
+    path.write_text(page(key, run, confirmations, seconds, profile), encoding="utf-8")
+    return path
+
+
+def run_conformance(args: argparse.Namespace) -> int:
+    """``kernel-verify conformance [LIBRARY ...] [--out DIR] [--profile P] [--quick]
+    [--reuse]``."""
+    keys = args.libraries or list(LIBRARIES)
+    unknown = sorted(set(keys) - set(LIBRARIES))
+    if unknown:
+        print(f"kernel-verify conformance: unknown libraries {unknown}; known: {list(LIBRARIES)}")
+        return 2
+    total = time.monotonic()
+    for key in keys:
+        start = time.monotonic()
+        reason = missing_reason(key)
+        path = conformance(key, out_dir=Path(args.out), profile=args.profile, quick=args.quick,
+                           reuse=args.reuse)
+        status = f"skipped ({reason}; {install_hint(LIBRARIES[key])})" if reason else "ran"
+        print(f"{key}: {status}, {time.monotonic() - start:.0f} s → {path}", flush=True)
+    print(f"conformance: {len(keys)} page(s) in {time.monotonic() - total:.0f} s")
+    return 0

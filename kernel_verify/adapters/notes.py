@@ -1,0 +1,203 @@
+"""What the conformance pages say about each library beyond the verdict table.
+
+For each library: what it does right, each confirmed finding (the measurement that confirms it is
+:mod:`kernel_verify.adapters.confirm`, rerun when the page is written), and the verdicts that are
+not library defects (the suite's own contract, e.g. rejecting NaN with ``ValueError``, which no
+library claims). ``PROPERTY_FINDINGS`` ties failing properties to the finding that explains them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Finding:
+    title: str
+    confirm: str  # name in kernel_verify.adapters.confirm.FINDINGS
+    what: str  # the mechanism, in the library's terms
+    fix: str  # what a maintainer can do
+    properties: tuple[str, ...] = ()  # failing properties it explains (test function names)
+
+
+#: Properties that check the suite's own input contract (ValueError on NaN/Inf or on mismatched
+#: shapes): a failure there means "the library does not validate", never a numerical defect.
+CONTRACT_PROPERTIES = ("test_non_finite_input_is_rejected", "test_mismatched_shapes_are_rejected")
+
+RIGHT: dict[str, str] = {
+    "sklearn": (
+        "`RBFSampler.transform` equals the exact random-phase formula √(2/m)·cos(Wx + b) "
+        "(mpmath reference, derived rounding bound) for the suite's parameters, its own "
+        "`random_state` draw is unbiased for the Gaussian kernel exp(−γ‖x−y‖²) with the exact "
+        "variance, and ΦΦᵀ is PSD. `Nystroem` with a PSD kernel is exact on its landmark "
+        "columns, K̃ and K − K̃ are PSD, and its error respects the Eckart–Young bound."),
+    "performer": (
+        "`gaussian_orthogonal_random_matrix` rows are orthogonal within blocks to float64 "
+        "rounding and the draws are reproducible; non-causal `FastAttention` is a partition "
+        "of unity (outputs are convex combinations of the values), treats batch elements and "
+        "heads independently, is permutation equivariant, and stays finite over the input-"
+        "scale sweep; generalized (ReLU) attention is causal. On a CPU the causal mode always "
+        "uses `causal_linear_attention_noncuda` (the fast-transformers CUDA kernel does not "
+        "import); it prints a notice at construction."),
+    "fla": (
+        "`TaylorFeatureMap` is exactly the second-order Taylor map of Based "
+        "(φ(q)ᵀφ(k) = 1 + t + t²/2, t = qᵀk/√d) and matches the mpmath reference feature by "
+        "feature; `DPFPFeatureMap` (ν = 4) and `ReLUFeatureMap` match their formulas exactly."),
+    "nystrom_attention": (
+        "With each token its own landmark the layer approximates softmax attention (within "
+        "2e-2 at n = 4 after the 6-step pseudo-inverse; tests/test_adapters.py); passing "
+        "`mask=` keeps the landmark padding out: with v ≡ 1 the output is 1 to within 1e-4 on "
+        "average at n = 4000 (finding 1); outputs stay finite over the input-scale sweep."),
+    "fast_transformers": "",
+}
+
+#: Failing properties explained without a defect: library -> test function -> explanation.
+EXPLAINED: dict[str, dict[str, str]] = {
+    "fla": {
+        "test_features_match_reference": (
+            "in float16 at |x| ≈ 1e-3 (the reported case): `TaylorFeatureMap` computes in the "
+            "input dtype, so "
+            "xᵢxⱼ ≈ 3e-7 lands in float16's subnormal range and is rounded twice (product, then "
+            "÷√d): absolute error 3.8e-8 against the one-rounding bound 3.0e-8 the suite "
+            "derives for its compute-in-float32 convention. Not a defect at realistic settings "
+            "(the constant feature is 1); computing the outer product in float32 would remove it"
+        ),
+    },
+}
+
+#: Observations that are not defects at realistic settings, and how the adapter deals with them.
+MINOR: dict[str, str] = {
+    "performer": (
+        "`FastAttention(dim_heads=1)` with the default `nb_features = int(d·ln d)` = 0 fails in "
+        "`torch.cat` on an empty list (head dimension 1 only; the adapter uses at least 1 "
+        "feature). `gaussian_orthogonal_random_matrix` draws in torch's default dtype: in "
+        "float32 its rows are orthogonal only to float32 rounding "
+        "(|wᵢᵀwⱼ| = 1.5e-10 at d = 2 against the float64 bound 2.1e-16); the adapter sets "
+        "the default dtype to float64 so that the suite's float64 bounds apply."),
+    "fast_transformers": (
+        "pytorch-fast-transformers 0.4.0 (2021) is a source distribution. With `nvcc` on "
+        "`PATH` its setup.py builds CUDA extensions and stops asking for CUDA_HOME; with `nvcc` "
+        "kept off `PATH` (`env PATH=/usr/bin:/bin pip install --no-build-isolation --no-deps "
+        "pytorch-fast-transformers`, against the installed torch 2.13.0) the CPU extensions "
+        "compile without errors, but on the 2-core machine this was tried on the build did not "
+        "finish within its 10-minute time box (hashing, aggregation and two clustering "
+        "extensions done; sparse, local and causal products not reached). No adapter was "
+        "written against an API that could not be run. performer-pytorch's causal mode tries to "
+        "import this library's CUDA kernel and falls back to its own torch code without it."),
+    "nystrom_attention": (
+        "The layer owns its q/k/v projections; the adapter sets them to the identity and turns "
+        "off the depth-wise convolution residual (`residual=False`), so what is tested is the "
+        "attention itself. The layer takes one sequence, so the shape checks that pass are the "
+        "adapter's, not the library's."),
+}
+
+FINDINGS: dict[str, list[Finding]] = {
+    "sklearn": [
+        Finding(
+            "Nystroem: absolute singular-value clip amplifies rounding for low-rank kernels",
+            "sklearn_nystroem_rank_deficient",
+            "`Nystroem.fit` clips the singular values of W = K[S, S] at an absolute 1e-12 and "
+            "uses 1/√S for all of them. When `n_components` exceeds the rank of the kernel "
+            "(linear or polynomial kernels with `n_components > d`, duplicated points), W's "
+            "numerically-null singular values (~1e-15·‖W‖) are raised to 1e-12 and their "
+            "rounding-level components in C are amplified by up to 1e6, instead of being cut "
+            "off as a pseudo-inverse does. The suite's derived bound for any backward-stable "
+            "solver is exceeded (12 of 36 entries, ×11 at n = 6).",
+            "Use a relative cutoff: drop (or zero) singular values below "
+            "`max(S)·n_components·eps` (the `numpy.linalg.pinv`/`scipy.linalg.pinvh` rule) "
+            "rather than clipping at 1e-12; for symmetric W an `eigh` with the same cutoff is "
+            "cheaper.",
+            ("test_exact_for_a_rank_deficient_kernel",)),
+        Finding(
+            "Nystroem with an indefinite kernel approximates |W|, not W",
+            "sklearn_nystroem_sigmoid",
+            "`normalization_ = U·S^(−1/2)·Vᵀ` from the SVD makes the features give "
+            "K̃ = C·V·S⁻¹·Vᵀ·Cᵀ = C|W|⁻¹Cᵀ. For a PSD kernel |W| = W; for `kernel='sigmoid'` "
+            "(accepted) W has negative eigenvalues, and "
+            "K̃[S, S] = |W|: the approximation is not exact on its own landmarks and flips the "
+            "sign of the negative part of the spectrum. Not caught by the property suite (its "
+            "Nyström properties use PSD kernels only), measured directly.",
+            "Document that Nystroem assumes a PSD kernel and returns a PSD approximation "
+            "(C|W|⁺Cᵀ) for indefinite ones, or warn when W has eigenvalues below "
+            "−n·eps·‖W‖ (one `eigvalsh` of an n_components² matrix)."),
+    ],
+    "performer": [
+        Finding(
+            "gaussian_orthogonal_random_matrix: rows are not sign-symmetric (no QR sign fix)",
+            "performer_orf_signs",
+            "`orthogonal_matrix_chunk` returns Qᵀ from `torch.linalg.qr` of a Gaussian block "
+            "without multiplying by diag(sign Rᵢᵢ), so Q is not Haar-distributed (Mezzadri "
+            "2007): row i of each block has its i-th coordinate negative with probability 1 "
+            "(row 0) down to ≈ 1/3 (last row). Rows are therefore not marginally N(0, I), "
+            "which the ORF estimator's unbiasedness rests on (Performer, Theorem 2). For a "
+            "query or key along a coordinate axis the kernel estimate is biased; the exact "
+            "predicted bias at x = 0.5·e₁, m = 256, d = 64 is −(4/256)·(1 − 2Φ(−1)) = −1.07 % "
+            "(row 0 of the 4 blocks only).",
+            "In `orthogonal_matrix_chunk`: `q, r = torch.linalg.qr(block); q = q * "
+            "torch.sign(torch.diagonal(r)).unsqueeze(-2)` before `q.t()` (one line).",
+            ("test_rows_are_standard_gaussian",)),
+        Finding(
+            "softmax_kernel: ε = 1e-4 added after the global key shift turns attention uniform",
+            "performer_eps",
+            "Key features are exp(ωᵀk' − ‖k'‖²/2 − c) + ε with c the maximum of ωᵀk' over all "
+            "features and positions. At unit-variance inputs (d = 64, ‖k'‖² ≈ 8, c ≈ 14 at "
+            "n = 4096) the exponential is ~1e-8 for almost every key feature, so ε dominates "
+            "and every key gets (almost) the same features: the output is the plain average of "
+            "v. The shift itself is harmless (shared by all keys, it cancels); the ε added "
+            "after it does not cancel, and its effect depends on n through c.",
+            "Scale ε with the features it is added to (exp(a − c) + ε·exp(−c), i.e. add it "
+            "before the shift, where it is negligible), or drop it and guard only the "
+            "denominator, or compute in log space (two softmaxes, no ε; docs/math.md §9). "
+            "Note the ε = 0 estimator is itself very noisy at these norms "
+            "(relative error ≈ 4): what users get from the library is mean pooling.",
+            ("test_large_scale_keeps_the_argmax_value",
+             "test_error_to_softmax_attention_falls_as_m_grows")),
+        Finding(
+            "FastAttention(causal=True): past outputs depend on future keys",
+            "performer_causal_leak",
+            "The key stabiliser c = max over *all* positions of ωᵀk' (`amax(dim=(-1, -2))`) is "
+            "computed before the prefix sums, so changing keys after position i changes c, "
+            "hence the relative size of ε in every key feature, hence outputs at positions "
+            "≤ i. Without ε the shift would cancel; with it, causality is broken.",
+            "Take the key maximum per prefix (or a constant bound such as ‖k'‖·max‖ω‖), or "
+            "drop ε (see the previous finding); both restore causality.",
+            ("test_past_outputs_ignore_the_future",)),
+        Finding(
+            "Causal path: 1e-6 added to the denominator only shrinks outputs towards 0",
+            "performer_causal_denominator",
+            "`causal_linear_attention_noncuda` (the path every CPU user gets) computes "
+            "D = φ(q)·(Σ_(j≤i) φ(k_j) + 1e-6) but the numerator without the 1e-6, so the "
+            "weights sum to less than 1: with v ≡ 1 the output is below 1. The shortfall is "
+            "large where the prefix sums are small — the first positions, and every position "
+            "when softmax_kernel's ε dominates the key features (each ≈ 1e-4/√m).",
+            "Add the same term to the numerator's prefix sum or, better, guard the denominator "
+            "only against 0 (`D.clamp_min(tiny)`) instead of shifting it.",
+            ("test_partition_of_unity", "test_outputs_are_convex_combinations_of_visible_values")),
+    ],
+    "fla": [],
+    "nystrom_attention": [
+        Finding(
+            "Landmark padding is attended to when no mask is passed (the default)",
+            "nystrom_padding",
+            "`forward` prepends `num_landmarks − n mod num_landmarks` zero tokens; only a "
+            "`mask` keeps them out of the softmaxes. With `mask=None` (the default) "
+            "the zero keys get score 0 and value 0, so every output "
+            "is shrunk towards 0 by their attention weight, and the first landmark averages "
+            "real and padded tokens.",
+            "When `mask` is None and padding is added, build `mask = torch.ones(b, n)` before "
+            "padding (so the existing masked path runs), or pad with a mask internally.",
+            ()),
+        Finding(
+            "The iterative pseudo-inverse couples batch elements and heads",
+            "nystrom_batch_coupling",
+            "`moore_penrose_iter_pinv` starts from Z₀ = Aᵀ/(max col sum · max row sum) with "
+            "`torch.max` over the whole tensor (every batch element and head), and 6 "
+            "iterations do not converge from a start that is too small; so the output of one "
+            "sequence depends on what else is in the batch.",
+            "`col = abs_x.sum(-1).amax(-1, keepdim=True)`, `row = abs_x.sum(-2).amax(-1, "
+            "keepdim=True)` and divide per matrix: `z = x.transpose(-1, -2) / (col * row)"
+            ".unsqueeze(-1)`.",
+            ("test_batch_elements_and_heads_are_independent",)),
+    ],
+    "fast_transformers": [],
+}

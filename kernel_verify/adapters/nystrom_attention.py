@@ -1,0 +1,100 @@
+"""nystrom-attention (lucidrains) as protocol targets: ``NystromAttention`` called as a layer.
+
+Nyströmformer (Xiong et al. 2021; docs/math.md §8): with segment-mean landmarks ``Q̃``, ``K̃``
+(``num_landmarks`` segments of ``l = ⌈n/num_landmarks⌉`` tokens),
+``out = softmax(QK̃ᵀ/√d)·Z·softmax(Q̃Kᵀ/√d)·V`` where ``Z`` approximates
+``softmax(Q̃K̃ᵀ/√d)⁺`` by ``pinv_iterations = 6`` steps of the iteration
+``Z ← ¼Z(13I − AZ(15I − AZ(7I − AZ)))`` from ``Z₀ = Aᵀ/(max_col_sum·max_row_sum)``. When ``n`` is
+not a multiple of ``num_landmarks`` the layer prepends zero tokens ("landmark padding"); a
+``mask`` marks them as padding, without one they are attended to like real tokens.
+
+The layer owns its projections, so the adapter feeds ``x = [q | k | v]`` (heads flattened,
+``dim = 3·h·d``, ``dim_head = d``) through a layer whose ``to_qkv`` is the identity and whose
+``to_out`` keeps the first ``h·d`` channels; ``residual=False`` (the depth-wise convolution of
+``V`` is a learned add-on, not attention). Everything else — landmarks, padding, mask handling,
+the iterative pseudo-inverse, the ``1/√d`` scale — is the library's code at its defaults.
+
+Targets (no randomness: ``seed`` is ignored): ``nystrom_attention.NystromAttention`` (the default
+``num_landmarks = 256``, so every test length is padded), ``…[mask]`` (same, with an all-True
+``mask`` so the padding is masked) and ``…[no padding]`` (``num_landmarks`` the largest divisor of
+``n`` that is ≤ 8, so no padding happens). None claims permutation equivariance or positive
+weights: segment landmarks depend on the token order and ``Z`` has negative entries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_verify.adapters._lazy import need
+from kernel_verify.verify.thirdparty.protocol import AttentionTarget
+
+DEFAULT_LANDMARKS = 256  # NystromAttention's default
+
+
+def _divisor_landmarks(n: int, cap: int = 8) -> int:
+    return max(k for k in range(1, min(n, cap) + 1) if n % k == 0)
+
+
+def nystrom_layer(h: int, d: int, num_landmarks: int):
+    """A float64 ``NystromAttention`` whose projections pass ``[q | k | v]`` through unchanged."""
+    lib = need("nystrom_attention")
+    import torch
+
+    inner = h * d
+    layer = lib.NystromAttention(dim=3 * inner, dim_head=d, heads=h,
+                                 num_landmarks=num_landmarks, residual=False).double().eval()
+    with torch.no_grad():
+        layer.to_qkv.weight.copy_(torch.eye(3 * inner, dtype=torch.float64))
+        out = layer.to_out[0]
+        out.weight.zero_()
+        out.weight[:inner, :].copy_(torch.eye(inner, dtype=torch.float64))
+        out.bias.zero_()
+    return layer
+
+
+def run_layer(q, k, v, *, num_landmarks: int | None, mask: bool) -> np.ndarray:
+    """``(b, h, n, d)`` attention output of the library's layer (see module docstring)."""
+    import torch
+
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    if not (q.shape == k.shape and k.shape[:-1] == v.shape[:-1]):
+        raise ValueError(f"q, k, v shapes {q.shape}, {k.shape}, {v.shape}: the layer takes one "
+                         "sequence [q | k | v] of one width")
+    b, h, n, d = q.shape
+    if v.shape[-1] != d:
+        # The layer's values have the width of its queries (dim_head). Attention is linear in
+        # v and its weights ignore v, so wider or narrower values go through in zero-padded
+        # slices of width d.
+        slices = range(0, v.shape[-1], d)
+        outs = []
+        for j in slices:
+            part = v[..., j:j + d]
+            part = np.concatenate([part, np.zeros((*part.shape[:-1], d - part.shape[-1]))], -1)
+            outs.append(run_layer(q, k, part, num_landmarks=num_landmarks, mask=mask))
+        return np.concatenate(outs, -1)[..., : v.shape[-1]]
+    landmarks = _divisor_landmarks(n) if num_landmarks is None else num_landmarks
+    layer = nystrom_layer(h, d, landmarks)
+    x = np.concatenate([a.transpose(0, 2, 1, 3).reshape(b, n, h * d) for a in (q, k, v)], -1)
+    kwargs = {"mask": torch.ones(b, n, dtype=torch.bool)} if mask else {}
+    with torch.no_grad():
+        out = layer(torch.as_tensor(x), **kwargs)[..., : h * d].numpy()
+    return out.reshape(b, n, h, d).transpose(0, 2, 1, 3)
+
+
+def attention(*, num_landmarks: int | None, mask: bool):
+    def attn(q, k, v, *, causal: bool, seed: int) -> np.ndarray:
+        if causal:
+            raise ValueError("NystromAttention has no causal mode")
+        return run_layer(q, k, v, num_landmarks=num_landmarks, mask=mask)
+
+    return attn
+
+
+targets = [
+    AttentionTarget("nystrom_attention.NystromAttention",
+                    attention(num_landmarks=DEFAULT_LANDMARKS, mask=False), frozenset()),
+    AttentionTarget("nystrom_attention.NystromAttention[mask]",
+                    attention(num_landmarks=DEFAULT_LANDMARKS, mask=True), frozenset()),
+    AttentionTarget("nystrom_attention.NystromAttention[no padding]",
+                    attention(num_landmarks=None, mask=False), frozenset()),
+]

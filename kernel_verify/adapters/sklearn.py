@@ -1,0 +1,112 @@
+"""scikit-learn's kernel approximations as protocol targets.
+
+* ``RBFSampler`` — random Fourier features with a random phase (Rahimi & Recht 2007;
+  docs/math.md §1): ``φ(x) = √(2/m)·cos(Wx + b)``, ``W = √(2γ)·N(0, I)``, ``b ~ U[0, 2π)``, an
+  unbiased estimator of the Gaussian kernel ``exp(−γ‖x − y‖²) = exp(−‖x − y‖²/(2σ²))`` with
+  ``σ = (2γ)^(−1/2)``. Two targets at the library's defaults (``gamma=1.0``,
+  ``n_components=100``):
+
+  - white-box ``sklearn.RBFSampler``: the estimator is fitted as users fit it, then its fitted
+    ``random_weights_ = √(2γ)·Wᵀ`` and ``random_offset_ = b`` are set from the suite's draw, so
+    ``transform`` is compared with the exact registry formula ``rff_phase``;
+  - black-box ``sklearn.RBFSampler[random_state]``: ``RBFSampler(random_state=seed)
+    .fit_transform(x)``, the library's own draw.
+
+* ``Nystroem`` — landmark Nyström (docs/math.md §8) with the suite's kernel passed as a callable
+  ``kernel(x, y)`` (sklearn evaluates it pair by pair) and ``random_state`` from the suite's
+  generator: ``K̃ = ΦΦᵀ`` with ``Φ = transform(X)``; the landmarks are ``component_indices_``.
+  sklearn forms ``Φ = C·V S^(−1/2) Uᵀ`` from the SVD ``W = U S Vᵀ`` with ``S`` clipped at 1e-12,
+  which is ``C W⁺ Cᵀ`` for a PSD ``W`` (so the claims of MATH §8 apply) and ``C |W|⁻¹ Cᵀ`` for an
+  indefinite one (sigmoid kernel, see the conformance page).
+
+``SkewedChi2Sampler`` and ``AdditiveChi2Sampler`` are not targets: their kernels are defined on
+``x > −c`` and ``x ≥ 0`` only, while every property draws its inputs from ℝᵈ, and the protocol has
+no field for an input domain (reported to the lead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.adapters._lazy import need
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, KernelApproxTarget
+
+GAMMA = 1.0  # RBFSampler's default
+SIGMA = (2.0 * GAMMA) ** -0.5
+N_COMPONENTS = 100  # RBFSampler's default
+NYSTROEM_RANK = 4
+
+
+def _flat(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    return x.reshape(-1, x.shape[-1]), x.shape[:-1]
+
+
+def draw_rff_phase(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
+    """The suite's parameters of ``rff_phase``: ``W (m, d) ~ N(0, I)``, ``b ~ U[0, 2π)``."""
+    return {"W": rng.standard_normal((m, d)), "b": rng.uniform(0.0, 2.0 * np.pi, size=m)}
+
+
+def rbf_sampler_white(x: np.ndarray, params: Mapping[str, np.ndarray],
+                      config: Mapping[str, Any]) -> np.ndarray:
+    """``RBFSampler(gamma).fit(x).transform(x)`` with its fitted draw replaced by ``params``."""
+    km = need("sklearn", "kernel_approximation")
+    gamma = 0.5 / float(config["sigma"]) ** 2
+    w, b = np.asarray(params["W"]), np.asarray(params["b"])
+    x2, lead = _flat(np.asarray(x))
+    sampler = km.RBFSampler(gamma=gamma, n_components=w.shape[0]).fit(x2)
+    sampler.random_weights_ = (np.sqrt(2.0 * gamma) * w.T).astype(x2.dtype)
+    sampler.random_offset_ = b.astype(x2.dtype)
+    return sampler.transform(x2).reshape(*lead, w.shape[0])
+
+
+def rbf_sampler_black(x: np.ndarray, seed: int, *, n_components: int = N_COMPONENTS,
+                      gamma: float = GAMMA) -> np.ndarray:
+    """``RBFSampler(gamma, n_components, random_state=s).fit_transform(x)`` with ``s`` the
+    suite's ``seed`` hashed into the 32-bit range scikit-learn accepts."""
+    km = need("sklearn", "kernel_approximation")
+    x2, lead = _flat(np.asarray(x))
+    state = int(np.random.SeedSequence(int(seed)).generate_state(1)[0])
+    out = km.RBFSampler(gamma=gamma, n_components=n_components,
+                        random_state=state).fit_transform(x2)
+    return out.reshape(*lead, n_components)
+
+
+def nystroem(rank: int = NYSTROEM_RANK) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """``approximate(X, kernel, rng)`` of :class:`KernelApproxTarget` through
+    ``sklearn.kernel_approximation.Nystroem(kernel=callable)``."""
+
+    def approximate(X: np.ndarray, kernel: Callable, rng: np.random.Generator):
+        km = need("sklearn", "kernel_approximation")
+
+        def pair(a: np.ndarray, b: np.ndarray) -> float:
+            return float(np.asarray(kernel(a[None, :], b[None, :]))[0, 0])
+
+        seed = int(rng.integers(2**31 - 1))
+        ny = km.Nystroem(kernel=pair, n_components=min(rank, X.shape[0]), random_state=seed)
+        phi = ny.fit(X).transform(X)
+        return phi @ phi.T, np.asarray(ny.component_indices_)
+
+    return approximate
+
+
+_RFF_CLAIMS = frozenset({"unbiased", "bounded", "psd_kernel", "gaussian_rows"})
+
+targets = [
+    FeatureMapTarget(
+        "sklearn.RBFSampler", "gaussian", _RFF_CLAIMS, kernel_params={"sigma": SIGMA},
+        m=N_COMPONENTS, config={"sigma": SIGMA}, draw=draw_rff_phase,
+        numpy_fn=rbf_sampler_white, formula="rff_phase", matrix="iid",
+    ),
+    FeatureMapTarget(
+        "sklearn.RBFSampler[random_state]", "gaussian", _RFF_CLAIMS,
+        kernel_params={"sigma": SIGMA}, m=N_COMPONENTS, config={"sigma": SIGMA},
+        sample_fn=rbf_sampler_black, formula="rff_phase", matrix="iid",
+    ),
+    KernelApproxTarget(
+        "sklearn.Nystroem", nystroem(NYSTROEM_RANK),
+        frozenset({"psd", "schur_residual", "exact_on_landmarks"}), rank=NYSTROEM_RANK,
+    ),
+]
