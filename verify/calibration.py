@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_verify.verify import atomic
 from kernel_verify.verify.paths import reports_dir
 from kernel_verify.verify.stats import rejection_rate_interval
 
@@ -143,8 +144,7 @@ def run_calibration(args: argparse.Namespace) -> int:
         f"**{len(rows) - len(bad)}/{len(rows)} ok**",
     ]
     out = reports_dir() / "calibration.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(text) + "\n")
+    atomic.write_text(out, "\n".join(text) + "\n")
     print("\n".join(text))
     print(f"\n(written to {out})")
     return 1 if bad else 0
