@@ -33,6 +33,9 @@ from kernel_verify.verify import atomic
 from kernel_verify.verify.paths import reports_dir
 from kernel_verify.verify.stats import rejection_rate_interval
 
+#: Fewest fresh seeds a calibration may use (``--seeds``); the default is 200.
+MIN_SEEDS = 20
+
 
 @dataclass(frozen=True)
 class Row:
@@ -122,8 +125,8 @@ def _table(rows: list[Row]) -> list[str]:
 def run_calibration(args: argparse.Namespace) -> int:
     """``kernel-verify calibrate [--seeds N] [--alpha A]``; exit 1 if any check is not ok."""
     n_seeds, alpha = int(args.seeds), float(args.alpha)
-    if n_seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {n_seeds}")
+    if n_seeds < MIN_SEEDS:
+        raise ValueError(f"--seeds must be >= {MIN_SEEDS}, got {n_seeds}")
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {alpha}")
     entropy = int(np.random.SeedSequence().entropy) % 2**63
