@@ -33,20 +33,21 @@ import numpy as np
 from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import learned_maps as torch_lm
-from kernel_verify.impls.validation import check_positive_int
+from kernel_verify.impls.validation import check_positive_int, config_value
 
 _GMM_CONFIG = {"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None}
 
 
 def _draw_eps(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
     m = check_positive_int("m", m)
-    np_lm.mixture_layout(m, check_positive_int("n_components", config["n_components"]))
+    c = check_positive_int("n_components", config_value(config, "n_components"))
+    np_lm.mixture_layout(m, c)
     return {"eps": rng.standard_normal((m, d))}
 
 
 def _n_components(config: Mapping[str, Any]) -> int:
     """Every mixture component needs at least one frequency: ``m >= n_components``."""
-    return check_positive_int("n_components", config["n_components"])
+    return check_positive_int("n_components", config_value(config, "n_components"))
 
 
 def _gmm_kernel_params(tag: str):
@@ -108,7 +109,7 @@ def _draw_learned_fastfood(
 
 
 def _fastfood_learned_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
-    return {"sigma": config["sigma"], **np_lm.fastfood_learned_params(config, d)}
+    return {"sigma": config_value(config, "sigma"), **np_lm.fastfood_learned_params(config, d)}
 
 
 register(
@@ -150,7 +151,7 @@ register(
         output_dim=lambda d, m: 2 * np_lm.padded_size(d) * math.ceil(m / np_lm.padded_size(d)),
         draw=_draw_random_fastfood,
         config={"sigma": 1.0},
-        kernel_params=lambda config, d: {"sigma": config["sigma"]},
+        kernel_params=lambda config, d: {"sigma": config_value(config, "sigma")},
         description="Fastfood at its random initialisation (whole blocks): Gaussian kernel",
         source="Le et al. 2013; docs/math.md §3, §7",
     )
@@ -159,7 +160,8 @@ register(
 
 def _draw_latent(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
     m = check_positive_int("m", m)
-    return {"eps": rng.standard_normal((m, check_positive_int("latent_dim", config["latent_dim"])))}
+    k = check_positive_int("latent_dim", config_value(config, "latent_dim"))
+    return {"eps": rng.standard_normal((m, k))}
 
 
 register(

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import check_array, check_scalar
+from kernel_verify.impls.validation import check_array, check_scalar, config_value
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]
@@ -92,7 +92,7 @@ def taylor(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ_p(x) = [z^(⊗k)/√(k!)]_(k=0..p)``, ``z = x·d^(-1/4)``: ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``,
     ``t = qᵀk/√d`` (docs/math.md §5; order 2 = Based's full map)."""
     _check_x(x)
-    order = check_order("order", config["order"])
+    order = check_order("order", config_value(config, "order"))
     d = x.shape[-1]
     z = x * x.dtype.type(d**-0.25)
     blocks = [np.ones((*x.shape[:-1], 1), dtype=x.dtype)]
@@ -125,8 +125,8 @@ def taylor2_compressed(
 def polynomial(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ_α(x) = √(p!/α!)·Π x̃_i^(α_i)``, ``x̃ = [√c, x]``: ``φ(x)ᵀφ(y) = (xᵀy + c)^p`` (§5)."""
     _check_x(x)
-    p = check_order("p", config["p"])
-    c = check_scalar("c", config["c"], nonnegative=True)
+    p = check_order("p", config_value(config, "p"))
+    c = check_scalar("c", config_value(config, "c"), nonnegative=True)
     d = x.shape[-1]
     idx, coef = polynomial_indices(d, p)
     const = np.full((*x.shape[:-1], 1), math.sqrt(c), dtype=x.dtype)

@@ -49,6 +49,7 @@ from kernel_verify.impls.validation import (
     check_params,
     check_positive_int,
     check_scalar,
+    config_value,
 )
 
 Params = Mapping[str, np.ndarray]
@@ -85,7 +86,7 @@ def padded_size(d: int) -> int:
 
 
 def _seed(config: Mapping[str, Any]) -> int:
-    return check_positive_int("init_seed", config["init_seed"], minimum=0)
+    return check_positive_int("init_seed", config_value(config, "init_seed"), minimum=0)
 
 
 def _config_array(config: Config, key: str, default: np.ndarray, shape: tuple) -> np.ndarray:
@@ -126,7 +127,7 @@ def _default_gmm(seed: int, d: int, c: int, tag: str) -> tuple[np.ndarray, ...]:
 def gmm_params(config: Mapping[str, Any], d: int, tag: str) -> dict[str, np.ndarray]:
     """``{"pi": (C,), "mu": (C, d), "L": (C, d, d)}`` from ``config`` (``tag`` = "gmm_rks" or
     "gmm_prf" picks the default scales). π must be > 0 and sum to 1 within ``PI_SUM_ULPS·C·u``."""
-    c = check_positive_int("n_components", config["n_components"])
+    c = check_positive_int("n_components", config_value(config, "n_components"))
     pi0, mu0, l0 = _default_gmm(_seed(config), d, c, tag)
     pi = _config_array(config, "pi", pi0, (c,))
     mu = _config_array(config, "mu", mu0, (c, d))
@@ -165,7 +166,7 @@ def _gmm_setup(
 ) -> tuple[np.ndarray, np.ndarray]:
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
-    check_params("params", dict(params), {"eps": (None, None)})
+    check_params("params", params, {"eps": (None, None)}, backend="numpy")
     check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
     g = gmm_params(config, d, tag)
     omega, a2 = gmm_frequencies(params["eps"], g["pi"], g["mu"], g["L"])
@@ -247,10 +248,10 @@ def fastfood_learned_params(config: Mapping[str, Any], d: int) -> dict[str, np.n
 def fastfood(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``[cos(Wx/σ), sin(Wx/σ)]/√rows`` with W built from the Fastfood blocks in ``params``."""
     check_array("x", x, min_ndim=2, backend="numpy")
-    sigma = check_scalar("sigma", config["sigma"], positive=True)
+    sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     d = x.shape[-1]
     p = padded_size(d)
-    check_params("params", dict(params), {k: (None, p) for k in ("S", "G", "B", "perm")})
+    check_params("params", params, {k: (None, p) for k in ("S", "G", "B", "perm")}, backend="numpy")
     w = fastfood_matrix(params["S"], params["G"], params["B"], params["perm"], d)
     u = (x / x.dtype.type(sigma)) @ w.astype(x.dtype).T
     scale = x.dtype.type(1.0 / math.sqrt(w.shape[0]))
@@ -274,8 +275,8 @@ def generative_params(config: Mapping[str, Any], d: int) -> dict[str, np.ndarray
     ``W2 ~ N(0, 1/h)``, biases ``N(0, 0.1²)``. The small ``W1`` keeps the growth of
     ``sin(W1ε + b1)`` off the real axis slow, so the Gauss–Hermite reference of the kernel
     converges in few nodes."""
-    k = check_positive_int("latent_dim", config["latent_dim"])
-    h = check_positive_int("hidden", config["hidden"])
+    k = check_positive_int("latent_dim", config_value(config, "latent_dim"))
+    h = check_positive_int("hidden", config_value(config, "hidden"))
     w1, b1, w2, b2 = _default_generative(_seed(config), d, k, h)
     return {
         "W1": _config_array(config, "W1", w1, (h, k)),
@@ -295,7 +296,7 @@ def generative(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
     weights = generative_params(config, d)
-    check_params("params", dict(params), {"eps": (None, weights["W1"].shape[1])})
+    check_params("params", params, {"eps": (None, weights["W1"].shape[1])}, backend="numpy")
     omega = generative_frequencies(params["eps"], weights)
     check_last_dim("x", x, omega.shape[1])
     u = x @ omega.astype(x.dtype).T
