@@ -60,6 +60,17 @@ def _check_inputs(entry: FeatureMap, params: Any, config: Any, arrays: dict[str,
     if arrays[first].shape[-1] < 1:
         raise ValueError(f"{first} must have a last dimension d >= 1, got shape "
                          f"{tuple(arrays[first].shape)}")
+    if {"q", "k", "v"} <= set(arrays):
+        q, k, v = arrays["q"], arrays["k"], arrays["v"]
+        if q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"q and k must have the same last dimension d, got shapes "
+                             f"{tuple(q.shape)} and {tuple(k.shape)}")
+        if k.shape[-2] != v.shape[-2]:
+            raise ValueError(f"k and v must have the same number of rows (keys), got shapes "
+                             f"{tuple(k.shape)} and {tuple(v.shape)}")
+        if len({tuple(x.shape[:-2]) for x in (q, k, v)}) != 1:
+            raise ValueError(f"q, k, v must have the same leading (batch, head) shape, got "
+                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     return check_config(f"feature map {entry.name!r}", config, entry.config)
 
 

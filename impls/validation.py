@@ -147,6 +147,14 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def check_rng(name: str, rng: Any) -> np.random.Generator:
+    """A seeded ``numpy.random.Generator`` (randomness is an input; no global state)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+    return rng
+
+
 def check_one_backend(names: tuple[str, ...], *xs: Any) -> str:
     """Every array comes from one backend (all NumPy or all torch) and, for torch, one device.
 
@@ -217,6 +225,7 @@ __all__ = [
     "check_one_backend",
     "check_params",
     "check_positive_int",
+    "check_rng",
     "check_same_dtype",
     "check_same_leading",
     "check_scalar",

@@ -30,7 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import check_array, check_scalar, config_value
+from kernel_verify.impls.validation import (
+    check_array,
+    check_positive_int,
+    check_scalar,
+    config_value,
+)
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]
@@ -63,11 +68,15 @@ def check_order(name: str, value: Any) -> int:
 
 def taylor_dim(d: int, order: int) -> int:
     """``Σ_(k≤p) dᵏ``: the size of the tensor-power Taylor map."""
+    d = check_positive_int("d", d)
+    order = check_positive_int("order", order, minimum=0)
     return sum(d**k for k in range(order + 1))
 
 
 def polynomial_dim(d: int, p: int) -> int:
     """``C(d + p, p)``: the number of monomials of degree p in d+1 variables."""
+    d = check_positive_int("d", d)
+    p = check_positive_int("p", p, minimum=0)
     return math.comb(d + p, p)
 
 

@@ -82,6 +82,7 @@ PI_SUM_ULPS = 4
 
 def padded_size(d: int) -> int:
     """``p = 2^⌈log₂ d⌉``: the Hadamard size of Fastfood blocks."""
+    d = check_positive_int("d", d)
     return 1 << max(0, (d - 1).bit_length())
 
 
@@ -144,6 +145,8 @@ def gmm_params(config: Mapping[str, Any], d: int, tag: str) -> dict[str, np.ndar
 
 def mixture_layout(m: int, c: int) -> tuple[np.ndarray, np.ndarray]:
     """``(comps, counts)``: frequency i belongs to component ``i mod C``; needs ``m >= C``."""
+    m = check_positive_int("m", m)
+    c = check_positive_int("c", c)
     if m < c:
         raise ValueError(
             f"m (= {m}) must be >= n_components (= {c}): every component needs a frequency"
