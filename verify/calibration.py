@@ -13,6 +13,9 @@ Checks calibrated:
 
 * ``properties/test_random_matrices.py``: the nine row-law checks (:func:`row_law_checks`) on
   every built-in construction claiming Gaussian rows (d = m = 4, the property's 1000 draws);
+* ``properties/test_feature_unbiased.py`` and ``test_feature_variance.py``: ``mean_test`` and
+  ``variance_test`` of Monte Carlo estimates (:mod:`verify.checks.estimates`, the helpers the
+  properties use) on a bounded and an unbounded built-in estimator (:data:`ESTIMATOR_TARGETS`);
 * ``properties/test_attention_identities.py``: the model assumption of the convergence property,
   ``P(error at m=1024 ≥ ½·error at m=16) ≤ P0`` per trial, on every built-in attention claiming
   ``approximates_softmax`` (the observed per-trial rate with its interval, against P0), and the
@@ -97,7 +100,7 @@ def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
     k_star = convergence_threshold(CONV_SEEDS, alpha)
     for target in targets:
         trials = failures = rejections = 0
-        blocks = max(1, n_seeds // 10)
+        blocks = max(MIN_SEEDS, n_seeds // 10)  # ≥ 20 fresh seeds for the test's own rate
         for i in range(blocks):
             seed = int(np.random.SeedSequence([entropy, 1, i]).generate_state(1)[0]) % 2**31
             d = 2 + i % 5
@@ -109,6 +112,54 @@ def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
                         target.name, trials, failures, P0))
         rows.append(Row(f"attention: convergence test rejects (k* = {k_star} of {CONV_SEEDS})",
                         target.name, blocks, rejections, alpha))
+    return rows
+
+
+#: Feature maps whose Monte Carlo checks are calibrated: one bounded estimator (Hoeffding /
+#: Bernstein for the mean, the bounded variance test) and one unbounded (median of means with
+#: the exact variance), the two code paths of :func:`verify.stats.mean_test`.
+ESTIMATOR_TARGETS = ("rff_pairs[iid]", "softmax_positive[iid]")
+
+
+def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
+    """The unbiasedness property (``mean_test`` of φ(x)ᵀφ(y) against k(x, y)) and the variance
+    property (``variance_test`` against the exact variance), at random points as the properties
+    draw them, on correct built-in maps."""
+    from kernel_verify.impls.registry import get
+    from kernel_verify.verify.checks.estimates import (
+        DRAWS,
+        estimates,
+        exact_variance,
+        range_bound,
+    )
+    from kernel_verify.verify.references.kernels import kernel_mp
+    from kernel_verify.verify.stats import mean_test, variance_test
+    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+    rows = []
+    for name in ESTIMATOR_TARGETS:
+        target = FeatureMapTarget.from_entry(get(name))
+        mean_rejects = var_rejects = var_trials = 0
+        for i in range(n_seeds):
+            seed = int(np.random.SeedSequence([entropy, 2, i]).generate_state(1)[0])
+            rng = np.random.default_rng(seed)
+            d, m = 2 + i % 4, 2 + i % 7
+            x, y = (0.8 * u / np.linalg.norm(u) for u in rng.standard_normal((2, d)))
+            k = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
+            bounds = range_bound(target, d, m)
+            var = exact_variance(target, x, y, m)
+            samples = estimates(target, x, y, m, seed, DRAWS)
+            mean_rejects += not mean_test(samples, k, alpha=alpha, bounds=bounds, variance=var,
+                                          seed=seed).ok
+            if bounds is not None and var is not None:
+                var_trials += 1
+                var_rejects += not variance_test(samples, k, var, alpha=alpha, bounds=bounds,
+                                                 seed=seed).ok
+        rows.append(Row("feature_unbiased: mean_test of φ(x)ᵀφ(y) = k(x, y)", name, n_seeds,
+                        mean_rejects, alpha))
+        if var_trials:
+            rows.append(Row("feature_variance: variance_test = exact variance", name,
+                            var_trials, var_rejects, alpha))
     return rows
 
 
@@ -131,7 +182,8 @@ def run_calibration(args: argparse.Namespace) -> int:
         raise ValueError(f"--alpha must be in (0, 1), got {alpha}")
     entropy = int(np.random.SeedSequence().entropy) % 2**63
     start = time.monotonic()
-    rows = _matrix_rows(n_seeds, alpha, entropy) + _convergence_rows(n_seeds, alpha, entropy)
+    rows = (_matrix_rows(n_seeds, alpha, entropy) + _estimator_rows(n_seeds, alpha, entropy)
+            + _convergence_rows(n_seeds, alpha, entropy))
     seconds = time.monotonic() - start
     bad = [r for r in rows if not r.ok]
     text = [
