@@ -115,6 +115,21 @@ def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
     return rows
 
 
+#: Every statistical property (``@pytest.mark.statistical``) → the calibration rows that measure
+#: the check function it calls (tests/test_calibration.py keeps this complete).
+CALIBRATED = {
+    "test_random_matrices.py::test_rows_are_standard_gaussian": "random_matrices:",
+    "test_feature_unbiased.py::test_unbiased_on_random_points": "feature_unbiased: mean_test",
+    "test_feature_unbiased.py::test_unbiased_on_grid": "feature_unbiased: mean_test",
+    "test_feature_unbiased.py::test_biased_mean_is_mean_kernel": "feature_unbiased: mean_test",
+    "test_feature_unbiased.py::test_bias_is_visible_where_theory_says_it_is_large":
+        "feature_unbiased: mean_test",
+    "test_feature_variance.py::test_sample_variance_matches_exact_variance":
+        "feature_variance: variance_test",
+    "test_attention_identities.py::test_error_to_softmax_attention_falls_as_m_grows":
+        "attention: convergence test",
+}
+
 #: Feature maps whose Monte Carlo checks are calibrated: one bounded estimator (Hoeffding /
 #: Bernstein for the mean, the bounded variance test) and one unbounded (median of means with
 #: the exact variance), the two code paths of :func:`verify.stats.mean_test`.
