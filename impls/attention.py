@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel_verify.impls.attention_checks import DenominatorError
+from kernel_verify.impls.attention_checks import ZERO_DENOMINATOR_POLICIES, DenominatorError
 from kernel_verify.impls.registry import FeatureMap, get
 from kernel_verify.impls.validation import (
     _is_torch,
@@ -135,6 +135,9 @@ def feature_map_attention(
     check_bool("causal", causal)
     if use_log is not None:
         check_bool("use_log", use_log)
+    if zero_denominator is not None and zero_denominator not in ZERO_DENOMINATOR_POLICIES:
+        raise ValueError(f"zero_denominator must be one of {ZERO_DENOMINATOR_POLICIES} or None, "
+                         f"got {zero_denominator!r}")
     att, _ = _backend(q)
     if entry.attention_prescale:
         scale = float(q.shape[-1]) ** -0.25

@@ -188,3 +188,10 @@ def test_flags_must_be_bools(setup, flag) -> None:
     entry, params, q, k, v = setup
     with pytest.raises(TypeError, match=f"{flag} must be a bool"):
         feature_map_attention(entry, params, q, k, v, **{flag: 1})
+
+
+@pytest.mark.parametrize("use_log", [True, False])
+def test_zero_denominator_is_checked_on_both_paths(setup, use_log) -> None:
+    entry, params, q, k, v = setup
+    with pytest.raises(ValueError, match="zero_denominator must be one of"):
+        feature_map_attention(entry, params, q, k, v, use_log=use_log, zero_denominator="zeros")
