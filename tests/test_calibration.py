@@ -50,3 +50,32 @@ def test_small_calibration_run_covers_every_check(tmp_path, monkeypatch, capsys)
     assert all(int(r[2]) >= 20 for r in rows), [r[:3] for r in rows if int(r[2]) < 20]
     assert code in (0, 1)
     capsys.readouterr()
+
+
+def test_statistical_checks_in_properties_carry_their_seed() -> None:
+    """Every statistical check the properties call is given the seed, which its failure message
+    prints next to the reproduction line (verify.stats.StatResult.explain)."""
+    import ast
+
+    calls = []
+    for path in PROPERTIES.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
+                    "mean_test", "variance_test", "row_law_checks"):
+                calls.append((path.name, node.lineno, {k.arg for k in node.keywords}))
+    assert calls
+    missing = [(f, line) for f, line, kws in calls if "seed" not in kws]
+    assert not missing, f"statistical checks without seed=: {missing}"
+
+
+def test_a_failing_statistical_check_prints_its_seed() -> None:
+    import numpy as np
+
+    from kernel_verify.verify.stats import mean_test
+
+    samples = np.random.default_rng(5).uniform(0, 1, 400)
+    result = mean_test(samples, 0.9, alpha=1e-3, bounds=(0.0, 1.0), seed=424242,
+                       repro="pytest -k example")
+    assert not result.ok
+    with pytest.raises(AssertionError, match="seed: 424242"):
+        result.check()
