@@ -189,6 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"kernel-verify {args.command}: error: {err}", file=sys.stderr)
         return USAGE_EXIT
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
+        # an output path the user gave (--out, --json) cannot be written
+        print(f"kernel-verify {args.command}: error: cannot write {err.filename!r}: "
+              f"{err.strerror}", file=sys.stderr)
+        return USAGE_EXIT
     except BrokenPipeError:  # e.g. `kernel-verify list | head`
         sys.stderr.close()
         return 0
