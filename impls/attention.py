@@ -10,8 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.validation import _is_torch, check_array
+from kernel_verify.impls.attention_checks import ZERO_DENOMINATOR_POLICIES, DenominatorError
+from kernel_verify.impls.registry import FeatureMap, get
+from kernel_verify.impls.validation import (
+    _is_torch,
+    check_array,
+    check_bool,
+    check_config,
+    check_one_backend,
+    check_same_dtype,
+)
 
 
 def _backend(q: Any) -> tuple[Any, Any]:
@@ -24,6 +32,48 @@ def _backend(q: Any) -> tuple[Any, Any]:
     return att, "numpy"
 
 
+def resolve_entry(entry: FeatureMap | str) -> FeatureMap:
+    """A registry entry, or its name (looked up in the registry; unknown names list the known)."""
+    if isinstance(entry, FeatureMap):
+        return entry
+    if isinstance(entry, str):
+        try:
+            return get(entry)
+        except KeyError as err:
+            raise ValueError(f"entry: {err.args[0]}") from None
+    raise TypeError(f"entry must be a registry FeatureMap or a map name, got "
+                    f"{type(entry).__name__}")
+
+
+def _check_inputs(entry: FeatureMap, params: Any, config: Any, arrays: dict[str, Any]) -> Any:
+    """Validate everything :func:`map_features`/:func:`feature_map_attention` are given, each
+    array under its own name, before any feature is computed; returns the config to use."""
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping of parameter arrays (entry.draw(...)), got "
+                        f"{type(params).__name__}")
+    backend = "torch" if _is_torch(next(iter(arrays.values()))) else "numpy"
+    check_one_backend(tuple(arrays), *arrays.values())
+    for name, x in arrays.items():
+        check_array(name, x, min_ndim=2, backend=backend)
+    check_same_dtype(tuple(arrays), *arrays.values())
+    first = next(iter(arrays))
+    if arrays[first].shape[-1] < 1:
+        raise ValueError(f"{first} must have a last dimension d >= 1, got shape "
+                         f"{tuple(arrays[first].shape)}")
+    if {"q", "k", "v"} <= set(arrays):
+        q, k, v = arrays["q"], arrays["k"], arrays["v"]
+        if q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"q and k must have the same last dimension d, got shapes "
+                             f"{tuple(q.shape)} and {tuple(k.shape)}")
+        if k.shape[-2] != v.shape[-2]:
+            raise ValueError(f"k and v must have the same number of rows (keys), got shapes "
+                             f"{tuple(k.shape)} and {tuple(v.shape)}")
+        if len({tuple(x.shape[:-2]) for x in (q, k, v)}) != 1:
+            raise ValueError(f"q, k, v must have the same leading (batch, head) shape, got "
+                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    return check_config(f"feature map {entry.name!r}", config, entry.config)
+
+
 def map_features(
     entry: FeatureMap,
     x: Any,
@@ -33,8 +83,16 @@ def map_features(
     positions: Any = None,
     log: bool = False,
 ) -> Any:
-    """``φ(x)`` (or ``log φ(x)``) of ``entry`` on the backend of ``x``."""
-    cfg = entry.config if config is None else config
+    """``φ(x)`` (or ``log φ(x)``) of ``entry`` (a registry entry or its name) on the backend
+    of ``x``; ``config`` (None: the entry's) must have exactly the entry's config keys."""
+    entry = resolve_entry(entry)
+    check_bool("log", log)
+    cfg = _check_inputs(entry, params, config, {"x": x})
+    return _features(entry, x, params, cfg, positions=positions, log=log)
+
+
+def _features(entry: FeatureMap, x: Any, params: Mapping[str, Any], cfg: Mapping[str, Any], *,
+              positions: Any, log: bool) -> Any:
     torch_input = _is_torch(x)
     if log:
         if not entry.has("log_features"):
@@ -65,32 +123,61 @@ def feature_map_attention(
 ) -> Any:
     """Linear attention ``D̂⁻¹ φ(Q)(φ(K)ᵀV)`` (or causal) with the map ``entry`` (docs/math.md §9).
 
-    ``use_log`` defaults to the map's ``log_features`` claim. ``zero_denominator`` defaults to
+    ``entry`` is a registry entry or its name. Every argument is validated first, each under its
+    own name (NaN/Inf, dtype, backend, device, shapes, config keys). ``use_log`` defaults to the
+    map's ``log_features`` claim. ``zero_denominator`` defaults to
     ``"zero"`` for nonnegative maps (rows with no positive weight give 0) and ``"raise"``
     otherwise. ``positions`` (token positions, for positional maps) apply to queries and keys
     alike.
     """
+    entry = resolve_entry(entry)
+    cfg = _check_inputs(entry, params, config, {"q": q, "k": k, "v": v})
+    check_bool("causal", causal)
+    if use_log is not None:
+        check_bool("use_log", use_log)
+    if zero_denominator is not None and zero_denominator not in ZERO_DENOMINATOR_POLICIES:
+        raise ValueError(f"zero_denominator must be one of {ZERO_DENOMINATOR_POLICIES} or None, "
+                         f"got {zero_denominator!r}")
     att, _ = _backend(q)
-    check_array("q", q, min_ndim=2)
     if entry.attention_prescale:
         scale = float(q.shape[-1]) ** -0.25
         q, k = q * scale, k * scale
     if use_log is None:
         use_log = entry.has("log_features")
-    kwargs = {"config": config, "positions": positions}
+    kwargs = {"positions": positions}
     if use_log:
-        lq = map_features(entry, q, params, log=True, **kwargs)
-        lk = map_features(entry, k, params, log=True, **kwargs)
+        lq = _features(entry, q, params, cfg, log=True, **kwargs)
+        lk = _features(entry, k, params, cfg, log=True, **kwargs)
         torch_v = _is_torch(v)
         v_work = v.to(lq.dtype) if torch_v else v.astype(lq.dtype, copy=False)
         out = att.log_linear_attention(lq, lk, v_work, causal=causal, chunk_size=chunk_size)
         return out.to(v.dtype) if torch_v else out.astype(v.dtype, copy=False)
     if zero_denominator is None:
         zero_denominator = "zero" if entry.has("nonnegative") else "raise"
-    fq = map_features(entry, q, params, **kwargs)
-    fk = map_features(entry, k, params, **kwargs)
-    return att.linear_attention(fq, fk, v, causal=causal, chunk_size=chunk_size,
-                                zero_denominator=zero_denominator)
+    fq = _features(entry, q, params, cfg, log=False, **kwargs)
+    fk = _features(entry, k, params, cfg, log=False, **kwargs)
+    try:
+        return att.linear_attention(fq, fk, v, causal=causal, chunk_size=chunk_size,
+                                    zero_denominator=zero_denominator)
+    except DenominatorError as err:
+        if entry.has("positive") and err.finite and err.n_negative == 0 and err.n_zero:
+            hint = ("use_log=True (the log-space path, exact at any norm)"
+                    if entry.has("log_features") else "smaller inputs")
+            raise ValueError(
+                f"attention denominator underflowed to 0 in {err.n_zero} rows: the features of "
+                f"{entry.name!r} are positive, but exp(log φ) underflows at these input norms "
+                f"(max ‖q‖ = {_max_norm(q):.3g}, max ‖k‖ = {_max_norm(k):.3g} after scaling); "
+                f"use {hint}. zero_denominator='zero' would silently return 0"
+            ) from None
+        raise
 
 
-__all__ = ["feature_map_attention", "map_features"]
+def _max_norm(x: Any) -> float:
+    if _is_torch(x):
+        return float(x.double().norm(dim=-1).max()) if x.numel() else 0.0
+    import numpy as np
+
+    return float(np.max(np.linalg.norm(x.astype(np.float64), axis=-1))) if x.size else 0.0
+
+
+__all__ = ["feature_map_attention", "map_features", "resolve_entry"]

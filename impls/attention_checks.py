@@ -4,9 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_verify.impls.validation import _is_torch, check_array, check_same_dtype
+from kernel_verify.impls.validation import (
+    _is_torch,
+    check_array,
+    check_bool,
+    check_one_backend,
+    check_same_dtype,
+    check_scalar,
+)
 
 ZERO_DENOMINATOR_POLICIES = ("raise", "zero", "allow")
+SCORE_REMEDY = ("|q·kᵀ| times scale exceeds the dtype's range; pass a smaller scale or smaller "
+                "inputs (softmax attention is shift-invariant per row, nothing else helps)")
+
+
+class DenominatorError(ValueError):
+    """Attention denominators that cannot be divided by: counts of zero, negative and
+    non-finite rows travel with the error so that callers knowing the map can diagnose it."""
+
+    def __init__(self, message: str, *, n_zero: int, n_negative: int, finite: bool) -> None:
+        super().__init__(message)
+        self.n_zero, self.n_negative, self.finite = n_zero, n_negative, finite
+
+
+def check_scale(scale: object) -> float | None:
+    """``scale`` of softmax attention: None (``1/√d``) or a finite number > 0."""
+    if scale is None:
+        return None
+    return check_scalar("scale", scale, positive=True)
 
 
 def check_attention_inputs(
@@ -15,11 +40,16 @@ def check_attention_inputs(
     """``a (..., n, f)``, ``b (..., n_k, f)``, ``v (..., n_k, d_v)``: finite, floating, same dtype
     and leading shape; ``n == n_k`` when causal."""
     na, nb, nv = names
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    check_bool("causal", causal)
+    for name, x in zip(names, (a, b, v), strict=True):
+        if _is_torch(x) != (backend == "torch"):
+            check_array(name, x, backend=backend)  # raises: wrong backend, named
+    check_one_backend(names, a, b, v)  # one device, before any value is read
     for name, x in zip(names, (a, b, v), strict=True):
         check_array(name, x, min_ndim=2, backend=backend)
     check_same_dtype(names, a, b, v)
+    if a.shape[-1] < 1:
+        raise ValueError(f"{na} must have a last dimension >= 1, got shape {tuple(a.shape)}")
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(
             f"{na} and {nb} must have the same last dimension, got {tuple(a.shape)} and "
@@ -50,7 +80,7 @@ def denominator_guard(den: Any, policy: str) -> Any:
     numerator is then 0 for nonnegative features) gives output 0; negatives raise. ``"allow"``:
     any nonzero sign is divided by (signed maps, identity checks only); zeros raise.
     """
-    if policy not in ZERO_DENOMINATOR_POLICIES:
+    if not isinstance(policy, str) or policy not in ZERO_DENOMINATOR_POLICIES:
         raise ValueError(
             f"zero_denominator must be one of {ZERO_DENOMINATOR_POLICIES}, got {policy!r}"
         )
@@ -68,21 +98,36 @@ def denominator_guard(den: Any, policy: str) -> Any:
             (den < 0).sum()
         )
         finite = bool(np.isfinite(den).all())
+    counts = {"n_zero": n_zero, "n_negative": n_neg, "finite": finite}
     if not finite:
-        raise ValueError(
+        raise DenominatorError(
             "attention denominator is not finite (features overflowed): use the log-space path "
-            "for positive maps or smaller inputs"
+            "for positive maps or smaller inputs", **counts
         )
     if policy == "raise" and n_bad_nonpos:
-        raise ValueError(
+        raise DenominatorError(
             f"attention denominator is <= 0 in {n_bad_nonpos} rows ({n_zero} zero, {n_neg} "
-            "negative): the features are not positive, so normalisation is ill-posed; pass "
-            "zero_denominator='zero' for nonnegative maps (ReLU) to map empty rows to 0"
+            "negative). Negative: the features are not positive, so normalisation is "
+            "ill-posed. Zero with positive (exp-based) features: they underflowed at these "
+            "input norms; use log_linear_attention on log-features (feature_map_attention "
+            "does for maps claiming log_features). Zero with nonnegative features such as ReLU "
+            "(rows with no positive weight): pass zero_denominator='zero' to map them to 0",
+            **counts,
         )
     if policy == "zero" and n_neg:
-        raise ValueError(f"attention denominator is negative in {n_neg} rows")
+        raise DenominatorError(f"attention denominator is negative in {n_neg} rows", **counts)
     if policy == "allow" and n_zero:
-        raise ValueError(f"attention denominator is exactly 0 in {n_zero} rows")
+        raise DenominatorError(f"attention denominator is exactly 0 in {n_zero} rows", **counts)
     if policy == "zero" and n_zero:
         return lib_where(den == 0, 1, den)
     return den
+
+
+__all__ = [
+    "SCORE_REMEDY",
+    "ZERO_DENOMINATOR_POLICIES",
+    "DenominatorError",
+    "check_attention_inputs",
+    "check_scale",
+    "denominator_guard",
+]

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import hadamard
 
-from kernel_verify.impls.validation import check_positive_int
+from kernel_verify.impls.validation import check_positive_int, check_rng
 
 __all__ = [
     "MATRICES",
@@ -44,6 +44,8 @@ def _check_rng(rng: np.random.Generator) -> None:
 
 def haar_orthogonal(rng: np.random.Generator, d: int) -> np.ndarray:
     """A Haar-distributed ``d×d`` orthogonal matrix: QR of a Gaussian matrix, signs corrected."""
+    check_rng("rng", rng)
+    d = check_positive_int("d", d)
     q, r = np.linalg.qr(rng.standard_normal((d, d)))
     signs = np.sign(np.diag(r))
     signs[signs == 0] = 1.0

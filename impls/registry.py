@@ -25,12 +25,15 @@ benchmark then covers it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from kernel_verify.impls.validation import check_positive_int, check_rng
 
 #: Vocabulary of claims. Properties select the entries they apply to by these words.
 CLAIMS: dict[str, str] = {
@@ -55,6 +58,25 @@ MapFn = Callable[..., Any]
 
 def _no_params(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
     return {}
+
+
+def _validated_draw(draw: Draw) -> Draw:
+    """``draw`` with its arguments checked first (``rng`` a Generator, ``d, m >= 1``, ``config``
+    a mapping), so that every registered map's parameter draw rejects bad input by name."""
+    if getattr(draw, "_kv_validated", False) or draw is _no_params:
+        return draw
+
+    @functools.wraps(draw)
+    def checked(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
+        check_rng("rng", rng)
+        d = check_positive_int("d", d)
+        m = check_positive_int("m", m)
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+        return draw(rng, d, m, config)
+
+    checked._kv_validated = True  # type: ignore[attr-defined]
+    return checked
 
 
 def _no_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
@@ -94,6 +116,7 @@ class FeatureMap:
     min_m_for_config: Callable[[Mapping[str, Any]], int] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "draw", _validated_draw(self.draw))
         if self.output_dim_for_config is not None:
             object.__setattr__(self, "output_dim", self.output_dim_for_config(self.config))
         if self.min_m_for_config is not None:

@@ -219,9 +219,11 @@ def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[
 
 
 def get_system(name: str) -> System:
-    """The system called ``name``; the error lists the known names."""
+    """The system called ``name``; the error names the argument and lists the known names."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a system name (str), got {type(name).__name__}")
     for s in all_systems():
         if s.name == name:
             return s
     known = ", ".join(s.name for s in all_systems())
-    raise KeyError(f"no system {name!r}; known: {known}")
+    raise ValueError(f"name {name!r} is not a registered system; known: {known}")

@@ -8,6 +8,7 @@ The helpers accept NumPy arrays and torch tensors alike (duck-typed on ``dtype``
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -30,9 +31,11 @@ def check_array(name: str, x: Any, *, min_ndim: int = 1, backend: str | None = N
     """``x`` is a floating array/tensor of at least ``min_ndim`` dims with only finite values."""
     is_torch = _is_torch(x)
     if backend == "numpy" and (is_torch or not isinstance(x, np.ndarray)):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__} (the NumPy "
+                        "code takes NumPy arrays only: pass every array from one backend)")
     if backend == "torch" and not is_torch:
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__} (the torch "
+                        "code takes tensors only: pass every array from one backend)")
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
         raise TypeError(f"{name} must be an array or tensor, got {type(x).__name__}")
     kind = dtype_name(x)
@@ -54,8 +57,17 @@ def check_array(name: str, x: Any, *, min_ndim: int = 1, backend: str | None = N
 
 
 def check_last_dim(name: str, x: Any, d: int) -> None:
+    """``x.shape[-1] == d``."""
     if x.shape[-1] != d:
         raise ValueError(f"{name} must have last dimension {d}, got shape {tuple(x.shape)}")
+
+
+def check_drawn_for(name: str, d: int, drawn_d: int) -> None:
+    """The input ``name`` (last dimension ``d``) matches the dimension the parameters were drawn
+    for: the error names the input, since the parameters are usually the fixed side."""
+    if d != drawn_d:
+        raise ValueError(f"{name} must have last dimension {drawn_d} (the parameters were drawn "
+                         f"for d = {drawn_d}), got {d}")
 
 
 def check_same_leading(names: tuple[str, str], a: Any, b: Any, *, skip_last: int = 2) -> None:
@@ -69,6 +81,7 @@ def check_same_leading(names: tuple[str, str], a: Any, b: Any, *, skip_last: int
 
 
 def check_same_dtype(names: tuple[str, ...], *xs: Any) -> None:
+    """Every array has the same dtype (no silent promotion or truncation between arguments)."""
     kinds = [dtype_name(x) for x in xs]
     if len(set(kinds)) > 1:
         pairs = ", ".join(f"{n}={k}" for n, k in zip(names, kinds, strict=True))
@@ -76,6 +89,7 @@ def check_same_dtype(names: tuple[str, ...], *xs: Any) -> None:
 
 
 def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
+    """An integer (not a bool) ``>= minimum``, returned as ``int``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     if value < minimum:
@@ -106,16 +120,123 @@ def check_scalar(
     return v
 
 
-def check_params(name: str, params: dict, required: dict[str, tuple[int | None, ...]]) -> None:
-    """``params`` holds every key of ``required`` with the given shape (None = any size)."""
+def check_params(
+    name: str,
+    params: Any,
+    required: dict[str, tuple[int | None, ...]],
+    *,
+    backend: str | None = None,
+) -> None:
+    """``params`` is a mapping holding every key of ``required`` with the given shape (None = any
+    size); with ``backend="numpy"`` the values must be NumPy arrays (torch code accepts both)."""
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name} must be a mapping of parameter arrays, got "
+                        f"{type(params).__name__}")
     for key, shape in required.items():
         if key not in params:
             raise ValueError(f"{name} is missing parameter {key!r}; has {sorted(params)}")
         value = params[key]
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            raise TypeError(f"{name}[{key!r}] must be an array, got {type(value).__name__}")
         if len(value.shape) != len(shape) or any(
             want is not None and got != want for got, want in zip(value.shape, shape, strict=True)
         ):
             raise ValueError(
                 f"{name}[{key!r}] must have shape {shape} (None = any), got {tuple(value.shape)}"
             )
-        check_array(f"{name}[{key!r}]", value, min_ndim=len(shape))
+        check_array(f"{name}[{key!r}]", value, min_ndim=len(shape),
+                    backend="numpy" if backend == "numpy" else None)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """A real ``bool`` (not 0/1, not a string)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_rng(name: str, rng: Any) -> np.random.Generator:
+    """A seeded ``numpy.random.Generator`` (randomness is an input; no global state)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{name} must be a numpy.random.Generator (np.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+    return rng
+
+
+def check_one_backend(names: tuple[str, ...], *xs: Any) -> str:
+    """Every array comes from one backend (all NumPy or all torch) and, for torch, one device.
+
+    Returns ``"torch"`` or ``"numpy"``. Checked before anything else so that mixing backends
+    gets this message instead of an ``AttributeError`` from deep inside the computation."""
+    kinds = ["torch" if _is_torch(x) else "numpy" for x in xs]
+    if len(set(kinds)) > 1:
+        pairs = ", ".join(f"{n} is {type(x).__module__.split('.')[0]}.{type(x).__name__}"
+                          for n, x in zip(names, xs, strict=True))
+        raise TypeError(f"arrays must all be NumPy arrays or all torch tensors: {pairs}")
+    if kinds and kinds[0] == "torch":
+        devices = [str(x.device) for x in xs]
+        if len(set(devices)) > 1:
+            pairs = ", ".join(f"{n} on {dev}" for n, dev in zip(names, devices, strict=True))
+            raise ValueError(f"tensors must be on one device: {pairs}")
+    return kinds[0] if kinds else "numpy"
+
+
+def check_config(where: str, config: Any, defaults: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` (None: ``defaults``) is a mapping with exactly the keys of ``defaults``."""
+    if config is None:
+        return defaults
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping (or None for the defaults of {where}), got "
+                        f"{type(config).__name__}")
+    unknown = sorted(set(config) - set(defaults))
+    missing = sorted(set(defaults) - set(config))
+    if unknown:
+        raise ValueError(f"config of {where} has unknown keys {unknown}; known: "
+                         f"{sorted(defaults)}")
+    if missing:
+        raise ValueError(f"config of {where} is missing keys {missing} (defaults: "
+                         f"{ {k: defaults[k] for k in missing} }); pass config=None for the "
+                         "defaults or the full dict")
+    return config
+
+
+def config_value(config: Any, key: str) -> Any:
+    """``config[key]``, with a ValueError naming the key when it is missing."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    try:
+        return config[key]
+    except KeyError:
+        raise ValueError(f"config is missing key {key!r}; has {sorted(config)}") from None
+
+
+def check_finite_result(name: str, out: Any, remedy: str) -> Any:
+    """``out`` unchanged if every value is finite; else a ValueError that says the result
+    overflowed and what to do about it (``remedy``)."""
+    if _is_torch(out):
+        import torch
+
+        finite = bool(torch.isfinite(out).all()) if out.numel() else True
+    else:
+        finite = bool(np.isfinite(out).all()) if np.size(out) else True
+    if not finite:
+        raise ValueError(f"{name} overflowed (non-finite values in the result): {remedy}")
+    return out
+
+
+__all__ = [
+    "check_array",
+    "check_bool",
+    "check_config",
+    "check_finite_result",
+    "check_last_dim",
+    "check_one_backend",
+    "check_params",
+    "check_positive_int",
+    "check_rng",
+    "check_same_dtype",
+    "check_same_leading",
+    "check_scalar",
+    "config_value",
+    "dtype_name",
+]

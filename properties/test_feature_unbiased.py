@@ -34,67 +34,23 @@ from hypothesis import strategies as st
 
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError, exact_moments
+from kernel_verify.verify.checks.estimates import (  # shared with kernel-verify calibrate
+    DRAWS,
+    estimates,
+    exact_variance,
+    feature_m,
+    range_bound,
+)
+from kernel_verify.verify.moments import QuadratureError
 from kernel_verify.verify.references.kernels import kernel_mp
 from kernel_verify.verify.stats import hoeffding_threshold, mean_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
-from kernel_verify.verify.tolerance import gamma
 
-U64 = 2.0**-53
-#: ``sup ‖φ(x)‖²`` by formula (module docstring); ``|φ(x)ᵀφ(y)| ≤`` this value.
-SQ_NORM_BOUND = {"rff_pairs": 1.0, "fastfood": 1.0, "gmm_rks": 1.0, "generative": 1.0,
-                 "rff_phase": 2.0}
-#: Monte Carlo sample sizes (independent parameter draws per assertion).
-DRAWS = 500
 #: Draws for the bias-visibility check (a smaller threshold t is needed there).
 BIAS_DRAWS = 2000
 FEW = max(3, settings.default.max_examples // 5)
 
 seeds = st.integers(0, 2**32 - 1)
-
-
-# ----------------------------------------------------------------------------- shared helpers
-def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, seed: int,
-              draws: int = DRAWS) -> np.ndarray:
-    """``draws`` i.i.d. estimates ``φ(x)ᵀφ(y)``, one independent parameter draw each."""
-    xy = np.stack([x, y])
-    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
-    out = np.empty(draws)
-    for r, child in enumerate(children):
-        if target.white_box:
-            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], m)
-            f = target.features(xy, params=params)
-        else:
-            f = target.features(xy, seed=int(child))
-        out[r] = f[0] @ f[1]
-    return out
-
-
-def feature_m(target: FeatureMapTarget, m: int) -> int:
-    """The m the samples use (black-box targets fix their own)."""
-    min_m = target.entry.min_m if target.entry is not None else 1
-    return max(m, min_m) if target.white_box else target.m
-
-
-def range_bound(target: FeatureMapTarget, d: int, m: int) -> tuple[float, float] | None:
-    """Proven range of one computed estimate (module docstring), or None."""
-    if not target.has("bounded") or target.formula not in SQ_NORM_BOUND:
-        return None
-    width = 2 * m + 8 * d + 64  # ≥ D, the feature count, for every formula of the table
-    b = SQ_NORM_BOUND[target.formula] * (1 + gamma(width + 8, U64))
-    return -b, b
-
-
-def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
-    """Exact variance of one estimate, when verify.moments covers the target."""
-    matrix = target.matrix or "iid"
-    if target.formula not in MOMENT_FORMULAS or matrix not in ("iid", "orthogonal"):
-        return None
-    try:
-        mom = exact_moments(target.formula, x, y, dict(target.config), m, matrix=matrix)
-    except (NotImplementedError, QuadratureError):
-        return None
-    return float(mom.variance)
 
 
 class Degenerate(Exception):

@@ -54,6 +54,7 @@ TRUTH = (
     "kernel_verify.verify.seeds",
     "kernel_verify.verify.inputs",
     "kernel_verify.verify.cache",
+    "kernel_verify.verify.atomic",
 )
 
 #: (importer, imported) pairs the truth is allowed despite rule 2, each with its reason. Empty:

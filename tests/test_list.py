@@ -88,7 +88,7 @@ def test_system_validation_and_lookup():
         System("x", "attention", "attention", "k", frozenset({"nope"}), "§9", "", "")
     with pytest.raises(ValueError, match="kind"):
         System("x", "feature_map", "f", "k", frozenset(), "§9", "", "")
-    with pytest.raises(KeyError, match="nystrom"):
+    with pytest.raises(ValueError, match="nystrom"):
         get_system("no_such_system")
     with pytest.raises(ValueError, match="unknown kind"):
         all_systems(kind="nope")

@@ -2,9 +2,9 @@
 
 Values are JSON-serialisable; mpmath numbers are stored as decimal strings by the caller. Files
 live under ``platformdirs.user_cache_dir("kernel-verify")`` (override with the environment
-variable ``KV_CACHE_DIR``; set ``KV_NO_FILE_CACHE=1`` to disable). Writes are atomic (temporary
-file + ``os.replace``), so parallel pytest workers can share the cache; an unreadable or corrupt
-file is treated as a miss and rewritten.
+variable ``KV_CACHE_DIR``; set ``KV_NO_FILE_CACHE=1`` to disable). Writes are atomic
+(:mod:`kernel_verify.verify.atomic`: temporary file + ``os.replace``), so parallel pytest
+workers can share the cache; an unreadable or corrupt file is treated as a miss and rewritten.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from kernel_verify.verify.atomic import write_text
 
 __all__ = ["cache_dir", "file_cache_get", "file_cache_put"]
 
@@ -57,10 +58,6 @@ def file_cache_put(namespace: str, key: str, value: Any) -> None:
     if path is None:
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"key": key, "value": value}, fh)
-        os.replace(tmp, path)
+        write_text(path, json.dumps({"key": key, "value": value}))
     except OSError:
         return

@@ -13,6 +13,9 @@ Checks calibrated:
 
 * ``properties/test_random_matrices.py``: the nine row-law checks (:func:`row_law_checks`) on
   every built-in construction claiming Gaussian rows (d = m = 4, the property's 1000 draws);
+* ``properties/test_feature_unbiased.py`` and ``test_feature_variance.py``: ``mean_test`` and
+  ``variance_test`` of Monte Carlo estimates (:mod:`verify.checks.estimates`, the helpers the
+  properties use) on a bounded and an unbounded built-in estimator (:data:`ESTIMATOR_TARGETS`);
 * ``properties/test_attention_identities.py``: the model assumption of the convergence property,
   ``P(error at m=1024 ≥ ½·error at m=16) ≤ P0`` per trial, on every built-in attention claiming
   ``approximates_softmax`` (the observed per-trial rate with its interval, against P0), and the
@@ -27,9 +30,14 @@ import argparse
 import time
 from dataclasses import dataclass
 
-from kernel_verify.verify import seeds
+import numpy as np
+
+from kernel_verify.verify import atomic, seeds
 from kernel_verify.verify.paths import reports_dir
 from kernel_verify.verify.stats import rejection_rate_interval
+
+#: Fewest fresh seeds a calibration may use (``--seeds``); the default is 200.
+MIN_SEEDS = 20
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
     k_star = convergence_threshold(CONV_SEEDS, alpha)
     for target in targets:
         trials = failures = rejections = 0
-        blocks = max(1, n_seeds // 10)
+        blocks = max(MIN_SEEDS, n_seeds // 10)  # ≥ 20 fresh seeds for the test's own rate
         for i in range(blocks):
             seed = seeds.child_seeds(entropy, 1, "calibrate.convergence", i)[0]
             d = 2 + i % 5
@@ -104,6 +112,69 @@ def _convergence_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
                         target.name, trials, failures, P0))
         rows.append(Row(f"attention: convergence test rejects (k* = {k_star} of {CONV_SEEDS})",
                         target.name, blocks, rejections, alpha))
+    return rows
+
+
+#: Every statistical property (``@pytest.mark.statistical``) → the calibration rows that measure
+#: the check function it calls (tests/test_calibration.py keeps this complete).
+CALIBRATED = {
+    "test_random_matrices.py::test_rows_are_standard_gaussian": "random_matrices:",
+    "test_feature_unbiased.py::test_unbiased_on_random_points": "feature_unbiased: mean_test",
+    "test_feature_unbiased.py::test_unbiased_on_grid": "feature_unbiased: mean_test",
+    "test_feature_unbiased.py::test_biased_mean_is_mean_kernel": "feature_unbiased: mean_test",
+    "test_feature_unbiased.py::test_bias_is_visible_where_theory_says_it_is_large":
+        "feature_unbiased: mean_test",
+    "test_feature_variance.py::test_sample_variance_matches_exact_variance":
+        "feature_variance: variance_test",
+    "test_attention_identities.py::test_error_to_softmax_attention_falls_as_m_grows":
+        "attention: convergence test",
+}
+
+#: Feature maps whose Monte Carlo checks are calibrated: one bounded estimator (Hoeffding /
+#: Bernstein for the mean, the bounded variance test) and one unbounded (median of means with
+#: the exact variance), the two code paths of :func:`verify.stats.mean_test`.
+ESTIMATOR_TARGETS = ("rff_pairs[iid]", "softmax_positive[iid]")
+
+
+def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
+    """The unbiasedness property (``mean_test`` of φ(x)ᵀφ(y) against k(x, y)) and the variance
+    property (``variance_test`` against the exact variance), at random points as the properties
+    draw them, on correct built-in maps."""
+    from kernel_verify.impls.registry import get
+    from kernel_verify.verify.checks.estimates import (
+        DRAWS,
+        estimates,
+        exact_variance,
+        range_bound,
+    )
+    from kernel_verify.verify.references.kernels import kernel_mp
+    from kernel_verify.verify.stats import mean_test, variance_test
+    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+    rows = []
+    for name in ESTIMATOR_TARGETS:
+        target = FeatureMapTarget.from_entry(get(name))
+        mean_rejects = var_rejects = var_trials = 0
+        for i in range(n_seeds):
+            seed = int(np.random.SeedSequence([entropy, 2, i]).generate_state(1)[0])
+            rng = np.random.default_rng(seed)
+            d, m = 2 + i % 4, 2 + i % 7
+            x, y = (0.8 * u / np.linalg.norm(u) for u in rng.standard_normal((2, d)))
+            k = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
+            bounds = range_bound(target, d, m)
+            var = exact_variance(target, x, y, m)
+            samples = estimates(target, x, y, m, seed, DRAWS)
+            mean_rejects += not mean_test(samples, k, alpha=alpha, bounds=bounds, variance=var,
+                                          seed=seed).ok
+            if bounds is not None and var is not None:
+                var_trials += 1
+                var_rejects += not variance_test(samples, k, var, alpha=alpha, bounds=bounds,
+                                                 seed=seed).ok
+        rows.append(Row("feature_unbiased: mean_test of φ(x)ᵀφ(y) = k(x, y)", name, n_seeds,
+                        mean_rejects, alpha))
+        if var_trials:
+            rows.append(Row("feature_variance: variance_test = exact variance", name,
+                            var_trials, var_rejects, alpha))
     return rows
 
 
@@ -120,13 +191,14 @@ def _table(rows: list[Row]) -> list[str]:
 def run_calibration(args: argparse.Namespace) -> int:
     """``kernel-verify calibrate [--seeds N] [--alpha A]``; exit 1 if any check is not ok."""
     n_seeds, alpha = int(args.seeds), float(args.alpha)
-    if n_seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {n_seeds}")
+    if n_seeds < MIN_SEEDS:
+        raise ValueError(f"--seeds must be >= {MIN_SEEDS}, got {n_seeds}")
     if not 0 < alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {alpha}")
     entropy = seeds.fresh_entropy()
     start = time.monotonic()
-    rows = _matrix_rows(n_seeds, alpha, entropy) + _convergence_rows(n_seeds, alpha, entropy)
+    rows = (_matrix_rows(n_seeds, alpha, entropy) + _estimator_rows(n_seeds, alpha, entropy)
+            + _convergence_rows(n_seeds, alpha, entropy))
     seconds = time.monotonic() - start
     bad = [r for r in rows if not r.ok]
     text = [
@@ -142,8 +214,7 @@ def run_calibration(args: argparse.Namespace) -> int:
         f"**{len(rows) - len(bad)}/{len(rows)} ok**",
     ]
     out = reports_dir() / "calibration.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(text) + "\n")
+    atomic.write_text(out, "\n".join(text) + "\n")
     print("\n".join(text))
     print(f"\n(written to {out})")
     return 1 if bad else 0

@@ -19,8 +19,91 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from kernel_verify.impls.registry import all_maps
+
+#: Exit status for a user's mistake (bad option value, unknown name, broken adapter module).
+USAGE_EXIT = 2
+
+
+class UsageError(ValueError):
+    """A mistake in what the user asked for: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block): ``kernel-verify list: error: …``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_EXIT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse ``type=``: an integer ``>= minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _open_unit(text: str) -> float:
+    """argparse ``type=``: a probability strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return value
+
+
+def _profile(text: str) -> str:
+    """argparse ``type=``: the name of a Hypothesis profile of the suite."""
+    from kernel_verify.properties.profiles import PROFILES
+
+    if text not in PROFILES:
+        raise argparse.ArgumentTypeError(
+            f"unknown profile {text!r}; choose one of {', '.join(PROFILES)}"
+        )
+    return text
+
+
+def _families() -> list[str]:
+    from kernel_verify.impls.systems import all_systems
+
+    return sorted({m.family for m in all_maps()} | {s.family for s in all_systems()})
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """Names the user typed (``--family``, ``report --maps``) must exist: one-line error with the
+    valid choices, before any work starts."""
+    family = getattr(args, "family", None)
+    if family is not None and family not in _families():
+        raise UsageError(f"unknown family {family!r}; choose one of {', '.join(_families())}")
+    names = getattr(args, "maps", None)
+    if args.command == "report" and names:
+        known = {m.name for m in all_maps()}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise UsageError(f"unknown map(s) {', '.join(map(repr, unknown))} for --maps; "
+                             f"choose from {', '.join(sorted(known))}")
+    only = getattr(args, "only", None)
+    if args.command == "mutants" and only:
+        from kernel_verify.verify.mutants.catalogue import MUTANTS
+
+        known = {m.name for m in MUTANTS}
+        unknown = [n for n in only if n not in known]
+        if unknown:
+            raise UsageError(f"unknown mutant(s) {', '.join(map(repr, unknown))} for --only; "
+                             f"choose from {', '.join(sorted(known))}")
 
 
 def _list_rows(args: argparse.Namespace) -> list[dict]:
@@ -82,11 +165,14 @@ def _lazy(module: str, function: str) -> Callable[[argparse.Namespace], int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kernel-verify",
         description="Verify kernel feature maps (random features, linear attention) against "
         "high-precision references.",
     )
+    from kernel_verify import __version__
+
+    parser.add_argument("--version", action="version", version=f"kernel-verify {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list every registered system and what it claims")
@@ -94,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", action="append", choices=list(_KIND_NAMES),
                    help="only systems of this kind (repeatable; default: every kind)")
     p.add_argument("--family", help="only systems of this family (rff, softmax, nystrom, …)")
-    p.add_argument("--d", type=int, default=4, help="input dimension used to describe sizes")
+    p.add_argument("--d", type=_int_at_least(1), default=4,
+                   help="input dimension used to describe sizes")
     p.set_defaults(run=_cmd_list)
 
     p = sub.add_parser("report", help="verify every map and write the variance reports")
@@ -106,20 +193,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="run the property suite against a third-party target")
     p.add_argument("target", help="module:attribute naming an adapter (see README)")
-    p.add_argument("--profile", default=None, help="Hypothesis profile: dev, ci or nightly")
+    p.add_argument("--profile", type=_profile, default=None,
+                   help="Hypothesis profile: dev, ci, nightly or mutants")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--json", dest="json_out", default=None, help="write the verdict as JSON here")
     p.set_defaults(run=_lazy("kernel_verify.verify.thirdparty.cli", "run_check"))
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")
     p.add_argument("--only", nargs="*", help="only these mutant names")
-    p.add_argument("--jobs", type=int, default=2, help="parallel pytest workers (default 2)")
+    p.add_argument("--jobs", type=_int_at_least(1), default=2,
+                   help="parallel pytest workers (default 2)")
     p.add_argument("--json", dest="json_out", default=None, help="write the matrix as JSON here")
     p.set_defaults(run=_lazy("kernel_verify.verify.mutants.runner", "run_mutants"))
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
-    p.add_argument("--seeds", type=int, default=200, help="fresh seeds per statistical check")
-    p.add_argument("--alpha", type=float, default=0.05, help="loose per-check α to calibrate at")
+    p.add_argument("--seeds", type=_int_at_least(20), default=200,
+                   help="fresh seeds per statistical check (>= 20; default 200)")
+    p.add_argument("--alpha", type=_open_unit, default=0.05,
+                   help="loose per-check α to calibrate at, in (0, 1)")
     p.set_defaults(run=_lazy("kernel_verify.verify.calibration", "run_calibration"))
 
     p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")
@@ -136,9 +227,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command line; a user's mistake is one line on stderr and exit status 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse itself exits 2 with a one-line usage error
     try:
+        _check_names(args)
         return int(args.run(args) or 0)
+    except UsageError as err:
+        print(f"kernel-verify {args.command}: error: {err}", file=sys.stderr)
+        return USAGE_EXIT
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
+        # an output path the user gave (--out, --json) cannot be written
+        print(f"kernel-verify {args.command}: error: cannot write {err.filename!r}: "
+              f"{err.strerror}", file=sys.stderr)
+        return USAGE_EXIT
     except BrokenPipeError:  # e.g. `kernel-verify list | head`
         sys.stderr.close()
         return 0

@@ -30,7 +30,7 @@ from typing import Any
 from kernel_verify.impls.numpy import deterministic_maps as np_det
 from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import deterministic_maps as torch_det
-from kernel_verify.impls.validation import check_positive_int
+from kernel_verify.impls.validation import check_positive_int, config_value
 
 _BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"})
 
@@ -59,7 +59,7 @@ def _hedgehog_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]
 
 
 def _dpfp_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
-    nu = check_positive_int("nu", config["nu"])
+    nu = check_positive_int("nu", config_value(config, "nu"))
     return lambda d, m: 2 * d * nu
 
 
@@ -101,7 +101,7 @@ register(
         torch_fn=torch_det.cosformer,
         output_dim=lambda d, m: 2 * d,
         config={"M": 256},
-        kernel_params=lambda config, d: {"M": config["M"]},
+        kernel_params=lambda config, d: {"M": config_value(config, "M")},
         description="cosFormer [relu(x)sin(πi/2M), relu(x)cos(πi/2M)] at position i (0 <= i <= M); "
         "needs positions=",
         source="Qin et al. 2022 (cosFormer); docs/math.md §6",
@@ -119,7 +119,7 @@ register(
         output_dim=lambda d, m: 2 * d,
         output_dim_for_config=_dpfp_dim,
         config={"nu": 1},
-        kernel_params=lambda config, d: {"nu": config["nu"]},
+        kernel_params=lambda config, d: {"nu": config_value(config, "nu")},
         description="DPFP-ν: concat_(j≤ν) r⊙roll(r, j), r = [relu x, relu(-x)], size 2dν",
         source="Schlag et al. 2021 (DPFP); docs/math.md §6",
     )

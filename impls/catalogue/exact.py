@@ -15,22 +15,23 @@ from typing import Any
 from kernel_verify.impls.numpy import exact_maps as np_ex
 from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import exact_maps as torch_ex
+from kernel_verify.impls.validation import config_value
 
 _CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"})
 
 
 def _taylor_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
-    order = np_ex.check_order("order", config["order"])
+    order = np_ex.check_order("order", config_value(config, "order"))
     return lambda d, m: np_ex.taylor_dim(d, order)
 
 
 def _poly_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
-    p = np_ex.check_order("p", config["p"])
+    p = np_ex.check_order("p", config_value(config, "p"))
     return lambda d, m: np_ex.polynomial_dim(d, p)
 
 
 def _order(config: Mapping[str, Any], d: int) -> dict[str, Any]:
-    return {"order": config["order"]}
+    return {"order": config_value(config, "order")}
 
 
 def _taylor_entry(name: str, order: int, description: str) -> FeatureMap:
@@ -90,7 +91,8 @@ register(
         output_dim=lambda d, m: np_ex.polynomial_dim(d, 2),
         output_dim_for_config=_poly_dim,
         config={"c": 1.0, "p": 2},
-        kernel_params=lambda config, d: {"c": config["c"], "p": config["p"]},
+        kernel_params=lambda config, d: {"c": config_value(config, "c"),
+                                         "p": config_value(config, "p")},
         description="explicit monomial map of (xᵀy + c)^p, size C(d+p, p); c >= 0",
         source="docs/math.md §5",
     )

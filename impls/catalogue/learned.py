@@ -34,7 +34,7 @@ import numpy as np
 from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import learned_maps as torch_lm
-from kernel_verify.impls.validation import check_positive_int
+from kernel_verify.impls.validation import check_positive_int, config_value
 
 _GMM_CONFIG = {"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None}
 
@@ -48,7 +48,7 @@ def _draw_gmm(tag: str):
 
 def _n_components(config: Mapping[str, Any]) -> int:
     """Every mixture component needs at least one frequency: ``m >= n_components``."""
-    return check_positive_int("n_components", config["n_components"])
+    return check_positive_int("n_components", config_value(config, "n_components"))
 
 
 def _gmm_kernel_params(tag: str):
@@ -110,7 +110,7 @@ def _draw_learned_fastfood(
 
 
 def _fastfood_learned_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
-    return {"sigma": config["sigma"], **np_lm.fastfood_learned_params(config, d)}
+    return {"sigma": config_value(config, "sigma"), **np_lm.fastfood_learned_params(config, d)}
 
 
 register(
@@ -152,7 +152,7 @@ register(
         output_dim=lambda d, m: 2 * np_lm.padded_size(d) * math.ceil(m / np_lm.padded_size(d)),
         draw=_draw_random_fastfood,
         config={"sigma": 1.0},
-        kernel_params=lambda config, d: {"sigma": config["sigma"]},
+        kernel_params=lambda config, d: {"sigma": config_value(config, "sigma")},
         description="Fastfood at its random initialisation (whole blocks): Gaussian kernel",
         source="Le et al. 2013; docs/math.md §3, §7",
     )

@@ -22,6 +22,7 @@ from kernel_verify.impls.random_matrices import (
 )
 from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import random_features as torch_rf
+from kernel_verify.impls.validation import config_value
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class _MapTemplate:
 
 
 def _sigma(config: Mapping[str, Any], d: int) -> dict[str, Any]:
-    return {"sigma": config["sigma"]}
+    return {"sigma": config_value(config, "sigma")}
 
 
 def _none(config: Mapping[str, Any], d: int) -> dict[str, Any]:

@@ -20,8 +20,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
-from kernel_verify.impls.validation import check_positive_int
+from kernel_verify.impls.attention_checks import (
+    SCORE_REMEDY,
+    check_attention_inputs,
+    check_scale,
+    denominator_guard,
+)
+from kernel_verify.impls.validation import check_finite_result, check_positive_int
 
 
 def _softmax_rows(scores: np.ndarray) -> np.ndarray:
@@ -40,12 +45,15 @@ def softmax_attention(
 ) -> np.ndarray:
     """Exact ``softmax(q kᵀ·scale + mask) v``; ``scale = 1/√d`` by default (Vaswani et al. 2017)."""
     check_attention_inputs(q, k, v, causal=causal, names=("q", "k", "v"), backend="numpy")
+    scale = check_scale(scale)
     n, d = q.shape[-2], q.shape[-1]
     out_shape = (*q.shape[:-1], v.shape[-1])
     if n == 0 or k.shape[-2] == 0:
         return np.zeros(out_shape, dtype=q.dtype)
     s = q.dtype.type(1.0 / np.sqrt(d) if scale is None else scale)
-    scores = (q @ np.swapaxes(k, -1, -2)) * s
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = (q @ np.swapaxes(k, -1, -2)) * s
+    check_finite_result("softmax_attention scores q·kᵀ·scale", scores, SCORE_REMEDY)
     if causal:
         future = np.triu(np.ones((n, n), dtype=bool), k=1)
         scores = np.where(future, -np.inf, scores)
@@ -191,3 +199,6 @@ def _causal_log(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int) -> np
         ) @ v_c
         log_norm = new_norm
     return out
+
+
+__all__ = ["linear_attention", "log_linear_attention", "softmax_attention"]

@@ -33,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import check_array, check_params, check_positive_int
+from kernel_verify.impls.validation import (
+    check_array,
+    check_drawn_for,
+    check_params,
+    check_positive_int,
+    config_value,
+)
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]
@@ -120,7 +126,7 @@ def cosformer(
 ) -> np.ndarray:
     """``[relu(x)·sin(πi/2M), relu(x)·cos(πi/2M)]``: kernel ``relu(x)ᵀrelu(y)·cos(π(i−j)/2M)``."""
     _check_x(x)
-    pos, big_m = check_positions(positions, x.shape[-2], config["M"])
+    pos, big_m = check_positions(positions, x.shape[-2], config_value(config, "M"))
     angle = (math.pi / (2 * big_m)) * pos.astype(np.float64)
     r = np.maximum(x, x.dtype.type(0))
     s = np.sin(angle).astype(x.dtype)[:, None]
@@ -131,7 +137,7 @@ def cosformer(
 def dpfp(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``concat_(j=1..ν) r ⊙ roll(r, j)``, ``r = [relu x, relu(−x)]`` (size ``2dν``)."""
     _check_x(x)
-    nu = check_positive_int("nu", config["nu"])
+    nu = check_positive_int("nu", config_value(config, "nu"))
     zero = x.dtype.type(0)
     r = np.concatenate([np.maximum(x, zero), np.maximum(-x, zero)], axis=-1)
     return np.concatenate([r * np.roll(r, j, axis=-1) for j in range(1, nu + 1)], axis=-1)
@@ -151,10 +157,10 @@ def hedgehog_weights(config: Mapping[str, Any], d: int) -> dict[str, np.ndarray]
     """``{"W": (d, d), "b": (d,)}`` from ``config``: user arrays (validated), or for ``None`` the
     seeded default ``W ~ N(0, 1/d)``, ``b ~ N(0, 0.1²)`` drawn from
     ``default_rng([config["init_seed"], d])`` (deterministic; cached)."""
-    seed = check_positive_int("init_seed", config["init_seed"], minimum=0)
+    seed = check_positive_int("init_seed", config_value(config, "init_seed"), minimum=0)
     w_default, b_default = _default_hedgehog(seed, d)
-    w = w_default if config["W"] is None else np.asarray(config["W"])
-    b = b_default if config["b"] is None else np.asarray(config["b"])
+    w = w_default if config_value(config, "W") is None else np.asarray(config_value(config, "W"))
+    b = b_default if config_value(config, "b") is None else np.asarray(config_value(config, "b"))
     for name, value, shape in (("W", w, (d, d)), ("b", b, (d,))):
         check_array(f"config[{name!r}]", value)
         if value.shape != shape:
@@ -172,12 +178,19 @@ def draw_hedgehog(
     return {k: np.array(v, dtype=np.float64) for k, v in hedgehog_weights(config, d).items()}
 
 
-def hedgehog_values(params: Params, config: Config, d: int) -> dict[str, Any]:
-    """``W`` and ``b``: from ``params`` (the entry's draw) when present, else from ``config``."""
+def hedgehog_values(
+    params: Params, config: Config, d: int, *, backend: str | None = None
+) -> dict[str, Any]:
+    """``W`` and ``b``: from ``params`` (the entry's draw) when present, else from ``config``
+    (validated either way)."""
+    check_params("params", params, {}, backend=backend)
+    from_config = hedgehog_weights(config, d)
     if "W" in params or "b" in params:
-        check_params("params", dict(params), {"W": (d, d), "b": (d,)})
+        check_params("params", params, {"W": (None, None), "b": (None,)}, backend=backend)
+        check_drawn_for("x", d, params["W"].shape[1])
+        check_params("params", params, {"W": (d, d), "b": (d,)}, backend=backend)
         return {"W": params["W"], "b": params["b"]}
-    return hedgehog_weights(config, d)
+    return from_config
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:
@@ -188,7 +201,7 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 def log_hedgehog(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``[log_softmax(z), log_softmax(−z)]``, ``z = Wx + b``."""
     _check_x(x)
-    weights = hedgehog_values(params, config, x.shape[-1])
+    weights = hedgehog_values(params, config, x.shape[-1], backend="numpy")
     z = x @ weights["W"].astype(x.dtype).T + weights["b"].astype(x.dtype)
     return np.concatenate([_log_softmax(z), _log_softmax(-z)], axis=-1)
 

@@ -30,7 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import check_array, check_scalar
+from kernel_verify.impls.validation import (
+    check_array,
+    check_positive_int,
+    check_scalar,
+    config_value,
+)
 
 Params = Mapping[str, np.ndarray]
 Config = Mapping[str, Any]
@@ -63,11 +68,15 @@ def check_order(name: str, value: Any) -> int:
 
 def taylor_dim(d: int, order: int) -> int:
     """``Σ_(k≤p) dᵏ``: the size of the tensor-power Taylor map."""
+    d = check_positive_int("d", d)
+    order = check_positive_int("order", order, minimum=0)
     return sum(d**k for k in range(order + 1))
 
 
 def polynomial_dim(d: int, p: int) -> int:
     """``C(d + p, p)``: the number of monomials of degree p in d+1 variables."""
+    d = check_positive_int("d", d)
+    p = check_positive_int("p", p, minimum=0)
     return math.comb(d + p, p)
 
 
@@ -92,7 +101,7 @@ def taylor(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ_p(x) = [z^(⊗k)/√(k!)]_(k=0..p)``, ``z = x·d^(-1/4)``: ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``,
     ``t = qᵀk/√d`` (docs/math.md §5; order 2 = Based's full map)."""
     _check_x(x)
-    order = check_order("order", config["order"])
+    order = check_order("order", config_value(config, "order"))
     d = x.shape[-1]
     z = x * x.dtype.type(d**-0.25)
     blocks = [np.ones((*x.shape[:-1], 1), dtype=x.dtype)]
@@ -125,8 +134,8 @@ def taylor2_compressed(
 def polynomial(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ_α(x) = √(p!/α!)·Π x̃_i^(α_i)``, ``x̃ = [√c, x]``: ``φ(x)ᵀφ(y) = (xᵀy + c)^p`` (§5)."""
     _check_x(x)
-    p = check_order("p", config["p"])
-    c = check_scalar("c", config["c"], nonnegative=True)
+    p = check_order("p", config_value(config, "p"))
+    c = check_scalar("c", config_value(config, "c"), nonnegative=True)
     d = x.shape[-1]
     idx, coef = polynomial_indices(d, p)
     const = np.full((*x.shape[:-1], 1), math.sqrt(c), dtype=x.dtype)

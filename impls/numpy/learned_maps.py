@@ -51,10 +51,12 @@ from scipy.linalg import hadamard
 
 from kernel_verify.impls.validation import (
     check_array,
+    check_drawn_for,
     check_last_dim,
     check_params,
     check_positive_int,
     check_scalar,
+    config_value,
 )
 
 Params = Mapping[str, np.ndarray]
@@ -91,11 +93,12 @@ PI_SUM_ULPS = 4
 
 def padded_size(d: int) -> int:
     """``p = 2^⌈log₂ d⌉``: the Hadamard size of Fastfood blocks."""
+    d = check_positive_int("d", d)
     return 1 << max(0, (d - 1).bit_length())
 
 
 def _seed(config: Mapping[str, Any]) -> int:
-    return check_positive_int("init_seed", config["init_seed"], minimum=0)
+    return check_positive_int("init_seed", config_value(config, "init_seed"), minimum=0)
 
 
 def _config_array(config: Config, key: str, default: np.ndarray, shape: tuple) -> np.ndarray:
@@ -136,7 +139,7 @@ def _default_gmm(seed: int, d: int, c: int, tag: str) -> tuple[np.ndarray, ...]:
 def gmm_params(config: Mapping[str, Any], d: int, tag: str) -> dict[str, np.ndarray]:
     """``{"pi": (C,), "mu": (C, d), "L": (C, d, d)}`` from ``config`` (``tag`` = "gmm_rks" or
     "gmm_prf" picks the default scales). π must be > 0 and sum to 1 within ``PI_SUM_ULPS·C·u``."""
-    c = check_positive_int("n_components", config["n_components"])
+    c = check_positive_int("n_components", config_value(config, "n_components"))
     pi0, mu0, l0 = _default_gmm(_seed(config), d, c, tag)
     pi = _config_array(config, "pi", pi0, (c,))
     mu = _config_array(config, "mu", mu0, (c, d))
@@ -161,17 +164,26 @@ def draw_gmm(tag: str, rng: np.random.Generator, d: int, m: int, config: Config)
     return {"eps": eps, **{k: np.array(v, dtype=np.float64) for k, v in g.items()}}
 
 
-def gmm_values(params: Params, config: Config, d: int, tag: str) -> dict[str, Any]:
-    """``pi, mu, L``: from ``params`` (the entry's draw) when present, else from ``config``."""
+def gmm_values(params: Params, config: Config, d: int, tag: str, *,
+    backend: str | None = None) -> dict[str, Any]:
+    """``pi, mu, L``: from ``params`` (the entry's draw) when present, else from ``config``
+    (which is validated either way: a bad config is an error even when params carry the
+    weights)."""
+    check_params("params", params, {}, backend=backend)
+    from_config = gmm_params(config, d, tag)
     if not {"pi", "mu", "L"} & set(params):
-        return gmm_params(config, d, tag)
+        return from_config
     c = params["pi"].shape[0] if "pi" in params else None
-    check_params("params", dict(params), {"pi": (c,), "mu": (c, d), "L": (c, d, d)})
+    check_params("params", params, {"mu": (None, None)}, backend=backend)
+    check_drawn_for("x", d, params["mu"].shape[1])
+    check_params("params", params, {"pi": (c,), "mu": (c, d), "L": (c, d, d)}, backend=backend)
     return {"pi": params["pi"], "mu": params["mu"], "L": params["L"]}
 
 
 def mixture_layout(m: int, c: int) -> tuple[np.ndarray, np.ndarray]:
     """``(comps, counts)``: frequency i belongs to component ``i mod C``; needs ``m >= C``."""
+    m = check_positive_int("m", m)
+    c = check_positive_int("c", c)
     if m < c:
         raise ValueError(
             f"m (= {m}) must be >= n_components (= {c}): every component needs a frequency"
@@ -194,9 +206,9 @@ def _gmm_setup(
 ) -> tuple[np.ndarray, np.ndarray]:
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
-    check_params("params", dict(params), {"eps": (None, None)})
+    check_params("params", params, {"eps": (None, None)}, backend="numpy")
     check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
-    g = gmm_values(params, config, d, tag)
+    g = gmm_values(params, config, d, tag, backend="numpy")
     omega, a2 = gmm_frequencies(params["eps"], g["pi"], g["mu"], g["L"])
     return x @ omega.astype(x.dtype).T, a2.astype(x.dtype)
 
@@ -276,10 +288,10 @@ def fastfood_learned_params(config: Mapping[str, Any], d: int) -> dict[str, np.n
 def fastfood(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``[cos(Wx/σ), sin(Wx/σ)]/√rows`` with W built from the Fastfood blocks in ``params``."""
     check_array("x", x, min_ndim=2, backend="numpy")
-    sigma = check_scalar("sigma", config["sigma"], positive=True)
+    sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     d = x.shape[-1]
     p = padded_size(d)
-    check_params("params", dict(params), {k: (None, p) for k in ("S", "G", "B", "perm")})
+    check_params("params", params, {k: (None, p) for k in ("S", "G", "B", "perm")}, backend="numpy")
     w = fastfood_matrix(params["S"], params["G"], params["B"], params["perm"], d)
     u = (x / x.dtype.type(sigma)) @ w.astype(x.dtype).T
     scale = x.dtype.type(1.0 / math.sqrt(w.shape[0]))
@@ -303,8 +315,8 @@ def generative_params(config: Mapping[str, Any], d: int) -> dict[str, np.ndarray
     ``W2 ~ N(0, 1/h)``, biases ``N(0, 0.1²)``. The small ``W1`` keeps the growth of
     ``sin(W1ε + b1)`` off the real axis slow, so the Gauss–Hermite reference of the kernel
     converges in few nodes."""
-    k = check_positive_int("latent_dim", config["latent_dim"])
-    h = check_positive_int("hidden", config["hidden"])
+    k = check_positive_int("latent_dim", config_value(config, "latent_dim"))
+    h = check_positive_int("hidden", config_value(config, "hidden"))
     w1, b1, w2, b2 = _default_generative(_seed(config), d, k, h)
     return {
         "W1": _config_array(config, "W1", w1, (h, k)),
@@ -323,14 +335,20 @@ def draw_generative(rng: np.random.Generator, d: int, m: int, config: Config) ->
     return {"eps": eps, **{k: np.array(v, dtype=np.float64) for k, v in weights.items()}}
 
 
-def generative_values(params: Params, config: Config, d: int) -> dict[str, Any]:
+def generative_values(params: Params, config: Config, d: int, *,
+    backend: str | None = None) -> dict[str, Any]:
     """``W1, b1, W2, b2``: from ``params`` (the entry's draw) when present, else from
     ``config``."""
     keys = ("W1", "b1", "W2", "b2")
+    check_params("params", params, {}, backend=backend)
+    from_config = generative_params(config, d)  # validates config either way
     if not set(keys) & set(params):
-        return generative_params(config, d)
+        return from_config
     h, k = params["W1"].shape if "W1" in params else (None, None)
-    check_params("params", dict(params), {"W1": (h, k), "b1": (h,), "W2": (d, h), "b2": (d,)})
+    check_params("params", params, {"W2": (None, None)}, backend=backend)
+    check_drawn_for("x", d, params["W2"].shape[0])
+    check_params("params", params, {"W1": (h, k), "b1": (h,), "W2": (d, h), "b2": (d,)},
+                 backend=backend)
     return {key: params[key] for key in keys}
 
 
@@ -343,8 +361,8 @@ def generative(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``[cos ω_iᵀx, sin ω_iᵀx]/√m``, ``ω_i = g(ε_i)``: unbiased for ``E_ε cos(g(ε)ᵀδ)``."""
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
-    weights = generative_values(params, config, d)
-    check_params("params", dict(params), {"eps": (None, weights["W1"].shape[1])})
+    weights = generative_values(params, config, d, backend="numpy")
+    check_params("params", params, {"eps": (None, weights["W1"].shape[1])}, backend="numpy")
     omega = generative_frequencies(params["eps"], weights)
     check_last_dim("x", x, omega.shape[1])
     u = x @ omega.astype(x.dtype).T

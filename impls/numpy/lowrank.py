@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kernel_verify.impls.attention_checks import check_scale
 from kernel_verify.impls.numpy.nystrom import choose_landmarks, nystrom_from_gram
-from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.impls.validation import check_array, check_positive_int, check_same_dtype
 
 __all__ = ["LOW_RANK", "linformer_attention", "truncated_svd"]
 
@@ -52,6 +53,8 @@ def linformer_attention(
     shared over the leading (batch/head) axes."""
     for name, t in (("q", q), ("k", k), ("v", v), ("E", e_proj), ("F", f_proj)):
         check_array(name, t, min_ndim=2, backend="numpy")
+    check_same_dtype(("q", "k", "v", "E", "F"), q, k, v, e_proj, f_proj)
+    scale = check_scale(scale)
     n = k.shape[-2]
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible q, k, v shapes {q.shape}, {k.shape}, {v.shape}")

@@ -251,10 +251,11 @@ def nystrom(
 # --------------------------------------------------------------------------- Nyströmformer
 def segment_means(x: np.ndarray, n_segments: int) -> np.ndarray:
     """Means of ``n_segments`` contiguous row segments of ``x (..., n, d)`` → ``(..., s, d)``."""
-    s = check_positive_int("n_landmarks", n_segments)
+    check_array("x", x, min_ndim=2, backend="numpy")
+    s = check_positive_int("n_segments", n_segments)
     n = x.shape[-2]
     if s > n:
-        raise ValueError(f"n_landmarks (= {s}) must be <= n (= {n})")
+        raise ValueError(f"n_segments (= {s}) must be <= n (= {n})")
     parts = np.array_split(np.arange(n), s)
     return np.stack([x[..., p, :].mean(axis=-2) for p in parts], axis=-2)
 
@@ -299,6 +300,9 @@ def nystromformer_attention(
         raise TypeError(f"dtypes must match: q={q.dtype}, k={k.dtype}, v={v.dtype}")
     scale = q.dtype.type(q.shape[-1] ** -0.25)
     qs, ks = q * scale, k * scale
+    n_landmarks = check_positive_int("n_landmarks", n_landmarks)
+    if n_landmarks > q.shape[-2]:
+        raise ValueError(f"n_landmarks (= {n_landmarks}) must be <= n (= {q.shape[-2]})")
     ql, kl = segment_means(qs, n_landmarks), segment_means(ks, n_landmarks)
     f = _softmax_rows(qs @ np.swapaxes(kl, -1, -2))
     a = _softmax_rows(ql @ np.swapaxes(kl, -1, -2))

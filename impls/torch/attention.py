@@ -14,9 +14,14 @@ import math
 
 import torch
 
-from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
+from kernel_verify.impls.attention_checks import (
+    SCORE_REMEDY,
+    check_attention_inputs,
+    check_scale,
+    denominator_guard,
+)
 from kernel_verify.impls.torch.convert import compute_dtype
-from kernel_verify.impls.validation import check_positive_int
+from kernel_verify.impls.validation import check_finite_result, check_positive_int
 
 
 def _work(*xs: torch.Tensor) -> list[torch.Tensor]:
@@ -34,6 +39,7 @@ def softmax_attention(
 ) -> torch.Tensor:
     """Exact ``softmax(q kᵀ·scale + mask) v``; ``scale = 1/√d`` by default."""
     check_attention_inputs(q, k, v, causal=causal, names=("q", "k", "v"), backend="torch")
+    scale = check_scale(scale)
     n, d = q.shape[-2], q.shape[-1]
     out_shape = (*q.shape[:-1], v.shape[-1])
     if n == 0 or k.shape[-2] == 0:
@@ -41,6 +47,7 @@ def softmax_attention(
     qw, kw, vw = _work(q, k, v)
     s = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scores = (qw @ kw.transpose(-1, -2)) * s
+    check_finite_result("softmax_attention scores q·kᵀ·scale", scores, SCORE_REMEDY)
     if causal:
         future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
@@ -161,3 +168,6 @@ def _causal_log(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int)
         v_bar = carried + torch.exp(k_c - new_norm.unsqueeze(-2)).transpose(-1, -2) @ v_c
         log_norm = new_norm
     return torch.cat(outs, dim=-2)
+
+
+__all__ = ["linear_attention", "log_linear_attention", "softmax_attention"]

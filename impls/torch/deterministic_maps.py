@@ -22,7 +22,12 @@ from kernel_verify.impls.numpy.deterministic_maps import (
     hedgehog_weights,
 )
 from kernel_verify.impls.torch.convert import checked_input, to_torch
-from kernel_verify.impls.validation import check_array, check_last_dim, check_positive_int
+from kernel_verify.impls.validation import (
+    check_array,
+    check_last_dim,
+    check_positive_int,
+    config_value,
+)
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]
@@ -79,7 +84,7 @@ def cosformer(
 ) -> torch.Tensor:
     """``[relu(x)·sin(πi/2M), relu(x)·cos(πi/2M)]`` at position i (0 ≤ i ≤ M)."""
     xw = _work(x)
-    pos, big_m = check_positions(positions, x.shape[-2], config["M"])
+    pos, big_m = check_positions(positions, x.shape[-2], config_value(config, "M"))
     angle = torch.as_tensor((math.pi / (2 * big_m)) * pos.astype(np.float64), device=x.device)
     r = torch.relu(xw)
     s = torch.sin(angle).to(xw.dtype).unsqueeze(-1)
@@ -90,7 +95,7 @@ def cosformer(
 def dpfp(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``concat_(j=1..ν) r ⊙ roll(r, j)``, ``r = [relu x, relu(−x)]``."""
     xw = _work(x)
-    nu = check_positive_int("nu", config["nu"])
+    nu = check_positive_int("nu", config_value(config, "nu"))
     r = torch.cat([torch.relu(xw), torch.relu(-xw)], dim=-1)
     out = torch.cat([r * torch.roll(r, j, dims=-1) for j in range(1, nu + 1)], dim=-1)
     return out.to(x.dtype)

@@ -14,7 +14,7 @@ import torch
 
 from kernel_verify.impls.numpy.exact_maps import check_order, polynomial_indices
 from kernel_verify.impls.torch.convert import checked_input
-from kernel_verify.impls.validation import check_array, check_scalar
+from kernel_verify.impls.validation import check_array, check_scalar, config_value
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]
@@ -29,7 +29,7 @@ def _work(x: Any) -> torch.Tensor:
 def taylor(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[z^(⊗k)/√(k!)]_(k=0..p)``, ``z = x·d^(-1/4)``: inner product ``Σ_(k≤p) tᵏ/k!``."""
     xw = _work(x)
-    order = check_order("order", config["order"])
+    order = check_order("order", config_value(config, "order"))
     d = x.shape[-1]
     z = xw * d**-0.25
     lead = tuple(x.shape[:-1])
@@ -55,8 +55,8 @@ def taylor2_compressed(x: torch.Tensor, params: Params, config: Config) -> torch
 def polynomial(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``√(p!/α!)·Π x̃_i^(α_i)``, ``x̃ = [√c, x]``: inner product ``(xᵀy + c)^p``."""
     xw = _work(x)
-    p = check_order("p", config["p"])
-    c = check_scalar("c", config["c"], nonnegative=True)
+    p = check_order("p", config_value(config, "p"))
+    c = check_scalar("c", config_value(config, "c"), nonnegative=True)
     idx_np, coef_np = polynomial_indices(x.shape[-1], p)
     idx = torch.tensor(idx_np, device=x.device)
     coef = torch.tensor(coef_np, dtype=xw.dtype, device=x.device)

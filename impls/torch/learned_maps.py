@@ -24,7 +24,13 @@ from torch import nn
 
 from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.torch.convert import checked_input, to_torch
-from kernel_verify.impls.validation import check_array, check_last_dim, check_params, check_scalar
+from kernel_verify.impls.validation import (
+    check_array,
+    check_last_dim,
+    check_params,
+    check_scalar,
+    config_value,
+)
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]
@@ -72,7 +78,7 @@ def _gmm_setup(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     xw = _work(x)
     d = x.shape[-1]
-    check_params("params", dict(params), {"eps": (None, None)})
+    check_params("params", params, {"eps": (None, None)})
     check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
     g = to_torch(np_lm.gmm_values(params, config, d, tag), device=x.device, dtype=xw.dtype)
     eps = to_torch({"eps": params["eps"]}, device=x.device, dtype=xw.dtype)["eps"]
@@ -169,10 +175,10 @@ def _fastfood_core(x: torch.Tensor, w: torch.Tensor, sigma: float) -> torch.Tens
 def fastfood(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[cos(Wx/σ), sin(Wx/σ)]/√rows``, W from the Fastfood blocks in ``params``."""
     xw = _work(x)
-    sigma = check_scalar("sigma", config["sigma"], positive=True)
+    sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     d = x.shape[-1]
     p = np_lm.padded_size(d)
-    check_params("params", dict(params), {k: (None, p) for k in ("S", "G", "B", "perm")})
+    check_params("params", params, {k: (None, p) for k in ("S", "G", "B", "perm")})
     perm = torch.as_tensor(np_lm.check_perm(np.asarray(params["perm"])), device=x.device)
     t = to_torch({k: params[k] for k in ("S", "G", "B")}, device=x.device, dtype=xw.dtype)
     w = _fastfood_matrix(t["S"], t["G"], t["B"], perm, d)
@@ -207,7 +213,7 @@ class Fastfood(nn.Module):
     def from_config(cls, config: Config, d: int) -> Fastfood:
         """The learned entry's diagonals (:func:`fastfood_learned_params`)."""
         v = np_lm.fastfood_learned_params(config, d)
-        return cls(v["S"], v["G"], v["B"], v["perm"], d, config["sigma"])
+        return cls(v["S"], v["G"], v["B"], v["perm"], d, config_value(config, "sigma"))
 
     @classmethod
     def random(cls, rng: np.random.Generator, d: int, blocks: int, sigma: float = 1.0) -> Fastfood:
@@ -237,7 +243,7 @@ def generative(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[cos ω_iᵀx, sin ω_iᵀx]/√m``, ``ω_i = W₂ sin(W₁ε_i + b₁) + b₂``."""
     xw = _work(x)
     weights = np_lm.generative_values(params, config, x.shape[-1])
-    check_params("params", dict(params), {"eps": (None, weights["W1"].shape[1])})
+    check_params("params", params, {"eps": (None, weights["W1"].shape[1])})
     w = to_torch(weights, device=x.device, dtype=xw.dtype)
     eps = to_torch({"eps": params["eps"]}, device=x.device, dtype=xw.dtype)["eps"]
     return _generative_core(xw, eps, w).to(x.dtype)

@@ -10,8 +10,9 @@ import math
 
 import torch
 
+from kernel_verify.impls.attention_checks import check_scale
 from kernel_verify.impls.torch.convert import compute_dtype
-from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.impls.validation import check_array, check_positive_int, check_same_dtype
 
 __all__ = ["linformer_attention", "truncated_svd"]
 
@@ -38,6 +39,8 @@ def linformer_attention(
     """``softmax(Q (E K)ᵀ·scale)(F V)``; ``E, F (r, n)`` shared over the leading axes."""
     for name, t in (("q", q), ("k", k), ("v", v), ("E", e_proj), ("F", f_proj)):
         check_array(name, t, min_ndim=2, backend="torch")
+    check_same_dtype(("q", "k", "v", "E", "F"), q, k, v, e_proj, f_proj)
+    scale = check_scale(scale)
     n = k.shape[-2]
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
         raise ValueError(

@@ -77,10 +77,11 @@ def nystrom_from_gram(K: torch.Tensor, landmarks: Any) -> torch.Tensor:
 
 def segment_means(x: torch.Tensor, n_segments: int) -> torch.Tensor:
     """Means of ``n_segments`` contiguous row segments of ``x (..., n, d)`` (array_split sizes)."""
-    s = check_positive_int("n_landmarks", n_segments)
+    check_array("x", x, min_ndim=2, backend="torch")
+    s = check_positive_int("n_segments", n_segments)
     n = x.shape[-2]
     if s > n:
-        raise ValueError(f"n_landmarks (= {s}) must be <= n (= {n})")
+        raise ValueError(f"n_segments (= {s}) must be <= n (= {n})")
     sizes = [len(p) for p in np.array_split(np.arange(n), s)]
     return torch.stack([p.mean(dim=-2) for p in torch.split(x, sizes, dim=-2)], dim=-2)
 
@@ -119,6 +120,9 @@ def nystromformer_attention(
     work = compute_dtype(q.dtype)
     scale = q.shape[-1] ** -0.25
     qs, ks, vw = q.to(work) * scale, k.to(work) * scale, v.to(work)
+    n_landmarks = check_positive_int("n_landmarks", n_landmarks)
+    if n_landmarks > q.shape[-2]:
+        raise ValueError(f"n_landmarks (= {n_landmarks}) must be <= n (= {q.shape[-2]})")
     ql, kl = segment_means(qs, n_landmarks), segment_means(ks, n_landmarks)
     f = torch.softmax(qs @ kl.transpose(-1, -2), dim=-1)
     a = torch.softmax(ql @ kl.transpose(-1, -2), dim=-1)

@@ -13,9 +13,16 @@ from typing import Any
 
 import torch
 
-from kernel_verify.impls.numpy.random_features import gerf_constants
+from kernel_verify.impls.numpy.random_features import gerf_constants, trig_overflow_remedy
 from kernel_verify.impls.torch.convert import compute_dtype, to_torch
-from kernel_verify.impls.validation import check_array, check_last_dim, check_params, check_scalar
+from kernel_verify.impls.validation import (
+    check_array,
+    check_finite_result,
+    check_last_dim,
+    check_params,
+    check_scalar,
+    config_value,
+)
 
 Params = Mapping[str, Any]
 Config = Mapping[str, Any]
@@ -25,7 +32,7 @@ def _prepare(
     x: torch.Tensor, params: Mapping[str, Any], keys: dict[str, tuple[int | None, ...]]
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     check_array("x", x, min_ndim=2, backend="torch")
-    check_params("params", dict(params), keys)
+    check_params("params", params, keys)
     work = compute_dtype(x.dtype)
     p = to_torch(params, device=x.device, dtype=work)
     check_last_dim("x", x, p["W"].shape[1])
@@ -42,7 +49,7 @@ def _sq_norm_half(x: torch.Tensor) -> torch.Tensor:
 
 def rff_pairs(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)]ᵢ`` (2m outputs)."""
-    sigma = check_scalar("sigma", config["sigma"], positive=True)
+    sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     xw, p = _prepare(x, params, {"W": (None, None)})
     u = _projections(xw, p["W"], sigma)
     out = torch.cat([torch.cos(u), torch.sin(u)], dim=-1) / math.sqrt(u.shape[-1])
@@ -51,8 +58,9 @@ def rff_pairs(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
 
 def rff_phase(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = √(2/m)·cos(wᵢᵀx/σ + bᵢ)``."""
-    sigma = check_scalar("sigma", config["sigma"], positive=True)
-    m = params["W"].shape[0] if "W" in params else None
+    sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
+    w = params.get("W") if isinstance(params, Mapping) else None
+    m = w.shape[0] if hasattr(w, "shape") and len(w.shape) == 2 else None
     xw, p = _prepare(x, params, {"W": (None, None), "b": (m,)})
     u = _projections(xw, p["W"], sigma)
     return (math.sqrt(2.0 / u.shape[-1]) * torch.cos(u + p["b"])).to(x.dtype)
@@ -63,7 +71,10 @@ def softmax_trig(x: torch.Tensor, params: Params, config: Config) -> torch.Tenso
     xw, p = _prepare(x, params, {"W": (None, None)})
     u = _projections(xw, p["W"])
     scale = torch.exp(_sq_norm_half(xw)) / math.sqrt(u.shape[-1])
-    return (scale * torch.cat([torch.cos(u), torch.sin(u)], dim=-1)).to(x.dtype)
+    out = (scale * torch.cat([torch.cos(u), torch.sin(u)], dim=-1)).to(x.dtype)
+    # Overflow in the compute dtype or when casting back to a half type: an error, never inf.
+    limit = min(torch.finfo(xw.dtype).max, torch.finfo(x.dtype).max)
+    return check_finite_result("softmax_trig features", out, trig_overflow_remedy(x, limit))
 
 
 def log_softmax_positive(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
@@ -102,7 +113,7 @@ def log_gerf(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (GERF), in the compute dtype."""
     xw, p = _prepare(x, params, {"W": (None, None)})
     w = p["W"]
-    a = config["A"]
+    a = config_value(config, "A")
     b, log_d = gerf_constants(a, w.shape[1])
     row_term = a * (w * w).sum(dim=-1) + log_d - 0.5 * math.log(w.shape[0])
     return b * _projections(xw, w) + row_term - _sq_norm_half(xw)
@@ -111,3 +122,17 @@ def log_gerf(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
 def gerf(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """GERF/FAVOR++ positive features ``D·exp(A‖w‖² + B wᵀx − ‖x‖²/2)/√m``."""
     return torch.exp(log_gerf(x, params, config)).to(x.dtype)
+
+
+__all__ = [
+    "gerf",
+    "log_gerf",
+    "log_softmax_hyperbolic",
+    "log_softmax_positive",
+    "relu_features",
+    "rff_pairs",
+    "rff_phase",
+    "softmax_hyperbolic",
+    "softmax_positive",
+    "softmax_trig",
+]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from kernel_verify.adapters import notes
 from kernel_verify.adapters._lazy import LIBRARIES, dist_version, install_hint, missing_reason
+from kernel_verify.verify import atomic
 
 #: Distributions whose versions each page records, besides the library itself.
 DEPENDENCIES: dict[str, tuple[str, ...]] = {
@@ -151,13 +152,13 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
             for f in notes.FINDINGS[key]:
                 confirmations[f.confirm] = confirm.run(f.confirm, quick)
             seconds["confirm"] = time.monotonic() - start
-        saved.write_text(json.dumps({
+        atomic.write_text(saved, json.dumps({
             "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,
             "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
             "confirmations": confirmations, "confirm_seconds": seconds,
-        }, indent=1, ensure_ascii=False), encoding="utf-8")
+        }, indent=1, ensure_ascii=False))
     path = out_dir / f"{key}.md"
-    path.write_text(page(key, run, confirmations, seconds, profile), encoding="utf-8")
+    atomic.write_text(path, page(key, run, confirmations, seconds, profile))
     return path
 
 

@@ -16,8 +16,8 @@
   ``kernel(x, y)`` (sklearn evaluates it pair by pair) and ``random_state`` from the suite's
   generator: ``K̃ = ΦΦᵀ`` with ``Φ = transform(X)``; the landmarks are ``component_indices_``.
   sklearn forms ``Φ = C·V S^(−1/2) Uᵀ`` from the SVD ``W = U S Vᵀ`` with ``S`` clipped at 1e-12,
-  which is ``C W⁺ Cᵀ`` for a PSD ``W`` (so the claims of MATH §8 apply) and ``C |W|⁻¹ Cᵀ`` for an
-  indefinite one (sigmoid kernel, see the conformance page).
+  which is ``C W⁺ Cᵀ`` for a PSD ``W`` (so the claims of docs/math.md §8 apply) and
+  ``C |W|⁻¹ Cᵀ`` for an indefinite one (sigmoid kernel, see the conformance page).
 
 ``SkewedChi2Sampler`` and ``AdditiveChi2Sampler`` are not targets: their kernels are defined on
 ``x > −c`` and ``x ≥ 0`` only, while every property draws its inputs from ℝᵈ, and the protocol has

@@ -20,8 +20,8 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from pathlib import Path
 
+from kernel_verify.verify import atomic
 from kernel_verify.verify.mutants.base import Mutant
 from kernel_verify.verify.mutants.catalogue import MUTANTS, get_mutant
 from kernel_verify.verify.paths import reports_dir
@@ -158,10 +158,10 @@ def run_mutants(args: argparse.Namespace) -> int:
     }
     reports = reports_dir()
     reports.mkdir(parents=True, exist_ok=True)
-    (reports / "mutants.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False))
-    (reports / "mutants.md").write_text(_markdown(mutants, runs, seconds))
+    atomic.write_text(reports / "mutants.json", json.dumps(payload, indent=2, ensure_ascii=False))
+    atomic.write_text(reports / "mutants.md", _markdown(mutants, runs, seconds))
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(payload, indent=2, ensure_ascii=False))
+        atomic.write_text(args.json_out, json.dumps(payload, indent=2, ensure_ascii=False))
     print(f"\n({seconds:.0f} s; reports/mutants.md, reports/mutants.json)")
     print(f"killed {killed}/{len(mutants)}")
     return 2 if crashed else 0

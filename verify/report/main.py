@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap, all_maps, get
+from kernel_verify.verify import atomic
 from kernel_verify.verify.report.accuracy import accuracy_rows
 from kernel_verify.verify.report.variance import VarianceReport, plot_variance, variance_report
 from kernel_verify.verify.stats import AlphaBudget
@@ -75,7 +76,7 @@ def _softmax_overview(out: Path) -> None:
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "softmax_estimators.png", dpi=110)
+    atomic.save_figure(fig, out / "softmax_estimators.png", dpi=110)
     plt.close(fig)
 
 
@@ -116,7 +117,7 @@ def run_report(args: argparse.Namespace) -> int:
     if not args.no_plots and not args.maps:
         _softmax_overview(out / "variance")
     _write_summary(out, rows, ms, draws, budget)
-    (out / "report.json").write_text(json.dumps(data, indent=1, default=float))
+    atomic.write_text(out / "report.json", json.dumps(data, indent=1, default=float))
     failed = [e.name for e, *_, v, _ in rows if v == "FAIL"]
     elapsed = time.perf_counter() - start
     print(f"\n{len(rows) - len(failed)}/{len(rows)} maps pass; report in {out}/summary.md "
@@ -158,4 +159,4 @@ def _write_summary(out: Path, rows, ms, draws, budget: AlphaBudget) -> None:
     if notes:
         lines += ["", "## Notes", ""] + [f"- `{n}`: {t}" for n, t in notes]
     lines += ["", "![softmax estimators](variance/softmax_estimators.png)", ""]
-    (out / "summary.md").write_text("\n".join(lines))
+    atomic.write_text(out / "summary.md", "\n".join(lines))

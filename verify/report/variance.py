@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.verify import atomic
 from kernel_verify.verify.moments import QuadratureError, exact_moments
 from kernel_verify.verify.references.kernels import kernel_mp
 from kernel_verify.verify.stats import mean_test
@@ -194,5 +195,5 @@ def plot_variance(report: VarianceReport, path: Any) -> None:
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic.save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import kernel_verify.properties as _suite
+from kernel_verify.verify import atomic
 
 #: The folder of the shipped property suite.
 SUITE_DIR = Path(_suite.__file__).resolve().parent
@@ -149,7 +150,7 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         ini = Path(tmp) / "pytest.ini"
         # An empty ini of our own: the caller's pytest configuration (addopts, plugins) must
         # not change what the suite does.
-        ini.write_text("[pytest]\n", encoding="utf-8")
+        atomic.write_text(ini, "[pytest]\n")
         env["KV_RESULTS"] = str(results)
         cmd = [sys.executable, "-m", "pytest", *paths, "-c", str(ini), "--rootdir", str(SUITE_DIR),
                "-p", "no:cacheprovider", "-p", "kernel_verify.properties.results", "-q",
@@ -225,7 +226,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.json_out:
         payload = {"target": args.target, "returncode": run.returncode, "seconds": run.seconds,
                    "counts": counts, "verdicts": [asdict(v) for v in verdicts]}
-        Path(args.json_out).write_text(json.dumps(payload, indent=2, ensure_ascii=False))
+        atomic.write_text(args.json_out, json.dumps(payload, indent=2, ensure_ascii=False))
     if run.crashed:
         print(f"kernel-verify check: the suite did not run (pytest exit {run.returncode}):\n"
               f"{run.output_tail}", file=sys.stderr)

@@ -33,6 +33,10 @@ def load_targets(spec: str) -> list[Target]:
         module = importlib.import_module(module_name)
     except ImportError as err:
         raise ValueError(f"cannot import target module {module_name!r}: {err}") from err
+    except Exception as err:  # the adapter's own code failed (SyntaxError, NameError, …)
+        where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
+        raise ValueError(f"target module {module_name!r} failed to import{where}: "
+                         f"{type(err).__name__}: {err}") from err
     obj: object = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):

@@ -44,11 +44,122 @@ APPROX_CLAIMS = {
 }
 
 
-def _check_claims(name: str, claims: frozenset[str], vocabulary: Mapping[str, str]) -> None:
+# --- Validation at construction (issue 13) -------------------------------------------------
+# Every field of every target is checked in ``__post_init__``: a bad adapter fails at once with
+# a ValueError/TypeError naming the target, the field and the problem (and the valid choices),
+# never later inside a property with an unrelated error.
+
+
+def _fail(kind: type[Exception], name: object, field_name: str, problem: str) -> Exception:
+    return kind(f"target {name!r}: {field_name} {problem}")
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"target name must be a non-empty str, got {name!r}")
+
+
+def _check_claims(name: str, claims: object, vocabulary: Mapping[str, str]) -> None:
+    if isinstance(claims, str | bytes) or not isinstance(claims, set | frozenset | list | tuple):
+        raise _fail(TypeError, name, "claims", "must be a set of claim names (e.g. "
+                    f"frozenset({{'unbiased'}})), got {type(claims).__name__} {claims!r}")
+    bad_types = [c for c in claims if not isinstance(c, str)]
+    if bad_types:
+        raise _fail(TypeError, name, "claims", f"must be strings, got {bad_types!r}")
     unknown = set(claims) - set(vocabulary)
     if unknown:
-        raise ValueError(f"target {name!r}: unknown claims {sorted(unknown)}; known: "
-                         f"{sorted(vocabulary)}")
+        raise _fail(ValueError, name, "claims", f"has unknown claims {sorted(unknown)}; known: "
+                    f"{sorted(vocabulary)}")
+    if "biased" in claims and "unbiased" in claims:
+        raise _fail(ValueError, name, "claims", "cannot hold both 'biased' and 'unbiased'")
+
+
+def _check_callable(name: str, field_name: str, value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not callable(value):
+        what = "a callable or None" if optional else "a callable"
+        raise _fail(TypeError, name, field_name, f"must be {what}, got {type(value).__name__} "
+                    f"{value!r}")
+
+
+def _check_choice(name: str, field_name: str, value: object, choices: set[str], *,
+                  optional: bool) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _fail(TypeError, name, field_name, f"must be a str, got {type(value).__name__}")
+    if value not in choices:
+        raise _fail(ValueError, name, field_name, f"{value!r} is unknown; choose one of "
+                    f"{', '.join(sorted(choices))}")
+
+
+def _check_count(name: str, field_name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise _fail(TypeError, name, field_name, f"must be an int, got {type(value).__name__}")
+    if value < 1:
+        raise _fail(ValueError, name, field_name, f"must be >= 1, got {value}")
+
+
+def _known_kernels() -> set[str]:
+    from kernel_verify.impls.registry import all_maps
+    from kernel_verify.verify.references.kernels import MP_KERNELS
+
+    return set(MP_KERNELS) | {e.kernel for e in all_maps()}
+
+
+def _known_formulas() -> set[str]:
+    from kernel_verify.impls.registry import all_maps
+    from kernel_verify.verify.references.features import MP_FEATURES
+
+    return set(MP_FEATURES) | {e.formula for e in all_maps()}
+
+
+def _known_matrices() -> set[str]:
+    from kernel_verify.impls.random_matrices import MATRICES
+
+    return set(MATRICES)
+
+
+def _validate_feature_map_target(t: FeatureMapTarget) -> None:
+    _check_name(t.name)
+    _check_claims(t.name, t.claims, CLAIMS)
+    _check_choice(t.name, "kernel", t.kernel, _known_kernels(), optional=False)
+    _check_choice(t.name, "mean_kernel", t.mean_kernel, _known_kernels(), optional=True)
+    _check_choice(t.name, "formula", t.formula, _known_formulas(), optional=True)
+    _check_choice(t.name, "matrix", t.matrix, _known_matrices(), optional=True)
+    _check_count(t.name, "m", t.m)
+    if not isinstance(t.kernel_params, Mapping) and not callable(t.kernel_params):
+        raise _fail(TypeError, t.name, "kernel_params", "must be a mapping or a callable "
+                    f"d -> mapping, got {type(t.kernel_params).__name__}")
+    if not isinstance(t.config, Mapping):
+        raise _fail(TypeError, t.name, "config", f"must be a mapping, got "
+                    f"{type(t.config).__name__}")
+    for field_name in ("draw", "numpy_fn", "torch_fn", "log_numpy_fn", "log_torch_fn",
+                       "sample_fn"):
+        _check_callable(t.name, field_name, getattr(t, field_name), optional=True)
+    if not isinstance(t.attention_prescale, bool):
+        raise _fail(TypeError, t.name, "attention_prescale", "must be a bool, got "
+                    f"{type(t.attention_prescale).__name__}")
+    if t.entry is not None and not isinstance(t.entry, FeatureMap):
+        raise _fail(TypeError, t.name, "entry", "must be a registry FeatureMap or None, got "
+                    f"{type(t.entry).__name__}")
+    white = t.draw is not None and (t.numpy_fn is not None or t.torch_fn is not None)
+    if not white and t.sample_fn is None:
+        raise ValueError(
+            f"target {t.name!r} needs either draw + numpy_fn/torch_fn (white-box) or "
+            "sample_fn(x, seed) (black-box)"
+        )
+
+
+def _validate_simple_target(t: object, fn_field: str, vocabulary: Mapping[str, str]) -> None:
+    name = getattr(t, "name", None)
+    _check_name(name)
+    _check_callable(name, fn_field, getattr(t, fn_field), optional=False)
+    _check_claims(name, t.claims, vocabulary)  # type: ignore[attr-defined]
+
+
+# --- End of validation ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -76,13 +187,7 @@ class FeatureMapTarget:
     entry: FeatureMap | None = None
 
     def __post_init__(self) -> None:
-        _check_claims(self.name, self.claims, CLAIMS)
-        white = self.draw is not None and (self.numpy_fn or self.torch_fn) is not None
-        if not white and self.sample_fn is None:
-            raise ValueError(
-                f"target {self.name!r} needs either draw + numpy_fn/torch_fn (white-box) or "
-                "sample_fn(x, seed) (black-box)"
-            )
+        _validate_feature_map_target(self)
 
     @property
     def white_box(self) -> bool:
@@ -147,7 +252,7 @@ class AttentionTarget:
     claims: frozenset[str]
 
     def __post_init__(self) -> None:
-        _check_claims(self.name, self.claims, ATTENTION_CLAIMS)
+        _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
@@ -166,7 +271,7 @@ class RandomMatrixTarget:
     claims: frozenset[str]
 
     def __post_init__(self) -> None:
-        _check_claims(self.name, self.claims, MATRIX_CLAIMS)
+        _validate_simple_target(self, "draw", MATRIX_CLAIMS)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
@@ -183,7 +288,8 @@ class KernelApproxTarget:
     rank: int = 4
 
     def __post_init__(self) -> None:
-        _check_claims(self.name, self.claims, APPROX_CLAIMS)
+        _validate_simple_target(self, "approximate", APPROX_CLAIMS)
+        _check_count(self.name, "rank", self.rank)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims

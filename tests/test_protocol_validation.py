@@ -1,0 +1,111 @@
+"""Every field of every adapter-protocol target is validated at construction (issue 13): a bad
+adapter fails at once, naming the target, the field and the problem, with the valid choices."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from kernel_verify.impls.registry import get
+from kernel_verify.verify.thirdparty.protocol import (
+    AttentionTarget,
+    FeatureMapTarget,
+    KernelApproxTarget,
+    RandomMatrixTarget,
+)
+
+
+def _draw(rng, d, m, config):
+    return {"W": rng.standard_normal((m, d))}
+
+
+def _fn(x, p, c):
+    return np.exp(x @ p["W"].T)
+
+
+GOOD_FM = {"name": "t", "kernel": "softmax", "claims": frozenset({"unbiased"}),
+           "draw": _draw, "numpy_fn": _fn, "formula": "softmax_positive"}
+
+
+def _fm(**changes):
+    return FeatureMapTarget(**{**GOOD_FM, **changes})
+
+
+def test_good_targets_construct() -> None:
+    assert _fm().white_box
+    assert FeatureMapTarget.from_entry(get("softmax_positive[iid]")).formula == "softmax_positive"
+    AttentionTarget("a", lambda q, k, v, **kw: v, frozenset({"causal"}))
+    RandomMatrixTarget("r", lambda rng, m, d: rng.standard_normal((m, d)), frozenset())
+    KernelApproxTarget("k", lambda x, kern, rng: (kern(x, x), np.arange(2)), frozenset(), rank=2)
+
+
+FM_CASES = [
+    ({"kernel": "sofmax"}, ValueError, ["kernel", "'sofmax'", "softmax", "gaussian"]),
+    ({"kernel": 3}, TypeError, ["kernel", "str"]),
+    ({"formula": "softmax_postive"}, ValueError, ["formula", "'softmax_postive'",
+                                                  "softmax_positive"]),
+    ({"m": 0}, ValueError, ["m", ">= 1", "0"]),
+    ({"m": -4}, ValueError, ["m", ">= 1"]),
+    ({"m": 2.5}, TypeError, ["m", "int", "float"]),
+    ({"m": True}, TypeError, ["m", "int", "bool"]),
+    ({"numpy_fn": 42}, TypeError, ["numpy_fn", "callable", "int"]),
+    ({"draw": "W"}, TypeError, ["draw", "callable"]),
+    ({"sample_fn": 1.0}, TypeError, ["sample_fn", "callable"]),
+    ({"claims": frozenset({"biased", "unbiased"})}, ValueError, ["biased", "unbiased"]),
+    ({"claims": "unbiased"}, TypeError, ["claims", "set", "'unbiased'"]),
+    ({"claims": frozenset({"unbaised"})}, ValueError, ["claims", "unbaised", "unbiased"]),
+    ({"claims": frozenset({1})}, TypeError, ["claims", "strings"]),
+    ({"matrix": "orthogonl"}, ValueError, ["matrix", "orthogonal"]),
+    ({"mean_kernel": "nope"}, ValueError, ["mean_kernel", "'nope'"]),
+    ({"config": [("sigma", 1)]}, TypeError, ["config", "mapping"]),
+    ({"kernel_params": 3}, TypeError, ["kernel_params", "mapping"]),
+    ({"attention_prescale": "yes"}, TypeError, ["attention_prescale", "bool"]),
+    ({"entry": "softmax_positive[iid]"}, TypeError, ["entry", "FeatureMap"]),
+    ({"name": ""}, TypeError, ["name", "non-empty"]),
+    ({"draw": None, "sample_fn": None}, ValueError, ["white-box", "sample_fn"]),
+]
+
+
+@pytest.mark.parametrize(("changes", "exc", "words"), FM_CASES,
+                         ids=[repr(c) for c, _, _ in FM_CASES])
+def test_feature_map_target_fields(changes, exc, words) -> None:
+    with pytest.raises(exc) as info:
+        _fm(**changes)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+OTHER_CASES = [
+    (lambda: AttentionTarget("a", None, frozenset({"causal"})), TypeError,
+     ["attention", "callable", "None"]),
+    (lambda: AttentionTarget("a", lambda *a, **k: 0, "causal"), TypeError, ["claims", "set"]),
+    (lambda: AttentionTarget("a", lambda *a, **k: 0, frozenset({"casual"})), ValueError,
+     ["claims", "casual", "causal"]),
+    (lambda: RandomMatrixTarget("r", np.eye(3), frozenset()), TypeError, ["draw", "callable"]),
+    (lambda: RandomMatrixTarget("r", lambda *a: 0, frozenset({"gaussian"})), ValueError,
+     ["claims", "gaussian_rows"]),
+    (lambda: KernelApproxTarget("k", lambda *a: 0, frozenset(), rank=0), ValueError,
+     ["rank", ">= 1", "0"]),
+    (lambda: KernelApproxTarget("k", lambda *a: 0, frozenset(), rank=2.0), TypeError,
+     ["rank", "int"]),
+    (lambda: KernelApproxTarget("k", "nystrom", frozenset()), TypeError,
+     ["approximate", "callable"]),
+    (lambda: KernelApproxTarget(None, lambda *a: 0, frozenset()), TypeError, ["name"]),
+]
+
+
+@pytest.mark.parametrize(("make", "exc", "words"), OTHER_CASES,
+                         ids=[str(i) for i in range(len(OTHER_CASES))])
+def test_other_targets_fields(make, exc, words) -> None:
+    with pytest.raises(exc) as info:
+        make()
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_replace_revalidates() -> None:
+    """``dataclasses.replace`` (used by the mutant catalogue) goes through the same checks."""
+    with pytest.raises(ValueError, match="m must be >= 1"):
+        dataclasses.replace(_fm(), m=0)

@@ -1,0 +1,54 @@
+"""Atomic file writes: every file the suite writes goes through here.
+
+A file is written to a temporary file in the *same folder* (so the rename stays on one file
+system), flushed and fsynced, then moved over the destination with :func:`os.replace`, which is
+atomic on POSIX and Windows. A reader, or a second writer running at the same time, therefore
+sees either the old complete file or one new complete file, never a mixture or a truncated one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["save_figure", "write_bytes", "write_text"]
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (parent folders are created); return the path."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+def write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`write_bytes`); return the path."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return write_bytes(path, text.encode(encoding))
+
+
+def save_figure(fig: object, path: str | os.PathLike[str], **savefig_kwargs: object) -> Path:
+    """Save a matplotlib figure atomically (rendered in memory, then :func:`write_bytes`)."""
+    import io
+
+    buffer = io.BytesIO()
+    fmt = savefig_kwargs.pop("format", None) or Path(path).suffix.lstrip(".") or "png"
+    fig.savefig(buffer, format=fmt, **savefig_kwargs)  # type: ignore[attr-defined]
+    return write_bytes(path, buffer.getvalue())
