@@ -388,7 +388,8 @@ def test_large_scale_keeps_the_argmax_value(target, backend, seed, d):
             if not np.any(out[i]):
                 kind = "the output is exactly 0 (no key got any weight: underflow)"
             elif np.any(out[i] < v.min(axis=0) - 1e-9) or np.any(out[i] > v.max(axis=0) + 1e-9):
-                kind = "the output lies outside the hull of V (weights are not a convex combination)"
+                kind = ("the output lies outside the hull of V (weights are not a convex "
+                        "combination)")
             elif to_mean < 0.1 * to_argmax:
                 kind = "attention collapsed to uniform"
             else:
