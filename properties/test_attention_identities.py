@@ -89,16 +89,16 @@ def _check(got, tol, what, **kw) -> None:
         raise AssertionError(f"{what}: {text}")
 
 
-def _nondeterminism(target, backend, x, causal, seed, out, tol) -> str:
-    """On a failed comparison: whether the same call gives another output (then the difference
-    is nondeterminism, not the identity under test)."""
+def _fail(target, backend, x, causal, seed, out, tol, where, what, text) -> None:
+    """Raise for a broken identity — unless the same call does not even reproduce its own
+    output: then the cause is nondeterminism, and the failure says that instead."""
     again = call(target, backend, x, causal=causal, seed=seed)
-    same = np.array_equal(again, out, equal_nan=True) or bool(np.all(np.abs(again - out) <= tol))
-    if same:
-        return ""
-    return (" — NOTE: the target is nondeterministic (the same call with the same seed gave "
-            "another output), so this difference is not evidence against this identity; see "
-            "test_same_seed_gives_same_output")
+    if not np.allclose(again, out, rtol=0, atol=tol, equal_nan=True):
+        raise AssertionError(
+            f"{where}: nondeterministic — the same call with the same seed and inputs gave "
+            f"another output ({observed(again, tol=tol, expected=out)}); {what} cannot be judged "
+            "on a nondeterministic target (see test_same_seed_gives_same_output)")
+    raise AssertionError(f"{where}: {what}: {text}")
 
 
 # ------------------------------------------------------------------ determinism
@@ -242,9 +242,8 @@ def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales
                   output_error_bound(seen(fx, backend), backend))
     text = observed(out2[..., : c + 1, :], tol=tol, expected=out[..., : c + 1, :])
     if text:
-        raise AssertionError(f"{where}: rows ≤ {c} changed when only positions > {c} changed: "
-                             f"{text}"
-                             + _nondeterminism(target, backend, x, True, seed, out, tol))
+        _fail(target, backend, x, True, seed, out, tol, where,
+              f"rows ≤ {c} changed when only positions > {c} changed", text)
 
 
 # ------------------------------------------------------------------ batch and heads
@@ -279,8 +278,8 @@ def test_batch_elements_and_heads_are_independent(target, backend, data, seed, w
                                   f"coupling between {what}s")
         text = observed(got, tol=tol, expected=ref)
         if text:
-            raise AssertionError(f"{where}: changing {what} {j} changed the other {what}s: {text}"
-                                 + _nondeterminism(target, backend, x, causal, seed, out, tol))
+            _fail(target, backend, x, causal, seed, out, tol, where,
+                  f"changing {what} {j} changed the other {what}s", text)
 
 
 # ------------------------------------------------------------------ permutations
@@ -302,24 +301,21 @@ def test_permutation_equivariance(target, backend, data, seed):
         got = call(target, backend, px, causal=False, seed=seed)
         text = observed(got, tol=tol, expected=out[..., pk, :])
         if text:
-            raise AssertionError(f"{where}: permuting the sequence by {pk.tolist()} did not "
-                                 f"permute the outputs: {text}"
-                                 + _nondeterminism(target, backend, x, False, seed, out, tol))
+            _fail(target, backend, x, False, seed, out, tol, where,
+                  f"permuting the sequence by {pk.tolist()} did not permute the outputs", text)
         return
     kx = QKV(x.q, x.k[..., pk, :], x.v[..., pk, :], x.scale)
     out_k = call(target, backend, kx, causal=False, seed=seed)
     text = observed(out_k, tol=tol, expected=out)
     if text:
-        raise AssertionError(f"{where}: permuting keys and values together by {pk.tolist()} "
-                             f"changed the output: {text}"
-                             + _nondeterminism(target, backend, x, False, seed, out, tol))
+        _fail(target, backend, x, False, seed, out, tol, where,
+              f"permuting keys and values together by {pk.tolist()} changed the output", text)
     qx = QKV(x.q[..., pq, :], x.k, x.v, x.scale)
     out_q = call(target, backend, qx, causal=False, seed=seed)
     text = observed(out_q, tol=tol, expected=out[..., pq, :])
     if text:
-        raise AssertionError(f"{where}: permuting queries by {pq.tolist()} did not permute the "
-                             f"outputs: {text}"
-                             + _nondeterminism(target, backend, x, False, seed, out, tol))
+        _fail(target, backend, x, False, seed, out, tol, where,
+              f"permuting queries by {pq.tolist()} did not permute the outputs", text)
 
 
 # ------------------------------------------------------------------ input scale

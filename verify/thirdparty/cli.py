@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,8 @@ import kernel_verify.properties as _suite
 SUITE_DIR = Path(_suite.__file__).resolve().parent
 #: At most this many evidence lines per failure (each printed in full); the JSON output keeps
 #: the whole message.
-EVIDENCE_LINES = 40
+EVIDENCE_LINES = 60
+_EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Group|Failure)\b:")
 
 
 @dataclass(frozen=True)
@@ -122,19 +124,34 @@ def _evidence(message: str) -> str:
     an ``ExceptionGroup`` (each distinct Hypothesis failure), the falsifying example(s)."""
     lines = [ln.rstrip() for ln in message.splitlines() if ln.strip()]
     keep: list[str] = []
+    explaining = block = False
     for ln in lines:
         text = ln.strip()
-        body = text[1:].strip() if text.startswith("E ") or text == "E" else None
-        if body is not None:
-            body = body.lstrip("| ").strip()
-            if not body or body.startswith(("+-", "+ ", "where ", "assert ")):
-                continue
-        elif text.lstrip("| ").startswith(("Falsifying example", "Falsifying explicit")):
-            body = text.lstrip("| ")
-        elif "Hypothesis found" in text:
-            body = text.lstrip("| +")
-        if body and body not in keep:
-            keep.append(body)
+        is_e = text.startswith("E ") or text == "E"
+        core = (text[1:] if is_e else text).strip().lstrip("|+- ").strip()
+        # Hypothesis' "Explanation: these lines were run by failing cases" (file:line lists) and
+        # its "You can reproduce … @reproduce_failure" line (the blob goes into the reproduce
+        # command instead) are left out; the failing example (arguments and drawn inputs) is
+        # kept whole, once per distinct failure.
+        if core.startswith("Explanation:"):
+            explaining, block = True, False
+            continue
+        if core.startswith("You can reproduce this"):
+            explaining = block = False
+            continue
+        if explaining or not core or core.startswith("where "):
+            continue
+        if _EXCEPTION.match(core):
+            block = False
+            if core not in keep:
+                keep.append(core)
+        elif core.startswith(("Falsifying example", "Falsifying explicit", "Failing test case")):
+            block = True
+            keep.append(core)
+        elif block:
+            keep.append(core)
+        elif is_e and core not in keep and not core.startswith("assert "):
+            keep.append(core)
     if not keep:
         keep = [ln.strip() for ln in lines]
     extra = len(keep) - EVIDENCE_LINES
