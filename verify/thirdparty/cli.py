@@ -150,7 +150,7 @@ def _evidence(message: str) -> str:
             keep.append(core)
         elif block:
             keep.append(core)
-        elif is_e and core not in keep and not core.startswith("assert "):
+        elif is_e and not core.startswith("assert "):
             keep.append(core)
     if not keep:
         keep = [ln.strip() for ln in lines]
@@ -279,6 +279,12 @@ def summary(verdicts: list[Verdict]) -> dict[str, int]:
     return counts
 
 
+def _default_profile() -> str:
+    from kernel_verify.properties.profiles import selected
+
+    return selected()
+
+
 def _validate_target(spec: str) -> tuple[str, ...]:
     """Load the adapter in this process first: a broken spec gets a clear error at once."""
     from kernel_verify.verify.thirdparty.loader import load_targets
@@ -307,7 +313,7 @@ def run_check(args: argparse.Namespace) -> int:
     crashes = f", {counts['crash']} crashed" if counts["crash"] else ""
     print(f"\n{counts['pass']} passed, {counts['fail']} failed{crashes}, {counts['skip']} skipped "
           f"— properties that exercised your target ({run.seconds:.0f} s; profile "
-          f"{args.profile or 'default'})")
+          f"{args.profile or _default_profile()})")
     if args.json_out:
         payload = {"target": args.target, "returncode": run.returncode, "seconds": run.seconds,
                    "counts": counts, "verdicts": [asdict(v) for v in verdicts]}
