@@ -1,8 +1,11 @@
-"""Backends and dtypes under test, chosen from what is installed (array-api-tests style).
+"""Backends and dtypes under test, from the one axis of :mod:`kernel_verify.verify.backends`.
 
-A backend is ``"numpy"``, ``"torch:cpu"`` or ``"torch:cuda"``. Every backend is always a test
-parameter; one that is unavailable here is *skipped with its reason*, never silently dropped, so
-the pytest summary shows what was not tested.
+Every backend is always a test parameter; one that is unavailable here is *skipped with its
+reason*, never silently dropped, so the pytest summary shows what was not tested.
+
+Two spellings, one axis: :func:`backend_axis` gives :class:`~kernel_verify.verify.backends.Backend`
+objects (new code); :func:`backend_params` gives the ``(backend name, dtype)`` string pairs that
+older properties and unit tests take.
 """
 
 from __future__ import annotations
@@ -11,51 +14,47 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from kernel_verify.impls.torch.convert import to_torch
+from kernel_verify.verify.backends import AXIS, DTYPES, Backend, as_float64, get_backend
 
 BACKENDS = ("numpy", "torch:cpu", "torch:cuda")
-DTYPES = ("float64", "float32", "float16", "bfloat16")
+__all__ = ["BACKENDS", "DTYPES", "backend_axis", "backend_params", "header_lines",
+           "params_to_backend", "to_backend", "to_numpy", "unavailable_reason"]
+
+
+def _marks(b: Backend) -> list:
+    marks = [pytest.mark.skip(reason=b.skip_reason)] if b.skip_reason else []
+    if b.device == "cuda":
+        marks.append(pytest.mark.cuda)
+    return marks
+
+
+def backend_axis(dtypes: tuple[str, ...] = DTYPES) -> list[Any]:
+    """``pytest.param(Backend)`` for every backend of the axis in ``dtypes``, marked skip (with
+    the reason) where unavailable."""
+    return [pytest.param(b, marks=_marks(b), id=b.id) for b in AXIS if b.dtype in dtypes]
 
 
 def unavailable_reason(backend: str) -> str | None:
-    """Why ``backend`` cannot run here, or None."""
-    if backend == "torch:cuda" and not torch.cuda.is_available():
-        return "torch:cuda skipped: torch.cuda.is_available() is False on this machine (no GPU)"
-    return None
+    """Why ``backend`` (``numpy``, ``torch:cpu``, ``torch:cuda``) cannot run here, or None."""
+    return get_backend(f"{backend}:float64").skip_reason
 
 
 def supports_dtype(backend: str, dtype: str) -> bool:
     """NumPy has no bfloat16, and its float16 is not a compute type for these maps."""
-    return not (backend == "numpy" and dtype in ("float16", "bfloat16"))
+    return any(b.name == backend and b.dtype == dtype for b in AXIS)
 
 
 def backend_params(dtypes: tuple[str, ...] = ("float64",)) -> list[Any]:
     """``pytest.param(backend, dtype)`` for every pair, marked skip where unavailable."""
-    out = []
-    for backend in BACKENDS:
-        for dtype in dtypes:
-            if not supports_dtype(backend, dtype):
-                continue
-            reason = unavailable_reason(backend)
-            marks = [pytest.mark.skip(reason=reason)] if reason else []
-            if backend == "torch:cuda":
-                marks.append(pytest.mark.cuda)
-            out.append(pytest.param(backend, dtype, marks=marks, id=f"{backend}-{dtype}"))
-    return out
-
-
-def torch_dtype(dtype: str) -> torch.dtype:
-    return getattr(torch, dtype)
+    return [pytest.param(b.name, b.dtype, marks=_marks(b), id=b.id)
+            for b in AXIS if b.dtype in dtypes]
 
 
 def to_backend(x: np.ndarray, backend: str, dtype: str) -> Any:
     """A float64 NumPy array on ``backend`` in ``dtype`` (rounded once)."""
-    if backend == "numpy":
-        return x.astype(dtype)
-    device = backend.split(":", 1)[1]
-    return torch.as_tensor(x, dtype=torch.float64).to(device=device, dtype=torch_dtype(dtype))
+    return get_backend(f"{backend}:{dtype}").from_numpy(x)
 
 
 def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
@@ -63,14 +62,14 @@ def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, 
     the device; the maps convert to their compute dtype)."""
     if backend == "numpy":
         return params
+    import torch
+
     return to_torch(params, device=backend.split(":", 1)[1], dtype=torch.float64)
 
 
 def to_numpy(x: Any) -> np.ndarray:
     """Any backend's result as a float64 NumPy array (exact: every dtype here widens exactly)."""
-    if isinstance(x, torch.Tensor):
-        return x.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(x, dtype=np.float64)
+    return as_float64(x)
 
 
 def header_lines() -> list[str]:

@@ -39,6 +39,8 @@ MARKERS = (
     "slow: long-running statistical or mpmath work (still run in CI, with fewer examples)",
     "statistical(assertions=1): a property making statistical assertions (counted in the α "
     "budget)",
+    "kv_builtin_only: checks the suite's own built-in code, not the target (kernel-verify check "
+    "leaves it out of the target's totals)",
 )
 
 

@@ -7,12 +7,23 @@ property (the test function), the target (the name of the :class:`Target` the te
 parametrised with, "" for none), the phase, the outcome and the failure text. Under
 pytest-xdist only the controller writes; the target name travels from the worker in the
 report's ``user_properties``.
+
+Besides, each record carries: the backend of the case (``numpy-float64``, ``torch:cpu-bfloat16``,
+"" when not parametrised by one), ``builtin_only`` (the test is marked ``kv_builtin_only``: it
+checks the suite's own code, not the target), ``notes`` (``record_property("kv_note", …)``:
+input-policy observations), ``crashed`` (a pytest-xdist worker died while running it: a crash,
+not a failed property) and ``repro``: one shell command that re-runs exactly this case (target,
+property, backend and dtype, Hypothesis profile; the Hypothesis ``@reproduce_failure`` blob, when
+the failure printed one, is appended as a comment line).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,12 +42,46 @@ def _target_name(item) -> str:
     return ""
 
 
+def _backend_id(item) -> str:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return ""
+    params = callspec.params
+    b = params.get("backend")
+    if b is not None and hasattr(b, "id"):
+        return str(b.id)
+    if isinstance(b, str):
+        return f"{b}-{params.get('dtype', '')}".rstrip("-")
+    return ""
+
+
+def repro_command(item) -> str:
+    """The shell command that re-runs exactly this test case."""
+    from kernel_verify.properties.profiles import selected
+
+    env = []
+    target = os.environ.get("KV_TARGET")
+    if target:
+        env.append(f"KV_TARGET={shlex.quote(target)}")
+    env.append(f"HYPOTHESIS_PROFILE={selected()}")
+    node = f"{Path(str(item.path)).resolve()}::{item.name}"
+    return " ".join([*env, shlex.quote(sys.executable), "-m", "pytest", shlex.quote(node),
+                     "-p", "no:cacheprovider", "-p", "no:xdist"])
+
+
+_BLOB = re.compile(r"@reproduce_failure\([^)]*\)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     report.user_properties.append(("kv_target", _target_name(item)))
     report.user_properties.append(("kv_prop", getattr(item, "originalname", item.name)))
+    report.user_properties.append(("kv_backend", _backend_id(item)))
+    report.user_properties.append(("kv_builtin_only",
+                                   item.get_closest_marker("kv_builtin_only") is not None))
+    report.user_properties.append(("kv_repro", repro_command(item)))
 
 
 _is_worker = False
@@ -51,21 +96,33 @@ def pytest_runtest_logreport(report) -> None:
     path = os.environ.get(ENV)
     if not path or _is_worker:
         return
-    props = dict(p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2)
+    pairs = [p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2]
+    props = dict(pairs)
+    notes = [str(v) for k, v in pairs if k == "kv_note"]
     module = report.nodeid.split("::", 1)[0]
     family = Path(module).stem.removeprefix("test_")
     if report.skipped and isinstance(report.longrepr, tuple):
         message = str(report.longrepr[2])
     else:
         message = str(report.longrepr) if report.longrepr else ""
+    crashed = report.failed and "crashed while running" in message
+    repro = props.get("kv_repro", "")
+    blob = _BLOB.search(message)
+    if report.failed and repro and blob:
+        repro += f"   # Hypothesis: add {blob.group(0)} above the test to replay this example"
     record = {
         "nodeid": report.nodeid,
         "family": family,
         "prop": props.get("kv_prop") or report.nodeid.split("::")[-1].split("[")[0],
         "target": props.get("kv_target", ""),
+        "backend": props.get("kv_backend", ""),
+        "builtin_only": bool(props.get("kv_builtin_only", False)),
         "when": report.when,
         "outcome": report.outcome,
+        "crashed": crashed,
         "message": message,
+        "notes": notes,
+        "repro": repro,
         "seconds": report.duration,
     }
     with open(path, "a", encoding="utf-8") as out:

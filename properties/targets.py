@@ -74,3 +74,13 @@ def matrices(*claims: str) -> list:
 def approximations(*claims: str) -> list:
     return _params(_select(KernelApproxTarget, claims),
                    f"kernel approximation with claims {sorted(claims)}")
+
+
+def attentions_with(claims: Iterable[str]) -> tuple[list[AttentionTarget], str | None]:
+    """Attention targets having every claim in ``claims``, and a skip reason when there are
+    none (for parametrisations that pair each target with its backends)."""
+    targets = _select(AttentionTarget, claims)
+    if targets:
+        return targets, None
+    where = target_spec() or "the built-in registry"
+    return [], f"{where} provides no attention with claims {sorted(claims)}"

@@ -68,8 +68,18 @@ FM_CASES = [
 ]
 
 
+def _case_id(changes: dict) -> str:
+    """A test id independent of hash randomisation (sets are printed sorted), so that every
+    pytest-xdist worker collects the same ids."""
+    def show(v: object) -> str:
+        if isinstance(v, set | frozenset):
+            return "{" + ", ".join(sorted(map(repr, v))) + "}"
+        return repr(v)
+    return ", ".join(f"{k}={show(v)}" for k, v in changes.items())
+
+
 @pytest.mark.parametrize(("changes", "exc", "words"), FM_CASES,
-                         ids=[repr(c) for c, _, _ in FM_CASES])
+                         ids=[_case_id(c) for c, _, _ in FM_CASES])
 def test_feature_map_target_fields(changes, exc, words) -> None:
     with pytest.raises(exc) as info:
         _fm(**changes)

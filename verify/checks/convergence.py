@@ -33,19 +33,32 @@ CONV_SEEDS = 40
 P0 = 0.10
 
 
-def convergence_failures(target, seed: int, d: int, n_seeds: int = CONV_SEEDS) -> int:
+def convergence_failures(target, seed: int, d: int, n_seeds: int = CONV_SEEDS, *,
+                         causal: bool = False, self_attention: bool = False,
+                         convert=None) -> int:
     """How many of ``n_seeds`` independent trials fail to halve the error to exact softmax
     attention (mean |ôut − out| over 2 batches × 2 heads × 8 rows × 2 values) when m grows from
-    16 to 1024 (the m^(-1/2) rate predicts a factor 8)."""
-    q, k, v = qkv(seed, (2, 2, 8, d), 2, 0.5)
-    exact = softmax_attention(q, k, v)
+    16 to 1024 (the m^(-1/2) rate predicts a factor 8). ``causal``: the causal path (against
+    causal softmax attention; for targets that only claim causal). ``self_attention``: ``k = q``
+    (passed as the same array). ``convert``: maps a float64 array to the target's backend and
+    dtype (default: identity); exact attention is computed from the inputs as converted."""
+    q, k, v = qkv(seed, (2, 2, 8, d), 2, 0.5, aligned=self_attention)
+    to = convert or (lambda a: a)
+    cq, cv = to(q), to(v)
+    ck = cq if self_attention else to(k)
+    if convert is not None:
+        from kernel_verify.verify.backends import as_float64
+
+        q, v = as_float64(cq), as_float64(cv)
+        k = q if self_attention else as_float64(ck)
+    exact = softmax_attention(q, k, v, causal=causal)
     failures = 0
     lo_seeds = seeds.child_seeds(seed, n_seeds, "convergence.m_lo")
     hi_seeds = seeds.child_seeds(seed, n_seeds, "convergence.m_hi")
     for s_lo, s_hi in zip(lo_seeds, hi_seeds, strict=True):
-        lo = np.abs(target(q, k, v, causal=False, seed=s_lo, m=M_LO) - exact).mean()
-        hi = np.abs(target(q, k, v, causal=False, seed=s_hi, m=M_HI) - exact).mean()
-        failures += bool(not hi < lo / 2)
+        lo = np.abs(target(cq, ck, cv, causal=causal, seed=s_lo, m=M_LO) - exact)
+        hi = np.abs(target(cq, ck, cv, causal=causal, seed=s_hi, m=M_HI) - exact)
+        failures += bool(not hi.mean() < lo.mean() / 2)
     return failures
 
 

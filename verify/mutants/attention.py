@@ -17,8 +17,11 @@ from kernel_verify.verify import seeds
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
 M_DEFAULT = 64
-ALL = frozenset({"causal", "noncausal", "positive_weights", "approximates_softmax"})
-EXACT = frozenset({"causal", "noncausal", "positive_weights"})
+# The mutants validate their inputs like the correct code (one defect each) and claim it; the
+# one that does not validate (attention_propagates_nan) breaks that claim.
+ALL = frozenset({"causal", "noncausal", "positive_weights", "approximates_softmax",
+                 "validates_input"})
+EXACT = frozenset({"causal", "noncausal", "positive_weights", "validates_input"})
 
 
 def _freqs(seed: int, d: int, m: int) -> np.ndarray:

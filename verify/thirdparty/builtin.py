@@ -29,42 +29,32 @@ from kernel_verify.verify.thirdparty.protocol import (
     Target,
 )
 
+ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 
-def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
+
+def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str],
+                        dtypes: tuple[str, ...] = ALL_DTYPES,
+                        libraries: tuple[str, ...] = ("numpy", "torch")) -> AttentionTarget:
+    """A registry map's attention on NumPy and torch (the backend is the input's; the float64
+    parameter draw goes to the input's device)."""
     def attention(q, k, v, *, causal, seed, m=m):
         params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
+        if not isinstance(q, np.ndarray):
+            from kernel_verify.impls.torch.convert import to_torch
+
+            params = to_torch(params, device=q.device)
         return feature_map_attention(entry, params, q, k, v, causal=causal)
 
-    return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims))
+    return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims),
+                           backends=libraries, dtypes=dtypes)
 
 
 def _exact_softmax(q, k, v, *, causal, seed, **_):
-    return softmax_attention(q, k, v, causal=causal)
-
-
-def _as_torch(a):
-    import torch
-
-    return torch.as_tensor(a, dtype=torch.float64)
-
-
-def _registry_attention_torch(entry: FeatureMap, m: int, claims: Iterable[str]) -> AttentionTarget:
-    """The torch backend of a registry map's attention behind the NumPy target interface."""
-    from kernel_verify.impls.torch.convert import to_torch
-
-    def attention(q, k, v, *, causal, seed, m=m):
-        params = entry.draw(np.random.default_rng(seed), q.shape[-1], m, entry.config)
-        out = feature_map_attention(entry, to_torch(params), _as_torch(q), _as_torch(k),
-                                    _as_torch(v), causal=causal)
-        return out.numpy()
-
-    return AttentionTarget(f"attention:{entry.name}@torch", attention, frozenset(claims))
-
-
-def _exact_softmax_torch(q, k, v, *, causal, seed, **_):
+    if isinstance(q, np.ndarray):
+        return softmax_attention(q, k, v, causal=causal)
     from kernel_verify.impls.torch.attention import softmax_attention as torch_softmax
 
-    return torch_softmax(_as_torch(q), _as_torch(k), _as_torch(v), causal=causal).numpy()
+    return torch_softmax(q, k, v, causal=causal)
 
 
 def _matrix_target(kind: str) -> RandomMatrixTarget:
@@ -92,16 +82,20 @@ def _builtin_approximations() -> list[KernelApproxTarget]:
 @cache
 def builtin_targets() -> tuple[Target, ...]:
     maps: list[Target] = [FeatureMapTarget.from_entry(e) for e in all_maps()]
-    positive = ("causal", "noncausal", "positive_weights", "approximates_softmax")
+    positive = ("causal", "noncausal", "positive_weights", "approximates_softmax",
+                "validates_input")
     attention: list[Target] = [
         AttentionTarget("attention:exact_softmax", _exact_softmax,
-                        frozenset({"causal", "noncausal", "positive_weights"})),
+                        frozenset({"causal", "noncausal", "positive_weights", "validates_input"}),
+                        backends=("numpy", "torch"), dtypes=ALL_DTYPES),
         _registry_attention(get("softmax_positive[iid]"), 64, positive),
-        _registry_attention(get("softmax_hyperbolic[orthogonal]"), 64, positive),
-        _registry_attention(get("gerf[iid]"), 64, positive),
-        AttentionTarget("attention:exact_softmax@torch", _exact_softmax_torch,
-                        frozenset({"causal", "noncausal", "positive_weights"})),
-        _registry_attention_torch(get("softmax_positive[orthogonal]"), 64, positive),
+        # Orthogonal draws (QR per block) dominate the convergence property's cost: one backend
+        # each (the backend code paths are the same as for the iid targets).
+        _registry_attention(get("softmax_hyperbolic[orthogonal]"), 64, positive, ("float64",),
+                            ("numpy",)),
+        _registry_attention(get("gerf[iid]"), 64, positive, ("float64",)),
+        _registry_attention(get("softmax_positive[orthogonal]"), 64, positive, ("float32",),
+                            ("torch",)),
     ]
     matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]
     return (*maps, *attention, *matrices, *_builtin_approximations())

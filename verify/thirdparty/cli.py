@@ -7,10 +7,17 @@ files are those that take their targets from :mod:`kernel_verify.properties.targ
 (:func:`target_property_files`); files testing built-in code only are left out. Per-test
 outcomes come back as JSON records (:mod:`kernel_verify.properties.results`) and are folded into
 a verdict per (property, target):
-``fail`` if any example/parametrisation failed (or errored), ``pass`` if some passed and none
-failed, ``skip`` (with the reason) if every one was skipped. The command prints the verdict table
-with the first lines of each failure message and exits 1 when any property fails (2 when the
-suite could not run at all).
+``fail`` if any example/parametrisation failed (or errored), ``crash`` if a test worker died
+while running it (a crash, not a failed property), ``pass`` if some passed and none failed,
+``skip`` (with the reason) if every one was skipped. Only properties that exercised the target
+count: records of tests not parametrised by a target (the suite's own code) and of tests marked
+``kv_builtin_only`` are left out of the totals. Input-policy observations (how a target that does
+not claim ``validates_input`` treats NaN input or mismatched shapes) are listed as notes, apart
+from the verdicts. The command prints the verdict table with the evidence of each failure —
+every assertion line of every distinct failure (a Hypothesis ``ExceptionGroup`` included), the
+falsifying example, the backends that failed — and one command that re-runs the failing case,
+and exits 1 when any property fails (2 when the suite could not run at all or a worker
+crashed).
 
 :func:`run_suite` is shared with ``kernel-verify mutants`` (:mod:`verify.mutants.runner`).
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,7 +40,10 @@ from kernel_verify.verify import atomic
 
 #: The folder of the shipped property suite.
 SUITE_DIR = Path(_suite.__file__).resolve().parent
-EVIDENCE_LINES = 4
+#: At most this many evidence lines per failure (each printed in full); the JSON output keeps
+#: the whole message.
+EVIDENCE_LINES = 60
+_EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Group|Failure)\b:")
 
 
 @dataclass(frozen=True)
@@ -42,8 +53,11 @@ class Outcome:
     family: str  # file stem without "test_": attention_identities, random_matrices, …
     prop: str  # the test function
     target: str  # the target id (first parametrisation id), or "" when unparametrised
-    outcome: str  # passed, failed, error, skipped
+    outcome: str  # passed, failed, error, skipped, crash
     message: str = ""
+    backend: str = ""
+    notes: tuple[str, ...] = ()
+    repro: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,8 +65,10 @@ class Verdict:
     family: str
     prop: str
     target: str
-    outcome: str  # pass, fail, skip
+    outcome: str  # pass, fail, crash, skip
     evidence: str = ""
+    repro: str = ""
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -73,30 +89,77 @@ class SuiteRun:
         return self.returncode not in (0, 1, 5) or not self.outcomes
 
 
-def load_results(path: Path) -> list[Outcome]:
+def load_results(path: Path, *, target_only: bool = False) -> list[Outcome]:
     """Outcomes from the JSON records of :mod:`kernel_verify.properties.results`: one per test,
-    the worst phase winning (an error in setup or teardown is an error of the test)."""
+    the worst phase winning (an error in setup or teardown is an error of the test).
+    ``target_only``: leave out tests that did not exercise a target (not parametrised by one,
+    or marked ``kv_builtin_only``); skips stay (they say which kinds the adapter lacks)."""
     worst: dict[str, Outcome] = {}
-    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3, "crash": 4}
     for line in path.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         outcome = r["outcome"]
-        if outcome == "failed" and r["when"] != "call":
+        if r.get("crashed"):
+            outcome = "crash"
+        elif outcome == "failed" and r["when"] != "call":
             outcome = "error"
         if r["when"] != "call" and outcome == "passed":
             continue
-        o = Outcome(r["family"], r["prop"], r["target"], outcome, r["message"].strip())
+        own = r["target"] and not r.get("builtin_only")
+        if target_only and not own and outcome not in ("skipped", "crash"):
+            continue
+        if target_only and r.get("builtin_only"):
+            continue
+        o = Outcome(r["family"], r["prop"], r["target"], outcome, r["message"].strip(),
+                    r.get("backend", ""), tuple(r.get("notes", ())), r.get("repro", ""))
         old = worst.get(r["nodeid"])
         if old is None or rank[o.outcome] > rank[old.outcome]:
             worst[r["nodeid"]] = o
+        elif o.notes and not old.notes:
+            worst[r["nodeid"]] = Outcome(**{**asdict(old), "notes": o.notes})
     return list(worst.values())
 
 
 def _evidence(message: str) -> str:
-    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
-    # Prefer the assertion lines ("E   ...") of a pytest traceback.
-    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
-    return "\n".join((errors or lines)[:EVIDENCE_LINES])
+    """Every assertion line of the failure, in full and without repeats: all sub-exceptions of
+    an ``ExceptionGroup`` (each distinct Hypothesis failure), the falsifying example(s)."""
+    lines = [ln.rstrip() for ln in message.splitlines() if ln.strip()]
+    keep: list[str] = []
+    explaining = block = False
+    for ln in lines:
+        text = ln.strip()
+        is_e = text.startswith("E ") or text == "E"
+        core = (text[1:] if is_e else text).strip().lstrip("|+- ").strip()
+        # Hypothesis' "Explanation: these lines were run by failing cases" (file:line lists) and
+        # its "You can reproduce … @reproduce_failure" line (the blob goes into the reproduce
+        # command instead) are left out; the failing example (arguments and drawn inputs) is
+        # kept whole, once per distinct failure.
+        if core.startswith("Explanation:"):
+            explaining, block = True, False
+            continue
+        if core.startswith("You can reproduce this"):
+            explaining = block = False
+            continue
+        if explaining or not core or core.startswith("where "):
+            continue
+        if _EXCEPTION.match(core):
+            block = False
+            if core not in keep:
+                keep.append(core)
+        elif core.startswith(("Falsifying example", "Falsifying explicit", "Failing test case")):
+            block = True
+            keep.append(core)
+        elif block:
+            keep.append(core)
+        elif is_e and not core.startswith("assert "):
+            keep.append(core)
+    if not keep:
+        keep = [ln.strip() for ln in lines]
+    extra = len(keep) - EVIDENCE_LINES
+    out = keep[:EVIDENCE_LINES]
+    if extra > 0:
+        out.append(f"… {extra} more line(s): the full message is in --json")
+    return "\n".join(out)
 
 
 def _skip_reason(message: str) -> str:
@@ -111,11 +174,23 @@ def fold(outcomes: list[Outcome]) -> list[Verdict]:
         groups.setdefault((o.family, o.prop, o.target), []).append(o)
     verdicts = []
     for (family, prop, target), items in sorted(groups.items()):
+        notes = tuple(dict.fromkeys(n for o in items for n in o.notes))
+        crashed = [o for o in items if o.outcome == "crash"]
         bad = [o for o in items if o.outcome in ("failed", "error")]
         if bad:
-            verdicts.append(Verdict(family, prop, target, "fail", _evidence(bad[0].message)))
+            evidence = _evidence(bad[0].message)
+            backends = [o.backend for o in bad if o.backend]
+            ran = [o for o in items if o.outcome != "skipped"]
+            if backends:
+                evidence += (f"\nfailed on {len(bad)} of {len(ran)} case(s): "
+                             f"{', '.join(dict.fromkeys(backends))}")
+            verdicts.append(Verdict(family, prop, target, "fail", evidence, bad[0].repro, notes))
+        elif crashed:
+            verdicts.append(Verdict(family, prop, target, "crash",
+                                    "a test worker crashed (died) while running it: "
+                                    + _evidence(crashed[0].message), crashed[0].repro, notes))
         elif any(o.outcome == "passed" for o in items):
-            verdicts.append(Verdict(family, prop, target, "pass"))
+            verdicts.append(Verdict(family, prop, target, "pass", notes=notes))
         else:
             verdicts.append(Verdict(family, prop, target, "skip", _skip_reason(items[0].message)))
     return verdicts
@@ -133,7 +208,7 @@ def target_property_files() -> tuple[str, ...]:
 
 def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | None = None,
               jobs: int = 2, paths: tuple[str, ...] | None = None,
-              timeout: float | None = None) -> SuiteRun:
+              timeout: float | None = None, target_only: bool = False) -> SuiteRun:
     """Run the shipped property suite in a subprocess against ``spec`` (None: built-in
     targets), from the current working directory."""
     paths = target_property_files() if paths is None else paths
@@ -165,13 +240,15 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         except subprocess.TimeoutExpired as err:
             rc, text = -1, f"timed out after {timeout} s\n{err.stdout or ''}"
         seconds = time.monotonic() - start
-        outcomes = load_results(results) if results.exists() else []
+        outcomes = (load_results(results, target_only=target_only)
+                    if results.exists() else [])
     tail = "\n".join(text.strip().splitlines()[-15:])
     return SuiteRun(spec or "built-in", rc, seconds, outcomes, tail)
 
 
 def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
-    """A plain-text table property × target with the evidence of failures."""
+    """A plain-text table property × target with the evidence of failures and the command that
+    reproduces each."""
     rows = [v for v in verdicts if show_passed or v.outcome != "pass"]
     if not rows:
         return "(no properties ran)"
@@ -184,16 +261,29 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
         if v.outcome == "skip":
             detail = f"  ({v.evidence})"
         lines.append(f"{label}  {v.target.ljust(w_target)}  {v.outcome.upper()}{detail}")
-        if v.outcome == "fail":
+        if v.outcome in ("fail", "crash"):
             lines.extend(f"{'':{w_prop}}    | {ln}" for ln in v.evidence.splitlines())
+            if v.repro:
+                lines.append(f"{'':{w_prop}}    | reproduce: {v.repro}")
+    notes = [(v, n) for v in verdicts for n in v.notes]
+    if notes:
+        lines.append("\nInput-policy notes (not correctness failures; claim validates_input to "
+                     "make them failures):")
+        lines.extend(f"  {v.family}::{v.prop}  {n}" for v, n in notes)
     return "\n".join(lines)
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, int]:
-    counts = {"pass": 0, "fail": 0, "skip": 0}
+    counts = {"pass": 0, "fail": 0, "crash": 0, "skip": 0}
     for v in verdicts:
         counts[v.outcome] += 1
     return counts
+
+
+def _default_profile() -> str:
+    from kernel_verify.properties.profiles import selected
+
+    return selected()
 
 
 def _validate_target(spec: str) -> tuple[str, ...]:
@@ -217,12 +307,14 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     jobs = int(getattr(args, "jobs", 2) or 2)
     run = run_suite(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
-)
+                    target_only=True)
     verdicts = run.verdicts
     print(verdict_table(verdicts))
     counts = summary(verdicts)
-    print(f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
-          f"({run.seconds:.0f} s; profile {args.profile or 'default'})")
+    crashes = f", {counts['crash']} crashed" if counts["crash"] else ""
+    print(f"\n{counts['pass']} passed, {counts['fail']} failed{crashes}, {counts['skip']} skipped "
+          f"— properties that exercised your target ({run.seconds:.0f} s; profile "
+          f"{args.profile or _default_profile()})")
     if args.json_out:
         payload = {"target": args.target, "returncode": run.returncode, "seconds": run.seconds,
                    "counts": counts, "verdicts": [asdict(v) for v in verdicts]}
@@ -231,4 +323,6 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"kernel-verify check: the suite did not run (pytest exit {run.returncode}):\n"
               f"{run.output_tail}", file=sys.stderr)
         return 2
-    return 1 if counts["fail"] else 0
+    if counts["fail"]:
+        return 1
+    return 2 if counts["crash"] else 0

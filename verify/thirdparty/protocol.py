@@ -26,12 +26,16 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.registry import CLAIMS, FeatureMap
+from kernel_verify.verify.backends import as_float64
 
 ATTENTION_CLAIMS = {
     "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
     "noncausal": "supports causal=False (permutation equivariant in the keys)",
     "positive_weights": "outputs are convex combinations of values (partition of unity)",
     "approximates_softmax": "converges to softmax attention as its feature count m grows",
+    "validates_input": "NaN/Inf and mismatched shapes raise ValueError (without this claim, how "
+                       "the target treats bad input is reported as an input-policy note, not a "
+                       "failure)",
 }
 MATRIX_CLAIMS = {
     "gaussian_rows": "every row is marginally N(0, I_d)",
@@ -243,23 +247,51 @@ class FeatureMapTarget:
 
 @dataclass(frozen=True)
 class AttentionTarget:
-    """``attention(q, k, v, *, causal: bool, seed: int) -> out`` on float64 arrays of shape
+    """``attention(q, k, v, *, causal: bool, seed: int) -> out`` on arrays of shape
     ``(batch, heads, n, d)``; ``seed`` fixes any randomness (ignored by exact attention).
-    With ``approximates_softmax``, ``attention`` also accepts ``m=`` (feature count)."""
+    With ``approximates_softmax``, ``attention`` also accepts ``m=`` (feature count).
+
+    Which arrays it accepts: ``backends`` (``"numpy"``, ``"torch"``: torch tensors on every
+    device the machine has) × ``dtypes`` (``"float64"``, ``"float32"``, ``"float16"``,
+    ``"bfloat16"``); the default is NumPy float64 only. Inputs arrive on the backend in the
+    dtype; the output must come back as an array of the same backend (any dtype; it is widened
+    to float64 exactly). ``self_attention_only``: q and k always come from one sequence (the
+    suite then calls with ``k is q``, never 1 query against 2 keys). A causal-only target claims
+    ``causal`` without ``noncausal``: every property then calls it with ``causal=True``."""
 
     name: str
-    attention: Callable[..., np.ndarray]
+    attention: Callable[..., Any]
     claims: frozenset[str]
+    backends: tuple[str, ...] = ("numpy",)
+    dtypes: tuple[str, ...] = ("float64",)
+    self_attention_only: bool = False
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
+        for field_name, allowed in (("backends", ("numpy", "torch")),
+                                    ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
+            value = getattr(self, field_name)
+            if isinstance(value, str) or not isinstance(value, tuple | list | frozenset | set):
+                raise TypeError(f"target {self.name!r}: {field_name} must be a tuple of names "
+                                f"among {', '.join(allowed)}, got {value!r}")
+            bad = [v for v in value if v not in allowed]
+            if bad or not value:
+                raise ValueError(f"target {self.name!r}: {field_name} must be a non-empty tuple "
+                                 f"of names among {', '.join(allowed)}; got {tuple(value)}")
+        if not isinstance(self.self_attention_only, bool):
+            raise TypeError(f"target {self.name!r}: self_attention_only must be a bool, got "
+                            f"{type(self.self_attention_only).__name__}")
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
 
+    def accepts(self, library: str, dtype: str) -> bool:
+        """Whether the target takes arrays of ``library`` (numpy, torch) in ``dtype``."""
+        return library in self.backends and dtype in self.dtypes
+
     def __call__(self, q, k, v, *, causal: bool, seed: int = 0, **kw: Any) -> np.ndarray:
-        return np.asarray(self.attention(q, k, v, causal=causal, seed=seed, **kw),
-                          dtype=np.float64)
+        """The output as a float64 NumPy array (exact widening from any backend and dtype)."""
+        return as_float64(self.attention(q, k, v, causal=causal, seed=seed, **kw))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,105 @@
+"""Attention targets × backends: which cases the attention properties run, how they call a
+target on a backend, and the derived error bound of one correct output in that backend's dtype.
+
+A case is ``(target, backend)`` for every backend of the axis (:mod:`kernel_verify.verify.backends`)
+in a library and dtype the target accepts (``AttentionTarget.backends``/``dtypes``); backends
+unavailable here stay as cases skipped with their reason.
+
+Tolerance model (black box). A correct normalised attention computes each output as a convex
+combination of values whose weights come from log-weights ``ℓ_ij`` (``log φ(q_i)ᵀφ(k_j)``, or the
+scores of exact attention). The stable evaluation analysed in ``tests/test_attention.py``
+(logsumexp over at most ``N = n + M + 6`` terms, unit roundoff ``u_c`` of the *compute* dtype)
+gives every logit an absolute error ``≤ δ = γ_N(u_c)·(Z + 1)``, hence weights with relative error
+``≤ e^(2δ) − 1`` and an output error ``≤ ε₀ = (e^(4δ) − 1 + 2γ_N + u_c)·max|v|`` (the last terms:
+the plain feature path's ``2γ_N`` bound for positive features, :mod:`verify.attention_bounds`,
+and the final rounding). Half types are computed in float32 and cast back (README, "Low
+precision"; ``verify.tolerance.BUDGETS``): ``+ u_out·(max|v| + ε₀)`` for the cast. Not knowing
+the target's features, the suite assumes at most ``M = 4096`` features and bounds the
+log-weights by ``Z = 2(√d + 8)·X + X² + log(nM)`` with ``X`` the largest pre-scaled input norm
+``‖q‖·d^(-1/4)`` (softmax-family features ``wᵀx − ‖x‖²/2`` with ‖w‖ ≤ √d + 8, which fails with
+probability < e^(-32) per row by Gaussian concentration; exact attention's scores ``xᵀy ≤ X²``).
+Every bound is computed from the inputs *as the target saw them* (rounded to the dtype), so
+input rounding is no error. Two outputs that must agree may differ by ``2ε``.
+In float64 the bound is ≈ 1e-10 at unit scale; in float32 it is ≈ 1e-2 at unit scale and
+vacuous (≥ max|v|) at input scale 30: the large-scale comparisons then only check finiteness.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernel_verify.properties.strategies import QKV
+from kernel_verify.properties.targets import attentions_with
+from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.tolerance import FORMATS, gamma
+
+M_MAX = 4096
+
+
+def cases(*claims: str) -> list[Any]:
+    """``pytest.param(target, backend)`` for every attention target with ``claims`` and every
+    backend it accepts; skipped (with the reason) where the backend is unavailable, or, when no
+    target qualifies, one skipped param saying so."""
+    targets, skip = attentions_with(claims)
+    if skip is not None:
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
+    out = []
+    for t in targets:
+        for b in AXIS:
+            if not t.accepts(b.library, b.dtype):
+                continue
+            marks = [pytest.mark.skip(reason=b.skip_reason)] if b.skip_reason else []
+            if b.device == "cuda":
+                marks.append(pytest.mark.cuda)
+            out.append(pytest.param(t, b, marks=marks, id=f"{t.name}-{b.id}"))
+    return out
+
+
+def modes(target) -> list[bool]:
+    """The ``causal`` values a target supports (non-causal when it claims neither)."""
+    out = [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)]
+    return out or [False]
+
+
+def seen(x: QKV, backend: Backend) -> QKV:
+    """``x`` as the target sees it on ``backend`` (rounded once to its dtype)."""
+    q = backend.seen(x.q)
+    k = q if x.self_attention else backend.seen(x.k)
+    return QKV(q, k, backend.seen(x.v), x.scale, x.self_attention)
+
+
+def call(target, backend: Backend, x: QKV, *, causal: bool, seed: int, **kw: Any) -> np.ndarray:
+    """``target`` on ``backend``: inputs converted (``k is q`` for self-attention inputs), the
+    output widened to float64 NumPy. Outputs of another shape are an ``AssertionError``."""
+    q = backend.from_numpy(x.q)
+    k = q if x.self_attention else backend.from_numpy(x.k)
+    out = target(q, k, backend.from_numpy(x.v), causal=causal, seed=seed, **kw)
+    want = (*x.q.shape[:-1], x.v.shape[-1])
+    assert out.shape == want, (f"{target.name} on {backend.id}: output shape {out.shape}, "
+                               f"expected {want}")
+    return out
+
+
+def output_error_bound(x: QKV, backend: Backend) -> float:
+    """``ε`` of the module docstring for the (already rounded) inputs ``x`` on ``backend``."""
+    q, k, v = x.q, x.k, x.v
+    d, n = q.shape[-1], k.shape[-2]
+    b = backend.budget
+    u_c = b.u_compute
+    xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
+    z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
+    g = gamma(n + M_MAX + 6, u_c)
+    vmax = max(float(np.abs(v).max()), 1.0)
+    eps = (math.expm1(min(4 * g * (z + 1), 700.0)) + 2 * g + u_c) * vmax
+    if b.output_round:
+        eps += FORMATS[b.dtype].u * (vmax + eps)
+    return float(eps)
+
+
+def describe(target, backend: Backend, causal: bool, seed: int, x: QKV) -> str:
+    return (f"{target.name} on {backend.id} (causal={causal}, seed={seed}, shape={x.shape}, "
+            f"scale={x.scale})")

@@ -1,0 +1,83 @@
+"""Failure evidence that names what was observed.
+
+An attention output that is NaN, infinite, exactly zero, outside the hull of the values it may
+see, collapsed to the mean of the values (uniform attention) or merely different from what it
+should be are different defects; :func:`observed` counts each kind and says which it is, with the
+first index and value of each, so a failure points at the cause rather than a symptom.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["first", "nonfinite", "observed"]
+
+
+def first(mask: np.ndarray) -> tuple[int, ...]:
+    """Index of the first True entry of ``mask``."""
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def nonfinite(got: np.ndarray, what: str = "outputs") -> str | None:
+    """``"k of N outputs are NaN (first at …); j are ±Inf (first at …)"``, or None when all are
+    finite."""
+    parts = []
+    for mask, word in ((np.isnan(got), "NaN"), (np.isinf(got), "±Inf")):
+        if mask.any():
+            parts.append(f"{int(mask.sum())} of {got.size} {what} are {word} (first at "
+                         f"{first(mask)})")
+    return "; ".join(parts) or None
+
+
+def observed(got: np.ndarray, *, tol: float, expected: np.ndarray | None = None,
+             lo: np.ndarray | None = None, hi: np.ndarray | None = None,
+             uniform: np.ndarray | None = None) -> str | None:
+    """What is wrong with ``got``, kind by kind, or None when nothing is.
+
+    ``expected``: values ``got`` must equal within ``tol``; ``lo``/``hi``: the hull of the
+    visible values (``got`` must lie in ``[lo − tol, hi + tol]``); ``uniform``: the output of
+    uniform attention (the mean of the visible values), named when a wrong output equals it.
+    Categories, in this order, each entry counted once: NaN, ±Inf, exactly 0 where a nonzero
+    value was due, outside the hull, equal to uniform attention, otherwise "differs"."""
+    got = np.asarray(got, dtype=np.float64)
+    lines = []
+    bad = np.zeros(got.shape, dtype=bool)
+    text = nonfinite(got)
+    if text:
+        lines.append(text)
+        bad |= ~np.isfinite(got)
+    shape = np.broadcast_shapes(got.shape, *(a.shape for a in (expected, lo, hi)
+                                            if a is not None))
+    if expected is not None:
+        exp = np.broadcast_to(expected, shape)
+        wrong = ~bad & ~(np.abs(got - exp) <= tol)
+    else:
+        exp, wrong = None, np.zeros(shape, dtype=bool)
+    if lo is not None and hi is not None:
+        wrong |= ~bad & ((got < lo - tol) | (got > hi + tol))
+    if not wrong.any():
+        return "; ".join(lines) or None
+    rest = wrong.copy()
+
+    def take(mask: np.ndarray, text: str) -> None:
+        nonlocal rest
+        mask = mask & rest
+        if mask.any():
+            i = first(mask)
+            detail = f"got {got[i]!r}" + (f", expected {exp[i]!r}" if exp is not None else "")
+            lines.append(f"{int(mask.sum())} of {got.size} outputs {text} (first at {i}: "
+                         f"{detail})")
+            rest = rest & ~mask
+
+    due = np.abs(exp) > tol if exp is not None else np.ones(shape, dtype=bool)
+    if lo is not None and hi is not None:
+        due |= (lo > tol) | (hi < -tol)  # 0 is outside the hull
+    take((got == 0) & due, "are exactly 0 where a nonzero value is due")
+    if lo is not None and hi is not None:
+        outside = (got < lo - tol) | (got > hi + tol)
+        take(outside, f"lie outside the hull of the values they may see (± {tol:.3g})")
+    if uniform is not None:
+        take(np.abs(got - uniform) <= tol, "equal the mean of the visible values: attention "
+             "collapsed to uniform")
+    take(rest, f"differ by more than {tol:.3g}")
+    return "; ".join(lines)

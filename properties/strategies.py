@@ -1,0 +1,112 @@
+"""Hypothesis strategies and input generators of the property suite: one module, so that tests
+never import tests, and inputs are drawn *by Hypothesis* (a failing example shrinks in its
+values — a row, a scale, a cut — not only in a seed).
+
+Randomness that is not a Hypothesis choice (parameter draws, permutations of large index sets,
+Monte Carlo batches) comes from one helper, :func:`generator`: a ``numpy.random.Generator`` on a
+``numpy.random.SeedSequence`` of a drawn seed and a named stream, so two streams of one seed are
+independent and a printed seed reproduces all of them.
+
+Sections: *seeds*, *attention inputs* (this engineer's); feature-map strategies go in their own
+section below.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+# ------------------------------------------------------------------------------------ seeds
+#: Seeds of targets and generators: any 32-bit integer.
+seeds = st.integers(0, 2**32 - 1)
+
+
+def generator(seed: int, stream: str = "") -> np.random.Generator:
+    """``default_rng(SeedSequence(seed, spawn_key=(crc32(stream),)))``: the one way the suite
+    turns a seed into random numbers. Different ``stream`` names give independent generators
+    (SeedSequence spawn keys); the same ``(seed, stream)`` always gives the same numbers."""
+    key = (zlib.crc32(stream.encode("utf-8")),) if stream else ()
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
+
+
+# ---------------------------------------------------------------------- attention inputs
+@dataclass(frozen=True, eq=False)
+class QKV:
+    """One attention input: float64 ``q, k (b, h, n, d)``, ``v (b, h, n, dv)``, the scale they
+    were drawn at, and whether ``k is q`` (self-attention). ``repr`` prints every value, so a
+    Hypothesis falsifying example is the input itself."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scale: float
+    self_attention: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.q.shape)
+
+    def __repr__(self) -> str:
+        with np.printoptions(precision=17, threshold=10**6, linewidth=10**6):
+            k = "q" if self.self_attention else f"np.array({self.k.tolist()!r})"
+            return (f"QKV(q=np.array({self.q.tolist()!r}), k={k}, "
+                    f"v=np.array({self.v.tolist()!r}), scale={self.scale!r})")
+
+
+#: Entries of unit-scale inputs: finite, no subnormals (a scale multiplies them).
+_unit = st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False, allow_subnormal=False,
+                  width=32)
+
+
+def shapes(batch=(1, 2), heads=(1, 2), n=(1, 8), d=(1, 4)) -> st.SearchStrategy:
+    """``(batch, heads, n, d)`` with each entry in its inclusive range."""
+    return st.tuples(*(st.integers(lo, hi) for lo, hi in (batch, heads, n, d)))
+
+
+@st.composite
+def qkv_sets(draw, shape=None, dv=(1, 3), scales=(0.1, 0.5, 1.0),
+             self_attention: bool = False, aligned: bool | None = False) -> QKV:
+    """An attention input drawn value by value: ``q, k`` entries in ``[−2, 2]·scale``, ``v``
+    entries in ``[−2, 2]``. ``self_attention``: ``k`` is ``q``. ``aligned``: ``k = q`` as values
+    (large positive scores; None lets Hypothesis choose)."""
+    b, h, n, d = draw(shapes() if shape is None else shape)
+    dv_ = draw(st.integers(*dv)) if isinstance(dv, tuple) else dv
+    scale = draw(st.sampled_from(scales))
+    q = draw(hnp.arrays(np.float64, (b, h, n, d), elements=_unit)) * scale
+    same = self_attention or (draw(st.booleans()) if aligned is None else aligned)
+    k = q if same else draw(hnp.arrays(np.float64, (b, h, n, d), elements=_unit)) * scale
+    v = draw(hnp.arrays(np.float64, (b, h, n, dv_), elements=_unit))
+    return QKV(q, k, v, scale, self_attention)
+
+
+def fresh_like(x: QKV, seed: int, scale: float) -> QKV:
+    """Independent Gaussian inputs of ``x``'s shape at ``scale`` (the "replacement" half of the
+    causality and independence properties), from :func:`generator`."""
+    rng = generator(seed, "fresh_like")
+    q = scale * rng.standard_normal(x.q.shape)
+    k = q if x.self_attention else scale * rng.standard_normal(x.k.shape)
+    return QKV(q, k, rng.standard_normal(x.v.shape), scale, x.self_attention)
+
+
+#: Input scales of the finiteness sweep (‖q‖·d^(−1/4) from ~1e-3 to ~600).
+SCALE_SWEEP = (1e-3, 0.1, 1.0, 10.0, 100.0, 300.0)
+#: (past/base scale, future/replacement scale) pairs: large pasts with small futures are where a
+#: shift over the sequence underflows.
+SCALE_PAIRS = ((0.5, 0.5), (0.5, 30.0), (30.0, 0.5), (30.0, 30.0))
+
+
+def scale_pairs(pairs=SCALE_PAIRS) -> st.SearchStrategy:
+    return st.sampled_from(pairs)
+
+
+def permutations(n: int) -> st.SearchStrategy:
+    """A permutation of ``range(n)`` as a NumPy index array (shrinks towards the identity)."""
+    return st.permutations(list(range(n))).map(np.asarray)
+
+
+# ---------------------------------------------------------------- feature-map strategies
+# (another section's owner appends here)
