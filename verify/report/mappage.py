@@ -118,9 +118,14 @@ def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str) -
         _random_sections(page, entry, data, s, figdir, rel, stem)
     else:
         _deterministic_sections(page, entry, data, figdir, rel, stem)
-    if data.get("attention") or data.get("krr"):
+    att = data.get("attention")
+    if att and "skipped" in att:
         page.h("Attention and downstream error")
-        cap = figures.downstream_figure(entry.name, data.get("attention"), data.get("krr"),
+        page.p(f"Attention: **not tested**: {att['skipped']}")
+        att = None
+    if att or data.get("krr"):
+        page.h("Attention and downstream error")
+        cap = figures.downstream_figure(entry.name, att, data.get("krr"),
                                         figdir / f"{stem}_downstream.png")
         page.img(f"{rel}/{stem}_downstream.png", cap)
         page.p("Attention: RMS error per output entry of linear attention with this map against "
