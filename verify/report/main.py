@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.properties.alpha import set_assertion_count
 from kernel_verify.verify.report import mappage
 from kernel_verify.verify.report.pages import Page, write_atomic, write_page
 from kernel_verify.verify.report.settings import FULL, QUICK, Settings, code_version
@@ -70,7 +71,12 @@ def run_report(args: argparse.Namespace) -> int:
     out = _out_dir(args)
     maps = [get(n) for n in args.maps] if args.maps else all_maps()
     random_maps = [e for e in maps if not e.has("deterministic")]
-    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms)))
+    # Bonferroni over every statistical assertion of the report: its mean tests and the
+    # deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per biased one).
+    n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
+                  for e in random_maps)
+    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props))
+    set_assertion_count(budget.n_assertions)
     version = code_version()
     command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \
         if Path(sys.argv[0]).name == "kernel-verify" else "kernel-verify report " + " ".join(
