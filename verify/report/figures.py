@@ -110,7 +110,12 @@ def geometry_figure(meas: dict, path: Path, m: int, conf: float) -> str:
             ax.plot(v, t, "-", color="C0", label="exact (theory)")
         else:
             ax.plot([], [], " ", label="no theory at these points")
+        for p in g:
+            if p.get("flag"):
+                ax.annotate("⚑", (p["value"], p["theory_rel_mse"]), color="red", fontsize=9)
         ax.set_yscale("log")
+        top = max(float(np.nanmax(hi)), max((x for x in t if x is not None), default=0.0))
+        ax.set_ylim(bottom=max(float(np.nanmin(np.r_[lo, r])) * 0.5, top * 1e-8))
         ax.set_xlabel(name)
         ax.set_ylabel(f"relative MSE (bias² + Var)/k² at m = {m}")
         ax.legend(fontsize=7)
@@ -118,7 +123,8 @@ def geometry_figure(meas: dict, path: Path, m: int, conf: float) -> str:
     fig.suptitle(f"{meas['name']}: error against the input geometry", fontsize=10)
     _save(fig, path)
     return ("Relative MSE against the input geometry: how fast the estimator degrades as the "
-            "inputs grow or move apart.")
+            "inputs grow or move apart (points below the axis are exact to 1e-8, e.g. positive "
+            "features at x = −y; ⚑: theory outside the measured band).")
 
 
 def downstream_figure(name: str, att: dict | None, krr: dict | None, path: Path) -> str:

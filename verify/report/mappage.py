@@ -83,6 +83,7 @@ def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
     meas = data.get("measurement")
     tests = [p["test_ok"] for p in meas["points"]] if meas else []
     flags = [p["flag"] for p in meas["points"] if p["flag"]] if meas else []
+    flags += [g["flag"] for g in meas["geometry"] if g.get("flag")] if meas else []
     v, reasons = overall(data["accuracy_ok"], props, tests, flags, random)
     if not random and v == "pass":
         err = data.get("identity_error")
@@ -164,6 +165,11 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
         page.img(f"{rel}/{stem}_geometry.png", cap)
         page.p(f"{s.geo_draws} draws per point at m = {s.geo_m}; theory drawn only where "
                "verify.moments has the exact variance at every point (iid and orthogonal rows).")
+        geo_flags = [g["flag"] for g in meas["geometry"] if g.get("flag")]
+        if geo_flags:
+            page.p("**flagged** (the measurement cannot confirm the theory here; for heavy-tailed "
+                   "estimators at large inputs the sample MSE misses the rare huge draws):")
+            page.ul(geo_flags)
 
 
 def _deterministic_sections(page, entry, data, figdir, rel, stem) -> None:

@@ -91,6 +91,7 @@ class GeoPoint:
     rel_mse_hi: float
     theory_rel_mse: float | None
     rel_bias: float
+    flag: str = ""
 
 
 @dataclass
@@ -189,6 +190,10 @@ def sweep(target: FeatureMapTarget, s: Settings, version: str) -> list[GeoPoint]
         lo, hi = np.quantile(boots, [(1 - s.conf) / 2, (1 + s.conf) / 2])
         tv = th.variance[0]
         t_rel = None if (tv is None or th.mean is None) else ((th.mean - k) ** 2 + tv) / k**2
+        flag = ""
+        if t_rel is not None and not lo <= t_rel <= hi:
+            flag = (f"{axis} = {value:.3g}: theory relative MSE {t_rel:.3g} outside the measured "
+                    f"{s.conf:.0%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
         out.append(GeoPoint(axis, value, k, float(err2.mean()), float(lo), float(hi), t_rel,
-                            float(samples.mean() / k - 1)))
+                            float(samples.mean() / k - 1), flag))
     return out

@@ -41,54 +41,76 @@ def _measured_rel(name: str, x, y, m: int, draws: int, seed: int) -> float:
     return float(np.mean((s - k) ** 2) / k**2)
 
 
+def _crossing(xs: np.ndarray, a: np.ndarray, b: np.ndarray) -> float | None:
+    """First x where curve ``a`` drops below ``b`` (linear interpolation of log a − log b)."""
+    tiny = np.finfo(float).tiny
+    g = np.log(np.maximum(a, tiny)) - np.log(np.maximum(b, tiny))
+    for i in range(1, len(xs)):
+        if g[i - 1] > 0 >= g[i]:
+            return float(xs[i - 1] + (xs[i] - xs[i - 1]) * g[i - 1] / (g[i - 1] - g[i]))
+    return None
+
+
 def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
     d = m = 64
     draws = max(100, s.geo_draws)
-    norms = np.linspace(0.2, 1.6, 8 if s.depth == "full" else 5)
-    angles = np.linspace(0, 180, 7 if s.depth == "full" else 4)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    norms = np.linspace(0.2, 1.6, 15 if s.depth == "full" else 6)
+    angles = np.linspace(0, 180, 19 if s.depth == "full" else 7)
+    fig, axs = plt.subplots(1, 3, figsize=(15, 4.4))
     curves: dict[str, np.ndarray] = {}
+    sweeps = ((axs[0], "n60", norms, lambda r: pair(d, r, r, 60.0)),
+              (axs[1], "n120", norms, lambda r: pair(d, r, r, 120.0)),
+              (axs[2], "a", angles, lambda a: pair(d, 1.2, 1.2, a)))
     for c, f in enumerate(SOFTMAX):
         for matrix, style in (("iid", "-"), ("orthogonal", "--")):
             name = f"{f}[{matrix}]"
-            rn = np.array([_exact_rel(name, *pair(d, r, r), m) for r in norms])
-            ra = np.array([_exact_rel(name, *pair(d, 1.0, 1.0, a), m) for a in angles])
-            curves[name] = rn
-            ax.plot(norms, rn, style, color=f"C{c}", label=f"{name} (exact)")
-            bx.plot(angles, ra, style, color=f"C{c}", label=f"{name} (exact)")
-        sel = norms[:: max(1, len(norms) // 4)]
-        rs = [_measured_rel(f"{f}[sorf]", *pair(d, r, r), m, draws, 11 + j)
-              for j, r in enumerate(sel)]
-        ax.plot(sel, rs, "x", color=f"C{c}", label=f"{f}[sorf] (measured, MSE)")
-    for a in (ax, bx):
-        a.set_yscale("log")
-        a.set_ylabel(f"relative MSE / SM² (d = {d}, m = {m})")
-        a.grid(True, which="both", alpha=0.3)
-    ax.set_xlabel("‖x‖ = ‖y‖ (angle 60°)")
-    bx.set_xlabel("angle between x and y (degrees), ‖x‖ = ‖y‖ = 1")
-    ax.legend(fontsize=6, ncol=2)
-    ax.set_title("softmax estimators vs input norm", fontsize=10)
-    bx.set_title("softmax estimators vs angle", fontsize=10)
+            for ax, tag, grid, mk in sweeps:
+                r = np.array([_exact_rel(name, *mk(v), m) for v in grid])
+                curves[f"{name}:{tag}"] = r
+                ax.plot(grid, r, style, color=f"C{c}", label=f"{name} (exact)")
+        for ax, _tag, grid, mk in sweeps[:2]:
+            sel = grid[:: max(1, len(grid) // 4)]
+            rs = [_measured_rel(f"{f}[sorf]", *mk(v), m, draws, 11 + j)
+                  for j, v in enumerate(sel)]
+            ax.plot(sel, rs, "x", color=f"C{c}", label=f"{f}[sorf] (measured MSE)")
+    for ax in axs:
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=1e-8)
+        ax.set_ylabel(f"relative MSE / SM² (d = {d}, m = {m})")
+        ax.grid(True, which="both", alpha=0.3)
+    axs[0].set_xlabel("‖x‖ = ‖y‖ (angle 60°: qᵀk > 0)")
+    axs[1].set_xlabel("‖x‖ = ‖y‖ (angle 120°: qᵀk < 0)")
+    axs[2].set_xlabel("angle between x and y (degrees), ‖x‖ = ‖y‖ = 1.2")
+    axs[0].legend(fontsize=6, ncol=2)
+    axs[0].set_title("vs input norm, acute angle", fontsize=10)
+    axs[1].set_title("vs input norm, obtuse angle", fontsize=10)
+    axs[2].set_title("vs angle", fontsize=10)
     _save(fig, folder / "overview_softmax.png")
     findings = []
-    trig, pos = curves["softmax_trig[iid]"], curves["softmax_positive[iid]"]
-    better = np.nonzero(pos < trig)[0]
-    if len(better):
-        findings.append(f"At d = m = 64 and 60°, iid positive features have a lower relative MSE "
-                        f"than iid trigonometric ones from ‖x‖ = ‖y‖ ≈ {norms[better[0]]:.2f} "
-                        f"on (grid {norms[0]:.1f}–{norms[-1]:.1f}; at ‖x‖ = {norms[-1]:.1f}: "
-                        f"{pos[-1]:.3g} vs {trig[-1]:.3g}).")
-    else:
-        findings.append("Trigonometric features beat positive ones over the whole norm grid.")
-    for f in ("softmax_positive", "softmax_trig"):
-        iid, orf = curves[f"{f}[iid]"], curves[f"{f}[orthogonal]"]
-        j = len(norms) // 2
+    for tag, grid, what in (("n120", norms, "‖x‖ = ‖y‖ at 120°"), ("a", angles,
+                                                                   "angle at ‖x‖ = ‖y‖ = 1.2"),
+                            ("n60", norms, "‖x‖ = ‖y‖ at 60°")):
+        pos, trig = curves[f"softmax_positive[iid]:{tag}"], curves[f"softmax_trig[iid]:{tag}"]
+        x = _crossing(grid, pos, trig)
+        if x is None and np.all(pos < trig):
+            findings.append(f"{what}: positive features beat trigonometric ones on the whole grid.")
+        elif x is None:
+            findings.append(f"{what}: trigonometric features beat positive ones on the whole grid "
+                            f"({grid[0]:g}–{grid[-1]:g}; at the end {trig[-1]:.3g} vs "
+                            f"{pos[-1]:.3g}).")
+        else:
+            findings.append(f"{what}: iid positive features overtake trigonometric ones at "
+                            f"{x:.3g} (d = m = 64, exact relative MSE; at the grid end "
+                            f"{pos[-1]:.3g} vs {trig[-1]:.3g}).")
+    j = int(np.argmin(np.abs(norms - 1.0)))
+    for f in ("softmax_positive", "softmax_trig", "softmax_hyperbolic"):
+        iid, orf = curves[f"{f}[iid]:n60"], curves[f"{f}[orthogonal]:n60"]
         findings.append(f"Orthogonal rows lower the variance of {f} at d = m = 64, ‖x‖ = ‖y‖ = "
-                        f"{norms[j]:.2f} by {100 * (1 - orf[j] / iid[j]):.1f} % "
-                        f"({orf[j]:.3g} vs {iid[j]:.3g}, exact).")
-    return ("Relative MSE of every softmax estimator at equal m: lines exact, crosses measured; "
-            "look for where positive features (orange) cross below trigonometric ones (blue)."
-            ), findings
+                        f"{norms[j]:.2f}, 60°, by {100 * (1 - orf[j] / iid[j]):.1f} % "
+                        f"({orf[j]:.3g} vs {iid[j]:.3g} relative, exact).")
+    return ("Relative MSE of every softmax estimator at equal m (lines exact, crosses measured "
+            "SORF): trigonometric features (blue) win for acute angles, positive ones (orange) "
+            "where qᵀk < 0 and the kernel is small."), findings
 
 
 def gaussian_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:

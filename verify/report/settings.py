@@ -13,6 +13,9 @@ from pathlib import Path
 
 #: Folders whose source decides the report's numbers (a change there invalidates the cache).
 _SOURCES = ("impls", "verify", "properties")
+#: Presentation-only modules (layout, figures): editing them re-renders without recomputing.
+_PRESENTATION = frozenset({"verify/report/figures.py", "verify/report/pages.py",
+                           "verify/report/main.py", "verify/report/overview.py"})
 
 
 @dataclass(frozen=True)
@@ -50,11 +53,14 @@ QUICK = Settings("quick", ms=(8, 32, 128), draws=300, boot=400, ref_draws=4000, 
 
 
 def code_version() -> str:
-    """sha256 (16 hex digits) of every ``.py`` file of the package folders (sorted by path)."""
+    """sha256 (16 hex digits) of every ``.py`` file of the package folders (sorted by path),
+    presentation-only modules excepted."""
     root = Path(__file__).resolve().parents[2]
     h = hashlib.sha256()
     for folder in _SOURCES:
         for path in sorted((root / folder).rglob("*.py")):
+            if str(path.relative_to(root)) in _PRESENTATION:
+                continue
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
