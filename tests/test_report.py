@@ -147,3 +147,14 @@ def test_quick_and_full_reports_go_to_separate_untracked_folders():
     full = _out_dir(build_parser().parse_args(["report"]))
     assert quick != full and quick.parts[0] == full.parts[0] == "build"
     assert QUICK.draws < 1000
+
+
+def test_rerun_hits_the_cache_and_a_code_change_misses(tmp_path, monkeypatch):
+    monkeypatch.setenv("KV_CACHE_DIR", str(tmp_path))
+    from kernel_verify.verify.report import mappage
+
+    first = mappage.compute(get("relu"), TINY, 1e-3, "v1")
+    again = mappage.compute(get("relu"), TINY, 1e-3, "v1")
+    other = mappage.compute(get("relu"), TINY, 1e-3, "v2")
+    assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
+    assert again["verdict"] == first["verdict"] == "pass"

@@ -168,7 +168,7 @@ def deterministic_figure(folder: Path) -> str:
         for t in sgrid:
             f = e.numpy_fn(np.stack([t * u, u]), params, e.config)
             vals.append(float(f[0] @ f[1]))
-        ax.plot(sgrid, vals, "-", color=f"C{c % 10}", lw=1, label=e.name)
+        ax.plot(sgrid, vals, ("-", "--", ":")[c // 7], color=f"C{c % 7}", lw=1.2, label=e.name)
     ax.set_xlabel("qᵀk (q = s·u, k = u, ‖u‖ = 1, d = 8)")
     ax.set_ylabel("φ(q)ᵀφ(k)")
     ax.set_yscale("symlog", linthresh=0.1)

@@ -27,12 +27,12 @@ class Settings:
     ms: tuple[int, ...] = (8, 16, 32, 64, 128)
     draws: int = 1000
     #: bootstrap resamples for the variance and mean intervals
-    boot: int = 1000
+    boot: int = 2000
     #: draws of the cached Monte Carlo reference (maps without exact moments)
-    ref_draws: int = 20000
+    ref_draws: int = 12000
     #: m and draws of the input-geometry sweep
     geo_m: int = 16
-    geo_draws: int = 300
+    geo_draws: int = 200
     geo_points: int = 6
     att_ms: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     att_ns: tuple[int, ...] = (16, 64, 256, 1024)
@@ -40,14 +40,14 @@ class Settings:
     krr_ms: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
     krr_seeds: int = 3
     #: confidence level of every interval drawn
-    conf: float = 0.99
+    conf: float = 0.999
 
     def key(self) -> str:
         return repr(sorted(asdict(self).items()))
 
 
 FULL = Settings("full")
-QUICK = Settings("quick", ms=(8, 32, 128), draws=300, boot=400, ref_draws=4000, geo_draws=100,
+QUICK = Settings("quick", ms=(8, 32, 128), draws=300, boot=1000, ref_draws=4000, geo_draws=100,
                  geo_points=4, att_ms=(8, 32, 128), att_ns=(16, 256), att_seeds=2,
                  krr_ms=(8, 32, 128), krr_seeds=2)
 
