@@ -177,6 +177,8 @@ def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool)
         if meas:
             p = meas["points"][-1]
             bias = f"{100 * (p['mean'] / meas['kernel'] - 1):+.2f} % (m={p['m']})"
+            if p["theory_mean"] is not None and abs(p["theory_mean"] / meas["kernel"] - 1) > 1e-9:
+                bias += f"; predicted {100 * (p['theory_mean'] / meas['kernel'] - 1):+.2f} %"
             if p["theory_variance"]:
                 var = f"{p['variance'] / p['theory_variance']:.2f}"
         kind = ("—" if not meas else "exact" if meas["theory"]["variance_kind"].startswith("exact")

@@ -68,7 +68,8 @@ def to_markdown(page: Page) -> str:
     return "\n".join(out)
 
 
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+#: [text](href); the text may hold one level of brackets (map names like ``gerf[iid]``)
+_LINK = re.compile(r"\[((?:[^\[\]]|\[[^\]]*\])+)\]\(([^)\s]+)\)")
 _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
