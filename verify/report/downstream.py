@@ -103,6 +103,9 @@ def krr_curve(entry: FeatureMap, ms, seeds: int) -> dict | None:
     maps whose target Gram has no mpmath reference."""
     if entry.has("positional") or entry.has("deterministic"):
         return None
+    if not ms:
+        return {"skipped": "quick depth (the exact Gram costs up to a minute per kernel in "
+                "mpmath; the full report has this panel)"}
     if entry.kernel not in KRR_KERNELS:
         return {"skipped": f"the exact `{entry.kernel}` Gram is too slow in mpmath for this task "
                 "(quadrature, ~1 s per entry)"}

@@ -49,7 +49,7 @@ class Settings:
 FULL = Settings("full")
 QUICK = Settings("quick", ms=(8, 32, 128), draws=300, boot=1000, ref_draws=4000, geo_draws=100,
                  geo_points=4, att_ms=(8, 32, 128), att_ns=(16, 256), att_seeds=2,
-                 krr_ms=(8, 32, 128), krr_seeds=2)
+                 krr_ms=(), krr_seeds=0)
 
 
 def code_version() -> str:
