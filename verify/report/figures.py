@@ -33,7 +33,7 @@ def variance_figure(meas: dict, path: Path, conf: float) -> str:
     lo = np.array([p["var_lo"] for p in pts])
     hi = np.array([p["var_hi"] for p in pts])
     ax.errorbar(ms, var, yerr=[np.maximum(var - lo, 0), np.maximum(hi - var, 0)], fmt="o",
-                color="C1", capsize=3, label=f"measured Var ({conf:.0%} bootstrap)")
+                color="C1", capsize=3, label=f"measured Var ({conf:.1%} bootstrap)")
     mse = np.array([p["mse"] for p in pts])
     ax.plot(ms, mse, "s", mfc="none", color="C3", label="measured MSE = bias² + Var")
     tv = [p["theory_variance"] for p in pts]
@@ -69,7 +69,7 @@ def variance_figure(meas: dict, path: Path, conf: float) -> str:
     rlo = np.array([p["mean_lo"] / k - 1 for p in pts]) * 100
     rhi = np.array([p["mean_hi"] / k - 1 for p in pts]) * 100
     bx.errorbar(ms, rb, yerr=[rb - rlo, rhi - rb], fmt="o", color="C1", capsize=3,
-                label=f"measured (mean/k − 1, {conf:.0%} bootstrap)")
+                label=f"measured (mean/k − 1, {conf:.1%} bootstrap)")
     bx.axhline(0, color="black", lw=0.8, label="unbiased (target kernel)")
     if th["mean"] is not None and abs(th["mean"] / k - 1) > 1e-12:
         bx.axhline((th["mean"] / k - 1) * 100, color="C0", ls="--",
@@ -106,7 +106,7 @@ def geometry_figure(meas: dict, path: Path, m: int, conf: float) -> str:
         lo = np.array([p["rel_mse_lo"] for p in g])
         hi = np.array([p["rel_mse_hi"] for p in g])
         ax.errorbar(v, r, yerr=[np.maximum(r - lo, 0), np.maximum(hi - r, 0)], fmt="o",
-                    color="C1", capsize=3, label=f"measured ({conf:.0%} bootstrap)")
+                    color="C1", capsize=3, label=f"measured ({conf:.1%} bootstrap)")
         t = [p["theory_rel_mse"] for p in g]
         if all(x is not None for x in t):
             ax.plot(v, t, "-", color="C0", label="exact (theory)")

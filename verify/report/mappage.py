@@ -137,7 +137,7 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
     page.h("Bias and variance at the default pair")
     page.p(f"x = 0.8·e₁, y = 0.6·(cos 60° e₁ + sin 60° e₂), d = {s.d}; k(x, y) = {k:.6g}. "
            f"{s.draws} independent parameter draws per m (seed {meas['seed']} + index of m); "
-           f"intervals are {s.conf:.0%} percentile-bootstrap intervals ({s.boot} resamples), "
+           f"intervals are {s.conf:.1%} percentile-bootstrap intervals ({s.boot} resamples), "
            "valid for heavy-tailed estimators (no normal approximation). "
            f"Theory variance: **{th['variance_kind']}**. Theory mean: {th['mean_kind']}.")
     rows = []

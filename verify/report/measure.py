@@ -149,7 +149,7 @@ def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, versi
             slack = 1e-12 * th.kernel**2
             lo, hi = vl - 2 * (tse or 0.0) - slack, vh + 2 * (tse or 0.0) + slack
             if not lo <= tv <= hi:
-                flag = (f"m = {m}: theory variance {tv:.4g} outside the measured {s.conf:.0%} "
+                flag = (f"m = {m}: theory variance {tv:.4g} outside the measured {s.conf:.1%} "
                         f"bootstrap band [{vl:.4g}, {vh:.4g}]")
         meas.points.append(Point(m, mean, ml, mh, var, vl, vh, th.mean, tv, tse, mse, tmse,
                                  how, ok, flag))
@@ -196,7 +196,7 @@ def sweep(target: FeatureMapTarget, s: Settings, version: str) -> list[GeoPoint]
         flag = ""
         if t_rel is not None and not lo - 1e-12 <= t_rel <= hi + 1e-12:  # 1e-12: zero in float64
             flag = (f"{axis} = {value:.3g}: theory relative MSE {t_rel:.3g} outside the measured "
-                    f"{s.conf:.0%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
+                    f"{s.conf:.1%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
         out.append(GeoPoint(axis, value, k, float(err2.mean()), float(lo), float(hi), t_rel,
                             float(samples.mean() / k - 1), flag))
     return out
