@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: report test test-dev lint mutants calibrate bench bench-full clean adapters conformance
+.PHONY: report report-quick test test-dev lint mutants calibrate bench bench-full clean adapters conformance
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 report: $(STAMP)
-	$(BIN)/kernel-verify report
+	$(BIN)/kernel-verify report   # -> build/report/full/index.html (untracked)
+
+report-quick: $(STAMP)
+	$(BIN)/kernel-verify report --quick   # -> build/report/quick/index.html
 
 # Two pytest workers on two cores: one BLAS/OpenMP thread each, no oversubscription.
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -185,10 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_list)
 
     p = sub.add_parser("report", help="verify every map and write the variance reports")
-    p.add_argument("--out", default="reports", help="output folder (default: reports/)")
-    p.add_argument("--quick", action="store_true", help="fewer points and samples")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: build/report/full, --quick: build/report/quick;"
+                   " both untracked)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer points and samples (own folder: never overwrites a full report)")
     p.add_argument("--maps", nargs="*", help="only these map names (default: all)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true",
+                   help="numbers only: index and report.json, no pages or figures")
     p.set_defaults(run=_lazy("kernel_verify.verify.report.main", "run_report"))
 
     p = sub.add_parser("check", help="run the property suite against a third-party target")

@@ -1,162 +1,190 @@
-"""``kernel-verify report``: verify every registered map and write the variance reports.
+"""``kernel-verify report``: one page per registered map, an overview page and an HTML index.
 
-Writes, under ``--out`` (default ``reports/``):
-
-* ``summary.md``: one row per map — accuracy against mpmath (worst error as a fraction of the
-  derived budget, per backend and dtype), unbiasedness verdict, measured/exact variance ratio;
-* ``variance/<map>.png``: variance against m, exact theory and measurement;
-* ``variance/softmax_estimators.png``: exact variance of the softmax estimators side by side;
-* ``report.json``: everything above as data.
-
-The unbiasedness checks share a false-alarm budget of ``KV_ALPHA_TOTAL`` (default 1e-3) for the
-whole report (Bonferroni). The command exits non-zero when any map fails a check.
+Output (default ``build/report/full``, ``--quick``: ``build/report/quick``; both untracked):
+``index.html``/``index.md`` (header, reading guide, one row per map), ``overview.{md,html}``,
+``maps/<map>.{md,html}``, ``figures/*.png`` and ``report.json``. The report is assembled in a
+temporary sibling folder and moved into place at the end, so an interrupted run never leaves a
+half-written report; per-map numbers are cached (:mod:`verify.cache`, keyed by map, config,
+depth settings and code version), so a re-run recomputes only what changed. The statistical
+tests of the report share ``KV_ALPHA_TOTAL`` (Bonferroni over the report's mean tests). Exit
+status 1 when a map FAILs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
-from kernel_verify.impls.registry import FeatureMap, all_maps, get
-from kernel_verify.verify import atomic
-from kernel_verify.verify.report.accuracy import accuracy_rows
-from kernel_verify.verify.report.variance import VarianceReport, plot_variance, variance_report
+from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.properties.alpha import set_assertion_count
+from kernel_verify.verify.report import mappage
+from kernel_verify.verify.report.pages import Page, write_atomic, write_page
+from kernel_verify.verify.report.settings import FULL, QUICK, Settings, code_version
 from kernel_verify.verify.stats import AlphaBudget
 
-D = 8
+DEFAULT_OUT = Path("build/report")
 
 
-def _safe(name: str) -> str:
-    return name.replace("[", "_").replace("]", "").replace("/", "_")
-
-
-def _is_random(entry: FeatureMap) -> bool:
-    return not entry.has("deterministic")
-
-
-def _fmt_ratio(r: float) -> str:
-    return "—" if r != r else f"{r:.2f}"
-
-
-def _verdict(acc_ok: bool, unbiased: bool | None) -> str:
-    if not acc_ok or unbiased is False:
-        return "FAIL"
-    return "pass"
-
-
-def _softmax_overview(out: Path) -> None:
+def _versions() -> str:
     import matplotlib
+    import mpmath
+    import numpy
+    import torch
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=False, cwd=Path(__file__).parent).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
+                               check=False, cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit, dirty = "", ""
+    return (f"kernel-verify {commit or 'unknown commit'}{' (+ local changes)' if dirty else ''}, "
+            f"Python {platform.python_version()}, NumPy {numpy.__version__}, torch "
+            f"{torch.__version__} (CUDA {'available' if torch.cuda.is_available() else 'unavailable'}), "  # noqa: E501
+            f"mpmath {mpmath.__version__}, matplotlib {matplotlib.__version__}")
 
-    from kernel_verify.verify.moments import exact_moments
-    from kernel_verify.verify.report.variance import default_pair
 
-    ms = np.array([1, 2, 4, 8, 16, 32, 64, 128])
-    fig, ax = plt.subplots(figsize=(5.6, 3.8))
-    for name in ("softmax_trig[iid]", "softmax_positive[iid]", "softmax_hyperbolic[iid]",
-                 "gerf[iid]", "softmax_positive[orthogonal]"):
-        entry = get(name)
-        x, y = default_pair(entry, D)
-        var = [float(exact_moments(entry, x, y, entry.config, int(m)).as_float().variance)
-               for m in ms]
-        ax.plot(ms, var, marker=".", label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("m")
-    ax.set_ylabel("exact Var[φ(x)ᵀφ(y)]")
-    ax.set_title(f"softmax estimators at the default pair (d={D})", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    atomic.save_figure(fig, out / "softmax_estimators.png", dpi=110)
-    plt.close(fig)
+def _out_dir(args: argparse.Namespace) -> Path:
+    if args.out:
+        return Path(args.out)
+    return DEFAULT_OUT / ("quick" if args.quick else "full")
+
+
+def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, t0: float) -> None:
+    done = time.perf_counter() - t0
+    eta = done / i * (n - i)
+    bar = "#" * (20 * i // n) + "." * (20 - 20 * i // n)
+    print(f"[{bar}] {i:>2}/{n} {name:<42} {verdict:<10} {dt:5.1f}s"
+          f"{' (cached)' if cached else ''}  ETA {eta:4.0f}s", file=sys.stderr, flush=True)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    (out / "variance").mkdir(parents=True, exist_ok=True)
+    s: Settings = QUICK if args.quick else FULL
+    out = _out_dir(args)
     maps = [get(n) for n in args.maps] if args.maps else all_maps()
-    ms = (4, 16, 64) if args.quick else (1, 4, 16, 64)
-    draws = 400 if args.quick else 2000
-    random_maps = [e for e in maps if _is_random(e)]
-    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(ms)))
-    log = sys.stderr
-    print(f"kernel-verify report: {len(maps)} maps, {len(random_maps)} random; m in {ms}, "
-          f"{draws} draws; {budget.describe()}", file=log)
-    rows, data = [], []
-    start = time.perf_counter()
-    for i, entry in enumerate(maps, 1):
-        t0 = time.perf_counter()
-        acc = accuracy_rows(entry)
-        acc_ok = all(r.worst_ratio <= 1.0 for r in acc)
-        vr: VarianceReport | None = None
-        if _is_random(entry):
-            vr = variance_report(entry, d=D, ms=ms, draws=draws, alpha=budget.per_assertion,
-                                 seed=1000 + i)
+    random_maps = [e for e in maps if not e.has("deterministic")]
+    # Bonferroni over every statistical assertion of the report: its mean tests and the
+    # deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per biased one).
+    n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
+                  for e in random_maps)
+    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props))
+    set_assertion_count(budget.n_assertions)
+    version = code_version()
+    command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \
+        if Path(sys.argv[0]).name == "kernel-verify" else "kernel-verify report " + " ".join(
+            (["--quick"] if args.quick else []) + (["--maps", *args.maps] if args.maps else []))
+    print(f"kernel-verify report ({s.depth}): {len(maps)} maps ({len(random_maps)} random) → "
+          f"{out}/index.html; {budget.describe()}", file=sys.stderr, flush=True)
+    tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "maps").mkdir(parents=True)
+    (tmp / "figures").mkdir()
+    t0 = time.perf_counter()
+    rows, data_all = [], []
+    try:
+        for i, entry in enumerate(maps, 1):
+            t1 = time.perf_counter()
+            data = mappage.compute(entry, s, budget.per_assertion, version)
             if not args.no_plots:
-                plot_variance(vr, out / "variance" / f"{_safe(entry.name)}.png")
-        unbiased = vr.unbiased_ok if vr else None
-        verdict = _verdict(acc_ok, unbiased)
-        ratio = vr.worst_variance_ratio() if vr else None
-        rows.append((entry, acc, unbiased, ratio, verdict, vr))
-        data.append({
-            "name": entry.name, "kernel": entry.kernel, "claims": sorted(entry.claims),
-            "verdict": verdict, "accuracy": [asdict(r) for r in acc],
-            "variance": asdict(vr) if vr else None,
-        })
-        print(f"[{i:>2}/{len(maps)}] {entry.name:<40} {verdict:<4} "
-              f"({time.perf_counter() - t0:.1f}s)", file=log)
-    if not args.no_plots and not args.maps:
-        _softmax_overview(out / "variance")
-    _write_summary(out, rows, ms, draws, budget)
-    atomic.write_text(out / "report.json", json.dumps(data, indent=1, default=float))
-    failed = [e.name for e, *_, v, _ in rows if v == "FAIL"]
-    elapsed = time.perf_counter() - start
-    print(f"\n{len(rows) - len(failed)}/{len(rows)} maps pass; report in {out}/summary.md "
-          f"({elapsed:.0f}s)", file=log)
+                page = mappage.render(entry, data, s, tmp / "figures", "../figures")
+                write_page(page, tmp / "maps", mappage.safe(entry.name))
+            rows.append((entry, data))
+            data_all.append(data)
+            _progress(i, len(maps), entry.name, data["verdict"], time.perf_counter() - t1,
+                      data["cached"], t0)
+        overview_ok = False
+        if not args.maps and not args.no_plots:
+            from kernel_verify.verify.report import overview
+
+            print("overview figures …", file=sys.stderr, flush=True)
+            ov = overview.build(s, tmp / "figures", "figures", version)
+            write_page(ov, tmp, "overview")
+            overview_ok = True
+        duration = time.perf_counter() - t0
+        header = {"command": command, "depth": s.depth, "settings": repr(s),
+                  "versions": _versions(), "code_version": version,
+                  "machine": f"{platform.platform()}, {os.cpu_count()} CPU cores, "
+                  f"{platform.processor() or platform.machine()}",
+                  "duration_s": round(duration, 1), "alpha": budget.describe(),
+                  "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+        index = _index(rows, header, s, overview_ok, with_pages=not args.no_plots)
+        write_page(index, tmp, "index")
+        write_atomic(tmp / "report.json", json.dumps({"header": header, "maps": data_all},
+                                                     indent=1, default=float))
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    failed = [e.name for e, d in rows if d["verdict"] == "FAIL"]
+    counts = {v: sum(d["verdict"] == v for _, d in rows)
+              for v in ("pass", "flagged", "not tested", "FAIL")}
+    print(f"\n{counts}; report in {out}/index.html ({duration:.0f}s)", file=sys.stderr)
     if failed:
-        print("FAILED: " + ", ".join(failed), file=log)
+        print("FAILED: " + ", ".join(failed), file=sys.stderr)
     return 1 if failed else 0
 
 
-def _write_summary(out: Path, rows, ms, draws, budget: AlphaBudget) -> None:
-    cases = [f"{r.backend} {r.dtype}" for r in rows[0][1]] if rows else []
-    lines = [
-        "# kernel-verify report",
-        "",
-        f"Generated by `kernel-verify report`. d = {D} for the variance reports, m ∈ {list(ms)}, "
-        f"{draws} independent parameter draws per m; {budget.describe()}.",
-        "",
-        "**Accuracy**: worst |computed − mpmath| as a fraction of the derived rounding budget "
-        "(≤ 1 passes) over 3 seeded draws, n = 4, d = 4, m = 8.",
-        "**Unbiased**: median-of-means (exact variance) or Hoeffding (bounded maps) test of the "
-        "Monte Carlo mean against the exact kernel (`mean_kernel` for biased maps); "
-        "'—' = not tested (deterministic, or no exact variance/range known).",
-        "**Var ratio**: measured/exact variance, the one farthest from 1 over m "
-        "(exact variance for iid and orthogonal rows only).",
-        "",
-        "| map | kernel | " + " | ".join(cases) + " | unbiased | var ratio | verdict |",
-        "|---|---|" + "---|" * len(cases) + "---|---|---|",
-    ]
-    for entry, acc, unbiased, ratio, verdict, vr in rows:
-        u = {True: "yes", False: "**NO**", None: "—"}[unbiased]
-        r = "—" if ratio is None else f"{ratio:.3f}"
-        plot = f"[{verdict}](variance/{_safe(entry.name)}.png)" if vr else verdict
-        lines.append(
-            f"| {entry.name} | {entry.kernel} | "
-            + " | ".join(_fmt_ratio(a.worst_ratio) for a in acc)
-            + f" | {u} | {r} | {plot} |"
-        )
-    notes = [(e.name, vr.note) for e, *_, vr in rows if vr is not None and vr.note]
-    if notes:
-        lines += ["", "## Notes", ""] + [f"- `{n}`: {t}" for n, t in notes]
-    lines += ["", "![softmax estimators](variance/softmax_estimators.png)", ""]
-    atomic.write_text(out / "summary.md", "\n".join(lines))
+def _swap(tmp: Path, out: Path) -> None:
+    """Replace ``out`` by ``tmp`` with two renames (the old report stays whole until then)."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+GUIDE = [
+    "**Verdict** — **FAIL**: a test rejected or accuracy exceeded its budget; **not tested**: "
+    "at least one claim got no statistical test (the page says which and why); **flagged**: "
+    "every test passed but a theory point lies outside its measured band; pass: every claim "
+    "was tested and held, nothing flagged.",
+    "**Bias** is measured mean / target kernel − 1 at the default pair with a percentile-bootstrap "
+    "interval; maps that claim to be biased show the predicted bias (declared mean kernel, or a "
+    "cached Monte Carlo reference).",
+    "**Theory** curves are exact (verify.moments, iid and orthogonal rows) or a Monte Carlo "
+    "reference computed once with its own ±2 SE band; every figure says which.",
+    "**Heavy tails**: positive/hyperbolic/GERF estimators are log-normal-like; their sample "
+    "variance under-covers the tail at small R, so bands are bootstrap intervals and a theory "
+    "point outside is flagged, not hidden.",
+]
+
+
+def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool) -> Page:
+    page = Page("kernel-verify variance report")
+    page.table(["", ""], [[k, f"`{v}`" if k == "command" else str(v)] for k, v in header.items()])
+    page.p(f"Seeds: per map crc32(name) + index (shown on each page); Monte Carlo references "
+           f"seed 20261123; attention seeds 0–{s.att_seeds - 1}; KRR task seed 2026.")
+    page.h("Reading guide")
+    page.ul(GUIDE)
+    if overview_ok:
+        page.p("[Overview: softmax and Gaussian-kernel estimators compared](overview.md)")
+    page.h("Maps")
+    table = []
+    for entry, d in rows:
+        name = (f"[{entry.name}](maps/{mappage.safe(entry.name)}.md)" if with_pages
+                else entry.name)
+        verdict = d["verdict"] if d["verdict"] == "pass" else f"**{d['verdict']}**"
+        bias, var = "—", "—"
+        meas = d.get("measurement")
+        if meas:
+            p = meas["points"][-1]
+            bias = f"{100 * (p['mean'] / meas['kernel'] - 1):+.2f} % (m={p['m']})"
+            if p["theory_mean"] is not None and abs(p["theory_mean"] / meas["kernel"] - 1) > 1e-9:
+                bias += f"; predicted {100 * (p['theory_mean'] / meas['kernel'] - 1):+.2f} %"
+            if p["theory_variance"]:
+                var = f"{p['variance'] / p['theory_variance']:.2f}"
+        kind = ("—" if not meas else "exact" if meas["theory"]["variance_kind"].startswith("exact")
+                else "reference" if meas["theory"]["variance_kind"].startswith("Monte") else "none")
+        table.append([name, entry.kernel, ", ".join(sorted(entry.claims - {"psd_kernel"})),
+                      bias, var, kind, verdict, "; ".join(d["reasons"])[:160]])
+    page.table(["map", "kernel", "claims", "measured bias", "Var meas./theory", "theory",
+                "verdict", "why"], table)
+    return page

@@ -1,0 +1,162 @@
+"""The variance report: same code path as the properties, same verdicts, a planted bias is
+reported with its size, and the HTML index renders in headless Chromium with no external request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_verify.impls.registry import get
+from kernel_verify.properties import test_feature_unbiased as props
+from kernel_verify.verify.mutants.catalogue import load
+from kernel_verify.verify.report import measure, theory, verdicts
+from kernel_verify.verify.report.settings import QUICK, Settings
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = Settings("tiny", ms=(8, 32), draws=200, boot=100, ref_draws=400, geo_draws=40,
+                geo_points=3, att_ms=(8,), att_ns=(16,), att_seeds=1, krr_ms=(8,), krr_seeds=1)
+
+
+def test_report_uses_the_property_suites_functions():
+    """No second code path: the sampler, exact variance, range and kernel are the properties'."""
+    assert measure.estimates is props.estimates
+    assert measure.exact_variance is props.exact_variance
+    assert measure.range_bound is props.range_bound
+    assert theory.kernel_value is props.kernel_value
+    target = FeatureMapTarget.from_entry(get("rff_pairs[orthogonal]"))
+    meas = measure.measure_target(target, TINY, alpha=1e-3, version="test", geometry=False)
+    x, y = np.array(meas.x), np.array(meas.y)
+    for i, p in enumerate(meas.points):
+        samples = props.estimates(target, x, y, p.m, meas.seed + i, TINY.draws)
+        assert p.mean == float(samples.mean())
+        assert p.variance == float(samples.var(ddof=1))
+        assert p.theory_variance == props.exact_variance(target, x, y, p.m)
+    assert meas.kernel == props.kernel_value(target, "gaussian", x, y)
+
+
+def _pytest_outcome(node: str) -> str:
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
+                          "0", "-rA", node], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    for word, outcome in (("PASSED", "pass"), ("FAILED", "FAIL"), ("SKIPPED", "not tested")):
+        if re.search(rf"^{word}\b", res.stdout, flags=re.M):
+            return outcome
+    raise AssertionError(res.stdout[-2000:] + res.stderr[-2000:])
+
+
+@pytest.mark.parametrize("name", ["rff_pairs[iid]", "rff_pairs[orthogonal_fixed_norm]"])
+def test_report_verdicts_match_the_property_suite(name):
+    """The report's property verdicts (same test functions, same seeds) equal what pytest says."""
+    from kernel_verify.properties.alpha import set_assertion_count
+
+    target = FeatureMapTarget.from_entry(get(name))
+    set_assertion_count(6 if target.has("unbiased") else 2)  # the count pytest collects for it
+    try:
+        (mine,) = verdicts.property_verdicts(target)
+    finally:
+        set_assertion_count(1)
+    assert mine.outcome == _pytest_outcome(mine.command.split("'")[1])
+
+
+def test_planted_bias_is_reported_with_its_size():
+    """Mutant ``softmax_hyperbolic_missing_negative_half`` estimates SM/2: bias −50 %."""
+    (target,) = [t for t in load("softmax_hyperbolic_missing_negative_half")
+                 if isinstance(t, FeatureMapTarget)]
+    meas = measure.measure_target(target, TINY, alpha=1e-3, version="test", geometry=False)
+    assert all(p.test_ok is False for p in meas.points)
+    for p in meas.points:
+        lo, hi = p.mean_lo / meas.kernel - 1, p.mean_hi / meas.kernel - 1
+        assert lo <= -0.5 <= hi or abs(p.mean / meas.kernel - 1 + 0.5) < 0.05
+    v, reasons = verdicts.overall(True, [], [p.test_ok for p in meas.points], [], True)
+    assert v == "FAIL" and "mean test rejected" in reasons[0]
+
+
+def test_unbiased_map_is_not_reported_biased():
+    target = FeatureMapTarget.from_entry(get("softmax_positive[iid]"))
+    meas = measure.measure_target(target, TINY, alpha=1e-3, version="test", geometry=False)
+    assert all(p.test_ok for p in meas.points)
+
+
+def test_no_verdict_without_a_test():
+    """SORF softmax maps have no exact mean: 'not tested', never 'pass'."""
+    v, why = verdicts.overall(True, [], [None, None], [], True)
+    assert v == "not tested" and why
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--disable-default-apps", "--disable-client-side-phishing-detection",
+         "--disable-features=Translate,OptimizationHints,MediaRouter,SpellCheck"]
+#: Chromium's own services (update, time, account checks) that no page asks for.
+BROWSER_SERVICES = ("google.com", "googleapis.com", "gvt1.com", "gstatic.com")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium): "
+                    "the headless rendering test needs it")
+def test_html_index_renders_in_headless_chromium(tmp_path, monkeypatch):
+    monkeypatch.setenv("KV_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "report"
+    from kernel_verify.verify.report import main, settings
+
+    monkeypatch.setattr(settings, "QUICK", TINY)
+    monkeypatch.setattr(main, "QUICK", TINY)
+    import argparse
+
+    args = argparse.Namespace(quick=True, out=str(out), maps=["softmax_trig[iid]", "relu"],
+                              no_plots=False)
+    assert main.run_report(args) == 0
+    index = out / "index.html"
+    text = index.read_text()
+    assert not re.search(r'(src|href)="(https?:)?//', text), "external reference in the index"
+    assert "](" not in text, "a Markdown link was not rendered"
+    assert 'href="maps/softmax_trig_iid.html"' in text
+    for page in (out / "maps").glob("*.html"):
+        assert not re.search(r'(src|href)="(https?:)?//', page.read_text())
+    shot, net = tmp_path / "shot.png", tmp_path / "net.json"
+    subprocess.run([CHROMIUM, *FLAGS, f"--screenshot={shot}", "--window-size=1200,900",
+                    f"--log-net-log={net}", index.as_uri()], capture_output=True, timeout=120,
+                   check=False)
+    from PIL import Image
+
+    img = np.asarray(Image.open(shot).convert("L"), dtype=float)
+    assert img.shape == (900, 1200)
+    assert img.std() > 10, "blank screenshot"
+    assert (img < 100).mean() > 0.005, "no text rendered"
+    urls = set(re.findall(r'"url":"([^"]+)"', net.read_text())) if net.exists() else set()
+    page_requests = {u for u in urls if u.startswith(("http:", "https:", "ws:"))
+                     and not any(s in u.split("/")[2] for s in BROWSER_SERVICES)}
+    assert not page_requests, page_requests
+    data = json.loads((out / "report.json").read_text())
+    assert {m["name"] for m in data["maps"]} == {"softmax_trig[iid]", "relu"}
+    assert data["header"]["command"].startswith("kernel-verify")
+
+
+def test_quick_and_full_reports_go_to_separate_untracked_folders():
+    from kernel_verify.verify.cli import build_parser
+    from kernel_verify.verify.report.main import _out_dir
+
+    quick = _out_dir(build_parser().parse_args(["report", "--quick"]))
+    full = _out_dir(build_parser().parse_args(["report"]))
+    assert quick != full and quick.parts[0] == full.parts[0] == "build"
+    assert QUICK.draws < 1000
+
+
+def test_rerun_hits_the_cache_and_a_code_change_misses(tmp_path, monkeypatch):
+    monkeypatch.setenv("KV_CACHE_DIR", str(tmp_path))
+    from kernel_verify.verify.report import mappage
+
+    first = mappage.compute(get("relu"), TINY, 1e-3, "v1")
+    again = mappage.compute(get("relu"), TINY, 1e-3, "v1")
+    other = mappage.compute(get("relu"), TINY, 1e-3, "v2")
+    assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
+    assert again["verdict"] == first["verdict"] == "pass"

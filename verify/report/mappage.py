@@ -1,0 +1,243 @@
+"""Compute (cached) and lay out the page of one registered map."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.references.kernels import kernel_mp
+from kernel_verify.verify.report import figures
+from kernel_verify.verify.report.accuracy import accuracy_rows, available_cases
+from kernel_verify.verify.report.downstream import attention_curves, krr_curve
+from kernel_verify.verify.report.measure import measure_target
+from kernel_verify.verify.report.pages import Page
+from kernel_verify.verify.report.settings import Settings
+from kernel_verify.verify.report.verdicts import (
+    hypothesis_properties,
+    overall,
+    property_verdicts,
+)
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+
+def safe(name: str) -> str:
+    return name.replace("[", "_").replace("]", "").replace("/", "_")
+
+
+def _scan(entry: FeatureMap, d: int = 8):
+    """q = s·u, k = u (u a fixed unit vector): map value, its kernel (mpmath), s."""
+    u = np.random.default_rng(5).standard_normal(d)
+    u /= np.linalg.norm(u)
+    s = np.linspace(-2.0, 2.0, 41)
+    params = entry.draw(np.random.default_rng(0), d, 8, entry.config)
+    vals, kern, scale = [], [], []
+    kp = entry.kernel_params(entry.config, d)
+    for t in s:
+        f = entry.numpy_fn(np.stack([t * u, u]), params, entry.config)
+        vals.append(float(f[0] @ f[1]))
+        scale.append(float(np.linalg.norm(f[0]) * np.linalg.norm(f[1])))
+        kern.append(float(kernel_mp(entry.kernel, t * u, u, **kp)))
+    return s, np.array(vals), np.array(kern), np.array(scale)
+
+
+def compute(entry: FeatureMap, s: Settings, alpha: float, version: str) -> dict:
+    """Every number of the page (JSON-ready); cached by map, config, settings and code version."""
+    key = repr((entry.name, sorted((k, repr(v)) for k, v in entry.config.items()), s.key(),
+                alpha, version))
+    hit = file_cache_get("report-map", key)
+    if hit is not None:
+        hit["cached"] = True
+        return hit
+    target = FeatureMapTarget.from_entry(entry)
+    random = not entry.has("deterministic")
+    acc = [asdict(r) for r in accuracy_rows(entry)]
+    data: dict = {"name": entry.name, "random": random, "accuracy": acc,
+                  "accuracy_ok": all(r["worst_ratio"] <= 1.0 for r in acc)}
+    if random:
+        data["measurement"] = measure_target(target, s, alpha=alpha, version=version).to_json()
+        data["properties"] = [asdict(p) for p in property_verdicts(target)]
+    elif not entry.has("positional"):
+        sc, vals, kern, scale = _scan(entry)
+        data["scan"] = {"s": sc.tolist(), "values": vals.tolist(), "kernel": kern.tolist()}
+        # relative to ‖φ(q)‖‖φ(k)‖, the scale of a dot product's rounding error (the kernel
+        # itself can be 0, e.g. a polynomial kernel at qᵀk = −c)
+        rel = np.abs(vals - kern) / np.maximum(scale, 1e-300)
+        data["identity_error"] = float(rel.max())
+    data["hypothesis"] = hypothesis_properties(target)
+    data["attention"] = attention_curves(entry, s.att_ms, s.att_ns, s.att_seeds)
+    data["krr"] = krr_curve(entry, s.krr_ms, s.krr_seeds) if random else None
+    data["verdict"], data["reasons"] = _verdict(data, random)
+    file_cache_put("report-map", key, data)
+    data["cached"] = False
+    return data
+
+
+IDENTITY_TOL = 1e-9
+
+
+def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
+    from kernel_verify.verify.report.verdicts import PropertyVerdict
+
+    props = [PropertyVerdict(**p) for p in data.get("properties", [])]
+    meas = data.get("measurement")
+    tests = [p["test_ok"] for p in meas["points"]] if meas else []
+    flags = [p["flag"] for p in meas["points"] if p["flag"]] if meas else []
+    flags += [g["flag"] for g in meas["geometry"] if g.get("flag")] if meas else []
+    v, reasons = overall(data["accuracy_ok"], props, tests, flags, random)
+    if not random and v == "pass":
+        err = data.get("identity_error")
+        if err is None:
+            return "not tested", ["positional map: the kernel identity is not scanned here"]
+        if err > IDENTITY_TOL:
+            return "FAIL", [f"φ(q)ᵀφ(k) differs from its kernel by {err:.2g} (relative)"]
+    return v, reasons
+
+
+def _pct(a: float) -> str:
+    return f"{100 * a:+.3g} %"
+
+
+def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str) -> Page:
+    """The page; figures are written into ``figdir`` (``rel``: its path from the page)."""
+    page = Page(entry.name)
+    stem = safe(entry.name)
+    page.p(f"[← index](../index.md) · verdict **{data['verdict']}**"
+           + (": " + "; ".join(data["reasons"]) if data["reasons"] else ""))
+    page.h("What it is")
+    kp = entry.kernel_params(entry.config, s.d)
+    page.table(["field", "value"], [
+        ["formula", f"`{entry.formula}`: {entry.description}"],
+        ["target kernel", f"`{entry.kernel}` {kp if kp else ''}".strip()],
+        ["mean kernel (declared)", f"`{entry.mean_kernel}`" if entry.mean_kernel else "—"],
+        ["claims", ", ".join(sorted(entry.claims))],
+        ["random matrix", entry.matrix or "—"],
+        ["configuration", ", ".join(f"{k} = {v}" for k, v in entry.config.items()) or "—"],
+        ["source", entry.source or "—"],
+    ])
+    if data["random"]:
+        _random_sections(page, entry, data, s, figdir, rel, stem)
+    else:
+        _deterministic_sections(page, entry, data, figdir, rel, stem)
+    _downstream_section(page, entry, data, figdir, rel, stem)
+    _accuracy_section(page, data)
+    _property_section(page, data)
+    page.h("Reproduce")
+    page.code(f".venv/bin/kernel-verify report --maps '{entry.name}'")
+    return page
+
+
+def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
+    meas = data["measurement"]
+    th = meas["theory"]
+    k = meas["kernel"]
+    page.h("Bias and variance at the default pair")
+    page.p(f"x = 0.8·e₁, y = 0.6·(cos 60° e₁ + sin 60° e₂), d = {s.d}; k(x, y) = {k:.6g}. "
+           f"{s.draws} independent parameter draws per m (seed {meas['seed']} + index of m); "
+           f"intervals are {s.conf:.1%} percentile-bootstrap intervals ({s.boot} resamples), "
+           "valid for heavy-tailed estimators (no normal approximation). "
+           f"Theory variance: **{th['variance_kind']}**. Theory mean: {th['mean_kind']}.")
+    rows = []
+    for p in meas["points"]:
+        pred = "—" if p["theory_mean"] is None else _pct(p["theory_mean"] / k - 1)
+        test = {True: "pass", False: "**FAIL**", None: "**not tested**"}[p["test_ok"]]
+        rows.append([str(p["m"]), f"{p['mean']:.5g} [{p['mean_lo']:.5g}, {p['mean_hi']:.5g}]",
+                     f"{_pct(p['mean'] / k - 1)} [{_pct(p['mean_lo'] / k - 1)}, "
+                     f"{_pct(p['mean_hi'] / k - 1)}]", pred, f"{test} ({p['test']})"])
+    page.table(["m", "measured mean [CI]", "measured bias [CI]", "predicted bias",
+                "mean test (vs theory mean)"], rows)
+    rows = []
+    for p in meas["points"]:
+        tv = p["theory_variance"]
+        rows.append([str(p["m"]), f"{p['variance']:.4g} [{p['var_lo']:.4g}, {p['var_hi']:.4g}]",
+                     "—" if tv is None else f"{tv:.4g}",
+                     "—" if not tv else f"{p['variance'] / tv:.3f}",
+                     f"{p['mse']:.4g}",
+                     "—" if p["theory_mse"] is None else f"{p['theory_mse']:.4g}",
+                     f"**flagged**: {p['flag']}" if p["flag"] else "inside band"])
+    page.table(["m", "measured Var [CI]", "theory Var", "measured/theory", "measured MSE",
+                "theory MSE", "theory in band?"], rows)
+    cap = figures.variance_figure(meas, figdir / f"{stem}_variance.png", s.conf)
+    page.img(f"{rel}/{stem}_variance.png", cap)
+    if meas["geometry"]:
+        page.h("Error against the input geometry")
+        cap = figures.geometry_figure(meas, figdir / f"{stem}_geometry.png", s.geo_m, s.conf)
+        page.img(f"{rel}/{stem}_geometry.png", cap)
+        page.p(f"{s.geo_draws} draws per point at m = {s.geo_m}; theory drawn only where "
+               "verify.moments has the exact variance at every point (iid and orthogonal rows).")
+        geo_flags = [g["flag"] for g in meas["geometry"] if g.get("flag")]
+        if geo_flags:
+            page.p("**flagged** (the measurement cannot confirm the theory here; for heavy-tailed "
+                   "estimators at large inputs the sample MSE misses the rare huge draws):")
+            page.ul(geo_flags)
+
+
+def _deterministic_sections(page, entry, data, figdir, rel, stem) -> None:
+    page.h("Its kernel against exp(qᵀk)")
+    if "scan" not in data:
+        page.p("**not tested** here: positional map (its kernel depends on token positions).")
+        return
+    sc = data["scan"]
+    cap = figures.deterministic_figure(entry.name, np.array(sc["s"]), np.array(sc["values"]),
+                                       np.array(sc["kernel"]), entry.kernel,
+                                       figdir / f"{stem}_kernel.png")
+    page.img(f"{rel}/{stem}_kernel.png", cap)
+    page.p("Largest difference between φ(q)ᵀφ(k) and its mpmath kernel over the scan, relative "
+           "to ‖φ(q)‖‖φ(k)‖: "
+           f"{data['identity_error']:.2g} (≤ {IDENTITY_TOL:g} passes). No random parameters: "
+           "no bias or variance.")
+
+
+def _downstream_section(page, entry, data, figdir, rel, stem) -> None:
+    att, krr = data.get("attention"), data.get("krr")
+    page.h("Attention and downstream error")
+    notes = []
+    if att is None:
+        notes.append("Attention: **not tested**: the target kernel is not softmax (no exact "
+                     "softmax attention to compare with).")
+    elif "skipped" in att:
+        notes.append(f"Attention: **not tested**: {att['skipped']}")
+        att = None
+    if krr is None and data["random"]:
+        notes.append("Kernel ridge regression: **not tested**: positional map.")
+    elif krr is not None and "skipped" in krr:
+        notes.append(f"Kernel ridge regression: **not tested**: {krr['skipped']}")
+        krr = None
+    elif krr is None:
+        notes.append("Kernel ridge regression: not applicable (deterministic map: its features "
+                     "give its kernel's KRR exactly).")
+    if att or krr:
+        cap = figures.downstream_figure(entry.name, att, krr, figdir / f"{stem}_downstream.png")
+        page.img(f"{rel}/{stem}_downstream.png", cap)
+        page.p("Attention: RMS error per output entry of linear attention with this map against "
+               "exact softmax attention (q, k entries N(0, 0.6²), v entries N(0, 1), d = 8, mean "
+               "over seeds). KRR: fixed synthetic task (d = 8, 100 training / 100 test points, "
+               "λ = 1e-2), exact-kernel Gram from mpmath; downstream.py.")
+    for n in notes:
+        page.p(n)
+
+
+def _accuracy_section(page, data) -> None:
+    page.h("Accuracy per backend and dtype (against mpmath)")
+    page.p("Worst |computed − mpmath| as a fraction of the derived rounding budget (≤ 1 passes), "
+           "3 seeded draws, n = 4, d = 4, m = 8 (accuracy.py).")
+    page.table(["backend", "dtype", "worst error / budget", "max abs error"],
+               [[r["backend"], r["dtype"], f"{r['worst_ratio']:.3g}", f"{r['max_abs_error']:.3g}"]
+                for r in data["accuracy"]])
+    if not any(b.startswith("torch:cuda") for b, _ in available_cases()):
+        page.p("CUDA: **not tested** — torch.cuda.is_available() is False on this machine.")
+
+
+def _property_section(page, data) -> None:
+    page.h("Property verdicts")
+    rows = [[p["test"], f"**{p['outcome']}**" if p["outcome"] != "pass" else "pass",
+             p["detail"] or "—", f"`{p['command']}`"] for p in data.get("properties", [])]
+    rows += [[t, "not run by the report (Hypothesis search)", "—", f"`{c}`"]
+             for t, c in data.get("hypothesis", [])]
+    if rows:
+        page.table(["property", "outcome (report seeds)", "detail", "reproduce"], rows)
+    else:
+        page.p("No statistical property applies (deterministic map); accuracy above.")
