@@ -24,6 +24,17 @@ def _backend(q: Any) -> tuple[Any, Any]:
     return att, "numpy"
 
 
+def _fresh(t: Any, *others: Any) -> bool:
+    """Whether the tensor ``t`` is not a view and shares no storage with any of ``others`` (so a
+    function that made it may overwrite it)."""
+    if t._base is not None:
+        return False
+    ptr = t.untyped_storage().data_ptr()
+    return all(
+        not _is_torch(o) or o.untyped_storage().data_ptr() != ptr for o in others
+    )
+
+
 def map_features(
     entry: FeatureMap,
     x: Any,
@@ -83,7 +94,15 @@ def feature_map_attention(
         lk = map_features(entry, k, params, log=True, **kwargs)
         torch_v = _is_torch(v)
         v_work = v.to(lq.dtype) if torch_v else v.astype(lq.dtype, copy=False)
-        out = att.log_linear_attention(lq, lk, v_work, causal=causal, chunk_size=chunk_size)
+        if torch_v and _fresh(lq, q, k, v, *params.values()) and _fresh(lk, q, k, v, lq):
+            # lq, lk are this call's own tensors: their exponentials may be taken in place
+            att.check_attention_inputs(lq, lk, v_work, causal=causal,
+                                       names=("log_phi_q", "log_phi_k", "v"), backend="torch")
+            out = att._log_linear(lq, lk, v_work, causal=causal,
+                                  chunk_size=att.check_positive_int("chunk_size", chunk_size),
+                                  overwrite=True)
+        else:
+            out = att.log_linear_attention(lq, lk, v_work, causal=causal, chunk_size=chunk_size)
         return out.to(v.dtype) if torch_v else out.astype(v.dtype, copy=False)
     if zero_denominator is None:
         zero_denominator = "zero" if entry.has("nonnegative") else "raise"
