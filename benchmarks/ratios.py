@@ -90,6 +90,34 @@ def cases(n: int, device: str) -> dict[str, Callable[[], object]]:
     return out
 
 
+def structured(device: str, repeat: int, rows: int = 8 * 4096) -> None:
+    """SORF/Fastfood projections ``x Wᵀ``: fast Walsh–Hadamard transform vs the explicit GEMM,
+    ``rows`` inputs, ``m = d`` (one block), interleaved, best of ``repeat``."""
+    from kernel_verify.impls.random_matrices import draw_factors, factors_matrix
+    from kernel_verify.impls.torch.structured import structured_projections
+
+    print(f"structured: {rows} rows, m = d, float32; time ms (GEMM / FWHT) and GEMM/FWHT")
+    for d in (64, 128, 256, 512, 1024, 2048):
+        x = torch.randn(rows, d, device=device)
+        row = [f"d={d}"]
+        for kind in ("sorf", "fastfood"):
+            f = draw_factors(kind, np.random.default_rng(d), d, d)
+            w = torch.tensor(factors_matrix(f), dtype=torch.float32, device=device)
+            fns = {"gemm": lambda x=x, w=w: x @ w.T,
+                   "fwht": lambda x=x, f=f: structured_projections(x, f)}
+            best = dict.fromkeys(fns, math.inf)
+            for _ in range(repeat):
+                for name, fn in fns.items():
+                    sync(device)
+                    t0 = time.perf_counter()
+                    fn()
+                    sync(device)
+                    best[name] = min(best[name], time.perf_counter() - t0)
+            row.append(f"{kind} {1e3 * best['gemm']:.1f}/{1e3 * best['fwht']:.1f} = "
+                       f"{best['gemm'] / best['fwht']:.2f}")
+        print(" | ".join(row), flush=True)
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -141,8 +169,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="torch intra-op threads (1 is steadier on a loaded machine)")
     ap.add_argument("--memory", action="store_true", help="also peak memory (CPU subprocesses)")
     ap.add_argument("--json", help="write the raw times here")
+    ap.add_argument("--structured", action="store_true",
+                    help="only the SORF/Fastfood fast-transform vs explicit-GEMM table")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.structured:
+        structured(args.device, args.repeat)
+        return
     if importlib.util.find_spec("performer_pytorch") is None:
         print("performer columns skipped: performer-pytorch is not installed "
               "(pip install --no-deps performer-pytorch einops local-attention==1.9.0)")
