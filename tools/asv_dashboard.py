@@ -2,7 +2,7 @@
 
     python tools/asv_dashboard.py machine            # write the machine file, print its name
     python tools/asv_dashboard.py run [--quick] [-b REGEX] [--commit REV]
-    python tools/asv_dashboard.py publish            # reports/asv/html, works without network
+    python tools/asv_dashboard.py publish [--branch B]  # reports/asv/html, works without network
     python tools/asv_dashboard.py compare BASE HEAD [--factor 1.5]   # exit 1 on a regression
     python tools/asv_dashboard.py check              # asv check + a dry smoke run (CI)
 
@@ -104,9 +104,10 @@ def write_machine() -> str:
     return info["machine"]
 
 
-def asv(*args: str, check: bool = True, env: dict[str, str] | None = None) -> int:
+def asv(*args: str, check: bool = True, env: dict[str, str] | None = None,
+        conf: Path = CONF) -> int:
     full_env = {**os.environ, **(env or {}), "HOME": str(HOME)}
-    cmd = [sys.executable, "-m", "asv", *args, "--config", str(CONF)]
+    cmd = [sys.executable, "-m", "asv", *args, "--config", str(conf)]
     print("+", " ".join(cmd[2:]), flush=True)
     res = subprocess.run(cmd, cwd=ROOT, env=full_env)
     if check and res.returncode:
@@ -166,8 +167,22 @@ def _npm_file(spec: str, member: str) -> bytes:
 
 
 def publish(args: argparse.Namespace) -> None:
-    """``asv publish``, then the CDN scripts and styles vendored from npm into ``vendor/``."""
-    asv("publish")
+    """``asv publish``, then the CDN scripts and styles vendored from npm into ``vendor/``.
+
+    ``--branch B`` (repeatable) publishes the history of branch ``B`` instead of the configured
+    ``branches`` (e.g. a feature branch before it is merged), through a temporary config copy.
+    """
+    if args.branch:
+        conf = json.loads(CONF.read_text())
+        conf["branches"] = args.branch
+        tmp = ROOT / ".asv-publish.conf.json"
+        tmp.write_text(json.dumps(conf))
+        try:
+            asv("publish", conf=tmp)
+        finally:
+            tmp.unlink()
+    else:
+        asv("publish")
     html = ROOT / json.loads(CONF.read_text())["html_dir"]
     index = (html / "index.html").read_text()
     for spec, members, urls in VENDORED:
@@ -228,7 +243,9 @@ def main() -> None:
     p.add_argument("-b", "--bench", action="append")
     p.add_argument("--commit", default="HEAD")
     p.set_defaults(fn=run)
-    sub.add_parser("publish").set_defaults(fn=publish)
+    p = sub.add_parser("publish")
+    p.add_argument("--branch", action="append")
+    p.set_defaults(fn=publish)
     p = sub.add_parser("compare")
     p.add_argument("base")
     p.add_argument("head")
