@@ -196,7 +196,7 @@ def publish(args: argparse.Namespace) -> None:
             index, count = pattern.subn(lambda m, loc=local: f'{m[1]}="{loc}"{m[2]}', index)
             if count != 1:
                 sys.exit(f"publish: {url} not found once in index.html (asv changed?)")
-    if re.search(r'(src|href)="https?://', index):
+    if re.search(r'<(script|link)[^>]*(src|href)="https?://', index):
         sys.exit("publish: index.html still loads something from the network")
     (html / "index.html").write_text(index)
     print(f"published {html / 'index.html'} (offline: every script and style is local)")
