@@ -5,7 +5,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: report report-quick test test-dev lint mutants calibrate bench bench-full clean adapters conformance
+.PHONY: report report-quick test test-dev lint mutants calibrate bench bench-full bench-publish \
+	bench-compare bench-check bench-ratios clean adapters conformance
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,14 +40,36 @@ mutants: $(STAMP)
 calibrate: $(STAMP)
 	$(BIN)/kernel-verify calibrate
 
+# asv (docs/benchmarks.md): stable machine name, results independent of the checkout's path.
+ASV_TOOL := $(BIN)/python tools/asv_dashboard.py
+BENCH ?=
+BENCH_ARGS := $(if $(BENCH),-b "$(BENCH)")
+
 bench: $(STAMP)
-	$(BIN)/asv machine --yes
-	$(BIN)/asv run --python=same --quick --show-stderr --set-commit-hash=HEAD
+	$(ASV_TOOL) run --quick $(BENCH_ARGS)
 
 bench-full: $(STAMP)
-	$(BIN)/asv machine --yes
-	$(BIN)/asv run --python=same --show-stderr --set-commit-hash=HEAD
-	$(BIN)/asv publish
+	$(ASV_TOOL) run $(BENCH_ARGS)
+	$(ASV_TOOL) publish
+
+# reports/asv/html/index.html, scripts and styles vendored from npm: works offline.
+bench-publish: $(STAMP)
+	$(ASV_TOOL) publish
+
+# Exit 1 if HEAD is slower than BASE by more than FACTOR in any recorded benchmark.
+BASE ?= HEAD~1
+HEAD ?= HEAD
+FACTOR ?= 1.5
+bench-compare: $(STAMP)
+	$(ASV_TOOL) compare $(BASE) $(HEAD) --factor $(FACTOR)
+
+# For CI: asv check + one dry quick run of every benchmark (first parameters only), < 1 min.
+bench-check: $(STAMP)
+	$(ASV_TOOL) check
+
+# The speed targets of issue 14 as ratios in one run (benchmarks/ratios.py).
+bench-ratios: $(STAMP)
+	$(BIN)/python -m benchmarks.ratios --threads 1 --memory
 
 # Optional library adapters (kernel_verify.adapters): the extras, with torch held at the pinned
 # CPU build so that no dependency pulls a CUDA torch.

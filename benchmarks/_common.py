@@ -1,8 +1,13 @@
 """Backends, dtypes, seeded inputs and thread pinning shared by the asv benchmark classes.
 
 A backend is ``"numpy"``, ``"torch:cpu"`` or ``"torch:cuda"`` (the names of
-``properties/backends.py``). :func:`require` raises ``NotImplementedError`` for a combination
-this machine cannot run; asv reports it as skipped and the ``params`` stay identical everywhere.
+``properties/backends.py``). Parameter lists hold only combinations that can run: impossible
+ones (float16 on NumPy, ``m`` below a map's minimum) are never generated, and ``torch:cuda``
+appears only where ``torch.cuda.is_available()`` — elsewhere the one benchmark
+:class:`benchmarks.devices.CudaDevice` skips once with the reason. A CUDA machine's results
+carry the CUDA series alongside the CPU ones (same names, same parameters); CUDA timings
+synchronise inside the timed function. ``KV_BENCH_SMOKE=1`` keeps the first value of every
+parameter list (``make bench-check``: every benchmark runs once, fast).
 
 Threads: torch's intra-op pool and OpenBLAS (NumPy's BLAS) are pinned to :data:`THREADS` in
 ``setup`` and restored in ``teardown`` (:class:`PinnedThreads`) — never set at import — so
@@ -17,6 +22,7 @@ OS) NumPy keeps its default threads.
 from __future__ import annotations
 
 import ctypes
+import os
 import zlib
 from typing import Any
 
@@ -25,15 +31,35 @@ import torch
 
 from kernel_verify.impls.torch.convert import to_torch
 
-BACKENDS: list[str] = ["numpy", "torch:cpu", "torch:cuda"]
+ALL_BACKENDS: list[str] = ["numpy", "torch:cpu", "torch:cuda"]
+#: The backends this machine runs (``torch:cuda`` only with a GPU).
+BACKENDS: list[str] = ["numpy", "torch:cpu"] + (["torch:cuda"] if torch.cuda.is_available() else [])
+#: Compute dtypes per backend: torch computes float16/bfloat16 in float32 and casts back.
+DTYPES: dict[str, list[str]] = {
+    "numpy": ["float64", "float32"],
+    "torch:cpu": ["float64", "float32", "float16", "bfloat16"],
+    "torch:cuda": ["float64", "float32", "float16", "bfloat16"],
+}
+SMOKE = os.environ.get("KV_BENCH_SMOKE", "") not in ("", "0")
+
+
+def smoke(values: list[Any]) -> list[Any]:
+    """``values``, or only its first element under ``KV_BENCH_SMOKE=1``."""
+    return values[:1] if SMOKE else values
+
+
+def slowdown() -> int:
+    """How many times a benchmark that honours ``KV_BENCH_SLOWDOWN`` repeats its work (default 1):
+    the deliberately slowed run of the regression-check demonstration (docs/benchmarks.md)."""
+    return max(1, int(os.environ.get("KV_BENCH_SLOWDOWN", "1")))
 #: Base seed; each benchmark mixes in its own parameters so every combination has its own stream.
 SEED = 20240611
 
 
 def require(backend: str, dtype: str = "float64") -> None:
     """Raise ``NotImplementedError`` (asv: skipped) if ``backend``/``dtype`` cannot run here."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend not in ALL_BACKENDS:
+        raise ValueError(f"backend must be one of {ALL_BACKENDS}, got {backend!r}")
     if backend == "torch:cuda" and not torch.cuda.is_available():
         raise NotImplementedError("torch:cuda: torch.cuda.is_available() is False on this machine")
     if backend == "numpy" and dtype in ("float16", "bfloat16"):

@@ -7,11 +7,12 @@ paths estimate the same attention) through :func:`impls.attention.feature_map_at
 ``log φ`` and runs ``log_linear_attention``. Both include the feature-map cost, as a user pays it.
 
 Memory: the causal path carries an ``m×d_v`` prefix state over chunks of 64 rows, so its memory is
-``O(n(m + d))`` — never an ``n×m×d`` tensor. ``CausalLinearAttentionMemory`` records peak RSS
-(asv ``peakmem_``, which includes the interpreter and the inputs); ``CausalLinearAttentionTraced``
+``O(n(m + d))`` — never an ``n×m×d`` tensor. ``LinearAttentionMemory`` records peak RSS (asv
+``peakmem_``, which includes the interpreter and the inputs), causal and not;
+``CausalLinearAttentionTraced``
 records the bytes the call itself allocates at its peak (``tracemalloc`` for NumPy,
 ``torch.cuda.max_memory_allocated`` for CUDA; torch's CPU allocator is invisible to both, so
-that combination is skipped), a deterministic number to divide by ``n(m + d)·itemsize``.
+that combination is left out), a deterministic number to divide by ``n(m + d)·itemsize``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ import torch
 
 from benchmarks._common import (
     BACKENDS,
+    DTYPES,
     BackendBenchmark,
     params_to_backend,
     require,
     rng_for,
+    slowdown,
+    smoke,
     sync,
     to_backend,
 )
@@ -37,7 +41,6 @@ from kernel_verify.impls.torch import attention as torch_attention
 
 D = 64
 LINEAR_ENTRY = "softmax_positive[iid]"
-DTYPES = ["float32", "float64"]
 
 
 def qkv(backend: str, dtype: str, n: int, d: int = D) -> tuple[Any, Any, Any]:
@@ -52,86 +55,119 @@ def linear_params(backend: str, m: int, d: int = D) -> dict[str, Any]:
     return params_to_backend(entry.draw(rng_for(LINEAR_ENTRY, m, d), d, m, entry.config), backend)
 
 
+ATTN_CASES: list[str] = smoke([f"{b}/{t}" for b in BACKENDS for t in DTYPES[b]
+                               if t != "float64" or b == "numpy"])
+NS: list[int] = smoke([256, 1024, 4096, 16384])
+M = 256
+
+
 class SoftmaxAttention(BackendBenchmark):
-    """Exact ``softmax(qkᵀ/√d)v``: ``O(n²d)`` time, an ``n×n`` score matrix."""
+    """Exact ``softmax(qkᵀ/√d)v``: ``O(n²d)`` time, an ``n×n`` score matrix (n ≤ 4096)."""
 
-    params: ClassVar[list[Any]] = [BACKENDS, DTYPES, [1024, 4096], [False, True]]
-    param_names: ClassVar[list[str]] = ["backend", "dtype", "n", "causal"]
+    params: ClassVar[list[Any]] = [ATTN_CASES, smoke([256, 1024, 4096]), [False, True]]
+    param_names: ClassVar[list[str]] = ["case", "n", "causal"]
     timeout = 120.0
-    repeat = (1, 5, 10.0)  # up to 5 samples or 10 s: the n = 4096 float64 runs take ~1 s each
+    repeat = (1, 5, 10.0)  # up to 5 samples or 10 s
 
-    def setup(self, backend: str, dtype: str, n: int, causal: bool) -> None:
+    def setup(self, case: str, n: int, causal: bool) -> None:
+        backend, dtype = case.split("/")
         require(backend, dtype)
         self.pin()
+        self.backend = backend
         self.q, self.k, self.v = qkv(backend, dtype, n)
         self.att = np_attention if backend == "numpy" else torch_attention
 
-    def time_softmax_attention(self, backend: str, dtype: str, n: int, causal: bool) -> None:
+    def time_softmax_attention(self, case: str, n: int, causal: bool) -> None:
         self.att.softmax_attention(self.q, self.k, self.v, causal=causal)
-        sync(backend)
+        sync(self.backend)
 
 
 class LinearAttention(BackendBenchmark):
-    """``feature_map_attention`` with ``softmax_positive[iid]``: ``O(nmd)`` time."""
+    """``feature_map_attention`` with ``softmax_positive[iid]``, m = 256: ``O(nmd)`` time.
 
-    params: ClassVar[list[Any]] = [
-        BACKENDS, DTYPES, [1024, 4096], [64, 256], [False, True], ["plain", "log"]
-    ]
-    param_names: ClassVar[list[str]] = ["backend", "dtype", "n", "m", "causal", "path"]
+    ``path="log"`` is the default (stable, log-space) path, ``"plain"`` forms ``φ`` directly.
+    ``KV_BENCH_SLOWDOWN=k`` repeats the call ``k`` times (the regression-check demonstration).
+    """
+
+    params: ClassVar[list[Any]] = [ATTN_CASES, NS, [False, True], ["log", "plain"]]
+    param_names: ClassVar[list[str]] = ["case", "n", "causal", "path"]
     timeout = 120.0
-    repeat = (1, 5, 10.0)  # the NumPy float64 causal log path takes ~4 s at n = 4096, m = 256
+    repeat = (1, 5, 10.0)
 
-    def setup(self, backend: str, dtype: str, n: int, m: int, causal: bool, path: str) -> None:
+    def setup(self, case: str, n: int, causal: bool, path: str) -> None:
+        backend, dtype = case.split("/")
         require(backend, dtype)
         self.pin()
+        self.backend = backend
         self.entry = get(LINEAR_ENTRY)
         self.q, self.k, self.v = qkv(backend, dtype, n)
-        self.p = linear_params(backend, m)
+        self.p = linear_params(backend, M)
+        self.times = slowdown()
 
-    def time_feature_map_attention(
-        self, backend: str, dtype: str, n: int, m: int, causal: bool, path: str
-    ) -> None:
-        feature_map_attention(
-            self.entry, self.p, self.q, self.k, self.v, causal=causal, use_log=path == "log"
-        )
-        sync(backend)
+    def time_feature_map_attention(self, case: str, n: int, causal: bool, path: str) -> None:
+        for _ in range(self.times):
+            feature_map_attention(
+                self.entry, self.p, self.q, self.k, self.v, causal=causal, use_log=path == "log"
+            )
+        sync(self.backend)
 
 
-class CausalLinearAttentionMemory(BackendBenchmark):
-    """Peak RSS of causal linear attention at large ``n`` (float32, d = 64)."""
+class LinearAttentionBackward(BackendBenchmark):
+    """Forward + backward (``∂ Σ out / ∂(q, k, v)``) of the default path, torch float32."""
 
-    params: ClassVar[list[Any]] = [BACKENDS, [4096, 65536], [64, 256]]
-    param_names: ClassVar[list[str]] = ["backend", "n", "m"]
+    params: ClassVar[list[Any]] = [
+        smoke([f"{b}/float32" for b in BACKENDS if b.startswith("torch:")]), NS, [False, True]
+    ]
+    param_names: ClassVar[list[str]] = ["case", "n", "causal"]
+    timeout = 120.0
+    repeat = (1, 5, 10.0)
+
+    def setup(self, case: str, n: int, causal: bool) -> None:
+        backend, dtype = case.split("/")
+        require(backend, dtype)
+        self.pin()
+        self.backend = backend
+        self.entry = get(LINEAR_ENTRY)
+        self.qkv = [t.requires_grad_(True) for t in qkv(backend, dtype, n)]
+        self.p = linear_params(backend, M)
+
+    def time_attention_backward(self, case: str, n: int, causal: bool) -> None:
+        out = feature_map_attention(self.entry, self.p, *self.qkv, causal=causal)
+        torch.autograd.grad(out.sum(), self.qkv)
+        sync(self.backend)
+
+
+class LinearAttentionMemory(BackendBenchmark):
+    """Peak RSS of linear attention, default path, causal and not (float32, d = 64, m = 256)."""
+
+    params: ClassVar[list[Any]] = [smoke(BACKENDS), smoke([4096, 16384, 65536]), [False, True]]
+    param_names: ClassVar[list[str]] = ["backend", "n", "causal"]
     timeout = 120.0
 
-    def setup(self, backend: str, n: int, m: int) -> None:
+    def setup(self, backend: str, n: int, causal: bool) -> None:
         require(backend, "float32")
         self.pin()
         self.entry = get(LINEAR_ENTRY)
         self.q, self.k, self.v = qkv(backend, "float32", n)
-        self.p = linear_params(backend, m)
+        self.p = linear_params(backend, M)
 
-    def peakmem_causal_linear_attention(self, backend: str, n: int, m: int) -> None:
-        feature_map_attention(
-            self.entry, self.p, self.q, self.k, self.v, causal=True, use_log=False
-        )
+    def peakmem_linear_attention(self, backend: str, n: int, causal: bool) -> None:
+        feature_map_attention(self.entry, self.p, self.q, self.k, self.v, causal=causal)
         sync(backend)
 
 
 class CausalLinearAttentionTraced(BackendBenchmark):
     """Bytes allocated at the peak of one causal linear-attention call (float32, d = 64)."""
 
-    params: ClassVar[list[Any]] = [BACKENDS, [4096, 65536], [64, 256]]
+    params: ClassVar[list[Any]] = [
+        smoke([b for b in BACKENDS if b != "torch:cpu"]), smoke([4096, 65536]), [64, 256]
+    ]
     param_names: ClassVar[list[str]] = ["backend", "n", "m"]
     unit = "bytes"
     timeout = 120.0
 
     def setup(self, backend: str, n: int, m: int) -> None:
-        require(backend, "float32")
-        if backend == "torch:cpu":
-            raise NotImplementedError(
-                "torch:cpu: torch's CPU allocator is invisible to tracemalloc (see peakmem_)"
-            )
+        require(backend, "float32")  # torch:cpu is left out: its allocator is invisible here
         self.pin()
         self.entry = get(LINEAR_ENTRY)
         self.q, self.k, self.v = qkv(backend, "float32", n)

@@ -1,50 +1,42 @@
-"""Cost of computing features ``φ(x)`` for representative registry entries, per backend.
+"""Cost of features ``φ(x)`` for every registered map (every family), forward and backward.
 
-Random-feature entries (one per formula family, docs/math.md §1–§3) are timed at every ``(n, m)``;
-deterministic and exact finite maps (claims ``deterministic``/``exact_finite``, docs/math.md §5–§6),
-whose size does not depend on ``m``, are timed per ``n`` only. The deterministic list is read from
-the registry at import time, so a newly registered map is benchmarked without editing this file.
+The entry list is read from the registry at import time (:func:`impls.registry.all_maps`), so a
+newly registered map is benchmarked without editing this file. ``case`` pairs a backend with a
+dtype it computes (``numpy/float64``, ``torch:cpu/bfloat16``, …; torch computes float16/bfloat16
+in float32 and casts back), so no impossible combination is generated. Inputs ``x (n, 16)`` with
+``N(0, 1/4)`` entries, ``m = max(256, min_m)`` random features (deterministic/exact maps ignore
+``m``). Backward: ``∂ Σφ(x) / ∂x`` on the torch backends in float32.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch
+
 from benchmarks._common import (
     BACKENDS,
+    DTYPES,
     BackendBenchmark,
     params_to_backend,
     positions_for,
     require,
     rng_for,
+    smoke,
     sync,
     to_backend,
 )
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import FeatureMap, all_maps, get
 
-#: One random-feature entry per formula of interest (brief: Performer SM⁺, hyperbolic ORF, RFF,
-#: GERF, ReLU). A renamed entry fails loudly at import (KeyError listing the known names).
-RANDOM_ENTRIES: list[str] = [
-    "softmax_positive[iid]",
-    "softmax_hyperbolic[orthogonal]",
-    "rff_pairs[iid]",
-    "gerf[iid]",
-    "relu_features[iid]",
-]
-
-
-def deterministic_entries() -> list[str]:
-    """Registered maps with no random parameters (claims ``deterministic`` or ``exact_finite``)."""
-    names = {e.name for e in all_maps(claims=("deterministic",))}
-    names |= {e.name for e in all_maps(claims=("exact_finite",))}
-    return sorted(names)
-
-
-DETERMINISTIC_ENTRIES: list[str] = deterministic_entries()
-
+#: every registered map, sorted (``family`` is part of each entry; see ``--bench`` regexes).
+ENTRIES: list[str] = smoke(sorted(e.name for e in all_maps()))
+#: ``backend/dtype`` pairs this machine runs.
+CASES: list[str] = smoke([f"{b}/{t}" for b in BACKENDS for t in DTYPES[b]])
+TORCH_CASES: list[str] = [f"{b}/float32" for b in BACKENDS if b.startswith("torch:")]
 D = 16
-DTYPES = ["float64", "float32"]
+N = 1024
+M = 256
 
 
 def prepare(
@@ -53,10 +45,8 @@ def prepare(
     """Seeded inputs ``x`` (entries ``N(0, 1/4)``), the parameter draw, the config and positions.
 
     Positional maps get positions ``0..n-1`` and ``M = n`` (if the map has an ``M`` setting).
-    ``m`` below the entry's ``min_m`` is skipped (``NotImplementedError``) on every machine alike.
     """
-    if m < entry.min_m:
-        raise NotImplementedError(f"{entry.name}: m = {m} < min_m = {entry.min_m}")
+    m = max(m, entry.min_m)
     rng = rng_for(entry.name, n, m, d)
     config = dict(entry.config)
     if entry.has("positional") and "M" in config:
@@ -67,39 +57,44 @@ def prepare(
     return x, params_to_backend(params, backend), config, positions
 
 
-class RandomFeatureMaps(BackendBenchmark):
-    """``φ(x; ω)`` of random-feature maps: x ``(n, 16)``, ``m`` frequencies."""
+class FeatureMaps(BackendBenchmark):
+    """``φ(x)`` of every registered map: x ``(1024, 16)``, ``m = 256`` random features."""
 
-    params: ClassVar[list[Any]] = [RANDOM_ENTRIES, BACKENDS, DTYPES, [512, 4096], [64, 256]]
-    param_names: ClassVar[list[str]] = ["entry", "backend", "dtype", "n", "m"]
+    params: ClassVar[list[Any]] = [ENTRIES, CASES]
+    param_names: ClassVar[list[str]] = ["entry", "case"]
     timeout = 60.0
 
-    def setup(self, name: str, backend: str, dtype: str, n: int, m: int) -> None:
+    def setup(self, name: str, case: str) -> None:
+        backend, dtype = case.split("/")
         require(backend, dtype)
         self.pin()
+        self.backend = backend
         self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(self.entry, backend, dtype, n, m)
+        self.x, self.p, self.config, self.positions = prepare(self.entry, backend, dtype, N, M)
 
-    def time_features(self, name: str, backend: str, dtype: str, n: int, m: int) -> None:
+    def time_features(self, name: str, case: str) -> None:
         map_features(self.entry, self.x, self.p, config=self.config, positions=self.positions)
-        sync(backend)
+        sync(self.backend)
 
 
-class DeterministicFeatureMaps(BackendBenchmark):
-    """``φ(x)`` of deterministic/exact maps (Taylor, polynomial, elu+1, …): x ``(n, 16)``."""
+class FeatureMapsBackward(BackendBenchmark):
+    """``∂ Σφ(x)/∂x`` (forward + backward) of every registered map, torch float32."""
 
-    params: ClassVar[list[Any]] = [DETERMINISTIC_ENTRIES, BACKENDS, DTYPES, [512, 4096]]
-    param_names: ClassVar[list[str]] = ["entry", "backend", "dtype", "n"]
+    params: ClassVar[list[Any]] = [ENTRIES, smoke(TORCH_CASES)]
+    param_names: ClassVar[list[str]] = ["entry", "case"]
     timeout = 60.0
 
-    def setup(self, name: str, backend: str, dtype: str, n: int) -> None:
+    def setup(self, name: str, case: str) -> None:
+        backend, dtype = case.split("/")
         require(backend, dtype)
         self.pin()
+        self.backend = backend
         self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(
-            self.entry, backend, dtype, n, self.entry.min_m
-        )
+        self.x, self.p, self.config, self.positions = prepare(self.entry, backend, dtype, N, M)
+        self.x.requires_grad_(True)
 
-    def time_features(self, name: str, backend: str, dtype: str, n: int) -> None:
-        map_features(self.entry, self.x, self.p, config=self.config, positions=self.positions)
-        sync(backend)
+    def time_features_backward(self, name: str, case: str) -> None:
+        out = map_features(self.entry, self.x, self.p, config=self.config,
+                           positions=self.positions)
+        torch.autograd.grad(out.sum(), self.x)
+        sync(self.backend)

@@ -72,6 +72,15 @@ def _check_inputs(entry: FeatureMap, params: Any, config: Any, arrays: dict[str,
             raise ValueError(f"q, k, v must have the same leading (batch, head) shape, got "
                              f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     return check_config(f"feature map {entry.name!r}", config, entry.config)
+def _fresh(t: Any, *others: Any) -> bool:
+    """Whether the tensor ``t`` is not a view and shares no storage with any of ``others`` (so a
+    function that made it may overwrite it)."""
+    if t._base is not None:
+        return False
+    ptr = t.untyped_storage().data_ptr()
+    return all(
+        not _is_torch(o) or o.untyped_storage().data_ptr() != ptr for o in others
+    )
 
 
 def map_features(
@@ -150,7 +159,15 @@ def feature_map_attention(
         lk = _features(entry, k, params, cfg, log=True, **kwargs)
         torch_v = _is_torch(v)
         v_work = v.to(lq.dtype) if torch_v else v.astype(lq.dtype, copy=False)
-        out = att.log_linear_attention(lq, lk, v_work, causal=causal, chunk_size=chunk_size)
+        if torch_v and _fresh(lq, q, k, v, *params.values()) and _fresh(lk, q, k, v, lq):
+            # lq, lk are this call's own tensors: their exponentials may be taken in place
+            att.check_attention_inputs(lq, lk, v_work, causal=causal,
+                                       names=("log_phi_q", "log_phi_k", "v"), backend="torch")
+            out = att._log_linear(lq, lk, v_work, causal=causal,
+                                  chunk_size=att.check_positive_int("chunk_size", chunk_size),
+                                  overwrite=True)
+        else:
+            out = att.log_linear_attention(lq, lk, v_work, causal=causal, chunk_size=chunk_size)
         return out.to(v.dtype) if torch_v else out.astype(v.dtype, copy=False)
     if zero_denominator is None:
         zero_denominator = "zero" if entry.has("nonnegative") else "raise"

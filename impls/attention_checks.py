@@ -6,6 +6,7 @@ from typing import Any
 
 from kernel_verify.impls.validation import (
     _is_torch,
+    all_finite_torch,
     check_array,
     check_bool,
     check_one_backend,
@@ -89,7 +90,7 @@ def denominator_guard(den: Any, policy: str) -> Any:
 
         lib_where, n_bad_nonpos = torch.where, int((den <= 0).sum())
         n_zero, n_neg = int((den == 0).sum()), int((den < 0).sum())
-        finite = bool(torch.isfinite(den).all())
+        finite = all_finite_torch(den)
     else:
         import numpy as np
 

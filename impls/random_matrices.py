@@ -22,6 +22,7 @@ bandwidth σ is applied by the feature map as ``x/σ``). docs/math.md §3.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import hadamard
@@ -32,7 +33,10 @@ __all__ = [
     "MATRICES",
     "ORTHOGONAL_MATRICES",
     "UNBIASED_MATRICES",
+    "StructuredFactors",
+    "draw_factors",
     "draw_matrix",
+    "factors_matrix",
     "haar_orthogonal",
 ]
 
@@ -79,33 +83,72 @@ def _rademacher(rng: np.random.Generator, p: int) -> np.ndarray:
     return rng.choice(np.array([-1.0, 1.0]), size=p)
 
 
-def _sorf(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+@dataclass(frozen=True)
+class StructuredFactors:
+    """The random factors of a SORF or Fastfood draw, block by block (``blocks = ⌈m/p⌉``).
+
+    SORF block: ``√p·h D₁ h D₂ h D₃`` with ``h = H/√p``; ``diagonals[:, i]`` is ``D_(i+1)``.
+    Fastfood block: ``(1/√p)·S H G Π H B``; ``diagonals[:, 0]`` is ``B``, ``[:, 1]`` is ``G``,
+    ``[:, 2]`` is the diagonal of ``S``, and ``perm`` holds ``Π`` (``(ΠHBx)_i = (HBx)_perm[i]``).
+    The matrix is rows ``[:m]``, columns ``[:d]`` of the stacked blocks (``H`` in Sylvester order,
+    :func:`scipy.linalg.hadamard`). :func:`draw_matrix` builds it explicitly;
+    :mod:`impls.torch.structured` applies it with a fast Walsh–Hadamard transform.
+    """
+
+    kind: str
+    m: int
+    d: int
+    p: int
+    diagonals: np.ndarray  # (blocks, 3, p)
+    perm: np.ndarray | None = None  # (blocks, p), Fastfood only
+
+
+def draw_factors(kind: str, rng: np.random.Generator, m: int, d: int) -> StructuredFactors:
+    """The random factors of a ``"sorf"``/``"fastfood"`` draw; the generator is consumed exactly
+    as :func:`draw_matrix` consumes it, so the same seed gives the same matrix."""
+    if kind not in ("sorf", "fastfood"):
+        raise ValueError(f"structured kind must be 'sorf' or 'fastfood', got {kind!r}")
+    _check_rng(rng)
+    m = check_positive_int("m", m)
+    d = check_positive_int("d", d)
     p = _padded_size(d)
-    h = hadamard(p).astype(np.float64) / np.sqrt(p)
+    blocks = -(-m // p)
+    diagonals, perms = np.empty((blocks, 3, p)), np.empty((blocks, p), dtype=np.int64)
+    for i in range(blocks):
+        if kind == "sorf":
+            for j in range(3):
+                diagonals[i, j] = _rademacher(rng, p)
+        else:
+            diagonals[i, 0] = _rademacher(rng, p)
+            perms[i] = rng.permutation(p)
+            diagonals[i, 1] = rng.standard_normal(p)
+            diagonals[i, 2] = np.sqrt(rng.chisquare(p, size=p)) / np.linalg.norm(diagonals[i, 1])
+    return StructuredFactors(kind, m, d, p, diagonals, perms if kind == "fastfood" else None)
 
-    def block() -> np.ndarray:
-        out = np.eye(p)
-        for _ in range(3):
-            out = out @ (h * _rademacher(rng, p))  # H·D multiplies column j of H by D_jj
-        return np.sqrt(p) * out
 
-    return _blocks(m, p, block)[:, :d]
+def factors_matrix(f: StructuredFactors) -> np.ndarray:
+    """The explicit ``(m, d)`` matrix of ``f``: products of the ``p×p`` Hadamard matrices."""
+    p = f.p
+    h = hadamard(p).astype(np.float64)
+    blocks = []
+    for i, diag in enumerate(f.diagonals):
+        if f.kind == "sorf":
+            out = np.eye(p)
+            for j in range(3):
+                out = out @ (h / np.sqrt(p) * diag[j])  # H·D multiplies column j of H by D_jj
+            blocks.append(np.sqrt(p) * out)
+        else:
+            right = (h * diag[0])[f.perm[i], :]  # Π·H·B
+            blocks.append((diag[2][:, None] * (h * diag[1])) @ right / np.sqrt(p))  # S·H·G·Π·H·B
+    return np.concatenate(blocks, axis=0)[: f.m, : f.d]
+
+
+def _sorf(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    return factors_matrix(draw_factors("sorf", rng, m, d))
 
 
 def _fastfood(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
-    p = _padded_size(d)
-    h = hadamard(p).astype(np.float64)
-
-    def block() -> np.ndarray:
-        b = _rademacher(rng, p)
-        perm = rng.permutation(p)
-        g = rng.standard_normal(p)
-        s = np.sqrt(rng.chisquare(p, size=p)) / np.linalg.norm(g)
-        hb = h * b  # H·B
-        right = hb[perm, :]  # Π·H·B
-        return (s[:, None] * (h * g)) @ right / np.sqrt(p)  # S·H·G·Π·H·B / √p
-
-    return _blocks(m, p, block)[:, :d]
+    return factors_matrix(draw_factors("fastfood", rng, m, d))
 
 
 MATRICES: dict[str, Callable[[np.random.Generator, int, int], np.ndarray]] = {

@@ -66,6 +66,11 @@ EXCUSED = {
     "hedgehog_values": "params/config -> weights of the Hedgehog map; fuzzed through the map",
     "gmm_values": "params/config -> mixture of the GMM maps; fuzzed through the maps",
     "generative_values": "params/config -> weights of the generative map; fuzzed through the map",
+    "factors_matrix": "explicit matrix of a draw_factors result (a dataclass, not user input); "
+    "checked against draw_matrix in tests/test_structured.py",
+    "structured_projections": "applies a draw_factors result with the fast Walsh-Hadamard "
+    "transform; checked against the explicit matrix in tests/test_structured.py",
+    "radices": "an internal factorisation of a power of two (p from the draw, not user input)",
     "draw_hedgehog": "Hedgehog's parameter draw; fuzzed through its registry entry's draw",
     "draw_generative": "the generative map's parameter draw; fuzzed through its registry "
     "entry's draw",
@@ -163,6 +168,7 @@ OVERRIDES: dict[tuple[str, str], Recipe] = {
     ("taylor_dim", "order"): Recipe(lambda c: 2, "count", min_value=0),
     ("mixture_layout", "c"): Recipe(lambda c: 1, "count"),
     ("truncated_svd", "K"): Recipe(_psd, "array"),  # any (m, n) matrix
+    ("draw_factors", "kind"): Recipe(lambda c: "sorf", "choice"),
     ("get_system", "name"): Recipe(lambda c: "nystrom", "choice"),
     ("all_systems", "kind"): Recipe(lambda c: "attention", "choice"),
     ("segment_means", "x"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),  # any d

@@ -72,8 +72,8 @@ def linear_attention(
     if causal:
         num, den = _causal_sums(fq, fk, vw, chunk_size)
     else:
-        num = fq @ (fk.transpose(-1, -2) @ vw)
-        den = fq @ fk.sum(dim=-2).unsqueeze(-1)
+        num_den = fq @ (fk.transpose(-1, -2) @ with_ones(vw))  # Σ_j φ(q)ᵀφ(k_j)[v_j 1]
+        num, den = num_den[..., :-1], num_den[..., -1:]
     return (num / denominator_guard(den, zero_denominator)).to(v.dtype)
 
 
@@ -113,17 +113,55 @@ def log_linear_attention(
         backend="torch",
     )
     chunk_size = check_positive_int("chunk_size", chunk_size)
+    return _log_linear(log_phi_q, log_phi_k, v, causal=causal, chunk_size=chunk_size)
+
+
+def _log_linear(
+    log_phi_q: torch.Tensor, log_phi_k: torch.Tensor, v: torch.Tensor, *, causal: bool,
+    chunk_size: int, overwrite: bool = False,
+) -> torch.Tensor:
+    """The computation of :func:`log_linear_attention` on validated inputs (no checks).
+
+    ``overwrite=True`` lets the non-causal path take its exponentials inside the caller's
+    ``log_phi_q``/``log_phi_k`` (which then hold garbage): for a caller that owns them, it saves
+    two fresh ``n×m`` tensors, whose first touch (page faults) costs more than the exponentials.
+    """
     out_shape = (*log_phi_q.shape[:-1], v.shape[-1])
     if log_phi_q.shape[-2] == 0 or log_phi_k.shape[-2] == 0:
         return v.new_zeros(out_shape)
     lq, lk, vw = _work(log_phi_q, log_phi_k, v)
     if not causal:
-        log_norm = torch.logsumexp(lk, dim=-2)  # (..., m)
-        key_weights = torch.softmax(lk, dim=-2)  # per feature, over keys
-        v_bar = key_weights.transpose(-1, -2) @ vw
-        out = torch.softmax(lq + log_norm.unsqueeze(-2), dim=-1) @ v_bar
-        return out.to(v.dtype)
+        return _noncausal_log(lq, lk, vw, overwrite=overwrite).to(v.dtype)
     return _causal_log(lq, lk, vw, chunk_size).to(v.dtype)
+
+
+def with_ones(v: torch.Tensor) -> torch.Tensor:
+    """``[v 1]``: one matrix product then gives numerators and denominators together."""
+    return torch.cat([v, v.new_ones((*v.shape[:-1], 1))], dim=-1)
+
+
+def _noncausal_log(
+    lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, *, overwrite: bool = False
+) -> torch.Tensor:
+    """``out_i = Σ_f softmax_f(lq_if + L_f)·V̄_f`` (README "Stable positive features") as
+    two shifted exponentials and two matrix products.
+
+    With the per-feature key maximum ``M_f = max_j lk_jf`` and ``E_jf = exp(lk_jf − M_f) ≤ 1``,
+    ``[S_f  Z_f] = Σ_j E_jf [v_j 1]`` (one product with ``[V 1]``) gives ``L_f = M_f + log Z_f``
+    and ``V̄_f = S_f/Z_f``, so ``out_i = Σ_f P_if S_f / Σ_f P_if Z_f`` with
+    ``P_if = exp(lq_if + M_f − a_i)``, ``a_i = max_f(lq_if + M_f)``: one product with
+    ``[S Z]``. Every exponent is ≤ 0, and ``Z_f ≥ 1`` (its maximal key contributes 1) and
+    ``P_if = 1`` at the maximising feature, so the denominator is ≥ 1: no underflow to 0/0 for any
+    mismatch of query and key features. The shifts are constants of the softmaxes (detached); the
+    exponentials are taken in place on fresh tensors, and no copy of a feature matrix is made.
+    """
+    shift_k = lk.detach().amax(dim=-2, keepdim=True)  # (..., 1, m)
+    e_k = (lk.sub_(shift_k) if overwrite else torch.sub(lk, shift_k)).exp_()
+    s_z = e_k.transpose(-1, -2) @ with_ones(v)  # (..., m, dv + 1)
+    p = lq.add_(shift_k) if overwrite else torch.add(lq, shift_k)
+    p = p.sub_(p.detach().amax(dim=-1, keepdim=True)).exp_()
+    num_den = p @ s_z
+    return num_den[..., :-1] / num_den[..., -1:]
 
 
 def _pair_log_weights(lq: torch.Tensor, lk: torch.Tensor) -> torch.Tensor:
