@@ -274,8 +274,17 @@ def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed
         seed=seed, repro=f"pilot_mean_test(target, x={x.tolist()}, y={y.tolist()}, seed={seed})")
 
 
+def _undeclared_params() -> list:
+    params = feature_maps("unbiased", predicate=undeclared)
+    if params and params[0].values[0] is None and feature_maps("unbiased"):
+        reason = ("every unbiased target is white-box or declares its estimator family (exact "
+                  "variance or proven range): feature_unbiased runs the derived-bound tests")
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return params
+
+
 @pytest.mark.statistical(assertions=1)
-@pytest.mark.parametrize("target", feature_maps("unbiased", predicate=undeclared))
+@pytest.mark.parametrize("target", _undeclared_params())
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(2, 5), nx=st.sampled_from([0.2, 0.5, 0.8]),
        ny=st.sampled_from([0.2, 0.5, 0.8]))

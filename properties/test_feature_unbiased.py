@@ -111,7 +111,11 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
     var = exact_variance(target, x, y, m) if target.has("unbiased") else None
     if bounds is None and var is None:
         pytest.skip(f"{target.name}: no exact variance (formula {target.formula!r}, matrix "
-                    f"{target.matrix!r}) and not bounded: no test with a known false-alarm rate")
+                    f"{target.matrix!r}) and not bounded: no test with a derived false-alarm "
+                    "rate. Declaring the estimator family on the target (formula= one of "
+                    f"{sorted(MOMENT_FORMULAS)}, matrix='iid'|'orthogonal', config=) adds it; "
+                    "without it blackbox_maps::test_unbiased_without_declared_family runs "
+                    "(black-box, stated assumption)")
     if var is not None and bounds is None:
         if not var >= 1e-12 * mean * mean:  # rounding must stay negligible (module docstring)
             raise Degenerate(f"variance {var:.3g} at mean {mean:.3g}")

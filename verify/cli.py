@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="*", help="only these mutant names")
     p.add_argument("--jobs", type=int, default=2, help="parallel pytest workers (default 2)")
     p.add_argument("--json", dest="json_out", default=None, help="write the matrix as JSON here")
+    p.add_argument("--blackbox", action="store_true",
+                   help="also run every feature-map mutant wrapped black-box (sample_fn only), "
+                   "with and without its declared family, and correct maps as controls")
     p.set_defaults(run=_lazy("kernel_verify.verify.mutants.runner", "run_mutants"))
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
