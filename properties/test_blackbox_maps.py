@@ -298,3 +298,48 @@ def test_unbiased_without_declared_family(target, seed, d, nx, ny):
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()
+
+
+# ------------------------------------------------------- orthogonal claim: variance below iid
+#: Draws and the point of the orthogonality check (d = 8, ‖x − y‖ = 1.5: where the ORF gain of
+#: the [cos, sin] pairs at m = 64 is largest relative to the test's threshold).
+ORTHO_DRAWS, ORTHO_D, ORTHO_DIST = 20000, 8, 1.5
+
+
+def _ortho_bounded(t: FeatureMapTarget) -> bool:
+    return _not_positional(t) and t.has("orthogonal") and t.matrix == "orthogonal"
+
+
+@pytest.mark.statistical(assertions=1)
+@pytest.mark.parametrize("target", feature_maps("unbiased", "bounded", predicate=_ortho_bounded))
+def test_orthogonal_claim_has_the_orthogonal_variance(target):
+    """One-sided: Var φ(x)ᵀφ(y) ≤ the exact ORF variance (the null includes every smaller one).
+    Bernstein for ``(X − μ)² ∈ [0, R]`` with ``Var ≤ R·σ²_ORF`` at the run's α: a derived bound.
+    An "orthogonal" map whose rows are really iid has the iid variance, ``(d−1)|C|/m`` above it
+    (reported with the threshold: the power)."""
+    if target is None:
+        pytest.skip("no target")
+    from kernel_verify.properties.test_feature_unbiased import estimates, kernel_value
+    from kernel_verify.verify.stats import variance_test
+
+    m = feature_m(target, 64)
+    x, y = random_pair(11, ORTHO_D, 1.0, 1.0)
+    delta = y - x
+    y = x + ORTHO_DIST * delta / np.linalg.norm(delta)
+    var_orf = exact_variance(target, x, y, m)
+    bounds = range_bound(target, ORTHO_D, m)
+    if var_orf is None or bounds is None:
+        pytest.skip(f"{target.name}: no exact ORF variance or range (declare formula=, "
+                    "matrix='orthogonal' and config= to add this test)")
+    from kernel_verify.verify.moments import exact_moments
+
+    var_iid = float(exact_moments(target.formula, x, y, dict(target.config), m,
+                                  matrix="iid").variance)
+    samples = estimates(target, x, y, m, 4242, ORTHO_DRAWS)
+    variance_test(samples, kernel_value(target, target.kernel, x, y), var_orf,
+                  alpha=per_assertion(), bounds=bounds, alternative="greater",
+                  label=(f"{target.name}: Var φ(x)ᵀφ(y) ≤ exact ORF variance {var_orf:.4g} "
+                         f"(iid rows would give {var_iid:.4g}; m={m}, d={ORTHO_D}, "
+                         f"‖x−y‖={ORTHO_DIST})"),
+                  seed=4242, repro=f"estimates(target, x, y, m={m}, seed=4242, "
+                  f"draws={ORTHO_DRAWS})").check()
