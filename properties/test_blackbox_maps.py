@@ -22,8 +22,9 @@ Each check and its false-alarm basis:
 * **float64 output** (every map): float64 input gives a float64 (or wider) result — the adapter
   dtype rule (``verify/thirdparty/protocol.py``) lets wider results through; a narrower one is a
   silent precision loss. Weak on its own (a map may compute in float32 and cast back), hence:
-* **float64 accuracy** (every non-positional map): along a random direction ``e`` the fourth
-  finite difference ``Δ⁴F = F(x+2he) − 4F(x+he) + 6F(x) − 4F(x−he) + F(x−2he)``, ``h = 2⁻¹²``, is
+* **float64 accuracy** (every non-positional map; :mod:`verify.checks.blackbox`): along a
+  random direction ``e`` the fourth finite difference
+  ``Δ⁴F = F(x+2he) − 4F(x+he) + 6F(x) − 4F(x−he) + F(x−2he)``, ``h = 2⁻¹²``, is
   ``h⁴·∂⁴φ + O(h⁶)`` plus at most ``16·ε·max|F|`` of rounding. The test rejects when the
   *median* over features and points of ``|Δ⁴F|/max|F|`` exceeds ``1e-10``: a map evaluated in
   float32 has rounding noise ``≈ 1e-7`` there; a correct float64 map ``≲ 1e-12``. Assumption
@@ -61,22 +62,21 @@ from kernel_verify.properties.test_feature_unbiased import (
     random_pair,
     range_bound,
 )
+from kernel_verify.verify.checks.blackbox import (
+    NOISE_LEVEL,
+    fourth_difference_noise,
+    pilot_mean_test,
+)
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.stats import mean_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 U64 = 2.0**-53
 #: Assumed relative error of each returned feature of a correct float64 map (module docstring).
 FEATURE_ULPS = 64
 FEW = max(3, settings.default.max_examples // 5)
-#: Finite-difference step and the rejection level of the float64 accuracy check.
-STEP = 2.0**-12
-NOISE_LEVEL = 1e-10
-#: Assumption-based mean test: pilot size, variance inflation, main sample size.
-PILOT, INFLATION, DRAWS = 200, 4.0, 500
 
 seeds = st.integers(0, 2**32 - 1)
 
@@ -207,26 +207,6 @@ def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale):
 
 
 # ------------------------------------------------------------------------- float64 accuracy
-def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: float,
-                            points: int = 3) -> float:
-    """Median over features and points of ``|Δ⁴F|/max|F|`` (module docstring)."""
-    rng = np.random.default_rng(seed)
-    ratios = []
-    for _ in range(points):
-        x = rng.standard_normal(d)
-        x *= norm / np.linalg.norm(x)
-        e = rng.standard_normal(d)
-        e /= np.linalg.norm(e)
-        grid = x + STEP * np.arange(-2, 3)[:, None] * e
-        f = features(target, grid, seed)
-        delta4 = f[4] - 4 * f[3] + 6 * f[2] - 4 * f[1] + f[0]
-        scale = np.abs(f).max(axis=0)
-        keep = scale > 0
-        ratios.append(np.abs(delta4[keep]) / scale[keep])
-    r = np.concatenate(ratios)
-    return float(np.median(r)) if r.size else 0.0
-
-
 @pytest.mark.parametrize("target", ALL)
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(2, 5), norm=st.sampled_from([0.3, 0.7, 1.0]))
@@ -253,25 +233,6 @@ def undeclared(t: FeatureMapTarget) -> bool:
     d, m = 3, feature_m(t, 3)
     x, y = random_pair(0, d, 0.5, 0.5)
     return range_bound(t, d, m) is None and exact_variance(t, x, y, m) is None
-
-
-def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
-                    mean: float, alpha: float):
-    """The assumption-based mean test (module docstring); returns the StatResult."""
-    from kernel_verify.properties.test_feature_unbiased import estimates
-
-    m = feature_m(target, 3)
-    pilot = estimates(target, x, y, m, seed ^ 0x5EED, PILOT)
-    var = INFLATION * float(np.var(pilot, ddof=1))
-    if not var > 0:
-        var = max(abs(mean), 1.0) * 1e-24  # a constant pilot: any spread is a rejection
-    samples = estimates(target, x, y, m, seed, DRAWS)
-    return mean_test(
-        samples, mean, alpha=alpha, variance=var,
-        label=(f"{target.name}: E φ(x)ᵀφ(y) = {target.kernel}(x, y) [ASSUMPTION: variance ≤ "
-               f"{INFLATION:g}× a {PILOT}-draw pilot variance; no family declared — declare "
-               "formula=/matrix= for the exact-variance test]"),
-        seed=seed, repro=f"pilot_mean_test(target, x={x.tolist()}, y={y.tolist()}, seed={seed})")
 
 
 def _undeclared_params() -> list:

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import get
-from kernel_verify.properties.test_blackbox_maps import NOISE_LEVEL, fourth_difference_noise
 from kernel_verify.properties.test_feature_reference import check_attention
+from kernel_verify.verify.checks.blackbox import NOISE_LEVEL, fourth_difference_noise
 from kernel_verify.verify.mutants.blackbox import CONTROLS, as_black_box, control_targets
 from kernel_verify.verify.mutants.catalogue import load
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
