@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
     p.add_argument("--seeds", type=int, default=200, help="fresh seeds per statistical check")
     p.add_argument("--alpha", type=float, default=0.05, help="loose per-check α to calibrate at")
+    p.add_argument("--part", dest="parts", nargs="*", default=None,
+                   choices=["matrices", "convergence", "blackbox"],
+                   help="only these groups of checks (default: all)")
     p.set_defaults(run=_lazy("kernel_verify.verify.calibration", "run_calibration"))
     return parser
 

@@ -79,3 +79,35 @@ def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed
                f"{INFLATION:g}× a {PILOT}-draw pilot variance; no family declared — declare "
                "formula=/matrix= for the exact-variance test]"),
         seed=seed, repro=f"pilot_mean_test(target, x={x.tolist()}, y={y.tolist()}, seed={seed})")
+
+
+# ------------------------------------------------------------------ deterministic identity
+U64 = 2.0**-53
+#: Assumed relative error of each returned feature of a correct float64 map (no formula).
+FEATURE_ULPS = 64
+
+
+def gram_bound(fx: np.ndarray, ex: np.ndarray, fy: np.ndarray, ey: np.ndarray,
+               u: float = U64) -> np.ndarray:
+    """``|fl(φ̂ψ̂ᵀ) − φψᵀ| ≤ |φ|e_ψ + e_φ|ψ| + e_φe_ψ + γ_D·(|φ| + e_φ)(|ψ| + e_ψ)`` (Higham
+    3.5 for the inner product of length D, with feature bounds ``e``); ``fx``, ``fy`` are
+    ``|φ̂| + e`` ≥ the exact feature magnitudes."""
+    d = fx.shape[-1]
+    g = d * u / (1 - d * u)
+    a, b = np.abs(fx), np.abs(fy)
+    return a @ ey.T + ex @ b.T + ex @ ey.T + g * ((a + ex) @ (b + ey).T)
+
+
+def deterministic_excess(target: FeatureMapTarget, seed: int, d: int, scale: float) -> float:
+    """``max |φ(X)φ(Y)ᵀ − K| / bound`` under the 64-ulp feature assumption (> 1: rejected)."""
+    from kernel_verify.verify.references.kernels import gram_mp
+    from kernel_verify.verify.references.mp import to_float
+
+    rng = np.random.default_rng(seed)
+    X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((3, d))
+    F = target.features(np.concatenate([X, Y]), seed=seed)
+    e = FEATURE_ULPS * U64 * np.abs(F)
+    fx, fy, ex, ey = F[:3], F[3:], e[:3], e[3:]
+    ref = to_float(gram_mp(target.kernel, X, Y, **target.kernel_args(d)))
+    bound = gram_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey) + 1.0000001 * U64 * np.abs(ref)
+    return float(np.max(np.abs(fx @ fy.T - ref) / bound))
