@@ -40,6 +40,13 @@ Each check and its false-alarm basis:
   Declaring ``formula``/``matrix`` replaces it by the exact-variance test (the skip reason says
   so).
 
+* **orthogonal rows** (claims ``orthogonal`` + ``bounded``, declared ``matrix='orthogonal'``):
+  one-sided variance test ``Var ≤ exact ORF variance`` (Bernstein on ``(X − μ)² ∈ [0, R]``,
+  derived, run's α) at d = 8, ‖x − y‖ = 1.5, m = 64, 20000 draws. Power: the iid variance of
+  RFF pairs there is 0.00625 against the ORF variance 0.00215, the threshold at α = 1e-5 is
+  0.00245 above it (``verify.stats.bernstein_threshold``): an iid map is rejected; a variance
+  excess ≥ 1.2× the ORF variance is detected, in every profile.
+
 Power (smallest relative bias detected at the sample sizes here, for the assumption-based mean
 test): the median-of-means threshold is ``t = c(n, α)·2s`` with ``c(500, 1e-5) ≈ 0.30``, so a bias
 of ``0.6·s/μ`` relative is detected, in every profile (the sample size does not depend on the
