@@ -100,7 +100,12 @@ def features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
 def raw_features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
     """What the target returns, before the suite's float64 view (the dtype it chose)."""
     if target.white_box:
-        return features(target, x, seed)
+        if target.numpy_fn is None:  # torch functions: the torch properties check dtypes
+            return features(target, x, seed)
+        params = target.draw_params(np.random.default_rng(seed), x.shape[-1])
+        kw = {"positions": np.arange(x.shape[-2])} if target.has("positional") else {}
+        return np.asarray(target.numpy_fn(np.asarray(x, dtype=np.float64), params,
+                                          target.config, **kw))
     out = target.sample_fn(np.asarray(x, dtype=np.float64), seed)
     if hasattr(out, "detach"):  # a torch tensor from a torch adapter
         out = out.detach().cpu().numpy()
