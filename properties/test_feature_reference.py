@@ -318,7 +318,11 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         # the normalised output is defined by the implementations only for positive
         # denominators (a non-positive one is a documented ValueError)
         assume(bool(np.all(den > 0)))
-    ref = estimator_attention_reference(twin, params, q_r, k_r, v_r, causal=causal,
+    # The reference applies the *target's* pre-scaling, not the twin's: a target declaring no
+    # ``attention_prescale`` runs its map on q, k as given (issue 10: the twin's d^(−1/4) was
+    # applied to the reference only, failing every correct unscaled softmax-family adapter).
+    ref_twin = replace(twin, attention_prescale=target.attention_prescale)
+    ref = estimator_attention_reference(ref_twin, params, q_r, k_r, v_r, causal=causal,
                                         positions=pos)
     vmax = float(np.abs(v_r).max())
     if use_log:
@@ -328,7 +332,8 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         ek = feature_bound(twin, xk, params, dtype, backend, lk_ref, pos, log=True)
         big_e = eq.max(axis=-1, keepdims=True) + ek.max()
         lq_hat = to_numpy(call(target, fn, to_backend(xq, backend, dtype), params, backend, pos))
-        lk_hat = to_numpy(call(target, fn, to_backend(xk, backend, dtype), params, backend, pos))
+        raw = call(target, fn, to_backend(xk, backend, dtype), params, backend, pos)
+        feat_dtype, lk_hat = raw.dtype, to_numpy(raw)
         width = lq_hat.shape[-1]
         z = np.abs(lq_hat).max() + np.abs(lk_hat).max() + np.log(n * width)
         delta = gamma(n + width + 6, u_c) * (z + 1)
@@ -350,12 +355,20 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
             assume(np.all(slack > 0))
         prop = (a + np.abs(ref) * b) / np.where(slack > 0, slack, np.nan)
         fq_hat = to_numpy(call(target, fn, to_backend(xq, backend, dtype), params, backend, pos))
-        fk_hat = to_numpy(call(target, fn, to_backend(xk, backend, dtype), params, backend, pos))
+        raw = call(target, fn, to_backend(xk, backend, dtype), params, backend, pos)
+        feat_dtype, fk_hat = raw.dtype, to_numpy(raw)
         comp = linear_attention_error_bound(fq_hat, fk_hat, v_r, causal=causal, u=u_c)
         bound = prop + comp
         how = "feature bounds → (a + |out|b)/(|D| − b) + linear_attention_error_bound(u_c)"
     bound = bound + 1.0000001 * U64 * np.abs(ref)
     assert np.isfinite(bound).all(), f"{target.name}: attention bound not finite (ill-posed)"
+    # The adapter dtype rule (verify/thirdparty/protocol.py): features may come back wider than
+    # the input (float64 features for float32 input); the attention then runs, and is compared,
+    # in that wider dtype (v's values are unchanged; every bound above is for the input dtype's
+    # unit roundoff, so it holds a fortiori). feature_map_attention takes q, k, v of one dtype,
+    # so all three are widened; widening is exact, and an adapter that promotes float32 input to
+    # float64 internally computes the same features from the widened input.
+    q_in, k_in, v_in = (widen_like(a, feat_dtype) for a in (q_in, k_in, v_in))
     got = feature_map_attention(entry, params_to_backend(params, backend), q_in, k_in, v_in,
                                 causal=causal, positions=pos)
     assert_close(
@@ -365,6 +378,17 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         how=how + " + u₆₄|ref|", repro=f"check_attention(target {target.name!r}, q, k, v, "
         f"params, {backend!r}, {dtype!r}, causal={causal})",
     )
+
+
+def widen_like(v_in: Any, feature_dtype: Any) -> Any:
+    """``v_in`` in the features' dtype when that is wider (the adapter dtype rule)."""
+    if isinstance(v_in, np.ndarray):
+        wide = np.result_type(v_in.dtype, feature_dtype)
+        return v_in if wide == v_in.dtype else v_in.astype(wide)
+    import torch
+
+    wide = torch.promote_types(v_in.dtype, feature_dtype)
+    return v_in if wide == v_in.dtype else v_in.to(wide)
 
 
 def _dims(target: FeatureMapTarget | None):

@@ -163,7 +163,8 @@ def test_sample_variance_matches_exact_variance(target, seed, d, m, z):
     var = exact_variance(target, x, y, m)
     if var is None:
         pytest.skip(f"{target.name}: no exact variance for formula {target.formula!r} with "
-                    f"matrix {target.matrix!r}")
+                    f"matrix {target.matrix!r} (declare formula=, matrix='iid'|'orthogonal' "
+                    "and config= on the target to add this test)")
     bounds = range_bound(target, d, m)
     samples = estimates(target, x, y, m, seed, DRAWS)
     variance_test(samples, kernel_value(target, target.kernel, x, y), var,

@@ -19,7 +19,9 @@ Checks calibrated:
 * ``properties/test_attention_identities.py``: the model assumption of the convergence property,
   ``P(error at m=1024 ≥ ½·error at m=16) ≤ P0`` per trial, on every built-in attention claiming
   ``approximates_softmax`` (the observed per-trial rate with its interval, against P0), and the
-  resulting rejection rate of the binomial test at ``--alpha``.
+  resulting rejection rate of the binomial test at ``--alpha``;
+* ``properties/test_blackbox_maps.py`` and the black-box mean tests
+  (:mod:`verify.calibration_blackbox`), on correct maps wrapped black-box.
 
 Writes ``reports/calibration.md``. Seeds come from fresh OS entropy, recorded in the report.
 """
@@ -128,6 +130,10 @@ CALIBRATED = {
         "feature_variance: variance_test",
     "test_attention_identities.py::test_error_to_softmax_attention_falls_as_m_grows":
         "attention: convergence test",
+    "test_blackbox_maps.py::test_unbiased_without_declared_family":
+        "blackbox_maps: mean test, no family",
+    "test_blackbox_maps.py::test_orthogonal_claim_has_the_orthogonal_variance":
+        "blackbox_maps: orthogonal claim",
 }
 
 #: Feature maps whose Monte Carlo checks are calibrated: one bounded estimator (Hoeffding /
@@ -188,6 +194,10 @@ def _table(rows: list[Row]) -> list[str]:
     return lines
 
 
+#: The groups of checks ``--part`` selects.
+PARTS = ("matrices", "estimators", "convergence", "blackbox")
+
+
 def run_calibration(args: argparse.Namespace) -> int:
     """``kernel-verify calibrate [--seeds N] [--alpha A]``; exit 1 if any check is not ok."""
     n_seeds, alpha = int(args.seeds), float(args.alpha)
@@ -197,23 +207,36 @@ def run_calibration(args: argparse.Namespace) -> int:
         raise ValueError(f"--alpha must be in (0, 1), got {alpha}")
     entropy = seeds.fresh_entropy()
     start = time.monotonic()
-    rows = (_matrix_rows(n_seeds, alpha, entropy) + _estimator_rows(n_seeds, alpha, entropy)
-            + _convergence_rows(n_seeds, alpha, entropy))
+    parts = getattr(args, "parts", None) or list(PARTS)
+    rows = []
+    if "matrices" in parts:
+        rows += _matrix_rows(n_seeds, alpha, entropy)
+    if "estimators" in parts:
+        rows += _estimator_rows(n_seeds, alpha, entropy)
+    if "convergence" in parts:
+        rows += _convergence_rows(n_seeds, alpha, entropy)
+    if "blackbox" in parts:
+        from kernel_verify.verify.calibration_blackbox import blackbox_rows
+
+        rows += blackbox_rows(n_seeds, alpha, entropy, Row)
     seconds = time.monotonic() - start
     bad = [r for r in rows if not r.ok]
     text = [
         "# Calibration of the statistical properties",
         "",
-        f"`kernel-verify calibrate --seeds {n_seeds} --alpha {alpha}`: {seconds:.0f} s, entropy "
-        f"{entropy} (seed i of a check: `verify.seeds.child_seeds(entropy, 1, check, i)`). Each "
-        "check runs at level α on correct implementations; *ok* means the Clopper–Pearson "
-        "interval's lower end is ≤ the nominal rate (α, or the model assumption P0).",
+        f"`kernel-verify calibrate --seeds {n_seeds} --alpha {alpha} --part {' '.join(parts)}`: "
+        f"{seconds:.0f} s, entropy {entropy} (seed i of a check: "
+        "`verify.seeds.child_seeds(entropy, 1, check, i)`). Each check runs at level α on "
+        "correct implementations; *ok* means the Clopper–Pearson interval's lower end is ≤ the "
+        "nominal rate (α, or the model assumption P0).",
         "",
         *_table(rows),
         "",
         f"**{len(rows) - len(bad)}/{len(rows)} ok**",
     ]
-    out = reports_dir() / "calibration.md"
+    # A partial run is written beside the full one, never over it.
+    suffix = "" if set(parts) == set(PARTS) else "_" + "_".join(parts)
+    out = reports_dir() / f"calibration{suffix}.md"
     atomic.write_text(out, "\n".join(text) + "\n")
     print("\n".join(text))
     print(f"\n(written to {out})")

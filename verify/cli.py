@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_int_at_least(1), default=2,
                    help="parallel pytest workers (default 2)")
     p.add_argument("--json", dest="json_out", default=None, help="write the matrix as JSON here")
+    p.add_argument("--blackbox", action="store_true",
+                   help="also run every feature-map mutant wrapped black-box (sample_fn only), "
+                   "with and without its declared family, and correct maps as controls")
     p.set_defaults(run=_lazy("kernel_verify.verify.mutants.runner", "run_mutants"))
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
@@ -215,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fresh seeds per statistical check (>= 20; default 200)")
     p.add_argument("--alpha", type=_open_unit, default=0.05,
                    help="loose per-check α to calibrate at, in (0, 1)")
+    p.add_argument("--part", dest="parts", nargs="*", default=None,
+                   choices=["matrices", "estimators", "convergence", "blackbox"],
+                   help="only these groups of checks (default: all)")
     p.set_defaults(run=_lazy("kernel_verify.verify.calibration", "run_calibration"))
 
     p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")

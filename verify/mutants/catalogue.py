@@ -26,12 +26,13 @@ MATRICES_FAMILY = "random_matrices"
 ATTENTION_FAMILY = "attention_identities"
 #: Property families written for feature maps (properties/test_feature_*.py).
 FEATURE_FAMILIES = ("feature_reference", "feature_unbiased", "feature_variance",
-                    "psd_properties", "taylor")
+                    "psd_properties", "taylor", "blackbox_maps")
 
 #: Feature-map mutants whose defect is a constant factor of every feature: normalised attention
 #: cancels it, so only the feature-map properties can see it.
 _CANCELS_IN_ATTENTION = {"softmax_positive_missing_inv_sqrt_m", "gerf_wrong_d",
-                         "softmax_hyperbolic_missing_negative_half"}
+                         "softmax_hyperbolic_missing_negative_half",
+                         "softmax_positive_divided_by_m", "softmax_hyperbolic_missing_inv_sqrt2"}
 
 
 def _matrix(name: str) -> Mutant:

@@ -51,6 +51,17 @@ def log_positive_float32(x, params, config):
     return out.astype(x.dtype)
 
 
+def log_positive_divided_by_m(x, params, config):
+    """``Wx − ‖x‖²/2 − log m``: normalised by ``1/m`` where ``1/√m`` belongs."""
+    u = _proj(x, params)
+    return u - _half_sq(x) - np.log(u.shape[-1])
+
+
+def log_hyperbolic_missing_inv_sqrt2(x, params, config):
+    """SM⁺ₕ normalised by ``m^(-1/2)`` instead of ``(2m)^(-1/2)``: estimates 2·SM."""
+    return np_rf.log_softmax_hyperbolic(x, params, config) + 0.5 * np.log(2.0)
+
+
 def log_hyperbolic_half(x, params, config):
     """Only the ``exp(+wᵀx)`` half, still normalised by ``(2m)^(-1/2)``: estimates SM/2."""
     u = _proj(x, params)
@@ -98,6 +109,18 @@ def rff_sigma_multiplied(x, params, config):
     return np.concatenate([np.cos(u), np.sin(u)], axis=-1) / np.sqrt(u.shape[-1])
 
 
+def rff_sqrt_sigma(x, params, config):
+    """RFF pairs with ``x/√σ`` where ``x/σ`` belongs (σ = 4)."""
+    u = _proj(x, params, np.sqrt(config["sigma"]))
+    return np.concatenate([np.cos(u), np.sin(u)], axis=-1) / np.sqrt(u.shape[-1])
+
+
+def rff_phase_without_phase(x, params, config):
+    """Random-phase features ``√(2/m)cos(wᵀx/σ)``: the phase ``b`` is missing."""
+    u = _proj(x, params, config["sigma"])
+    return np.sqrt(2.0 / u.shape[-1]) * np.cos(u)
+
+
 def rff_pairs_float32(x, params, config):
     """RFF pairs silently evaluated in float32."""
     return np_rf.rff_pairs(x.astype(np.float32), params, config).astype(x.dtype)
@@ -131,6 +154,22 @@ def taylor2_missing_sqrt2(x, params, config):
 def taylor2_missing_linear(x, params, config):
     """Taylor-2 whose linear block is zero: ``1 + t²/2``."""
     return _taylor2(x, quad_scale=1.0 / np.sqrt(2.0), linear=False)
+
+
+def taylor2_compressed_pairs_halved(x, params, config):
+    """Compressed Taylor-2 with the pair block ``z_i z_j`` also divided by √2: half the cross
+    terms of ``(qᵀk)²/2`` are lost."""
+    d = x.shape[-1]
+    z = x * d**-0.25
+    i, j = np.triu_indices(d, k=1)
+    return np.concatenate([np.ones((*x.shape[:-1], 1)), z, z * z / np.sqrt(2.0),
+                           z[..., i] * z[..., j] / np.sqrt(2.0)], axis=-1)
+
+
+def taylor2_float32(x, params, config):
+    """Taylor-2 silently evaluated in float32."""
+    return _taylor2(x.astype(np.float32), quad_scale=1.0 / np.sqrt(2.0),
+                    linear=True).astype(x.dtype)
 
 
 def elu_without_plus_one(x, params, config):
@@ -168,14 +207,16 @@ def _attention_from(name: str, target: FeatureMapTarget) -> AttentionTarget:
 
 def feature_mutant(name: str, entry_name: str, fn: Fn, *, log_fn: Fn | None = None,
                    config: Mapping[str, Any] | None = None,
-                   attention: bool = False) -> list[Target]:
-    """The targets of one feature-map mutant (see the module docstring)."""
+                   attention: bool = False, draw_from: str | None = None) -> list[Target]:
+    """The targets of one feature-map mutant (see the module docstring); ``draw_from`` names a
+    registry entry whose parameter draw replaces the entry's (claims kept: the lie)."""
     entry = get(entry_name)
     if config:
         entry = entry.with_config(**config)
     base = FeatureMapTarget.from_entry(entry)
+    draw = get(draw_from).draw if draw_from else base.draw
     target = replace(base, name=f"mutant:{name}", numpy_fn=fn, torch_fn=None,
-                     log_numpy_fn=log_fn, log_torch_fn=None, entry=None)
+                     log_numpy_fn=log_fn, log_torch_fn=None, entry=None, draw=draw)
     return [target, _attention_from(name, target)] if attention else [target]
 
 
@@ -232,6 +273,35 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
         "Taylor-2 map with the linear block missing (zeros)",
         lambda: feature_mutant("taylor2_missing_linear_term", "taylor2",
                                taylor2_missing_linear)),
+    "softmax_positive_divided_by_m": (
+        "SM⁺ normalised by 1/m instead of 1/√m",
+        lambda: feature_mutant("softmax_positive_divided_by_m", "softmax_positive[iid]",
+                               _exp_of(log_positive_divided_by_m),
+                               log_fn=log_positive_divided_by_m, attention=True)),
+    "softmax_hyperbolic_missing_inv_sqrt2": (
+        "SM⁺ₕ normalised by m^(-1/2) instead of (2m)^(-1/2) (missing 1/√2)",
+        lambda: feature_mutant("softmax_hyperbolic_missing_inv_sqrt2", "softmax_hyperbolic[iid]",
+                               _exp_of(log_hyperbolic_missing_inv_sqrt2),
+                               log_fn=log_hyperbolic_missing_inv_sqrt2, attention=True)),
+    "rff_sqrt_sigma": (
+        "RFF pairs with x/√σ where x/σ belongs (σ = 4)",
+        lambda: feature_mutant("rff_sqrt_sigma", "rff_pairs[iid]", rff_sqrt_sigma,
+                               config={"sigma": 4.0})),
+    "rff_phase_without_phase": (
+        "random-phase RFF √(2/m)cos(wᵀx/σ) without the phase b",
+        lambda: feature_mutant("rff_phase_without_phase", "rff_phase[iid]",
+                               rff_phase_without_phase)),
+    "rff_pairs_iid_claimed_orthogonal": (
+        "RFF pairs claiming orthogonal rows (matrix 'orthogonal') whose rows are iid Gaussian",
+        lambda: feature_mutant("rff_pairs_iid_claimed_orthogonal", "rff_pairs[orthogonal]",
+                               np_rf.rff_pairs, draw_from="rff_pairs[iid]")),
+    "taylor2_compressed_pairs_halved": (
+        "compressed Taylor-2 with the pair block z_i z_j also divided by √2",
+        lambda: feature_mutant("taylor2_compressed_pairs_halved", "taylor2_compressed",
+                               taylor2_compressed_pairs_halved)),
+    "taylor2_float32": (
+        "Taylor-2 map silently computed in float32",
+        lambda: feature_mutant("taylor2_float32", "taylor2", taylor2_float32)),
     "elu_without_plus_one": (
         "elu(x) instead of elu(x)+1 (claims positive)",
         lambda: feature_mutant("elu_without_plus_one", "elu_plus_one", elu_without_plus_one)),

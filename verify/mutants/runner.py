@@ -9,7 +9,9 @@ property fails on one of its targets; the matrix shows, per property family
 (nothing ran: no property of that family applies). The report ends with
 ``killed K/N``; survivors are listed with the catalogue's explanation. Also written:
 ``reports/mutants.json`` and ``reports/mutants.md`` (and ``--json FILE``), including which
-properties killed nothing.
+properties killed nothing. ``--blackbox`` adds a second pass: every feature-map mutant wrapped
+black-box, with and without its declared family, and correct maps wrapped black-box as controls
+(:mod:`verify.mutants.blackbox_runner`).
 """
 
 from __future__ import annotations
@@ -118,6 +120,10 @@ def run_one(m: Mutant) -> SuiteRun:
     return run_suite(m.spec, profile=PROFILE, jobs=1, timeout=TIMEOUT)
 
 
+def run_spec(spec: str, paths: tuple[str, ...] | None = None) -> SuiteRun:
+    return run_suite(spec, profile=PROFILE, jobs=1, timeout=TIMEOUT, paths=paths)
+
+
 def run_mutants(args: argparse.Namespace) -> int:
     """``kernel-verify mutants [--only NAME ...] [--jobs J] [--json FILE]``."""
     try:
@@ -156,12 +162,22 @@ def run_mutants(args: argparse.Namespace) -> int:
         ],
         "property_kills": property_kills(runs),
     }
+    markdown = _markdown(mutants, runs, seconds)
+    bb_lines: list[str] = []
+    if getattr(args, "blackbox", False):
+        from kernel_verify.verify.mutants.blackbox_runner import run_blackbox
+
+        print("\nBlack-box pass (feature-map mutants and controls through sample_fn only):")
+        section, payload["blackbox"], bb_lines = run_blackbox(mutants, runs, run_spec, jobs)
+        markdown += section
     reports = reports_dir()
     reports.mkdir(parents=True, exist_ok=True)
     atomic.write_text(reports / "mutants.json", json.dumps(payload, indent=2, ensure_ascii=False))
-    atomic.write_text(reports / "mutants.md", _markdown(mutants, runs, seconds))
+    atomic.write_text(reports / "mutants.md", markdown)
     if args.json_out:
         atomic.write_text(args.json_out, json.dumps(payload, indent=2, ensure_ascii=False))
     print(f"\n({seconds:.0f} s; reports/mutants.md, reports/mutants.json)")
     print(f"killed {killed}/{len(mutants)}")
+    if bb_lines:
+        print(bb_lines[-1])
     return 2 if crashed else 0

@@ -7,7 +7,16 @@ implementation (array-api-tests style). A *target* is one of four kinds:
   (``draw`` + ``numpy_fn``/``torch_fn`` taking them), so the exact reference comparison runs,
   with ``formula`` naming the registry formula its parameters follow. **Black-box** when it only
   gives features for a seed (``sample_fn(x, seed)``; the same seed must mean the same draw):
-  the statistical and identity properties run.
+  the statistical and identity properties run. A black-box map may **declare its estimator
+  family**: ``formula`` (a registry formula, e.g. ``"softmax_positive"``), ``matrix``
+  (``"iid"`` or ``"orthogonal"``) and ``config`` (the formula's constants, e.g. GERF's ``A``,
+  RFF's ``sigma``). The declaration adds the tests that need it: the exact-variance mean test,
+  the range (Hoeffding/Bernstein) tests of bounded families, the variance tests (including
+  "orthogonal rows have the ORF variance") and, for deterministic formulas, the derived
+  tolerance of φ(x)ᵀφ(y) = k(x, y). Without it, ``properties/test_blackbox_maps.py`` still tests
+  every claim (reproducible draw, sign, float64 accuracy, the deterministic identity and the
+  mean under a stated, calibrated assumption); skip reasons name the declaration that would add
+  a test. ``m`` is the feature count ``sample_fn`` uses.
 * :class:`AttentionTarget`: ``attention(q, k, v, causal=..., seed=...)``.
 * :class:`RandomMatrixTarget`: ``draw(rng, m, d) -> W``.
 * :class:`KernelApproxTarget`: ``approximate(X, kernel, rng) -> (K̃, landmark indices)``.
@@ -15,6 +24,13 @@ implementation (array-api-tests style). A *target* is one of four kinds:
 An adapter module exposes a target, or a list of targets, as a module attribute; run it with
 ``kernel-verify check module:attribute`` (README, "Verify your own implementation").
 Every function receives and returns float64 NumPy arrays unless it declares torch.
+
+**Dtype rule** (the one rule, applied everywhere by the suite): a function may return a *wider*
+floating dtype than its input (float64 features for float32 input, e.g. ``x @ p["W"].T`` with a
+float64 ``W``); the suite compares such a result as what it is — in the wider dtype, against the
+bounds of the input dtype, which then hold a fortiori. A *narrower* result (float32 features for
+float64 input) is a precision loss and fails
+``blackbox_maps::test_float64_input_gives_float64_output``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,318 @@
+"""Claims of feature maps checked through outputs only (``target.features(x, seed=…)``): what a
+black-box target (``sample_fn(x, seed)``) can have tested, whether or not it declares its
+estimator family. White-box targets run the same checks through a draw from the seed.
+
+Each check and its false-alarm basis:
+
+* **reproducible draw** (every map): two calls with one seed give the same features (exact
+  equality up to ``2·64·u₆₄`` relative, to allow a reordered reduction). No statistics.
+* **deterministic maps** (claim ``deterministic``, black-box; white-box ones run the twin-bound
+  test of ``test_taylor``): two *different* seeds give the same features (same tolerance), and
+  ``φ(X)φ(Y)ᵀ`` equals the mpmath Gram matrix of the claimed kernel within
+  ``Σ(|φ|e_ψ + e_φ|ψ| + e_φe_ψ) + γ_D·Σ(|φ| + e_φ)(|ψ| + e_ψ) + u₆₄|ref|``. The feature bounds
+  ``e`` are *derived* from the declared ``formula``'s forward error analysis
+  (:func:`verify.references.features.feature_error_bound`, as for white-box maps) when the
+  formula has a twin without random parameters; otherwise the bound rests on the stated
+  assumption that every returned feature has relative error ≤ 64 ulps of float64
+  (``e = 64·u₆₄·|φ|``; its false-alarm rate on the registry's correct deterministic maps is
+  measured by ``kernel-verify calibrate``). Any model defect (a missing ``/2``, a missing
+  term) or float32 evaluation is many orders above either bound.
+* **positivity** (claims ``positive`` / ``nonnegative``): every returned feature is ``> 0`` /
+  ``≥ 0`` at random inputs of norm up to 3. A violation is a counterexample: no false alarm.
+* **float64 output** (every map): float64 input gives a float64 (or wider) result — the adapter
+  dtype rule (``verify/thirdparty/protocol.py``) lets wider results through; a narrower one is a
+  silent precision loss. Weak on its own (a map may compute in float32 and cast back), hence:
+* **float64 accuracy** (every non-positional map; :mod:`verify.checks.blackbox`): along a
+  random direction ``e`` the fourth finite difference
+  ``Δ⁴F = F(x+2he) − 4F(x+he) + 6F(x) − 4F(x−he) + F(x−2he)``, ``h = 2⁻¹²``, is
+  ``h⁴·∂⁴φ + O(h⁶)`` plus at most ``16·ε·max|F|`` of rounding. The test rejects when the
+  *median* over features and points of ``|Δ⁴F|/max|F|`` exceeds ``1e-10``: a map evaluated in
+  float32 has rounding noise ``≈ 1e-7`` there; a correct float64 map ``≲ 1e-12``. Assumption
+  (stated in the verdict): the median feature is smooth at scale ``h`` (``|∂⁴φ| ≤ 2.8e4·|φ|``
+  along unit directions at ``‖x‖ ≤ 1``; kinks of ReLU-type maps touch few features, hence the
+  median) and correct maps return features with relative error ≤ ``1e-12``. Measured
+  false-alarm rate: ``kernel-verify calibrate``.
+* **unbiasedness without a declared family** (claim ``unbiased``, no exact variance and no
+  proven range — with a family, ``test_feature_unbiased`` runs the derived-bound test instead):
+  median of means at the run's α with the variance ``V = 4·s²`` estimated from an independent
+  pilot of 200 draws. Assumption (stated in the verdict): the estimator's variance is at most
+  four times a 200-draw pilot variance; measured false-alarm rate: ``kernel-verify calibrate``.
+  Declaring ``formula``/``matrix`` replaces it by the exact-variance test (the skip reason says
+  so).
+
+* **orthogonal rows** (claims ``orthogonal`` + ``bounded``, declared ``matrix='orthogonal'``):
+  one-sided variance test ``Var ≤ exact ORF variance`` (Bernstein on ``(X − μ)² ∈ [0, R]``,
+  derived, run's α) at d = 8, ‖x − y‖ = 1.5, m = 64, 20000 draws. Power: the iid variance of
+  RFF pairs there is 0.00625 against the ORF variance 0.00215, the threshold at α = 1e-5 is
+  0.00245 above it (``verify.stats.bernstein_threshold``): an iid map is rejected; a variance
+  excess ≥ 1.2× the ORF variance is detected, in every profile.
+
+Power (smallest relative bias detected at the sample sizes here, for the assumption-based mean
+test): the median-of-means threshold is ``t = c(n, α)·2s`` with ``c(500, 1e-5) ≈ 0.30``, so a bias
+of ``0.6·s/μ`` relative is detected, in every profile (the sample size does not depend on the
+profile; the profile sets how many points are tried).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from kernel_verify.properties.alpha import per_assertion
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
+from kernel_verify.properties.test_feature_unbiased import (
+    exact_variance,
+    feature_m,
+    random_pair,
+    range_bound,
+)
+from kernel_verify.verify.checks.blackbox import (
+    NOISE_LEVEL,
+    fourth_difference_noise,
+    pilot_mean_test,
+)
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.references.features import feature_error_bound
+from kernel_verify.verify.references.kernels import gram_mp
+from kernel_verify.verify.references.mp import to_float
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+U64 = 2.0**-53
+#: Assumed relative error of each returned feature of a correct float64 map (module docstring).
+FEATURE_ULPS = 64
+FEW = max(3, settings.default.max_examples // 5)
+
+seeds = st.integers(0, 2**32 - 1)
+
+
+def _not_positional(t: FeatureMapTarget) -> bool:
+    return not t.has("positional")
+
+
+def features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
+    """The target's features of ``x`` for the draw of ``seed`` (black- or white-box)."""
+    return target.features(np.asarray(x, dtype=np.float64), seed=seed)
+
+
+def raw_features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
+    """What the target returns, before the suite's float64 view (the dtype it chose)."""
+    if target.white_box:
+        if target.numpy_fn is None:  # torch functions: the torch properties check dtypes
+            return features(target, x, seed)
+        params = target.draw_params(np.random.default_rng(seed), x.shape[-1])
+        kw = {"positions": np.arange(x.shape[-2])} if target.has("positional") else {}
+        return np.asarray(target.numpy_fn(np.asarray(x, dtype=np.float64), params,
+                                          target.config, **kw))
+    out = target.sample_fn(np.asarray(x, dtype=np.float64), seed)
+    if hasattr(out, "detach"):  # a torch tensor from a torch adapter
+        out = out.detach().cpu().numpy()
+    return np.asarray(out)
+
+
+ALL = feature_maps(predicate=_not_positional)
+
+
+# ---------------------------------------------------------------------------- reproducibility
+@pytest.mark.parametrize("target", ALL)
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(1, 5))
+def test_same_seed_gives_the_same_draw(target, seed, d):
+    """The protocol: the same seed means the same parameter draw."""
+    if target is None:
+        pytest.skip("no target")
+    x = np.random.default_rng(seed).standard_normal((3, d))
+    a, b = features(target, x, seed), features(target, x, seed)
+    tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(a), np.abs(b))
+    bad = ~(np.abs(a - b) <= tol)
+    assert not bad.any(), (
+        f"{target.name}: two calls with seed {seed} differ in {int(bad.sum())} of {a.size} "
+        f"features (max |Δ| = {np.nanmax(np.abs(a - b)):.3g}): the draw is not a function of "
+        "the seed (hidden global RNG state?)")
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_float64_input_gives_float64_output(target):
+    """A float64 input must not come back narrower (dtype rule of the adapter protocol)."""
+    if target is None:
+        pytest.skip("no target")
+    x = np.random.default_rng(0).standard_normal((3, 3))
+    out = raw_features(target, x, 0)
+    assert np.issubdtype(out.dtype, np.floating) and np.finfo(out.dtype).bits >= 64, (
+        f"{target.name}: float64 input gave {out.dtype} features (the protocol allows a wider "
+        "result, never a narrower one)")
+
+
+# ---------------------------------------------------------------------------- positivity
+@pytest.mark.parametrize("target", feature_maps("positive", predicate=_not_positional)
+                         + feature_maps("nonnegative", predicate=_not_positional))
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(1, 5), scale=st.sampled_from([0.1, 1.0, 3.0]))
+def test_claimed_sign_of_features(target, seed, d, scale):
+    """claim positive: every feature > 0; nonnegative: ≥ 0 (a violation is a counterexample)."""
+    if target is None:
+        pytest.skip("no target")
+    x = scale * np.random.default_rng(seed).standard_normal((6, d))
+    f = features(target, x, seed)
+    strict = target.has("positive")
+    bad = ~(f > 0) if strict else ~(f >= 0)
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise AssertionError(
+            f"{target.name} claims {'positive' if strict else 'nonnegative'} features, but "
+            f"feature {j} of x = {x[i].tolist()} is {f[i, j]!r} (seed {seed}; "
+            f"{int(bad.sum())} of {f.size} features violate it)")
+
+
+# ------------------------------------------------------------------------ deterministic maps
+DETERMINISTIC_BLACK = feature_maps(
+    "deterministic", predicate=lambda t: _not_positional(t) and not t.white_box)
+
+
+def derived_feature_bounds(target: FeatureMapTarget, X: np.ndarray, F: np.ndarray):
+    """``(e, how)``: per-feature error bounds of a correct implementation (module docstring)."""
+    twin = twin_entry(target)
+    if twin is not None:
+        params = twin.draw(np.random.default_rng(0), X.shape[-1], target.m, twin.config)
+        if not params:  # no parameters: the twin's bound applies to any correct implementation
+            try:
+                e = feature_error_bound(twin, X, params, None, U64, 1.0)
+            except KeyError:
+                e = None
+            if e is not None and e.shape == F.shape:
+                return e, f"derived: forward error bound of formula {target.formula!r}"
+    e = FEATURE_ULPS * U64 * np.abs(F)
+    how = (f"ASSUMPTION: each returned feature has relative error ≤ {FEATURE_ULPS} ulps "
+           "(no formula declared, or its twin has parameters; declare formula= for a derived "
+           "bound)")
+    return e, how
+
+
+@pytest.mark.parametrize("target", DETERMINISTIC_BLACK)
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([1e-3, 0.3, 1.0, 2.5]))
+def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale):
+    """φ(x)ᵀφ(y) = k(x, y) for a deterministic map seen through ``sample_fn`` (any seed), and
+    two seeds give the same features."""
+    if target is None:
+        pytest.skip("no target")
+    rng = np.random.default_rng(seed)
+    X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((3, d))
+    F = features(target, np.concatenate([X, Y]), seed)
+    G = features(target, np.concatenate([X, Y]), seed + 1)
+    tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(F), np.abs(G))
+    bad = ~(np.abs(F - G) <= tol)
+    assert not bad.any(), (
+        f"{target.name} claims deterministic, but seeds {seed} and {seed + 1} give different "
+        f"features ({int(bad.sum())} of {F.size}, max |Δ| = {np.nanmax(np.abs(F - G)):.3g})")
+    e, how = derived_feature_bounds(target, np.concatenate([X, Y]), F)
+    fx, fy, ex, ey = F[:3], F[3:], e[:3], e[3:]
+    ref = gram_mp(target.kernel, X, Y, **target.kernel_args(d))
+    bound = inner_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey, U64)
+    bound = bound + 1.0000001 * U64 * np.abs(to_float(ref))
+    assert_close(fx @ fy.T, ref, bound, inputs={"X": X, "Y": Y},
+                 label=f"{target.name} (black-box): φ(x)ᵀφ(y) = {target.kernel}(x, y)",
+                 how=f"{how}; propagated through the inner product + γ_D + u₆₄|ref|",
+                 repro=f"seed={seed}, d={d}, scale={scale}")
+
+
+# ------------------------------------------------------------------------- float64 accuracy
+@pytest.mark.parametrize("target", ALL)
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(2, 5), norm=st.sampled_from([0.3, 0.7, 1.0]))
+def test_float64_input_is_computed_in_float64(target, seed, d, norm):
+    """Features of float64 input carry float64 accuracy: the fourth finite difference along a
+    random direction shows no float32-sized rounding noise (module docstring)."""
+    if target is None:
+        pytest.skip("no target")
+    noise = fourth_difference_noise(target, seed, d, norm)
+    assert noise <= NOISE_LEVEL, (
+        f"{target.name}: median |Δ⁴φ|/max|φ| = {noise:.3g} > {NOISE_LEVEL:g} along a random "
+        f"direction at ‖x‖ = {norm}, step h = 2⁻¹² (seed {seed}, d {d}): rounding noise of "
+        f"about {noise / 8:.1g} relative per feature, float32-sized (float64 ≈ 1e-16) — the map "
+        "does not compute float64 input in float64. ASSUMPTION behind the level: the median "
+        "feature is smooth at scale h (|∂⁴φ| ≤ 2.8e4·|φ|); measured false-alarm rate on correct "
+        "maps: kernel-verify calibrate")
+
+
+# ---------------------------------------------------- unbiasedness without a declared family
+def undeclared(t: FeatureMapTarget) -> bool:
+    """No exact variance and no proven range: the assumption-based mean test applies."""
+    if not _not_positional(t) or t.white_box:
+        return False
+    d, m = 3, feature_m(t, 3)
+    x, y = random_pair(0, d, 0.5, 0.5)
+    return range_bound(t, d, m) is None and exact_variance(t, x, y, m) is None
+
+
+def _undeclared_params() -> list:
+    params = feature_maps("unbiased", predicate=undeclared)
+    if params and params[0].values[0] is None and feature_maps("unbiased"):
+        reason = ("every unbiased target is white-box or declares its estimator family (exact "
+                  "variance or proven range): feature_unbiased runs the derived-bound tests")
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return params
+
+
+@pytest.mark.statistical(assertions=1)
+@pytest.mark.parametrize("target", _undeclared_params())
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(2, 5), nx=st.sampled_from([0.2, 0.5, 0.8]),
+       ny=st.sampled_from([0.2, 0.5, 0.8]))
+def test_unbiased_without_declared_family(target, seed, d, nx, ny):
+    """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption)."""
+    if target is None:
+        pytest.skip("no target")
+    from kernel_verify.verify.references.kernels import kernel_mp
+
+    x, y = random_pair(seed, d, nx, ny)
+    mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
+    assume(np.isfinite(mean))
+    pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()
+
+
+# ------------------------------------------------------- orthogonal claim: variance below iid
+#: Draws and the point of the orthogonality check (d = 8, ‖x − y‖ = 1.5: where the ORF gain of
+#: the [cos, sin] pairs at m = 64 is largest relative to the test's threshold).
+ORTHO_DRAWS, ORTHO_D, ORTHO_DIST = 20000, 8, 1.5
+
+
+def _ortho_bounded(t: FeatureMapTarget) -> bool:
+    return _not_positional(t) and t.has("orthogonal") and t.matrix == "orthogonal"
+
+
+@pytest.mark.statistical(assertions=1)
+@pytest.mark.parametrize("target", feature_maps("unbiased", "bounded", predicate=_ortho_bounded))
+def test_orthogonal_claim_has_the_orthogonal_variance(target):
+    """One-sided: Var φ(x)ᵀφ(y) ≤ the exact ORF variance (the null includes every smaller one).
+    Bernstein for ``(X − μ)² ∈ [0, R]`` with ``Var ≤ R·σ²_ORF`` at the run's α: a derived bound.
+    An "orthogonal" map whose rows are really iid has the iid variance, ``(d−1)|C|/m`` above it
+    (reported with the threshold: the power)."""
+    if target is None:
+        pytest.skip("no target")
+    from kernel_verify.properties.test_feature_unbiased import estimates, kernel_value
+    from kernel_verify.verify.stats import variance_test
+
+    m = feature_m(target, 64)
+    x, y = random_pair(11, ORTHO_D, 1.0, 1.0)
+    delta = y - x
+    y = x + ORTHO_DIST * delta / np.linalg.norm(delta)
+    var_orf = exact_variance(target, x, y, m)
+    bounds = range_bound(target, ORTHO_D, m)
+    if var_orf is None or bounds is None:
+        pytest.skip(f"{target.name}: no exact ORF variance or range (declare formula=, "
+                    "matrix='orthogonal' and config= to add this test)")
+    from kernel_verify.verify.moments import exact_moments
+
+    var_iid = float(exact_moments(target.formula, x, y, dict(target.config), m,
+                                  matrix="iid").variance)
+    samples = estimates(target, x, y, m, 4242, ORTHO_DRAWS)
+    variance_test(samples, kernel_value(target, target.kernel, x, y), var_orf,
+                  alpha=per_assertion(), bounds=bounds, alternative="greater",
+                  label=(f"{target.name}: Var φ(x)ᵀφ(y) ≤ exact ORF variance {var_orf:.4g} "
+                         f"(iid rows would give {var_iid:.4g}; m={m}, d={ORTHO_D}, "
+                         f"‖x−y‖={ORTHO_DIST})"),
+                  seed=4242, repro=f"estimates(target, x, y, m={m}, seed=4242, "
+                  f"draws={ORTHO_DRAWS})").check()

@@ -1,0 +1,113 @@
+"""Checks of a feature map through its outputs only, shared by the property suite
+(``properties/test_blackbox_maps.py``) and ``kernel-verify calibrate``.
+
+* :func:`estimates`: i.i.d. estimates ``φ(x)ᵀφ(y)``, one independent draw (seed) each;
+* :func:`fourth_difference_noise`: the float64-accuracy statistic. Along a random unit direction
+  ``e``, ``Δ⁴F = F(x+2he) − 4F(x+he) + 6F(x) − 4F(x−he) + F(x−2he) = h⁴∂⁴φ + O(h⁶)`` plus at most
+  ``16ε·max|F|`` of rounding (ε the relative error of each feature). Returned: the median over
+  features and points of ``|Δ⁴F|/max|F|``. Float32 evaluation gives ``≈ 1e-7``; a smooth float64
+  map ``≲ 1e-12`` at ``h = 2⁻¹²``. The level :data:`NOISE_LEVEL` = 1e-10 rests on a model
+  assumption (the median feature has ``|∂⁴φ| ≤ 2.8e4·|φ|`` at ``‖x‖ ≤ 1``), so its false-alarm
+  rate is measured, not derived;
+* :func:`pilot_mean_test`: median of means (``verify.stats.mean_test``) with the variance
+  ``V = 4·s²`` from an independent 200-draw pilot — the mean test for an unbiased map that
+  declares no estimator family (no exact variance, no proven range). Model assumption: the
+  estimator's variance is at most 4× the pilot's sample variance; measured false-alarm rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_verify.verify.stats import StatResult, mean_test
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+#: Finite-difference step and rejection level of the float64-accuracy check.
+STEP = 2.0**-12
+NOISE_LEVEL = 1e-10
+#: Assumption-based mean test: pilot size, variance inflation, main sample size.
+PILOT, INFLATION, DRAWS = 200, 4.0, 500
+
+
+def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
+              draws: int, m: int | None = None) -> np.ndarray:
+    """``draws`` i.i.d. estimates ``φ(x)ᵀφ(y)``, each from an independent draw."""
+    xy = np.stack([x, y])
+    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
+    out = np.empty(draws)
+    for r, child in enumerate(children):
+        if target.white_box:
+            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], m)
+            f = target.features(xy, params=params)
+        else:
+            f = target.features(xy, seed=int(child))
+        out[r] = f[0] @ f[1]
+    return out
+
+
+def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: float,
+                            points: int = 3) -> float:
+    """The float64-accuracy statistic (module docstring)."""
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(points):
+        x = rng.standard_normal(d)
+        x *= norm / np.linalg.norm(x)
+        e = rng.standard_normal(d)
+        e /= np.linalg.norm(e)
+        grid = x + STEP * np.arange(-2, 3)[:, None] * e
+        f = target.features(grid, seed=seed)
+        delta4 = f[4] - 4 * f[3] + 6 * f[2] - 4 * f[1] + f[0]
+        scale = np.abs(f).max(axis=0)
+        keep = scale > 0
+        ratios.append(np.abs(delta4[keep]) / scale[keep])
+    r = np.concatenate(ratios)
+    return float(np.median(r)) if r.size else 0.0
+
+
+def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
+                    mean: float, alpha: float) -> StatResult:
+    """The assumption-based mean test (module docstring)."""
+    pilot = estimates(target, x, y, seed ^ 0x5EED, PILOT)
+    var = INFLATION * float(np.var(pilot, ddof=1))
+    if not var > 0:
+        var = max(abs(mean), 1.0) * 1e-24  # a constant pilot: any spread is a rejection
+    samples = estimates(target, x, y, seed, DRAWS)
+    return mean_test(
+        samples, mean, alpha=alpha, variance=var,
+        label=(f"{target.name}: E φ(x)ᵀφ(y) = {target.kernel}(x, y) [ASSUMPTION: variance ≤ "
+               f"{INFLATION:g}× a {PILOT}-draw pilot variance; no family declared — declare "
+               "formula=/matrix= for the exact-variance test]"),
+        seed=seed, repro=f"pilot_mean_test(target, x={x.tolist()}, y={y.tolist()}, seed={seed})")
+
+
+# ------------------------------------------------------------------ deterministic identity
+U64 = 2.0**-53
+#: Assumed relative error of each returned feature of a correct float64 map (no formula).
+FEATURE_ULPS = 64
+
+
+def gram_bound(fx: np.ndarray, ex: np.ndarray, fy: np.ndarray, ey: np.ndarray,
+               u: float = U64) -> np.ndarray:
+    """``|fl(φ̂ψ̂ᵀ) − φψᵀ| ≤ |φ|e_ψ + e_φ|ψ| + e_φe_ψ + γ_D·(|φ| + e_φ)(|ψ| + e_ψ)`` (Higham
+    3.5 for the inner product of length D, with feature bounds ``e``); ``fx``, ``fy`` are
+    ``|φ̂| + e`` ≥ the exact feature magnitudes."""
+    d = fx.shape[-1]
+    g = d * u / (1 - d * u)
+    a, b = np.abs(fx), np.abs(fy)
+    return a @ ey.T + ex @ b.T + ex @ ey.T + g * ((a + ex) @ (b + ey).T)
+
+
+def deterministic_excess(target: FeatureMapTarget, seed: int, d: int, scale: float) -> float:
+    """``max |φ(X)φ(Y)ᵀ − K| / bound`` under the 64-ulp feature assumption (> 1: rejected)."""
+    from kernel_verify.verify.references.kernels import gram_mp
+    from kernel_verify.verify.references.mp import to_float
+
+    rng = np.random.default_rng(seed)
+    X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((3, d))
+    F = target.features(np.concatenate([X, Y]), seed=seed)
+    e = FEATURE_ULPS * U64 * np.abs(F)
+    fx, fy, ex, ey = F[:3], F[3:], e[:3], e[3:]
+    ref = to_float(gram_mp(target.kernel, X, Y, **target.kernel_args(d)))
+    bound = gram_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey) + 1.0000001 * U64 * np.abs(ref)
+    return float(np.max(np.abs(fx @ fy.T - ref) / bound))
