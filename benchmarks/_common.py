@@ -30,15 +30,15 @@ import numpy as np
 import torch
 
 from kernel_verify.impls.torch.convert import to_torch
+from kernel_verify.verify.backends import AXIS
 
-ALL_BACKENDS: list[str] = ["numpy", "torch:cpu", "torch:cuda"]
-#: The backends this machine runs (``torch:cuda`` only with a GPU).
-BACKENDS: list[str] = ["numpy", "torch:cpu"] + (["torch:cuda"] if torch.cuda.is_available() else [])
-#: Compute dtypes per backend: torch computes float16/bfloat16 in float32 and casts back.
+#: Every backend name of the one backend axis (:data:`kernel_verify.verify.backends.AXIS`).
+ALL_BACKENDS: list[str] = list(dict.fromkeys(b.name for b in AXIS))
+#: The backends this machine runs (``torch:cuda`` only with a GPU: the axis' skip reason).
+BACKENDS: list[str] = list(dict.fromkeys(b.name for b in AXIS if b.available))
+#: Dtypes per backend, from the axis (torch computes float16/bfloat16 in float32, casts back).
 DTYPES: dict[str, list[str]] = {
-    "numpy": ["float64", "float32"],
-    "torch:cpu": ["float64", "float32", "float16", "bfloat16"],
-    "torch:cuda": ["float64", "float32", "float16", "bfloat16"],
+    name: [b.dtype for b in AXIS if b.name == name] for name in ALL_BACKENDS
 }
 SMOKE = os.environ.get("KV_BENCH_SMOKE", "") not in ("", "0")
 

@@ -17,16 +17,15 @@ import torch
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.impls.torch.convert import to_torch
+from kernel_verify.verify.backends import AXIS
 from kernel_verify.verify.references.features import feature_error_bound, features_reference
 from kernel_verify.verify.tolerance import budget_for, unit_roundoff
 
-CASES = (("numpy", "float64"), ("numpy", "float32"), ("torch:cpu", "float64"),
-         ("torch:cpu", "float32"), ("torch:cpu", "float16"), ("torch:cpu", "bfloat16"))
-
 
 def available_cases() -> tuple[tuple[str, str], ...]:
-    cuda = (("torch:cuda", "float64"), ("torch:cuda", "float32"))
-    return CASES + (cuda if torch.cuda.is_available() else ())
+    """(backend name, dtype) of every point of the one backend axis this machine runs
+    (:data:`kernel_verify.verify.backends.AXIS`; CUDA only where a device exists)."""
+    return tuple((b.name, b.dtype) for b in AXIS if b.available)
 
 
 @dataclass
