@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernel_verify.verify.checks.estimates import estimates as shared_estimates
 from kernel_verify.verify.stats import StatResult, mean_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
@@ -31,18 +32,10 @@ PILOT, INFLATION, DRAWS = 200, 4.0, 500
 
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
               draws: int, m: int | None = None) -> np.ndarray:
-    """``draws`` i.i.d. estimates ``φ(x)ᵀφ(y)``, each from an independent draw."""
-    xy = np.stack([x, y])
-    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
-    out = np.empty(draws)
-    for r, child in enumerate(children):
-        if target.white_box:
-            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], m)
-            f = target.features(xy, params=params)
-        else:
-            f = target.features(xy, seed=int(child))
-        out[r] = f[0] @ f[1]
-    return out
+    """``draws`` i.i.d. estimates ``φ(x)ᵀφ(y)``, each from an independent draw (the one sampler
+    of :func:`kernel_verify.verify.checks.estimates.estimates`, in this module's argument
+    order)."""
+    return shared_estimates(target, x, y, m, seed, draws)
 
 
 def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: float,
