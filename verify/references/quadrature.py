@@ -16,6 +16,7 @@ cached in memory and in the file cache (:mod:`verify.cache`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import mpmath
 import numpy as np
@@ -31,6 +32,24 @@ class QuadratureError(ArithmeticError):
     """A quadrature did not converge to the requested digits within the supported orders."""
 
 
+def _cached_rule(kind: str, order: int, dps: int,
+                 compute: Callable[[int, int], tuple[tuple, tuple]]) -> tuple[tuple, tuple]:
+    """A quadrature rule ``(nodes, weights)`` at ``dps`` digits from the file cache, else from
+    ``compute(order, dps)`` (stored with 5 guard digits)."""
+    if order < 1 or order > MAX_ORDER:
+        raise ValueError(f"order must be in [1, {MAX_ORDER}], got {order}")
+    key = f"{kind}:{order}:{dps}"
+    stored = file_cache_get("rules", key)
+    with mpmath.workdps(dps):
+        if stored is not None:
+            return tuple(mpmath.mpf(v) for v in stored[0]), tuple(mpmath.mpf(v) for v in stored[1])
+    nodes, weights = compute(order, dps)
+    with mpmath.workdps(dps + 5):
+        file_cache_put("rules", key, [[mpmath.nstr(v, dps + 5) for v in nodes],
+                                      [mpmath.nstr(v, dps + 5) for v in weights]])
+    return nodes, weights
+
+
 @functools.lru_cache(maxsize=64)
 def hermite_rule(order: int, dps: int) -> tuple[tuple, tuple]:
     """Nodes and weights of the ``order``-point Gauss–Hermite rule for the N(0,1) density, at
@@ -40,18 +59,7 @@ def hermite_rule(order: int, dps: int) -> tuple[tuple, tuple]:
     ``He_(k+1) = g·He_k − k·He_(k−1)``), found by Newton's method from NumPy's float64 rule
     (only the roots ≥ 0: the rule is symmetric); weights ``wᵢ = n!/(n·He_(n−1)(gᵢ))²``.
     Cached in memory and in the file cache (:mod:`verify.cache`)."""
-    if order < 1 or order > MAX_ORDER:
-        raise ValueError(f"order must be in [1, {MAX_ORDER}], got {order}")
-    key = f"hermite:{order}:{dps}"
-    stored = file_cache_get("rules", key)
-    with mpmath.workdps(dps):
-        if stored is not None:
-            return tuple(mpmath.mpf(v) for v in stored[0]), tuple(mpmath.mpf(v) for v in stored[1])
-    nodes, weights = _hermite_newton(order, dps)
-    with mpmath.workdps(dps + 5):
-        file_cache_put("rules", key, [[mpmath.nstr(v, dps + 5) for v in nodes],
-                                      [mpmath.nstr(v, dps + 5) for v in weights]])
-    return nodes, weights
+    return _cached_rule("hermite", order, dps, _hermite_newton)
 
 
 def _hermite_newton(order: int, dps: int) -> tuple[tuple, tuple]:
@@ -91,18 +99,7 @@ def _hermite_pair(g, order: int):
 def gauss_legendre(order: int, dps: int) -> tuple[tuple, tuple]:
     """Gauss–Legendre nodes and weights on [−1, 1] at ``dps`` digits (Newton on ``P_n`` from
     NumPy's float64 rule); cached in memory and in the file cache."""
-    if order < 1 or order > MAX_ORDER:
-        raise ValueError(f"order must be in [1, {MAX_ORDER}], got {order}")
-    key = f"legendre:{order}:{dps}"
-    stored = file_cache_get("rules", key)
-    with mpmath.workdps(dps):
-        if stored is not None:
-            return tuple(mpmath.mpf(v) for v in stored[0]), tuple(mpmath.mpf(v) for v in stored[1])
-    nodes, weights = _legendre_newton(order, dps)
-    with mpmath.workdps(dps + 5):
-        file_cache_put("rules", key, [[mpmath.nstr(v, dps + 5) for v in nodes],
-                                      [mpmath.nstr(v, dps + 5) for v in weights]])
-    return nodes, weights
+    return _cached_rule("legendre", order, dps, _legendre_newton)
 
 
 def _legendre_newton(order: int, dps: int) -> tuple[tuple, tuple]:
