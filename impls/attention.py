@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel_verify.impls.attention_checks import ZERO_DENOMINATOR_POLICIES, DenominatorError
+from kernel_verify.impls.attention_checks import (
+    ZERO_DENOMINATOR_POLICIES,
+    DenominatorError,
+    check_qkv_shapes,
+)
 from kernel_verify.impls.registry import FeatureMap, get
 from kernel_verify.impls.validation import (
     _is_torch,
@@ -61,16 +65,7 @@ def _check_inputs(entry: FeatureMap, params: Any, config: Any, arrays: dict[str,
         raise ValueError(f"{first} must have a last dimension d >= 1, got shape "
                          f"{tuple(arrays[first].shape)}")
     if {"q", "k", "v"} <= set(arrays):
-        q, k, v = arrays["q"], arrays["k"], arrays["v"]
-        if q.shape[-1] != k.shape[-1]:
-            raise ValueError(f"q and k must have the same last dimension d, got shapes "
-                             f"{tuple(q.shape)} and {tuple(k.shape)}")
-        if k.shape[-2] != v.shape[-2]:
-            raise ValueError(f"k and v must have the same number of rows (keys), got shapes "
-                             f"{tuple(k.shape)} and {tuple(v.shape)}")
-        if len({tuple(x.shape[:-2]) for x in (q, k, v)}) != 1:
-            raise ValueError(f"q, k, v must have the same leading (batch, head) shape, got "
-                             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        check_qkv_shapes(arrays["q"], arrays["k"], arrays["v"], ("q", "k", "v"))
     return check_config(f"feature map {entry.name!r}", config, entry.config)
 def _fresh(t: Any, *others: Any) -> bool:
     """Whether the tensor ``t`` is not a view and shares no storage with any of ``others`` (so a

@@ -35,22 +35,10 @@ def check_scale(scale: object) -> float | None:
     return check_scalar("scale", scale, positive=True)
 
 
-def check_attention_inputs(
-    a: Any, b: Any, v: Any, *, causal: bool, names: tuple[str, str, str], backend: str
-) -> None:
-    """``a (..., n, f)``, ``b (..., n_k, f)``, ``v (..., n_k, d_v)``: finite, floating, same dtype
-    and leading shape; ``n == n_k`` when causal."""
+def check_qkv_shapes(a: Any, b: Any, v: Any, names: tuple[str, str, str]) -> None:
+    """Shapes of an attention call agree: ``a`` and ``b`` share the last dimension, ``b`` and
+    ``v`` the number of rows (keys), all three the leading (batch, head) shape."""
     na, nb, nv = names
-    check_bool("causal", causal)
-    for name, x in zip(names, (a, b, v), strict=True):
-        if _is_torch(x) != (backend == "torch"):
-            check_array(name, x, backend=backend)  # raises: wrong backend, named
-    check_one_backend(names, a, b, v)  # one device, before any value is read
-    for name, x in zip(names, (a, b, v), strict=True):
-        check_array(name, x, min_ndim=2, backend=backend)
-    check_same_dtype(names, a, b, v)
-    if a.shape[-1] < 1:
-        raise ValueError(f"{na} must have a last dimension >= 1, got shape {tuple(a.shape)}")
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(
             f"{na} and {nb} must have the same last dimension, got {tuple(a.shape)} and "
@@ -67,6 +55,25 @@ def check_attention_inputs(
             f"{na}, {nb}, {nv} must have the same leading (batch, head) shape, got "
             f"{tuple(a.shape)}, {tuple(b.shape)}, {tuple(v.shape)}"
         )
+
+
+def check_attention_inputs(
+    a: Any, b: Any, v: Any, *, causal: bool, names: tuple[str, str, str], backend: str
+) -> None:
+    """``a (..., n, f)``, ``b (..., n_k, f)``, ``v (..., n_k, d_v)``: finite, floating, same dtype
+    and leading shape; ``n == n_k`` when causal."""
+    na, nb, _ = names
+    check_bool("causal", causal)
+    for name, x in zip(names, (a, b, v), strict=True):
+        if _is_torch(x) != (backend == "torch"):
+            check_array(name, x, backend=backend)  # raises: wrong backend, named
+    check_one_backend(names, a, b, v)  # one device, before any value is read
+    for name, x in zip(names, (a, b, v), strict=True):
+        check_array(name, x, min_ndim=2, backend=backend)
+    check_same_dtype(names, a, b, v)
+    if a.shape[-1] < 1:
+        raise ValueError(f"{na} must have a last dimension >= 1, got shape {tuple(a.shape)}")
+    check_qkv_shapes(a, b, v, names)
     if causal and a.shape[-2] != b.shape[-2]:
         raise ValueError(
             f"causal attention needs as many queries as keys, got {na} with {a.shape[-2]} rows "
