@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import torch
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from kernel_verify.properties import alpha, profiles
 from kernel_verify.properties.backends import header_lines
@@ -28,12 +28,28 @@ def _examples(item) -> int:
     return (own or settings.default).max_examples
 
 
+#: Phases of a statistical property: no shrinking. Shrinking a rejected statistical test re-runs
+#: it (thousands of draws each time) at other inputs until Hypothesis' five-minute shrink limit;
+#: the example reported is then the first one the search rejected (its seed is in the message
+#: and in the reproduce blob).
+STATISTICAL_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+
+
+def _without_shrinking(item) -> None:
+    fn = getattr(item, "obj", None)
+    own = getattr(fn, "_hypothesis_internal_use_settings", None)
+    if own is not None and Phase.shrink in own.phases:
+        fn._hypothesis_internal_use_settings = settings(
+            own, phases=[p for p in own.phases if p in STATISTICAL_PHASES])
+
+
 def pytest_collection_modifyitems(session, config, items) -> None:
     total = 0
     for item in items:
         marker = item.get_closest_marker("statistical")
         if marker is not None:
             total += int(marker.kwargs.get("assertions", 1)) * _examples(item)
+            _without_shrinking(item)
     alpha.set_assertion_count(total)
     config._kv_alpha_assertions = total
 

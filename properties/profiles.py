@@ -18,6 +18,9 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 
 PROFILES = ("dev", "ci", "nightly", "mutants")
+#: ``ci`` phases: no ``explain`` (it re-runs a failing example with every part varied, seconds
+#: per failure on a real library's attention, to print which parts did not matter).
+CI_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
 
 
 def selected() -> str:
@@ -43,6 +46,7 @@ def load() -> str:
         database=None,
         print_blob=True,
         suppress_health_check=[HealthCheck.too_slow],
+        phases=CI_PHASES,
     )
     settings.register_profile(
         "mutants",
