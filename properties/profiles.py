@@ -33,6 +33,26 @@ def selected() -> str:
     return name
 
 
+def limit_shrinking() -> None:
+    """``KV_SHRINK_SECONDS=N`` (set by ``kernel-verify check``, default 10): shrinking one failure
+    stops after N seconds (Hypothesis' own limit is 300 s, minutes per failure on a slow real
+    library). Hypothesis has no public setting for it; its engine's module constant is set, and
+    if a Hypothesis version lacks it the limit is simply not applied."""
+    raw = os.environ.get("KV_SHRINK_SECONDS")
+    if raw is None:
+        return
+    try:
+        seconds = int(raw)
+    except ValueError:
+        raise ValueError(f"KV_SHRINK_SECONDS={raw!r} is not a whole number of seconds") from None
+    if seconds < 0:
+        raise ValueError(f"KV_SHRINK_SECONDS={raw!r} must be ≥ 0")
+    from hypothesis.internal.conjecture import engine
+
+    if hasattr(engine, "MAX_SHRINKING_SECONDS"):
+        engine.MAX_SHRINKING_SECONDS = seconds
+
+
 def load() -> str:
     """Register every profile and load the selected one; returns its name."""
     settings.register_profile(
@@ -62,4 +82,5 @@ def load() -> str:
     )
     name = selected()
     settings.load_profile(name)
+    limit_shrinking()
     return name

@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Hypothesis profile: dev, ci, nightly or mutants")
     p.add_argument("-k", dest="keyword", default=None, help="pytest -k expression")
     p.add_argument("--json", dest="json_out", default=None, help="write the verdict as JSON here")
+    p.add_argument("--shrink-seconds", type=_int_at_least(0), default=10,
+                   help="time Hypothesis may spend shrinking each failing example (default 10; "
+                   "0: report the first failing example as found)")
     p.set_defaults(run=_lazy("kernel_verify.verify.thirdparty.cli", "run_check"))
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")

@@ -208,9 +208,11 @@ def target_property_files() -> tuple[str, ...]:
 
 def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | None = None,
               jobs: int = 2, paths: tuple[str, ...] | None = None,
-              timeout: float | None = None, target_only: bool = False) -> SuiteRun:
+              timeout: float | None = None, target_only: bool = False,
+              shrink_seconds: int | None = None) -> SuiteRun:
     """Run the shipped property suite in a subprocess against ``spec`` (None: built-in
-    targets), from the current working directory."""
+    targets), from the current working directory. ``shrink_seconds``: Hypothesis' time limit for
+    shrinking one failure (:func:`kernel_verify.properties.profiles.load`)."""
     paths = target_property_files() if paths is None else paths
     env = dict(os.environ)
     if spec:
@@ -219,6 +221,13 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         env.pop("KV_TARGET", None)
     if profile:
         env["HYPOTHESIS_PROFILE"] = profile
+    if shrink_seconds is not None:
+        env["KV_SHRINK_SECONDS"] = str(shrink_seconds)
+    if jobs > 1:  # one BLAS/OpenMP pool per worker, sized to its share of the cores (unless the
+        # caller chose): torch's default pool per worker oversubscribes, measured 2.3× slower
+        threads = str(max(1, (os.cpu_count() or 1) // jobs))
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.setdefault(var, threads)
     env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="kv-check-") as tmp:
         results = Path(tmp) / "results.jsonl"
@@ -307,7 +316,7 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     jobs = int(getattr(args, "jobs", 2) or 2)
     run = run_suite(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
-                    target_only=True)
+                    target_only=True, shrink_seconds=getattr(args, "shrink_seconds", None))
     verdicts = run.verdicts
     print(verdict_table(verdicts))
     counts = summary(verdicts)
