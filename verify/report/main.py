@@ -93,13 +93,18 @@ def run_report(args: argparse.Namespace) -> int:
         for i, entry in enumerate(maps, 1):
             t1 = time.perf_counter()
             data = mappage.compute(entry, s, budget.per_assertion, version)
-            if not args.no_plots:
-                page = mappage.render(entry, data, s, tmp / "figures", "../figures")
-                write_page(page, tmp / "maps", mappage.safe(entry.name))
             rows.append((entry, data))
             data_all.append(data)
             _progress(i, len(maps), entry.name, data["verdict"], time.perf_counter() - t1,
                       data["cached"], t0)
+        if not args.no_plots:  # after every map: a page compares its map with its siblings
+            print("pages and figures …", file=sys.stderr, flush=True)
+            for entry, data in rows:
+                siblings = [d for e, d in rows if mappage.family(e.name) == mappage.family(
+                    entry.name)]
+                page = mappage.render(entry, data, s, tmp / "figures", "../figures",
+                                      siblings=siblings)
+                write_page(page, tmp / "maps", mappage.safe(entry.name))
         overview_ok = False
         if not args.maps and not args.no_plots:
             from kernel_verify.verify.report import overview

@@ -101,8 +101,16 @@ def _pct(a: float) -> str:
     return f"{100 * a:+.3g} %"
 
 
-def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str) -> Page:
-    """The page; figures are written into ``figdir`` (``rel``: its path from the page)."""
+def family(name: str) -> str:
+    """The map's formula family: its name without the ``[matrix]`` suffix."""
+    return name.split("[", 1)[0]
+
+
+def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str,
+           siblings: list[dict] | None = None) -> Page:
+    """The page; figures are written into ``figdir`` (``rel``: its path from the page).
+    ``siblings``: the computed data of the same formula under every random-matrix construction
+    in this run (this map's included), for the iid / orthogonal / structured comparison."""
     page = Page(entry.name)
     stem = safe(entry.name)
     page.p(f"[← index](../index.md) · verdict **{data['verdict']}**"
@@ -120,6 +128,7 @@ def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str) -
     ])
     if data["random"]:
         _random_sections(page, entry, data, s, figdir, rel, stem)
+        _construction_section(page, entry, data, siblings or [], s, figdir, rel, stem)
     else:
         _deterministic_sections(page, entry, data, figdir, rel, stem)
     _downstream_section(page, entry, data, figdir, rel, stem)
@@ -173,6 +182,33 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
             page.p("**flagged** (the measurement cannot confirm the theory here; for heavy-tailed "
                    "estimators at large inputs the sample MSE misses the rare huge draws):")
             page.ul(geo_flags)
+
+
+def _construction_section(page, entry, data, siblings, s, figdir, rel, stem) -> None:
+    """The same formula under iid, orthogonal and structured matrices, at the default pair."""
+    others = [d for d in siblings if d.get("measurement") and d["measurement"]["points"]]
+    if len(others) < 2:
+        return
+    page.h("iid vs orthogonal vs structured matrices")
+    cap = figures.construction_figure(data["measurement"]["name"],
+                                      [d["measurement"] for d in others],
+                                      figdir / f"{stem}_constructions.png")
+    page.img(f"{rel}/{stem}_constructions.png", cap)
+    rows = []
+    for d in others:
+        meas = d["measurement"]
+        k = meas["kernel"]
+        p = meas["points"][-1]
+        tm = p["theory_mse"]
+        rows.append([("**" if meas["name"] == entry.name else "") + meas["name"]
+                     + ("**" if meas["name"] == entry.name else ""),
+                     str(p["m"]), f"{p['mse'] / k**2:.4g}",
+                     "—" if tm is None else f"{tm / k**2:.4g}",
+                     _pct(p["mean"] / k - 1), d["verdict"]])
+    page.table(["construction", "m", "measured relative MSE", "theory relative MSE",
+                "measured bias", "verdict"], rows)
+    page.p(f"Same pair and draws as above ({s.draws} independent draws per m for each "
+           "construction); relative MSE = (bias² + Var)/k².")
 
 
 def _deterministic_sections(page, entry, data, figdir, rel, stem) -> None:

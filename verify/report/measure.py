@@ -158,9 +158,19 @@ def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, versi
     return meas
 
 
+def sum_difference_pair(d: int, plus: float, minus: float):
+    """``x = (s + t)/2``, ``y = (s − t)/2`` with ``s = plus·e₁``, ``t = minus·e₂``: the pair with
+    ``‖x + y‖ = plus`` and ``‖x − y‖ = minus`` (and ``‖x‖ = ‖y‖``)."""
+    s, t = np.zeros(d), np.zeros(d)
+    s[0], t[1] = plus, minus
+    return (s + t) / 2, (s - t) / 2
+
+
 def geometry_grid(target: FeatureMapTarget, d: int, n: int):
-    """``(axis, value, x, y)``: ‖x − y‖/σ for shift-invariant kernels; else ‖x‖ = ‖y‖ at 60°
-    and the angle at ‖x‖ = ‖y‖ = 1."""
+    """``(axis, value, x, y)``. Shift-invariant kernels: ‖x − y‖/σ (x fixed) and ‖x + y‖/σ at
+    ‖x − y‖ = σ (flat for a stationary estimator). Other kernels: ‖x‖ = ‖y‖ at 60°, the angle at
+    ‖x‖ = ‖y‖ = 1, ‖x − y‖ at ‖x + y‖ = 1 and ‖x + y‖ at ‖x − y‖ = 1 (trigonometric softmax
+    features degrade along the first, positive features along the second)."""
     out = []
     if target.kernel in SHIFT_INVARIANT:
         sigma = float(dict(target.config).get("sigma", 1.0))
@@ -169,11 +179,18 @@ def geometry_grid(target: FeatureMapTarget, d: int, n: int):
             u = np.zeros(d)
             u[1] = 1.0
             out.append(("‖x − y‖/σ", float(z), x, x - z * sigma * u))
+        for z in np.linspace(0.0, 3.0, n):
+            out.append(("‖x + y‖/σ at ‖x − y‖ = σ", float(z),
+                        *sum_difference_pair(d, z * sigma, sigma)))
         return out
     for r in np.linspace(0.25, 1.5, n):
         out.append(("‖x‖ = ‖y‖ (angle 60°)", float(r), *pair(d, r, r, 60.0)))
     for a in np.linspace(0.0, 180.0, n):
         out.append(("angle (degrees), ‖x‖ = ‖y‖ = 1", float(a), *pair(d, 1.0, 1.0, a)))
+    for z in np.linspace(0.25, 2.5, n):
+        out.append(("‖x − y‖ at ‖x + y‖ = 1", float(z), *sum_difference_pair(d, 1.0, z)))
+    for z in np.linspace(0.25, 2.5, n):
+        out.append(("‖x + y‖ at ‖x − y‖ = 1", float(z), *sum_difference_pair(d, z, 1.0)))
     return out
 
 
