@@ -14,6 +14,8 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernel_verify.impls import registry
 from kernel_verify.impls.numpy.random_features import optimal_gerf_a
@@ -247,3 +249,77 @@ def test_gerf_optimal_a_minimises_exact_variance(seed):
     quad = exact_moments("gerf", x, y, {"A": a64}, 1, method="quadrature")
     closed = exact_moments("gerf", x, y, {"A": a64}, 1, method="closed")
     assert _rel(quad.per_feature_variance, closed.per_feature_variance) <= AGREE
+
+
+# ------------------------------------------------------------------ fourth central moments
+def _one_dim_mu4(h, scale2: float) -> float:
+    """``E(h(t) − Eh)⁴`` for ``t ~ N(0, scale2)`` by mpmath.quad (independent of the
+    exponential-sum reduction)."""
+    import mpmath
+
+    with mpmath.workdps(30):
+        dens = lambda t: mpmath.exp(-t * t / (2 * scale2)) / mpmath.sqrt(2 * mpmath.pi * scale2)  # noqa: E731
+        raw = [mpmath.quad(lambda t, k=k: h(t) ** k * dens(t), [-mpmath.inf, 0, mpmath.inf])
+               for k in (1, 2, 3, 4)]
+        e1, e2, e3, e4 = raw
+        return float(e4 - 4 * e1 * e3 + 6 * e1**2 * e2 - 3 * e1**4)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), d=st.integers(1, 4), m=st.integers(1, 9))
+def test_fourth_moment_closed_forms_match_quadrature(seed, d, m):
+    from kernel_verify.verify.moments import fourth_central_moment
+
+    rng = np.random.default_rng(seed)
+    x, y = 0.5 * rng.standard_normal(d), 0.5 * rng.standard_normal(d)
+    for formula in ("softmax_positive", "softmax_hyperbolic"):
+        q = fourth_central_moment(formula, x, y, {}, m)
+        c = fourth_central_moment(formula, x, y, {}, m, method="closed")
+        for a, b in zip(q, c, strict=True):
+            assert abs(a - b) <= 1e-20 * abs(b), (formula, a, b)
+        assert abs(q[1] - exact_moments(formula, x, y, {}, m).variance) <= 1e-20 * q[1]
+
+
+def test_fourth_moment_of_one_row_matches_a_one_dimensional_integral():
+    import mpmath
+
+    from kernel_verify.verify.moments import fourth_central_moment
+
+    x, y = np.array([0.3, -0.2]), np.array([0.1, 0.4])
+    delta2, s2 = float(np.sum((x - y) ** 2)), float(np.sum((x + y) ** 2))
+    c = float(np.exp(-(x @ x + y @ y) / 2))
+    cases = {"rff_pairs": (lambda t: mpmath.cos(t), delta2),
+             "softmax_positive": (lambda t: c * mpmath.exp(t), s2),
+             "softmax_hyperbolic": (lambda t: c * mpmath.cosh(t), s2)}
+    for formula, (h, scale2) in cases.items():
+        mu4, _ = fourth_central_moment(formula, x, y, {"sigma": 1.0}, 1)
+        expect = _one_dim_mu4(h, scale2)
+        assert abs(float(mu4) - expect) <= 1e-12 * abs(expect), (formula, mu4, expect)
+
+
+def test_relu_fourth_moment_at_x_equal_y_is_the_gaussian_moment():
+    """At y = x, h = relu(u)² with u ~ N(0, ‖x‖²): ``E hᵏ = E relu(u)^(2k) = ‖x‖^(2k)·(2k − 1)!!/2``
+    (half the Gaussian moment of order 2k)."""
+    import mpmath
+
+    from kernel_verify.verify.moments.fourth import raw_moments
+    from kernel_verify.verify.references.mp import to_mp
+
+    x = np.array([0.6, -0.8, 0.5])
+    n2 = float(x @ x)
+    raw = raw_moments("relu_features", to_mp(x), to_mp(x), {}, 30)
+    for k, value in enumerate(raw, 1):
+        expect = n2**k * float(mpmath.fac2(2 * k - 1)) / 2
+        assert abs(float(value) - expect) <= 1e-14 * expect, (k, value, expect)
+
+
+def test_fourth_moment_rejects_bad_input():
+    from kernel_verify.verify.moments import fourth_central_moment
+
+    x = np.zeros(2)
+    with pytest.raises(KeyError, match="no exact fourth moment"):
+        fourth_central_moment("cosformer", x, x, {}, 4)
+    with pytest.raises(ValueError, match="m"):
+        fourth_central_moment("softmax_positive", x, x, {}, 0)
+    with pytest.raises(ValueError, match="method"):
+        fourth_central_moment("softmax_positive", x, x, {}, 4, method="mc")

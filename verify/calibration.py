@@ -128,6 +128,8 @@ CALIBRATED = {
         "feature_unbiased: mean_test",
     "test_feature_variance.py::test_sample_variance_matches_exact_variance":
         "feature_variance: variance_test",
+    "test_feature_variance.py::test_unbounded_sample_variance_matches_exact_variance":
+        "feature_variance: variance_test, unbounded",
     "test_attention_identities.py::test_error_to_softmax_attention_falls_as_m_grows":
         "attention: convergence test",
     "test_blackbox_maps.py::test_unbiased_without_declared_family":
@@ -149,7 +151,9 @@ def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
     from kernel_verify.impls.registry import get
     from kernel_verify.verify.checks.estimates import (
         DRAWS,
+        VARIANCE_DRAWS,
         estimates,
+        exact_fourth_moment,
         exact_variance,
         range_bound,
     )
@@ -160,7 +164,7 @@ def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
     rows = []
     for name in ESTIMATOR_TARGETS:
         target = FeatureMapTarget.from_entry(get(name))
-        mean_rejects = var_rejects = var_trials = 0
+        mean_rejects = var_rejects = var_trials = mu4_rejects = mu4_trials = 0
         for i in range(n_seeds):
             seed = int(np.random.SeedSequence([entropy, 2, i]).generate_state(1)[0])
             rng = np.random.default_rng(seed)
@@ -176,11 +180,25 @@ def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
                 var_trials += 1
                 var_rejects += not variance_test(samples, k, var, alpha=alpha, bounds=bounds,
                                                  seed=seed).ok
+            # the unbounded variance property: norms in [0.1, 0.4], 2000 draws, exact μ₄
+            sx, sy = (rng.uniform(0.1, 0.4) * u / np.linalg.norm(u)
+                      for u in rng.standard_normal((2, d)))
+            moments = None if bounds is not None else exact_fourth_moment(target, sx, sy, m)
+            if moments is not None:
+                mu4_trials += 1
+                ks = float(kernel_mp(target.kernel, sx, sy, **target.kernel_args(d)))
+                more = estimates(target, sx, sy, m, seed ^ 0x4D34, VARIANCE_DRAWS)
+                mu4_rejects += not variance_test(more, ks, moments[1], alpha=alpha,
+                                                 fourth_central_moment=moments[0],
+                                                 seed=seed).ok
         rows.append(Row("feature_unbiased: mean_test of φ(x)ᵀφ(y) = k(x, y)", name, n_seeds,
                         mean_rejects, alpha))
         if var_trials:
             rows.append(Row("feature_variance: variance_test = exact variance", name,
                             var_trials, var_rejects, alpha))
+        if mu4_trials:
+            rows.append(Row("feature_variance: variance_test, unbounded (exact μ₄)", name,
+                            mu4_trials, mu4_rejects, alpha))
     return rows
 
 

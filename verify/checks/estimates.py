@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError, exact_moments
+from kernel_verify.verify.moments import (
+    FOURTH_MOMENT_FORMULAS,
+    MOMENT_FORMULAS,
+    QuadratureError,
+    exact_moments,
+    fourth_central_moment,
+)
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import gamma
 
@@ -14,8 +20,10 @@ U64 = 2.0**-53
 #: ``sup ‖φ(x)‖²`` by formula (properties/test_feature_unbiased.py); ``|φ(x)ᵀφ(y)| ≤`` this value.
 SQ_NORM_BOUND = {"rff_pairs": 1.0, "fastfood": 1.0, "gmm_rks": 1.0, "generative": 1.0,
                  "rff_phase": 2.0}
-#: Monte Carlo sample sizes (independent parameter draws per assertion).
+#: Monte Carlo sample sizes (independent parameter draws per assertion): mean tests, and the
+#: variance tests of properties/test_feature_variance.py.
 DRAWS = 500
+VARIANCE_DRAWS = 2000
 
 
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, seed: int,
@@ -60,3 +68,16 @@ def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
     except (NotImplementedError, QuadratureError):
         return None
     return float(mom.variance)
+
+
+def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, float] | None:
+    """``(μ₄, σ²)`` of one estimate for an iid-row target whose formula has an exact fourth
+    moment (:mod:`verify.moments.fourth`), else None (orthogonal or structured rows, unknown
+    formula, or ``E h⁴`` infinite / not converged)."""
+    if target.formula not in FOURTH_MOMENT_FORMULAS or (target.matrix or "iid") != "iid":
+        return None
+    try:
+        mu4, var = fourth_central_moment(target.formula, x, y, dict(target.config), m)
+    except (KeyError, NotImplementedError, QuadratureError):
+        return None
+    return float(mu4), float(var)

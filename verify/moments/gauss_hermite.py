@@ -169,14 +169,14 @@ def expect_exp_terms(terms: dict, x_eff, y_eff, d: int, dps: int):
 
 
 def expect_relu_power(x, y, power: int, dps: int):
-    """``E[relu(wᵀx)ᵖ relu(wᵀy)ᵖ]`` for ``w ~ N(0, I)``, p = 1 or 2, by the reduction of
+    """``E[relu(wᵀx)ᵖ relu(wᵀy)ᵖ]`` for ``w ~ N(0, I)``, p = 1, 2, 3 or 4, by the reduction of
     docs/math.md §0 in polar coordinates ``(g₁, g₂) = r(cos t, sin t)``: ``u = ‖x‖r cos t``,
     ``v = ‖y‖r cos(t−θ)``, so the value is ``‖x‖ᵖ‖y‖ᵖ·E[r^(2p)]·(1/2π)∫ cosᵖt cosᵖ(t−θ) dt`` over
     the arc ``t ∈ (θ−π/2, π/2)`` where both are positive, with ``E[r^(2p)] = 2ᵖp!`` (r² ~ χ²₂).
     The smooth arc integral is a validated Gauss–Legendre rule (orders 8, 16, … agreeing to
     ``10^-(dps+3)``)."""
-    if power not in (1, 2):
-        raise ValueError(f"power must be 1 or 2, got {power}")
+    if power not in (1, 2, 3, 4):
+        raise ValueError(f"power must be 1, 2, 3 or 4, got {power}")
     with mpmath.workdps(dps + 10):
         nx, ny, rho = _span_geometry(x, y)
         if nx == 0 or ny == 0:
