@@ -40,6 +40,17 @@ Each check and its false-alarm basis:
   Declaring ``formula``/``matrix`` replaces it by the exact-variance test (the skip reason says
   so).
 
+* **per-draw identities of a declared family** (``formula`` declared; no statistics): ``[cos, sin]``
+  pair maps (rff_pairs, fastfood, gmm_rks, generative) have ``‖φ(x)‖² = 1`` and
+  ``φ(x + c)ᵀφ(y + c) = φ(x)ᵀφ(y)`` for every draw (stationarity of the Gaussian-type kernel,
+  per draw); trigonometric softmax features have the same for ``e^(−‖x‖²/2)φ(x)`` (the norm factor
+  of softmax features: ``‖φ(x)‖² = e^(‖x‖²)``); exponential softmax features (positive,
+  hyperbolic, GERF) have ``g(x) = log φ(x) + ‖x‖²/2`` affine in x
+  (``g(x) + g(y) − g(x+y) − g(0) = 0``). Level ``1e-9`` relative — an assumption (a correct
+  float64 map meets them to ~1e-13, see :mod:`verify.checks.blackbox`); a wrong norm factor, a
+  per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above it. No
+  statistics, so no false-alarm rate beyond the assumption; the registry's correct maps (white-
+  and black-box) all pass it in every run.
 * **orthogonal rows** (claims ``orthogonal`` + ``bounded``, declared ``matrix='orthogonal'``):
   one-sided variance test ``Var ≤ exact ORF variance`` (Bernstein on ``(X − μ)² ∈ [0, R]``,
   derived, run's α) at d = 8, ‖x − y‖ = 1.5, m = 64, 20000 draws. Power: the iid variance of
@@ -70,7 +81,10 @@ from kernel_verify.properties.test_feature_unbiased import (
     range_bound,
 )
 from kernel_verify.verify.checks.blackbox import (
+    FAMILY_IDENTITY_FORMULAS,
+    IDENTITY_LEVEL,
     NOISE_LEVEL,
+    family_identity_failures,
     fourth_difference_noise,
     pilot_mean_test,
 )
@@ -271,6 +285,35 @@ def test_unbiased_without_declared_family(target, seed, d, nx, ny):
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()
+
+
+# ------------------------------------------------------- per-draw identities of a family
+def _with_family_identities(t: FeatureMapTarget) -> bool:
+    return _not_positional(t) and t.formula in FAMILY_IDENTITY_FORMULAS
+
+
+def _family_params() -> list:
+    params = feature_maps(predicate=_with_family_identities)
+    if params and params[0].values[0] is None:
+        reason = (f"no target declares one of the formulas {sorted(FAMILY_IDENTITY_FORMULAS)} "
+                  "(declare formula= to add the per-draw identities of its family)")
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return params
+
+
+@pytest.mark.parametrize("target", _family_params())
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(1, 8), shift=st.sampled_from([0.5, 2.0, 5.0]))
+def test_declared_family_identities_hold_for_every_draw(target, seed, d, shift):
+    """Per-draw identities of the declared formula (module docstring): pair norm, stationarity,
+    the softmax norm factor, log-affine exponential features."""
+    if target is None:
+        pytest.skip("no target")
+    bad = family_identity_failures(target, seed, d, shift)
+    assert not bad, (
+        f"{target.name} (declared formula {target.formula!r}, seed {seed}, d {d}): "
+        + "; ".join(bad) + f" [level {IDENTITY_LEVEL:g} relative: ASSUMPTION that a correct "
+        "float64 map meets these identities to 1e-9]")
 
 
 # ------------------------------------------------------- orthogonal claim: variance below iid
