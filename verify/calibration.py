@@ -166,7 +166,7 @@ def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
         target = FeatureMapTarget.from_entry(get(name))
         mean_rejects = var_rejects = var_trials = mu4_rejects = mu4_trials = 0
         for i in range(n_seeds):
-            seed = int(np.random.SeedSequence([entropy, 2, i]).generate_state(1)[0])
+            seed = seeds.child_seeds(entropy, 1, "calibrate.estimators", i)[0]
             rng = np.random.default_rng(seed)
             d, m = 2 + i % 4, 2 + i % 7
             x, y = (0.8 * u / np.linalg.norm(u) for u in rng.standard_normal((2, d)))
@@ -187,7 +187,8 @@ def _estimator_rows(n_seeds: int, alpha: float, entropy: int) -> list[Row]:
             if moments is not None:
                 mu4_trials += 1
                 ks = float(kernel_mp(target.kernel, sx, sy, **target.kernel_args(d)))
-                more = estimates(target, sx, sy, m, seed ^ 0x4D34, VARIANCE_DRAWS)
+                more = estimates(target, sx, sy, m, seeds.child_seeds(seed, 1, "unbounded")[0],
+                                 VARIANCE_DRAWS)
                 mu4_rejects += not variance_test(more, ks, moments[1], alpha=alpha,
                                                  fourth_central_moment=moments[0],
                                                  seed=seed).ok

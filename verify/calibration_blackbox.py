@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernel_verify.verify.seeds import child_seeds
+
 ASSUMPTION_NOMINAL = 1e-3
 
 
 def _seed(entropy: int, stream: int, i: int) -> int:
-    return int(np.random.SeedSequence([entropy, 7, stream, i]).generate_state(1)[0])
+    """Trial ``i`` of ``stream``: one child seed of the run's entropy (verify/seeds.py)."""
+    return child_seeds(entropy, 1, "calibrate.blackbox", stream, i)[0]
 
 
 def _pair(seed: int, d: int, nx: float, ny: float) -> tuple[np.ndarray, np.ndarray]:

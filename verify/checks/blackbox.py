@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernel_verify.verify.checks.estimates import estimates as shared_estimates
+from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.stats import StatResult, mean_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
@@ -61,7 +62,7 @@ def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: f
 def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
                     mean: float, alpha: float) -> StatResult:
     """The assumption-based mean test (module docstring)."""
-    pilot = estimates(target, x, y, seed ^ 0x5EED, PILOT)
+    pilot = estimates(target, x, y, child_seeds(seed, 1, "pilot")[0], PILOT)
     var = INFLATION * float(np.var(pilot, ddof=1))
     if not var > 0:
         var = max(abs(mean), 1.0) * 1e-24  # a constant pilot: any spread is a rejection
