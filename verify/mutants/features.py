@@ -187,6 +187,25 @@ def gmm_rks_unnormalised(x, params, config):
     return np.concatenate([a * np.cos(u), a * np.sin(u)], axis=-1)
 
 
+# ------------------------------------------------------------------ an m that is not what it says
+def _half_rows_twice(params: Mapping[str, np.ndarray]) -> dict:
+    """The draw with its first ⌈m/2⌉ rows used twice: m outputs, m/2 independent rows."""
+    w = params["W"]
+    h = -(-len(w) // 2)
+    return {**params, "W": np.concatenate([w[:h], w[:h]])[: len(w)]}
+
+
+def log_positive_duplicated_rows(x, params, config):
+    """SM⁺ whose m features come from ⌈m/2⌉ distinct rows: unbiased, twice the variance."""
+    return np_rf.log_softmax_positive(x, _half_rows_twice(params), config)
+
+
+def rff_pairs_duplicated_rows(x, params, config):
+    """RFF pairs whose m frequencies are ⌈m/2⌉ distinct rows used twice: unbiased, twice the
+    variance."""
+    return get("rff_pairs[iid]").numpy_fn(x, _half_rows_twice(params), config)
+
+
 # ------------------------------------------------------------------ building targets
 def _attention_from(name: str, target: FeatureMapTarget) -> AttentionTarget:
     """FAVOR-style attention from the (broken) map: pre-scale, log-space path when available."""
@@ -287,6 +306,16 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
         "RFF pairs with x/√σ where x/σ belongs (σ = 4)",
         lambda: feature_mutant("rff_sqrt_sigma", "rff_pairs[iid]", rff_sqrt_sigma,
                                config={"sigma": 4.0})),
+    "softmax_positive_duplicated_rows": (
+        "SM⁺ with m outputs from m/2 distinct rows (unbiased, twice the variance: m is not what "
+        "it says)",
+        lambda: feature_mutant("softmax_positive_duplicated_rows", "softmax_positive[iid]",
+                               _exp_of(log_positive_duplicated_rows),
+                               log_fn=log_positive_duplicated_rows)),
+    "rff_pairs_duplicated_rows": (
+        "RFF pairs with m frequencies from m/2 distinct rows (unbiased, twice the variance)",
+        lambda: feature_mutant("rff_pairs_duplicated_rows", "rff_pairs[iid]",
+                               rff_pairs_duplicated_rows)),
     "rff_phase_without_phase": (
         "random-phase RFF √(2/m)cos(wᵀx/σ) without the phase b",
         lambda: feature_mutant("rff_phase_without_phase", "rff_phase[iid]",
