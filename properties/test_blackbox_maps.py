@@ -51,6 +51,10 @@ Each check and its false-alarm basis:
   per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above it. No
   statistics, so no false-alarm rate beyond the assumption; the registry's correct maps (white-
   and black-box) all pass it in every run.
+* **distinct features** (claim ``gaussian_rows``, with or without a family): no two non-constant
+  features coincide at 8 random inputs — rows with a continuous law never repeat, so repeated
+  columns mean fewer random rows than m (duplicated rows, antithetic ``±w`` inside ``cos``). Exact,
+  no false alarm for a continuous row law.
 * **orthogonal rows** (claims ``orthogonal`` + ``bounded``, declared ``matrix='orthogonal'``):
   one-sided variance test ``Var ≤ exact ORF variance`` (Bernstein on ``(X − μ)² ∈ [0, R]``,
   derived, run's α) at d = 8, ‖x − y‖ = 1.5, m = 64, 20000 draws. Power: the iid variance of
@@ -359,3 +363,44 @@ def test_orthogonal_claim_has_the_orthogonal_variance(target):
                          f"‖x−y‖={ORTHO_DIST})"),
                   seed=4242, repro=f"estimates(target, x, y, m={m}, seed=4242, "
                   f"draws={ORTHO_DRAWS})").check()
+
+
+# ------------------------------------------------------------ an m that is what it says
+def _random_map(t: FeatureMapTarget) -> bool:
+    return _not_positional(t) and not t.has("deterministic")
+
+
+@pytest.mark.parametrize("target", feature_maps("gaussian_rows", predicate=_random_map))
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(2, 5))
+def test_random_features_are_distinct(target, seed, d):
+    """No two features of a map claiming Gaussian rows coincide at 8 random inputs. Features of
+    rows with a continuous law (iid or orthogonal-block Gaussian rows, Fastfood) coincide with
+    probability zero — not so for SORF at small d, whose ``HD₃HD₂HD₁`` rows take finitely many
+    values, hence the claim; identical columns mean fewer random rows than the map's m (duplicated
+    rows, antithetic ``±w`` in an even feature such as ``cos``): unbiased, but with the variance of
+    a smaller m. Exact check (level ``1e-12`` relative; features constant over the 8 inputs are
+    left out), no statistics, with or without a declared family."""
+    if target is None:
+        pytest.skip("no target")
+    X = np.random.default_rng(seed).standard_normal((8, d))
+    F = features(target, X, seed)
+    scale = np.abs(F).max()
+    if not scale > 0 or F.shape[1] < 2:
+        return
+    varying = np.ptp(F, axis=0) > 1e-12 * scale  # constant columns (e.g. relu ≡ 0 here) skipped
+    F = F[:, varying]
+    if F.shape[1] < 2:
+        return
+    cols = np.round(F.T / (scale * 1e-12))  # equal columns ⇔ equal rows of this integer grid
+    _, first, counts = np.unique(cols, axis=0, return_index=True, return_counts=True)
+    dup = counts > 1
+    if dup.any():
+        j = int(first[dup][0])
+        same = [int(k) for k in np.flatnonzero((np.abs(F.T - F.T[j]) <= 1e-12 * scale).all(1))]
+        raise AssertionError(
+            f"{target.name}: {int((counts[dup] - 1).sum())} of its {F.shape[1]} non-constant "
+            f"features repeat another one exactly at 8 random inputs (e.g. features {same[:6]} "
+            f"are identical; seed {seed}, d {d}): the map has fewer independent random rows "
+            "than it says (duplicated rows, or antithetic ±w in an even feature): its variance "
+            "is that of a smaller m")
