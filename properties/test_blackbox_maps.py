@@ -46,7 +46,8 @@ Each check and its false-alarm basis:
   per draw); trigonometric softmax features have the same for ``e^(−‖x‖²/2)φ(x)`` (the norm factor
   of softmax features: ``‖φ(x)‖² = e^(‖x‖²)``); exponential softmax features (positive,
   hyperbolic, GERF) have ``g(x) = log φ(x) + ‖x‖²/2`` affine in x
-  (``g(x) + g(y) − g(x+y) − g(0) = 0``). Level ``1e-9`` relative — an assumption (a correct
+  (``g(x) + g(y) − g(x+y) − g(0) = 0``); relu features are positively homogeneous,
+  ``φ(a·x) = a·φ(x)``. Level ``1e-9`` relative — an assumption (a correct
   float64 map meets them to ~1e-13, see :mod:`verify.checks.blackbox`); a wrong norm factor, a
   per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above it. No
   statistics, so no false-alarm rate beyond the assumption; the registry's correct maps (white-

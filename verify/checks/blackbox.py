@@ -120,7 +120,11 @@ NORM_FACTOR_FORMULAS = frozenset({"softmax_trig"})
 #: so ``g(x) = log φ(x) + ‖x‖²/2`` is affine in x per draw:
 #: ``g(x) + g(y) − g(x + y) − g(0) = 0``.
 EXPONENTIAL_FORMULAS = frozenset({"softmax_positive", "softmax_hyperbolic", "gerf"})
-FAMILY_IDENTITY_FORMULAS = PAIR_FORMULAS | NORM_FACTOR_FORMULAS | EXPONENTIAL_FORMULAS
+#: Positively homogeneous features of the arc-cosine kernel of degree 1 (relu random features,
+#: Cho & Saul 2009; docs/math.md §0): ``φ(a·x) = a·φ(x)`` for ``a > 0``, per draw.
+HOMOGENEOUS_FORMULAS = frozenset({"relu_features"})
+FAMILY_IDENTITY_FORMULAS = (PAIR_FORMULAS | NORM_FACTOR_FORMULAS | EXPONENTIAL_FORMULAS
+                            | HOMOGENEOUS_FORMULAS)
 #: Relative level of the identities (an assumption, stated in the verdict): a correct float64
 #: map meets them to ~1e-13 (phase errors ``≈ d·u·‖w‖‖x‖``); float32 evaluation or any model
 #: defect (a wrong norm factor, a per-row stabiliser, a missing pair) is far above 1e-9.
@@ -142,6 +146,15 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
     pts = np.stack([x, y, x + c, y + c, x + y, np.zeros(d)])
     F = target.features(pts, seed=seed)
     bad = []
+    if formula in HOMOGENEOUS_FORMULAS:
+        a = 1.0 + shift
+        G = target.features(a * pts[:2], seed=seed)
+        err = np.abs(G - a * F[:2])
+        tol = IDENTITY_LEVEL * a * np.maximum(np.abs(F[:2]), np.abs(F[:2]).max())
+        if not (err <= tol).all():
+            bad.append(f"φ({a:g}·x) ≠ {a:g}·φ(x) (max |Δ| = {err.max():.3g}): relu features "
+                       "are positively homogeneous of degree 1 for every draw")
+        return bad
     if formula in EXPONENTIAL_FORMULAS:
         if not (F > 0).all():
             return [f"{int((~(F > 0)).sum())} of {F.size} features are not > 0, but formula "
