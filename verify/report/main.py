@@ -6,8 +6,8 @@ Output (default ``build/report/full``, ``--quick``: ``build/report/quick``; both
 temporary sibling folder and moved into place at the end, so an interrupted run never leaves a
 half-written report; per-map numbers are cached (:mod:`verify.cache`, keyed by map, config,
 depth settings and code version), so a re-run recomputes only what changed. The statistical
-tests of the report share ``KV_ALPHA_TOTAL`` (Bonferroni over the report's mean tests). Exit
-status 1 when a map FAILs.
+tests of the report share ``KV_ALPHA_TOTAL`` (Bonferroni over the report's mean tests and flag
+tests). Exit status 1 when a map FAILs.
 """
 
 from __future__ import annotations
@@ -71,11 +71,13 @@ def run_report(args: argparse.Namespace) -> int:
     out = _out_dir(args)
     maps = [get(n) for n in args.maps] if args.maps else all_maps()
     random_maps = [e for e in maps if not e.has("deterministic")]
-    # Bonferroni over every statistical assertion of the report: its mean tests and the
+    # Bonferroni over every statistical assertion of the report: its mean tests, the
     # deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per biased one).
     n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
                   for e in random_maps)
-    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props))
+    # ... and the exact-fourth-moment flag tests: one per m and per geometry point (≤ 4 axes)
+    n_flags = len(random_maps) * (len(s.ms) + 4 * s.geo_points)
+    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags))
     set_assertion_count(budget.n_assertions)
     version = code_version()
     command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \

@@ -176,7 +176,11 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
         cap = figures.geometry_figure(meas, figdir / f"{stem}_geometry.png", s.geo_m, s.conf)
         page.img(f"{rel}/{stem}_geometry.png", cap)
         page.p(f"{s.geo_draws} draws per point at m = {s.geo_m}; theory drawn only where "
-               "verify.moments has the exact variance at every point (iid and orthogonal rows).")
+               "verify.moments has the exact variance at every point (iid and orthogonal rows). "
+               "A theory point is flagged by the exact-fourth-moment variance test (the property "
+               "suite's test, known false-alarm rate) when the map is unbiased with iid rows; "
+               "otherwise (orthogonal or structured rows: no exact fourth moment) when it lies "
+               "outside the bootstrap band, which under-covers heavy tails.")
         geo_flags = [g["flag"] for g in meas["geometry"] if g.get("flag")]
         if geo_flags:
             page.p("**flagged** (the measurement cannot confirm the theory here; for heavy-tailed "

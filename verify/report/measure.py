@@ -7,7 +7,10 @@ per sample, the same function the unbiasedness and variance properties call); th
 (``conf``, default 99.9 %: about 0.5 chance flags over the ~500 points of a full report):
 valid for heavy-tailed (log-normal) estimators where ±2 SE from the sample fourth moment is
 not, though at small R any interval under-covers a heavy tail — so a theory point outside its
-band is flagged, never silently drawn.
+band is flagged, never silently drawn. Where the map is unbiased with iid rows and its formula has
+an exact fourth moment (:mod:`verify.moments.fourth`), the flag is instead decided by the
+property suite's variance test with that moment (median of means, known false-alarm rate, in the
+report's α budget): the bootstrap band is then only drawn.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from kernel_verify.properties.test_feature_unbiased import (
     feature_m,
     range_bound,
 )
+from kernel_verify.verify.checks.estimates import exact_fourth_moment
 from kernel_verify.verify.report.settings import Settings
 from kernel_verify.verify.report.theory import Theory, theory
-from kernel_verify.verify.stats import mean_test
+from kernel_verify.verify.stats import mean_test, variance_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 SHIFT_INVARIANT = frozenset({"gaussian", "spectral_mixture", "generative"})
@@ -124,6 +128,28 @@ def _test(target: FeatureMapTarget, samples, x, y, m: int, mu: float | None, alp
     return bool(res.ok), f"{res.method}, α = {alpha:.2g}"
 
 
+def fourth_moment_flag(target: FeatureMapTarget, samples: np.ndarray, x, y, m: int, k: float,
+                       theory_mean: float | None, where: str, alpha: float) -> str | None:
+    """The flag of a theory point decided by a test with a known false-alarm rate, where one
+    exists: for an unbiased map with iid rows and an exact fourth moment, ``variance_test`` of
+    ``E(X − k)² = σ²`` with ``Var((X − k)²) = μ₄ − σ⁴`` (median of means, the property's test) at
+    ``alpha``. Returns ``""`` (no flag), the flag text, or None when no such test exists (the
+    bootstrap band decides)."""
+    if theory_mean is None or abs(theory_mean - k) > 1e-12 * abs(k):
+        return None
+    moments = exact_fourth_moment(target, x, y, m)
+    if moments is None or not moments[1] > 0:
+        return None
+    mu4, var = moments
+    res = variance_test(samples, k, var, alpha=alpha, fourth_central_moment=mu4,
+                        label=f"{target.name}: {where}")
+    if res.ok:
+        return ""
+    return (f"{where}: measured E(X − k)² = {float(np.mean((samples - k) ** 2)):.4g} against the "
+            f"exact {var:.4g}, rejected by the exact-fourth-moment variance test at α = "
+            f"{alpha:.2g} ({len(samples)} draws, m = {m})")
+
+
 def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, version: str,
                    geometry: bool = True) -> Measurement:
     """Everything the page of a random map shows about its estimator (module docstring)."""
@@ -144,7 +170,11 @@ def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, versi
         tmse = None if (tv is None or th.mean is None) else (th.mean - th.kernel) ** 2 + tv
         ok, how = _test(target, samples, x, y, m, tested_mean, alpha, sm)
         flag = ""
-        if tv is not None:
+        decided = None if tv is None else fourth_moment_flag(
+            target, samples, x, y, m, th.kernel, th.mean, f"m = {m}", alpha)
+        if decided is not None:
+            flag = decided
+        elif tv is not None:
             # slack 1e-12·k²: a variance below that is zero to float64 (e.g. exact estimators)
             slack = 1e-12 * th.kernel**2
             lo, hi = vl - 2 * (tse or 0.0) - slack, vh + 2 * (tse or 0.0) + slack
@@ -154,7 +184,7 @@ def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, versi
         meas.points.append(Point(m, mean, ml, mh, var, vl, vh, th.mean, tv, tse, mse, tmse,
                                  how, ok, flag))
     if geometry:
-        meas.geometry = sweep(target, s, version)
+        meas.geometry = sweep(target, s, version, alpha)
     return meas
 
 
@@ -194,8 +224,11 @@ def geometry_grid(target: FeatureMapTarget, d: int, n: int):
     return out
 
 
-def sweep(target: FeatureMapTarget, s: Settings, version: str) -> list[GeoPoint]:
-    """Relative MSE ``(bias² + Var)/k²`` over the input geometry at ``m = geo_m``."""
+def sweep(target: FeatureMapTarget, s: Settings, version: str,
+          alpha: float = 1e-3) -> list[GeoPoint]:
+    """Relative MSE ``(bias² + Var)/k²`` over the input geometry at ``m = geo_m``. A theory point
+    is flagged by the exact-fourth-moment test where one exists (:func:`fourth_moment_flag`),
+    else when it lies outside the bootstrap band."""
     m = feature_m(target, s.geo_m)
     out = []
     for j, (axis, value, x, y) in enumerate(geometry_grid(target, s.d, s.geo_points)):
@@ -211,7 +244,11 @@ def sweep(target: FeatureMapTarget, s: Settings, version: str) -> list[GeoPoint]
         tv = th.variance[0]
         t_rel = None if (tv is None or th.mean is None) else ((th.mean - k) ** 2 + tv) / k**2
         flag = ""
-        if t_rel is not None and not lo - 1e-12 <= t_rel <= hi + 1e-12:  # 1e-12: zero in float64
+        decided = None if t_rel is None else fourth_moment_flag(
+            target, samples, x, y, m, k, th.mean, f"{axis} = {value:.3g}", alpha)
+        if decided is not None:
+            flag = decided
+        elif t_rel is not None and not lo - 1e-12 <= t_rel <= hi + 1e-12:  # 1e-12: 0 in float64
             flag = (f"{axis} = {value:.3g}: theory relative MSE {t_rel:.3g} outside the measured "
                     f"{s.conf:.1%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
         out.append(GeoPoint(axis, value, k, float(err2.mean()), float(lo), float(hi), t_rel,
