@@ -13,6 +13,9 @@ blocks). The test is :func:`verify.stats.mean_test` at ``α = properties.alpha.p
   to 1 (rff_pairs, Fastfood, GMM-RKS, generative) and ``‖φ(x)‖² = (2/m)Σcos² ≤ 2`` for the random
   phase map; the computed value exceeds ``B`` by at most ``B·γ_(D+8)`` (weights with ≤ 4
   roundings each side, a length-D dot product; libm's cos/sin never leave [−1, 1]);
+* **a variance bound** otherwise, for maps claiming ``gaussian_rows`` (Fastfood; orthogonal relu
+  features): median of means with ``V₁ ≥ Var`` (each feature has the iid per-feature variance
+  ``V₁``, and by Cauchy–Schwarz no covariance exceeds it — docs/math.md §3), conservative;
 * neither: skipped with that reason (no variance, no range: no test with a known false-alarm
   rate exists).
 
@@ -45,10 +48,11 @@ from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.checks.estimates import (  # shared with kernel-verify calibrate
     DRAWS as ESTIMATE_DRAWS,
 )
-from kernel_verify.verify.checks.estimates import (
+from kernel_verify.verify.checks.estimates import (  # noqa: F401 (re-exported to the report)
     estimates,
     exact_variance,
     feature_m,
+    mean_test_variance,
     range_bound,
 )
 from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError
@@ -77,7 +81,8 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
     :class:`Degenerate` for (nearly) constant estimators without a range."""
     m = feature_m(target, m)
     bounds = range_bound(target, x.shape[-1], m)
-    var = exact_variance(target, x, y, m) if target.has("unbiased") else None
+    found = mean_test_variance(target, x, y, m) if target.has("unbiased") else None
+    var, how = found if found is not None else (None, "")
     if bounds is None and var is None:
         pytest.skip(f"{target.name}: no exact variance (formula {target.formula!r}, matrix "
                     f"{target.matrix!r}) and not bounded: no test with a derived false-alarm "
@@ -90,7 +95,8 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
             raise Degenerate(f"variance {var:.3g} at mean {mean:.3g}")
     samples = estimates(target, x, y, m, seed, draws)
     mean_test(samples, mean, alpha=per_assertion(), bounds=bounds, variance=var,
-              label=f"{target.name}: E φ(x)ᵀφ(y) = {label}", seed=seed,
+              label=f"{target.name}: E φ(x)ᵀφ(y) = {label}" + (f" [{how}]" if how else ""),
+              seed=seed,
               repro=f"estimates(target, x={x.tolist()}, y={y.tolist()}, m={m}, seed={seed})"
               ).check()
 

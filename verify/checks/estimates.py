@@ -70,6 +70,26 @@ def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
     return float(mom.variance)
 
 
+def mean_test_variance(target: FeatureMapTarget, x, y, m: int) -> tuple[float, str] | None:
+    """``(V, how)``: the variance a mean test may use for an unbiased target — the exact variance
+    where :mod:`verify.moments` has it, else, for a target claiming ``gaussian_rows`` (every row
+    marginally ``N(0, I)``, e.g. Fastfood, or ORF rows of relu features), the per-feature
+    variance ``V₁`` of the iid estimator as an upper bound: each of the m features has variance
+    ``V₁`` and by Cauchy–Schwarz no covariance exceeds it, so ``Var((1/m)Σhᵢ) ≤ V₁``
+    (docs/math.md §3). None when neither applies."""
+    var = exact_variance(target, x, y, m)
+    if var is not None:
+        return var, "exact variance"
+    if not target.has("gaussian_rows") or target.formula not in MOMENT_FORMULAS:
+        return None
+    try:
+        mom = exact_moments(target.formula, x, y, dict(target.config), 1, matrix="iid")
+    except (NotImplementedError, QuadratureError):
+        return None
+    return (float(mom.per_feature_variance),
+            "variance ≤ V₁ (Cauchy–Schwarz over features with Gaussian rows; conservative)")
+
+
 def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, float] | None:
     """``(μ₄, σ²)`` of one estimate for an iid-row target whose formula has an exact fourth
     moment (:mod:`verify.moments.fourth`), else None (orthogonal or structured rows, unknown

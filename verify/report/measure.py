@@ -22,11 +22,10 @@ import numpy as np
 
 from kernel_verify.properties.test_feature_unbiased import (
     estimates,
-    exact_variance,
     feature_m,
     range_bound,
 )
-from kernel_verify.verify.checks.estimates import exact_fourth_moment
+from kernel_verify.verify.checks.estimates import exact_fourth_moment, mean_test_variance
 from kernel_verify.verify.report.settings import Settings
 from kernel_verify.verify.report.theory import Theory, theory
 from kernel_verify.verify.stats import mean_test, variance_test
@@ -119,13 +118,15 @@ def _test(target: FeatureMapTarget, samples, x, y, m: int, mu: float | None, alp
     if mu is None:
         return None, "not tested: no exact mean (biased, no declared mean kernel)"
     bounds = range_bound(target, x.shape[-1], m)
-    var = exact_variance(target, x, y, m) if target.has("unbiased") else None
+    found = mean_test_variance(target, x, y, m) if target.has("unbiased") else None
+    var = found[0] if found is not None else None
     if bounds is None and var is None:
         return None, ("not tested: no exact variance for this construction and not bounded "
                       "(no test with a known false-alarm rate)")
     res = mean_test(samples, mu, alpha=alpha, bounds=bounds, variance=var,
                     label=f"{target.name}: E φ(x)ᵀφ(y) at m={m}", seed=seed)
-    return bool(res.ok), f"{res.method}, α = {alpha:.2g}"
+    extra = f"; {found[1]}" if found is not None and found[1] != "exact variance" else ""
+    return bool(res.ok), f"{res.method}{extra}, α = {alpha:.2g}"
 
 
 def fourth_moment_flag(target: FeatureMapTarget, samples: np.ndarray, x, y, m: int, k: float,
