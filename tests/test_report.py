@@ -27,9 +27,11 @@ TINY = Settings("tiny", ms=(8, 32), draws=200, boot=100, ref_draws=400, geo_draw
 
 
 def test_report_uses_the_property_suites_functions():
-    """No second code path: the sampler, exact variance, range and kernel are the properties'."""
+    """No second code path: the sampler, the mean test's variance (exact or the V₁ bound), the
+    exact variance, range and kernel are the properties'."""
     assert measure.estimates is props.estimates
-    assert measure.exact_variance is props.exact_variance
+    assert measure.mean_test_variance is props.mean_test_variance
+    assert theory.exact_variance is props.exact_variance
     assert measure.range_bound is props.range_bound
     assert theory.kernel_value is props.kernel_value
     target = FeatureMapTarget.from_entry(get("rff_pairs[orthogonal]"))
