@@ -53,7 +53,11 @@ from kernel_verify.properties.test_feature_unbiased import (
     range_bound,
 )
 from kernel_verify.properties.test_feature_unbiased import random_pair as points
-from kernel_verify.verify.checks.estimates import VARIANCE_DRAWS, exact_fourth_moment
+from kernel_verify.verify.checks.estimates import (
+    VARIANCE_DRAWS,
+    exact_fourth_moment,
+    row_construction,
+)
 from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
 from kernel_verify.verify.references.mp import to_mp
 from kernel_verify.verify.stats import variance_test
@@ -192,7 +196,8 @@ SMALL_NORMS = st.floats(0.1, 0.4)
 
 
 def _iid_with_formula(t) -> bool:
-    return not t.has("positional") and (t.matrix or "iid") == "iid" and t.formula is not None
+    return (not t.has("positional") and row_construction(t) == "iid"
+            and t.formula is not None)
 
 
 @pytest.mark.statistical(assertions=1)

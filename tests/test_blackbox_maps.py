@@ -80,3 +80,29 @@ def test_correct_maps_have_float64_sized_fourth_differences(name):
     (target,) = control_targets(name)
     noise = fourth_difference_noise(target, 3, 4, 0.7)
     assert noise < NOISE_LEVEL / 30, noise
+
+
+def test_orthogonal_claim_without_declared_matrix_gets_no_iid_moments():
+    """A map claiming orthogonal rows but declaring no ``matrix`` must not be held to the iid
+    variance (a false alarm on correct ORF code): no exact variance, no fourth moment; its mean
+    test falls back to the V₁ bound of its Gaussian rows."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from kernel_verify.impls.registry import get
+    from kernel_verify.verify.checks.estimates import (
+        exact_fourth_moment,
+        exact_variance,
+        mean_test_variance,
+    )
+    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+    declared = FeatureMapTarget.from_entry(get("softmax_positive[orthogonal]"))
+    undeclared = replace(declared, matrix=None)
+    x, y = np.array([0.3, 0.1, -0.2]), np.array([0.1, 0.2, 0.3])
+    assert exact_variance(declared, x, y, 3) is not None
+    assert exact_variance(undeclared, x, y, 3) is None
+    assert exact_fourth_moment(undeclared, x, y, 3) is None
+    bound, how = mean_test_variance(undeclared, x, y, 3)
+    assert "V₁" in how and bound >= exact_variance(declared, x, y, 3)

@@ -58,9 +58,17 @@ def range_bound(target: FeatureMapTarget, d: int, m: int) -> tuple[float, float]
     return -b, b
 
 
+def row_construction(target: FeatureMapTarget) -> str | None:
+    """The declared random-matrix construction; an undeclared one is ``"iid"`` unless the target
+    claims ``orthogonal`` (then unknown: the iid moments would be wrong for it)."""
+    if target.matrix is not None:
+        return target.matrix
+    return None if target.has("orthogonal") else "iid"
+
+
 def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
     """Exact variance of one estimate, when verify.moments covers the target."""
-    matrix = target.matrix or "iid"
+    matrix = row_construction(target)
     if target.formula not in MOMENT_FORMULAS or matrix not in ("iid", "orthogonal"):
         return None
     try:
@@ -94,7 +102,7 @@ def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, 
     """``(μ₄, σ²)`` of one estimate for an iid-row target whose formula has an exact fourth
     moment (:mod:`verify.moments.fourth`), else None (orthogonal or structured rows, unknown
     formula, or ``E h⁴`` infinite / not converged)."""
-    if target.formula not in FOURTH_MOMENT_FORMULAS or (target.matrix or "iid") != "iid":
+    if target.formula not in FOURTH_MOMENT_FORMULAS or row_construction(target) != "iid":
         return None
     try:
         mu4, var = fourth_central_moment(target.formula, x, y, dict(target.config), m)
