@@ -45,21 +45,24 @@ def _select(kind: type, claims: Iterable[str], predicate=None) -> list[Target]:
     ]
 
 
-def _params(targets: list[Target], what: str) -> list:
+def _params(targets: list[Target], what: str, none_reason: str | None = None) -> list:
     if targets:
         return [pytest.param(t, id=t.name) for t in targets]
     where = target_spec() or "the built-in registry"
-    return [pytest.param(None, marks=pytest.mark.skip(reason=f"{where} provides no {what}"),
-                         id="none")]
+    reason = none_reason or f"{where} provides no {what}"
+    return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
 
 
-def feature_maps(*claims: str, white_box: bool = False, predicate=None) -> list:
-    """pytest params of feature-map targets having every claim in ``claims``."""
+def feature_maps(*claims: str, white_box: bool = False, predicate=None,
+                 none_reason: str | None = None) -> list:
+    """pytest params of feature-map targets having every claim in ``claims`` (and
+    ``predicate``); ``none_reason``: the skip reason when there are none (default: which
+    claims were asked for)."""
     def pred(t: FeatureMapTarget) -> bool:
         return (not white_box or t.white_box) and (predicate is None or predicate(t))
 
     what = f"feature map with claims {sorted(claims)}" + (" (white-box)" if white_box else "")
-    return _params(_select(FeatureMapTarget, claims, pred), what)
+    return _params(_select(FeatureMapTarget, claims, pred), what, none_reason)
 
 
 def attentions(*claims: str) -> list:

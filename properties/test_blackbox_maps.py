@@ -267,17 +267,11 @@ def undeclared(t: FeatureMapTarget) -> bool:
     return range_bound(t, d, m) is None and mean_test_variance(t, x, y, m) is None
 
 
-def _undeclared_params() -> list:
-    params = feature_maps("unbiased", predicate=undeclared)
-    if params and params[0].values[0] is None and feature_maps("unbiased"):
-        reason = ("every unbiased target is white-box or declares its estimator family (exact "
-                  "variance or proven range): feature_unbiased runs the derived-bound tests")
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
-    return params
-
-
 @pytest.mark.statistical(assertions=1)
-@pytest.mark.parametrize("target", _undeclared_params())
+@pytest.mark.parametrize("target", feature_maps(
+    "unbiased", predicate=undeclared,
+    none_reason=("every unbiased target is white-box or declares its estimator family (exact "
+                 "variance or proven range): feature_unbiased runs the derived-bound tests")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(2, 5), nx=st.sampled_from([0.2, 0.5, 0.8]),
        ny=st.sampled_from([0.2, 0.5, 0.8]))
@@ -298,16 +292,10 @@ def _with_family_identities(t: FeatureMapTarget) -> bool:
     return _not_positional(t) and t.formula in FAMILY_IDENTITY_FORMULAS
 
 
-def _family_params() -> list:
-    params = feature_maps(predicate=_with_family_identities)
-    if params and params[0].values[0] is None:
-        reason = (f"no target declares one of the formulas {sorted(FAMILY_IDENTITY_FORMULAS)} "
-                  "(declare formula= to add the per-draw identities of its family)")
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
-    return params
-
-
-@pytest.mark.parametrize("target", _family_params())
+@pytest.mark.parametrize("target", feature_maps(
+    predicate=_with_family_identities,
+    none_reason=(f"no target declares one of the formulas {sorted(FAMILY_IDENTITY_FORMULAS)} "
+                 "(declare formula= to add the per-draw identities of its family)")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 8), shift=st.sampled_from([0.5, 2.0, 5.0]))
 def test_declared_family_identities_hold_for_every_draw(target, seed, d, shift):
