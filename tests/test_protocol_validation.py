@@ -119,3 +119,55 @@ def test_replace_revalidates() -> None:
     """``dataclasses.replace`` (used by the mutant catalogue) goes through the same checks."""
     with pytest.raises(ValueError, match="m must be >= 1"):
         dataclasses.replace(_fm(), m=0)
+
+
+def _att(**changes):
+    return AttentionTarget(**{"name": "a", "attention": lambda q, k, v, **kw: v,
+                              "claims": frozenset({"causal"}), **changes})
+
+
+def _form(*a, **k):
+    return None, None
+
+
+FORM_CASES = [
+    ({"layout": "BTDH"}, ValueError, ["layout", "'BTDH'", "BHTD", "BTHD"]),
+    ({"layout": 1}, TypeError, ["layout", "str"]),
+    ({"step": 3}, TypeError, ["step", "callable"]),
+    ({"varlen": "yes"}, TypeError, ["varlen", "callable"]),
+    ({"chunked": _form, "chunk_sizes": (0,)}, ValueError, ["chunk_sizes", ">= 1"]),
+    ({"chunked": _form, "chunk_sizes": ()}, ValueError, ["chunk_sizes", "empty"]),
+    ({"chunked": _form, "chunk_sizes": 64}, TypeError, ["chunk_sizes", "tuple"]),
+    ({"chunk_sizes": (64,)}, ValueError, ["chunk_sizes", "no chunked form"]),
+    ({"state_sums": _form}, ValueError, ["state_sums", "no form"]),
+    ({"claims": frozenset({"causal", "state_bitwise"}), "step": _form}, ValueError,
+     ["state_bitwise", "stateful or chunked"]),
+]
+
+
+@pytest.mark.parametrize(("changes", "exc", "words"), FORM_CASES,
+                         ids=[str(i) for i in range(len(FORM_CASES))])
+def test_attention_forms_fields(changes, exc, words) -> None:
+    """The forms protocol (docs/math.md §12): optional callables, a known layout, chunk sizes
+    only with a chunked form, state extras only with a form that has a state."""
+    with pytest.raises(exc) as info:
+        _att(**changes)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_attention_forms_offered_and_layout() -> None:
+    t = _att(layout="BTHD", chunked=_form, chunk_sizes=(16, 64), step=_form,
+             claims=frozenset({"causal", "state_bitwise"}))
+    assert t.offers("chunked") and t.offers("step") and not t.offers("varlen")
+    with pytest.raises(ValueError, match="form must be one of"):
+        t.offers("recurrent")
+    x = np.zeros((2, 3, 5, 4))
+    assert t.to_layout(x).shape == (2, 5, 3, 4)
+    assert _att().to_layout(x) is x
+    # __call__ converts to the target's layout and back.
+    seen = []
+    bthd = _att(layout="BTHD", attention=lambda q, k, v, **kw: seen.append(q.shape) or v)
+    v = np.arange(2 * 3 * 5 * 4, dtype=float).reshape(2, 3, 5, 4)
+    np.testing.assert_array_equal(bthd(x, x, v, causal=True), v)
+    assert seen == [(2, 5, 3, 4)]

@@ -52,7 +52,15 @@ ATTENTION_CLAIMS = {
     "validates_input": "NaN/Inf and mismatched shapes raise ValueError (without this claim, how "
                        "the target treats bad input is reported as an input-policy note, not a "
                        "failure)",
+    "state_bitwise": "continuing from a final state equals the full run bitwise (split "
+                     "invariance, outputs and state; without it: within the derived bound)",
 }
+#: The forms an attention target may offer besides ``attention`` (docs/math.md §12); each field
+#: of :class:`AttentionTarget` with this name is an optional callable.
+ATTENTION_FORMS = ("stateful", "chunked", "step", "varlen", "padded")
+#: Layouts of the arrays an attention target takes: (batch, heads, time, dim) or fla's default
+#: (batch, time, heads, dim).
+LAYOUTS = ("BHTD", "BTHD")
 MATRIX_CLAIMS = {
     "gaussian_rows": "every row is marginally N(0, I_d)",
     "orthogonal": "rows are exactly orthogonal within blocks of d",
@@ -179,6 +187,30 @@ def _validate_simple_target(t: object, fn_field: str, vocabulary: Mapping[str, s
     _check_claims(name, t.claims, vocabulary)  # type: ignore[attr-defined]
 
 
+def _validate_forms(t: AttentionTarget) -> None:
+    """The optional forms protocol of :class:`AttentionTarget` (docs/math.md §12)."""
+    _check_choice(t.name, "layout", t.layout, set(LAYOUTS), optional=False)
+    for field_name in (*ATTENTION_FORMS, "features", "state_sums"):
+        _check_callable(t.name, field_name, getattr(t, field_name), optional=True)
+    if t.chunk_sizes is not None:
+        if isinstance(t.chunk_sizes, str) or not isinstance(t.chunk_sizes, tuple | list):
+            raise _fail(TypeError, t.name, "chunk_sizes", "must be a tuple of chunk sizes or "
+                        f"None (any size), got {t.chunk_sizes!r}")
+        if not t.chunk_sizes:
+            raise _fail(ValueError, t.name, "chunk_sizes", "must not be empty (None: any size)")
+        for c in t.chunk_sizes:
+            _check_count(t.name, "chunk_sizes", c)
+        if t.chunked is None:
+            raise _fail(ValueError, t.name, "chunk_sizes", "is given but the target has no "
+                        "chunked form")
+    if t.state_sums is not None and not any(getattr(t, f) is not None for f in ATTENTION_FORMS):
+        raise _fail(ValueError, t.name, "state_sums", "is given but the target offers no form "
+                    f"with a state ({', '.join(ATTENTION_FORMS)})")
+    if "state_bitwise" in t.claims and t.stateful is None and t.chunked is None:
+        raise _fail(ValueError, t.name, "claims", "has 'state_bitwise' but the target has no "
+                    "stateful or chunked form to continue from a state")
+
+
 # --- End of validation ------------------------------------------------------------------------
 
 
@@ -273,7 +305,45 @@ class AttentionTarget:
     dtype; the output must come back as an array of the same backend (any dtype; it is widened
     to float64 exactly). ``self_attention_only``: q and k always come from one sequence (the
     suite then calls with ``k is q``, never 1 query against 2 keys). A causal-only target claims
-    ``causal`` without ``noncausal``: every property then calls it with ``causal=True``."""
+    ``causal`` without ``noncausal``: every property then calls it with ``causal=True``.
+
+    **Layout**: ``layout="BHTD"`` (default) or ``"BTHD"`` (fla's default): the axis order of
+    every ``(…, T, …)`` array the target's functions take and return — ``attention`` and every
+    form below. The suite converts (``swapaxes(1, 2)``) on the way in and out.
+
+    **Forms of causal attention** (docs/math.md §12; ``properties/test_attention_forms.py``).
+    Optional, each ``None`` unless the target offers it; a property that needs a form the target
+    does not offer is skipped with the field's name. All are causal, take arrays of one backend
+    and dtype (as ``attention``) and a ``seed`` that fixes the same features as ``attention``'s:
+
+    * ``stateful(q, k, v, *, initial_state=None, seed=0) -> (out, final_state)``: the causal
+      full-sequence call with the state in and out;
+    * ``chunked(q, k, v, *, chunk_size, initial_state=None, seed=0) -> (out, final_state)``:
+      the chunked form; ``chunk_sizes`` lists the sizes it accepts (None: every ``C ≥ 1``);
+    * ``step(state, q_t, k_t, v_t, *, seed=0) -> (state, o_t)``: one token of the recurrence;
+      ``q_t, k_t (B, H, d)``, ``v_t, o_t (B, H, d_v)`` (no time axis, so in either layout);
+      ``state=None`` is the empty state;
+    * ``varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0) -> (out, final_states)``:
+      N sequences packed along time in a batch of 1; ``cu_seqlens`` (N + 1,) int64 array of the
+      input's backend (and device), ``0 = c_0 < … < c_N = T``; ``initial_state`` and
+      ``final_states`` hold one state per sequence along the batch axis;
+    * ``padded(q, k, v, *, mask, initial_state=None, seed=0) -> (out, final_state)``: ``mask``
+      (B, T) bool array of the input's backend, True at valid positions (the suite passes masks
+      whose valid positions are a prefix — right padding — or a suffix — left padding — of
+      each row); outputs at padded positions are not checked; ``final_state`` may be None when
+      the target returns no state for padded input.
+
+    **The state** is a tuple of arrays of the input's backend (and device) whose first axis is
+    the batch, of a size independent of T; it is opaque to the suite, which hands it back to
+    the target's own forms (any form's state to any other form), slices and concatenates it
+    along the batch axis, compares states of two forms of the same target through their
+    continuations (the same probe tokens from each must give the same outputs) and checks that
+    its size does not grow with T. The claim ``state_bitwise`` asks for bitwise split
+    invariance. White-box extras, adding the comparisons with the exact mpmath recurrence:
+    ``features(x, seed) -> φ(x)`` (float64 NumPy ``(B, H, T, m)`` for ``x (B, H, T, d)`` in
+    BHTD, the exact features behind the outputs, after any pre-scale) and
+    ``state_sums(state) -> (S, z)`` (float64 NumPy ``S = Σ_j φ(k_j) v_jᵀ (B, H, m, d_v)`` and
+    ``z = Σ_j φ(k_j) (B, H, m)``, or None for a target without a normaliser state)."""
 
     name: str
     attention: Callable[..., Any]
@@ -281,6 +351,15 @@ class AttentionTarget:
     backends: tuple[str, ...] = ("numpy",)
     dtypes: tuple[str, ...] = ("float64",)
     self_attention_only: bool = False
+    layout: str = "BHTD"
+    stateful: Callable[..., Any] | None = None
+    chunked: Callable[..., Any] | None = None
+    step: Callable[..., Any] | None = None
+    varlen: Callable[..., Any] | None = None
+    padded: Callable[..., Any] | None = None
+    chunk_sizes: tuple[int, ...] | None = None
+    features: Callable[[np.ndarray, int], np.ndarray] | None = None
+    state_sums: Callable[[tuple], tuple[np.ndarray, np.ndarray | None]] | None = None
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
@@ -297,6 +376,7 @@ class AttentionTarget:
         if not isinstance(self.self_attention_only, bool):
             raise TypeError(f"target {self.name!r}: self_attention_only must be a bool, got "
                             f"{type(self.self_attention_only).__name__}")
+        _validate_forms(self)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
@@ -305,9 +385,24 @@ class AttentionTarget:
         """Whether the target takes arrays of ``library`` (numpy, torch) in ``dtype``."""
         return library in self.backends and dtype in self.dtypes
 
+    def offers(self, form: str) -> bool:
+        """Whether the target offers ``form`` (one of :data:`ATTENTION_FORMS`)."""
+        if form not in ATTENTION_FORMS:
+            raise ValueError(f"form must be one of {', '.join(ATTENTION_FORMS)}, got {form!r}")
+        return getattr(self, form) is not None
+
+    def to_layout(self, x: Any) -> Any:
+        """A ``(B, H, T, …)`` array in the target's layout (and back: the swap is its own
+        inverse)."""
+        return x if self.layout == "BHTD" else x.swapaxes(1, 2)
+
     def __call__(self, q, k, v, *, causal: bool, seed: int = 0, **kw: Any) -> np.ndarray:
-        """The output as a float64 NumPy array (exact widening from any backend and dtype)."""
-        return as_float64(self.attention(q, k, v, causal=causal, seed=seed, **kw))
+        """The output as a float64 NumPy array (exact widening from any backend and dtype),
+        ``(B, H, T, d_v)`` whatever the target's layout."""
+        t = self.to_layout
+        tq = t(q)
+        tk = tq if k is q else t(k)
+        return as_float64(t(self.attention(tq, tk, t(v), causal=causal, seed=seed, **kw)))
 
 
 @dataclass(frozen=True)
