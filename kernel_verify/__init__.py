@@ -12,6 +12,12 @@ folders and are mapped into it by ``pyproject.toml``:
 
 Shipped adapters of widely used third-party libraries live in :mod:`kernel_verify.adapters`
 (``kernel-verify conformance``).
+
+The Python API (:mod:`kernel_verify.api`)::
+
+    from kernel_verify import AttentionTarget, FeatureMapTarget, check
+    result = check("examples.my_favor:targets", profile="ci")
+    print(result); result.ok; result.failures; result.reproduce
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -21,4 +27,27 @@ try:
 except PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+#: The public API, imported on first use (the pytest plugin imports this package, so it stays
+#: light): ``from kernel_verify import AttentionTarget, check``.
+_LAZY = {
+    "FeatureMapTarget": "kernel_verify.verify.thirdparty.protocol",
+    "AttentionTarget": "kernel_verify.verify.thirdparty.protocol",
+    "RandomMatrixTarget": "kernel_verify.verify.thirdparty.protocol",
+    "KernelApproxTarget": "kernel_verify.verify.thirdparty.protocol",
+    "check": "kernel_verify.api",
+    "CheckResult": "kernel_verify.api",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kernel_verify' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

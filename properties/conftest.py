@@ -12,6 +12,7 @@ from hypothesis import Phase, settings
 
 from kernel_verify.properties import alpha, profiles
 from kernel_verify.properties.backends import header_lines
+from kernel_verify.properties.known import apply_known_failures
 
 PROFILE = profiles.load()
 
@@ -52,6 +53,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             _without_shrinking(item)
     alpha.set_assertion_count(total)
     config._kv_alpha_assertions = total
+    apply_known_failures(items)
 
 
 def pytest_report_header(config) -> list[str]:

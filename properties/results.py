@@ -12,7 +12,9 @@ Besides, each record carries: the backend of the case (``numpy-float64``, ``torc
 "" when not parametrised by one), ``builtin_only`` (the test is marked ``kv_builtin_only``: it
 checks the suite's own code, not the target), ``notes`` (``record_property("kv_note", …)``:
 input-policy observations), ``crashed`` (a pytest-xdist worker died while running it: a crash,
-not a failed property) and ``repro``: one shell command that re-runs exactly this case (target,
+not a failed property), ``known`` (``"known"``: a declared known failure that still fails;
+``"stale"``: one that passed, :mod:`kernel_verify.properties.known`) and ``repro``: one shell
+command that re-runs exactly this case (target,
 property, backend and dtype, Hypothesis profile; the Hypothesis ``@reproduce_failure`` blob, when
 the failure printed one, is appended as a comment line).
 """
@@ -27,6 +29,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from kernel_verify.properties.known import KNOWN_PREFIX, XPASS_STRICT
 
 ENV = "KV_RESULTS"
 
@@ -58,8 +62,12 @@ def _backend_id(item) -> str:
 def repro_command(item) -> str:
     """The shell command that re-runs exactly this test case."""
     from kernel_verify.properties.profiles import selected
+    from kernel_verify.properties.targets import _IN_PROCESS
 
     env = []
+    if _IN_PROCESS is not None:
+        env.append("# targets given in Python: expose them in a module and add "
+                   "KV_TARGET=module:attr to re-run:\n")
     target = os.environ.get("KV_TARGET")
     if target:
         env.append(f"KV_TARGET={shlex.quote(target)}")
@@ -106,6 +114,15 @@ def pytest_runtest_logreport(report) -> None:
     else:
         message = str(report.longrepr) if report.longrepr else ""
     crashed = report.failed and "crashed while running" in message
+    # Declared known failures (kernel_verify.properties.known): a strict xfail that failed as
+    # declared, or that passed (stale).
+    wasxfail = str(getattr(report, "wasxfail", ""))
+    known = ""
+    if report.skipped and wasxfail.startswith(KNOWN_PREFIX):
+        known, message = "known", wasxfail.removeprefix(KNOWN_PREFIX)
+    elif report.failed and message.startswith(f"{XPASS_STRICT} {KNOWN_PREFIX}"):
+        known = "stale"
+        message = message.removeprefix(f"{XPASS_STRICT} {KNOWN_PREFIX}")
     repro = props.get("kv_repro", "")
     blob = _BLOB.search(message)
     if report.failed and repro and blob:
@@ -120,6 +137,7 @@ def pytest_runtest_logreport(report) -> None:
         "when": report.when,
         "outcome": report.outcome,
         "crashed": crashed,
+        "known": known,
         "message": message,
         "notes": notes,
         "repro": repro,

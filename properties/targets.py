@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from contextlib import contextmanager
 from functools import cache
 
 import pytest
@@ -26,13 +27,35 @@ from kernel_verify.verify.thirdparty.protocol import (
 
 ENV = "KV_TARGET"
 
+#: Targets given as objects in this process (``kernel_verify.check(targets)`` with targets that
+#: no importable module holds, e.g. defined in a notebook): label and targets.
+_IN_PROCESS: tuple[str, tuple[Target, ...]] | None = None
+
 
 def target_spec() -> str | None:
+    if _IN_PROCESS is not None:
+        return _IN_PROCESS[0]
     return os.environ.get(ENV) or None
+
+
+@contextmanager
+def use_targets(targets: Iterable[Target], label: str = "<targets given in Python>"):
+    """Run the suite (in this process) against ``targets`` instead of ``KV_TARGET``/built-ins."""
+    global _IN_PROCESS
+    previous = _IN_PROCESS
+    _IN_PROCESS = (label, tuple(targets))
+    active_targets.cache_clear()
+    try:
+        yield
+    finally:
+        _IN_PROCESS = previous
+        active_targets.cache_clear()
 
 
 @cache
 def active_targets() -> tuple[Target, ...]:
+    if _IN_PROCESS is not None:
+        return _IN_PROCESS[1]
     spec = target_spec()
     return tuple(load_targets(spec)) if spec else builtin_targets()
 

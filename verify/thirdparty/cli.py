@@ -9,8 +9,11 @@ outcomes come back as JSON records (:mod:`kernel_verify.properties.results`) and
 a verdict per (property, target):
 ``fail`` if any example/parametrisation failed (or errored), ``crash`` if a test worker died
 while running it (a crash, not a failed property), ``pass`` if some passed and none failed,
-``skip`` (with the reason) if every one was skipped. Only properties that exercised the target
-count: records of tests not parametrised by a target (the suite's own code) and of tests marked
+``skip`` (with the reason) if every one was skipped, ``known`` if it fails as the target
+declared in ``known_failures`` (never counted as a pass), ``stale`` if a declared known failure
+passed on every case (the declaration is out of date; exit status 1). Only properties that
+exercised the target count: records of tests not parametrised by a target (the suite's own code) and
+of tests marked
 ``kv_builtin_only`` are left out of the totals. Input-policy observations (how a target that does
 not claim ``validates_input`` treats NaN input or mismatched shapes) are listed as notes, apart
 from the verdicts. The command prints the verdict table with the evidence of each failure —
@@ -65,7 +68,7 @@ class Verdict:
     family: str
     prop: str
     target: str
-    outcome: str  # pass, fail, crash, skip
+    outcome: str  # pass, fail, crash, skip, known, stale
     evidence: str = ""
     repro: str = ""
     notes: tuple[str, ...] = ()
@@ -95,18 +98,21 @@ def load_results(path: Path, *, target_only: bool = False) -> list[Outcome]:
     ``target_only``: leave out tests that did not exercise a target (not parametrised by one,
     or marked ``kv_builtin_only``); skips stay (they say which kinds the adapter lacks)."""
     worst: dict[str, Outcome] = {}
-    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3, "crash": 4}
+    rank = {"passed": 0, "skipped": 1, "known": 2, "stale": 3, "failed": 4, "error": 5,
+            "crash": 6}
     for line in path.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         outcome = r["outcome"]
         if r.get("crashed"):
             outcome = "crash"
+        elif r.get("known"):
+            outcome = r["known"]  # "known" (still fails as declared) or "stale" (passed)
         elif outcome == "failed" and r["when"] != "call":
             outcome = "error"
         if r["when"] != "call" and outcome == "passed":
             continue
         own = r["target"] and not r.get("builtin_only")
-        if target_only and not own and outcome not in ("skipped", "crash"):
+        if target_only and not own and outcome not in ("skipped", "crash", "known", "stale"):
             continue
         if target_only and r.get("builtin_only"):
             continue
@@ -189,6 +195,19 @@ def fold(outcomes: list[Outcome]) -> list[Verdict]:
             verdicts.append(Verdict(family, prop, target, "crash",
                                     "a test worker crashed (died) while running it: "
                                     + _evidence(crashed[0].message), crashed[0].repro, notes))
+        elif known := [o for o in items if o.outcome == "known"]:
+            stale = [o for o in items if o.outcome == "stale"]
+            evidence = known[0].message
+            if stale:
+                evidence += (f"\nstill fails on {len(known)} case(s); passes on {len(stale)}: "
+                             f"{', '.join(dict.fromkeys(o.backend for o in stale if o.backend))}")
+            verdicts.append(Verdict(family, prop, target, "known", evidence, known[0].repro,
+                                    notes))
+        elif stale := [o for o in items if o.outcome == "stale"]:
+            verdicts.append(Verdict(family, prop, target, "stale",
+                                    "declared a known failure, but it passed on every case "
+                                    f"({stale[0].message}): remove it from known_failures",
+                                    stale[0].repro, notes))
         elif any(o.outcome == "passed" for o in items):
             verdicts.append(Verdict(family, prop, target, "pass", notes=notes))
         else:
@@ -267,8 +286,8 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
     for v in rows:
         label = f"{v.family}::{v.prop}".ljust(w_prop)
         detail = ""
-        if v.outcome == "skip":
-            detail = f"  ({v.evidence})"
+        if v.outcome in ("skip", "known", "stale"):
+            detail = f"  ({v.evidence.splitlines()[0] if v.evidence else ''})"
         lines.append(f"{label}  {v.target.ljust(w_target)}  {v.outcome.upper()}{detail}")
         if v.outcome in ("fail", "crash"):
             lines.extend(f"{'':{w_prop}}    | {ln}" for ln in v.evidence.splitlines())
@@ -283,7 +302,7 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, int]:
-    counts = {"pass": 0, "fail": 0, "crash": 0, "skip": 0}
+    counts = {"pass": 0, "fail": 0, "crash": 0, "skip": 0, "known": 0, "stale": 0}
     for v in verdicts:
         counts[v.outcome] += 1
     return counts
@@ -308,30 +327,22 @@ def _validate_target(spec: str) -> tuple[str, ...]:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE]``."""
+    """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE]``: a thin layer on
+    :func:`kernel_verify.api.check`."""
+    from kernel_verify.api import check, save_json
+
     try:
         _validate_target(args.target)
     except (ValueError, TypeError) as err:
         print(f"kernel-verify check: {err}", file=sys.stderr)
         return 2
     jobs = int(getattr(args, "jobs", 2) or 2)
-    run = run_suite(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
-                    target_only=True, shrink_seconds=getattr(args, "shrink_seconds", None))
-    verdicts = run.verdicts
-    print(verdict_table(verdicts))
-    counts = summary(verdicts)
-    crashes = f", {counts['crash']} crashed" if counts["crash"] else ""
-    print(f"\n{counts['pass']} passed, {counts['fail']} failed{crashes}, {counts['skip']} skipped "
-          f"— properties that exercised your target ({run.seconds:.0f} s; profile "
-          f"{args.profile or _default_profile()})")
+    result = check(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
+                   shrink_seconds=getattr(args, "shrink_seconds", None))
+    print(result)
     if args.json_out:
-        payload = {"target": args.target, "returncode": run.returncode, "seconds": run.seconds,
-                   "counts": counts, "verdicts": [asdict(v) for v in verdicts]}
-        atomic.write_text(args.json_out, json.dumps(payload, indent=2, ensure_ascii=False))
-    if run.crashed:
-        print(f"kernel-verify check: the suite did not run (pytest exit {run.returncode}):\n"
-              f"{run.output_tail}", file=sys.stderr)
-        return 2
-    if counts["fail"]:
-        return 1
-    return 2 if counts["crash"] else 0
+        save_json(result, args.json_out)
+    if result.crashed:
+        print(f"kernel-verify check: the suite did not run (pytest exit {result.returncode}):\n"
+              f"{result.output_tail}", file=sys.stderr)
+    return result.exit_code

@@ -21,6 +21,12 @@ implementation (array-api-tests style). A *target* is one of four kinds:
 * :class:`RandomMatrixTarget`: ``draw(rng, m, d) -> W``.
 * :class:`KernelApproxTarget`: ``approximate(X, kernel, rng) -> (K̃, landmark indices)``.
 
+**Known defects as data**: every target takes ``known_failures``, a mapping from a property
+(test function) name to the reason, with a link (the expected-failures file of array-api-tests,
+kept on the target). The suite applies it at collection: such a property is reported as
+*known*, never as a pass, and one that passes again is reported as *stale*
+(:mod:`kernel_verify.properties.known`).
+
 An adapter module exposes a target, or a list of targets, as a module attribute; run it with
 ``kernel-verify check module:attribute`` (README, "Verify your own implementation").
 Every function receives and returns float64 NumPy arrays unless it declares torch.
@@ -187,6 +193,21 @@ def _validate_simple_target(t: object, fn_field: str, vocabulary: Mapping[str, s
     _check_claims(name, t.claims, vocabulary)  # type: ignore[attr-defined]
 
 
+def _check_known_failures(name: str, known: object) -> None:
+    """``known_failures``: property (test function) name -> reason, with a link where there is
+    one (array-api-tests' expected-failures file, as data on the target)."""
+    if not isinstance(known, Mapping):
+        raise _fail(TypeError, name, "known_failures", "must be a mapping property name -> "
+                    f"reason, got {type(known).__name__} {known!r}")
+    for prop, reason in known.items():
+        if not isinstance(prop, str) or not prop.startswith("test_"):
+            raise _fail(ValueError, name, "known_failures", "keys must be property names "
+                        f"(test function names, 'test_…'), got {prop!r}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise _fail(TypeError, name, "known_failures", f"[{prop!r}] must be a non-empty "
+                        f"reason string, got {reason!r}")
+
+
 def _validate_forms(t: AttentionTarget) -> None:
     """The optional forms protocol of :class:`AttentionTarget` (docs/math.md §12)."""
     _check_choice(t.name, "layout", t.layout, set(LAYOUTS), optional=False)
@@ -237,9 +258,11 @@ class FeatureMapTarget:
     mean_kernel: str | None = None
     attention_prescale: bool = False
     entry: FeatureMap | None = None
+    known_failures: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _validate_feature_map_target(self)
+        _check_known_failures(self.name, self.known_failures)
 
     @property
     def white_box(self) -> bool:
@@ -351,6 +374,7 @@ class AttentionTarget:
     backends: tuple[str, ...] = ("numpy",)
     dtypes: tuple[str, ...] = ("float64",)
     self_attention_only: bool = False
+    known_failures: Mapping[str, str] = field(default_factory=dict)
     layout: str = "BHTD"
     stateful: Callable[..., Any] | None = None
     chunked: Callable[..., Any] | None = None
@@ -363,6 +387,7 @@ class AttentionTarget:
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
+        _check_known_failures(self.name, self.known_failures)
         for field_name, allowed in (("backends", ("numpy", "torch")),
                                     ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
             value = getattr(self, field_name)
@@ -412,9 +437,11 @@ class RandomMatrixTarget:
     name: str
     draw: Callable[[np.random.Generator, int, int], np.ndarray]
     claims: frozenset[str]
+    known_failures: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "draw", MATRIX_CLAIMS)
+        _check_known_failures(self.name, self.known_failures)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
@@ -429,10 +456,12 @@ class KernelApproxTarget:
     approximate: Callable[..., tuple[np.ndarray, np.ndarray]]
     claims: frozenset[str]
     rank: int = 4
+    known_failures: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "approximate", APPROX_CLAIMS)
         _check_count(self.name, "rank", self.rank)
+        _check_known_failures(self.name, self.known_failures)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
