@@ -50,7 +50,15 @@ CLAIMS: dict[str, str] = {
     "positional": "the map needs token positions (and the length M)",
     "exact_finite": "φ(x)ᵀφ(y) equals the kernel exactly (finite explicit map)",
     "psd_kernel": "the target kernel is positive semi-definite",
+    "differentiable": "torch_fn (and log_torch_fn) is differentiable in x by autograd: the "
+                      "gradient is ∂φ/∂x (almost everywhere for piecewise maps such as relu); "
+                      "properties/test_gradients.py checks it against the exact derivative",
+    "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
+                              "gradients",
 }
+
+#: The gradient claims every built-in torch map makes (``impls/catalogue``).
+GRADIENT_CLAIMS = frozenset({"differentiable", "deterministic_backward"})
 
 Draw = Callable[[np.random.Generator, int, int, Mapping[str, Any]], dict[str, np.ndarray]]
 MapFn = Callable[..., Any]

@@ -28,11 +28,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernel_verify.impls.numpy import deterministic_maps as np_det
-from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
 from kernel_verify.impls.torch import deterministic_maps as torch_det
 from kernel_verify.impls.validation import check_positive_int, config_value
 
-_BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"})
+_BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"}) | GRADIENT_CLAIMS
 
 
 def _simple(

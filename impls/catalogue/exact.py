@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernel_verify.impls.numpy import exact_maps as np_ex
-from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
 from kernel_verify.impls.torch import exact_maps as torch_ex
 from kernel_verify.impls.validation import config_value
 
-_CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"})
+_CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"}) | GRADIENT_CLAIMS
 
 
 def _taylor_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.numpy import learned_maps as np_lm
-from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
 from kernel_verify.impls.torch import learned_maps as torch_lm
 from kernel_verify.impls.validation import check_positive_int, config_value
 
@@ -64,7 +64,8 @@ register(
         family="learned",
         formula="gmm_rks",
         kernel="spectral_mixture",
-        claims=frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
+        claims=GRADIENT_CLAIMS
+        | frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
         numpy_fn=np_lm.gmm_rks,
         torch_fn=torch_lm.gmm_rks,
         output_dim=lambda d, m: 2 * m,
@@ -84,7 +85,8 @@ register(
         family="learned",
         formula="gmm_prf",
         kernel="gmm_prf",
-        claims=frozenset({"learned", "unbiased", "positive", "log_features", "psd_kernel"}),
+        claims=GRADIENT_CLAIMS
+        | frozenset({"learned", "unbiased", "positive", "log_features", "psd_kernel"}),
         numpy_fn=np_lm.gmm_prf,
         torch_fn=torch_lm.gmm_prf,
         log_numpy_fn=np_lm.log_gmm_prf,
@@ -119,7 +121,8 @@ register(
         family="learned",
         formula="fastfood",
         kernel="fastfood_learned",
-        claims=frozenset({"learned", "deterministic", "exact_finite", "bounded", "psd_kernel"}),
+        claims=GRADIENT_CLAIMS
+        | frozenset({"learned", "deterministic", "exact_finite", "bounded", "psd_kernel"}),
         numpy_fn=np_lm.fastfood,
         torch_fn=torch_lm.fastfood,
         output_dim=lambda d, m: 2 * np_lm.padded_size(d),
@@ -146,7 +149,8 @@ register(
         family="learned",
         formula="fastfood",
         kernel="gaussian",
-        claims=frozenset({"unbiased", "gaussian_rows", "bounded", "psd_kernel"}),
+        claims=GRADIENT_CLAIMS
+        | frozenset({"unbiased", "gaussian_rows", "bounded", "psd_kernel"}),
         numpy_fn=np_lm.fastfood,
         torch_fn=torch_lm.fastfood,
         output_dim=lambda d, m: 2 * np_lm.padded_size(d) * math.ceil(m / np_lm.padded_size(d)),
@@ -165,7 +169,8 @@ register(
         family="learned",
         formula="generative",
         kernel="generative",
-        claims=frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
+        claims=GRADIENT_CLAIMS
+        | frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
         numpy_fn=np_lm.generative,
         torch_fn=torch_lm.generative,
         output_dim=lambda d, m: 2 * m,

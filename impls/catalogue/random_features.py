@@ -20,7 +20,7 @@ from kernel_verify.impls.random_matrices import (
     UNBIASED_MATRICES,
     draw_matrix,
 )
-from kernel_verify.impls.registry import FeatureMap, register
+from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
 from kernel_verify.impls.torch import random_features as torch_rf
 from kernel_verify.impls.validation import config_value
 
@@ -170,7 +170,7 @@ def _draw_for(matrix: str, with_phase: bool):
 
 
 def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
-    claims = set(t.claims)
+    claims = set(t.claims) | GRADIENT_CLAIMS
     mean_kernel = None
     # ReLU features are homogeneous of degree 2 in w, so with fixed norms √d (E‖w‖² = d, as
     # for Gaussian rows) their mean is still the arc-cosine kernel: unbiased.

@@ -76,7 +76,12 @@ def cosine(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     xw = _work(x)
     peak = xw.abs().amax(dim=-1, keepdim=True)
     _, exponent = torch.frexp(peak)
-    scaled = torch.ldexp(xw, -exponent)
+    # x times a power of two (exact); not torch.ldexp(xw, e), whose autograd gives a zero
+    # gradient in x (measured with torch 2.13): the factor is a constant that cancels in x/‖x‖
+    # (two factors: 2^-e alone overflows for subnormal rows)
+    half = torch.div(-exponent, 2, rounding_mode="floor")
+    one = torch.ones_like(peak)
+    scaled = xw * torch.ldexp(one, half) * torch.ldexp(one, -exponent - half)
     norm = torch.sqrt((scaled * scaled).sum(dim=-1, keepdim=True))
     safe = torch.where(norm > 0, norm, torch.ones_like(norm))
     return torch.where(norm > 0, scaled / safe, torch.zeros_like(scaled)).to(x.dtype)

@@ -45,6 +45,8 @@ def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str],
             params = to_torch(params, device=q.device)
         return feature_map_attention(entry, params, q, k, v, causal=causal)
 
+    if "torch" in libraries:  # torch inputs that require grad get autograd's gradients
+        claims = {*claims, "differentiable", "deterministic_backward"}
     return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims),
                            backends=libraries, dtypes=dtypes)
 
@@ -86,7 +88,8 @@ def builtin_targets() -> tuple[Target, ...]:
                 "validates_input")
     attention: list[Target] = [
         AttentionTarget("attention:exact_softmax", _exact_softmax,
-                        frozenset({"causal", "noncausal", "positive_weights", "validates_input"}),
+                        frozenset({"causal", "noncausal", "positive_weights", "validates_input",
+                                   "differentiable", "deterministic_backward"}),
                         backends=("numpy", "torch"), dtypes=ALL_DTYPES),
         _registry_attention(get("softmax_positive[iid]"), 64, positive),
         # Orthogonal draws (QR per block) dominate the convergence property's cost: one backend

@@ -17,6 +17,14 @@ implementation (array-api-tests style). A *target* is one of four kinds:
   every claim (reproducible draw, sign, float64 accuracy, the deterministic identity and the
   mean under a stated, calibrated assumption); skip reasons name the declaration that would add
   a test. ``m`` is the feature count ``sample_fn`` uses.
+
+  **Gradients** (claim ``differentiable``, ``properties/test_gradients.py``): a white-box map's
+  ``torch_fn(x, params, config)`` (and ``log_torch_fn``) must be differentiable in ``x`` by
+  autograd; a black-box map claiming ``differentiable`` has a ``sample_fn`` that also takes a
+  torch tensor ``x`` (any float dtype, any device, ``requires_grad``) and returns a torch tensor
+  differentiable in ``x``. ``deterministic_backward``: two backward passes give bitwise equal
+  gradients. An attention target claiming ``differentiable`` lists ``"torch"`` in ``backends``
+  and returns, for torch inputs requiring grad, an output differentiable in q, k and v.
 * :class:`AttentionTarget`: ``attention(q, k, v, causal=..., seed=...)``.
 * :class:`RandomMatrixTarget`: ``draw(rng, m, d) -> W``.
 * :class:`KernelApproxTarget`: ``approximate(X, kernel, rng) -> (K̃, landmark indices)``.
@@ -60,6 +68,11 @@ ATTENTION_CLAIMS = {
                        "failure)",
     "state_bitwise": "continuing from a final state equals the full run bitwise (split "
                      "invariance, outputs and state; without it: within the derived bound)",
+    "differentiable": "called with torch tensors that require grad (backends include 'torch'), "
+                      "the output is differentiable w.r.t. q, k and v by autograd "
+                      "(properties/test_gradients.py)",
+    "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
+                              "gradients",
 }
 #: The forms an attention target may offer besides ``attention`` (docs/math.md §12); each field
 #: of :class:`AttentionTarget` with this name is an optional callable.
