@@ -95,6 +95,19 @@ def test_one_namespace_is_installed(installed, tmp_path):
     assert {n for n in ours if not n.endswith(".dist-info")} == {"kernel_verify"}, ours
 
 
+def test_the_main_job_and_the_python_api_import_from_the_wheel(installed, tmp_path):
+    """`kernel-verify report` needs matplotlib (a core dependency now): the report's entry
+    module imports in the wheel's environment, and the public API is there."""
+    work = _work_dir(tmp_path)
+    py = str(installed / "bin" / "python")
+    proc = _run(installed, work, py, "-c", "import kernel_verify.verify.report.main, matplotlib; "
+                "from kernel_verify import check, AttentionTarget, FeatureMapTarget, "
+                "RandomMatrixTarget, KernelApproxTarget, CheckResult")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    help_ = _run(installed, work, str(installed / "bin" / "kernel-verify"), "report", "--help")
+    assert help_.returncode == 0 and "--quick" in help_.stdout, help_.stderr[-4000:]
+
+
 def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path):
     work = _work_dir(tmp_path)
     cli = str(installed / "bin" / "kernel-verify")
