@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel_verify.cli import build_parser
 from kernel_verify.verify import calibration
-from kernel_verify.verify.cli import build_parser
 
 PROPERTIES = Path(calibration.__file__).resolve().parents[1] / "properties"
 

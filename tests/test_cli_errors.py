@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernel_verify import __version__
-from kernel_verify.verify.cli import main
+from kernel_verify.cli import main
 
 CASES = [
     # (argv, words the one-line message must contain)

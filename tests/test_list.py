@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from kernel_verify.cli import main
 from kernel_verify.impls.random_matrices import MATRICES
 from kernel_verify.impls.registry import all_maps
 from kernel_verify.impls.systems import KINDS, SYSTEM_CLAIMS, System, all_systems, get_system
-from kernel_verify.verify.cli import main
 
 #: The feature-map JSON fields that existed before systems of other kinds were listed.
 FEATURE_MAP_FIELDS = {

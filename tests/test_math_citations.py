@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_verify.verify.cli import main
+from kernel_verify.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 MATH = ROOT / "docs" / "math.md"

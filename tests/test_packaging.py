@@ -100,7 +100,7 @@ def test_the_main_job_and_the_python_api_import_from_the_wheel(installed, tmp_pa
     module imports in the wheel's environment, and the public API is there."""
     work = _work_dir(tmp_path)
     py = str(installed / "bin" / "python")
-    proc = _run(installed, work, py, "-c", "import kernel_verify.verify.report.main, matplotlib; "
+    proc = _run(installed, work, py, "-c", "import kernel_verify.report.main, matplotlib; "
                 "from kernel_verify import check, AttentionTarget, FeatureMapTarget, "
                 "RandomMatrixTarget, KernelApproxTarget, CheckResult")
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -60,7 +60,7 @@ def test_both_backends_run_with_declared_output_dim(name):
 
 def test_list_json_has_required_fields():
     out = subprocess.run(
-        [sys.executable, "-m", "kernel_verify.verify.cli", "list", "--json"],
+        [sys.executable, "-m", "kernel_verify.cli", "list", "--json"],
         capture_output=True, text=True, check=True,
     ).stdout
     rows = [r for r in json.loads(out) if r["kind"] == "feature_map"]

@@ -16,9 +16,9 @@ import pytest
 
 from kernel_verify.impls.registry import get
 from kernel_verify.properties import test_feature_unbiased as props
+from kernel_verify.report import measure, theory, verdicts
+from kernel_verify.report.settings import QUICK, Settings
 from kernel_verify.verify.mutants.catalogue import load
-from kernel_verify.verify.report import measure, theory, verdicts
-from kernel_verify.verify.report.settings import QUICK, Settings
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ BROWSER_SERVICES = ("google.com", "googleapis.com", "gvt1.com", "gstatic.com")
 def test_html_index_renders_in_headless_chromium(tmp_path, monkeypatch):
     monkeypatch.setenv("KV_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "report"
-    from kernel_verify.verify.report import main, settings
+    from kernel_verify.report import main, settings
 
     monkeypatch.setattr(settings, "QUICK", TINY)
     monkeypatch.setattr(main, "QUICK", TINY)
@@ -144,8 +144,8 @@ def test_html_index_renders_in_headless_chromium(tmp_path, monkeypatch):
 
 
 def test_quick_and_full_reports_go_to_separate_untracked_folders():
-    from kernel_verify.verify.cli import build_parser
-    from kernel_verify.verify.report.main import _out_dir
+    from kernel_verify.cli import build_parser
+    from kernel_verify.report.main import _out_dir
 
     quick = _out_dir(build_parser().parse_args(["report", "--quick"]))
     full = _out_dir(build_parser().parse_args(["report"]))
@@ -155,7 +155,7 @@ def test_quick_and_full_reports_go_to_separate_untracked_folders():
 
 def test_rerun_hits_the_cache_and_a_code_change_misses(tmp_path, monkeypatch):
     monkeypatch.setenv("KV_CACHE_DIR", str(tmp_path))
-    from kernel_verify.verify.report import mappage
+    from kernel_verify.report import mappage
 
     first = mappage.compute(get("relu"), TINY, 1e-3, "v1")
     again = mappage.compute(get("relu"), TINY, 1e-3, "v1")

@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--maps", nargs="*", help="only these map names (default: all)")
     p.add_argument("--no-plots", action="store_true",
                    help="numbers only: index and report.json, no pages or figures")
-    p.set_defaults(run=_lazy("kernel_verify.verify.report.main", "run_report"))
+    p.set_defaults(run=_lazy("kernel_verify.report.main", "run_report"))
 
     p = sub.add_parser("check", help="run the property suite against a third-party target")
     p.add_argument("target", help="module:attribute naming an adapter (see README)")

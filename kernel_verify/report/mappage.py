@@ -8,19 +8,19 @@ from pathlib import Path
 import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.verify.cache import file_cache_get, file_cache_put
-from kernel_verify.verify.references.kernels import kernel_mp
-from kernel_verify.verify.report import figures
-from kernel_verify.verify.report.accuracy import accuracy_rows, available_cases
-from kernel_verify.verify.report.downstream import attention_curves, krr_curve
-from kernel_verify.verify.report.measure import measure_target
-from kernel_verify.verify.report.pages import Page
-from kernel_verify.verify.report.settings import Settings
-from kernel_verify.verify.report.verdicts import (
+from kernel_verify.report import figures
+from kernel_verify.report.accuracy import accuracy_rows, available_cases
+from kernel_verify.report.downstream import attention_curves, krr_curve
+from kernel_verify.report.measure import measure_target
+from kernel_verify.report.pages import Page
+from kernel_verify.report.settings import Settings
+from kernel_verify.report.verdicts import (
     hypothesis_properties,
     overall,
     property_verdicts,
 )
+from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.references.kernels import kernel_mp
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 
@@ -80,7 +80,7 @@ IDENTITY_TOL = 1e-9
 
 
 def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
-    from kernel_verify.verify.report.verdicts import PropertyVerdict
+    from kernel_verify.report.verdicts import PropertyVerdict
 
     props = [PropertyVerdict(**p) for p in data.get("properties", [])]
     meas = data.get("measurement")

@@ -1,7 +1,7 @@
 """Depth settings of ``kernel-verify report`` (full and quick) and the code version of the cache.
 
 Every number the report shows is a function of (map, its configuration, these settings, the code
-version); the per-map cache (:mod:`verify.report.store`) is keyed by all four, so a re-run
+version); the per-map cache (:mod:`kernel_verify.report.store`) is keyed by all four, so a re-run
 recomputes only the maps whose entry, settings or code changed.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 #: Folders whose source decides the report's numbers (a change there invalidates the cache).
 _SOURCES = ("impls", "verify", "properties")
 #: Presentation-only modules (layout, figures): editing them re-renders without recomputing.
-_PRESENTATION = frozenset({"verify/report/figures.py", "verify/report/pages.py",
-                           "verify/report/main.py", "verify/report/overview.py"})
+_PRESENTATION = frozenset({"kernel_verify/report/figures.py", "kernel_verify/report/pages.py",
+                           "kernel_verify/report/main.py", "kernel_verify/report/overview.py"})
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from kernel_verify.properties.test_feature_unbiased import (
     feature_m,
     range_bound,
 )
+from kernel_verify.report.settings import Settings
+from kernel_verify.report.theory import Theory, theory
 from kernel_verify.verify.checks.estimates import exact_fourth_moment, mean_test_variance
-from kernel_verify.verify.report.settings import Settings
-from kernel_verify.verify.report.theory import Theory, theory
 from kernel_verify.verify.stats import mean_test, variance_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 

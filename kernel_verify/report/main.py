@@ -25,9 +25,9 @@ from pathlib import Path
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.alpha import set_assertion_count
-from kernel_verify.verify.report import mappage
-from kernel_verify.verify.report.pages import Page, write_atomic, write_page
-from kernel_verify.verify.report.settings import FULL, QUICK, Settings, code_version
+from kernel_verify.report import mappage
+from kernel_verify.report.pages import Page, write_atomic, write_page
+from kernel_verify.report.settings import FULL, QUICK, Settings, code_version
 from kernel_verify.verify.stats import AlphaBudget
 
 DEFAULT_OUT = Path("build/report")
@@ -109,7 +109,7 @@ def run_report(args: argparse.Namespace) -> int:
                 write_page(page, tmp / "maps", mappage.safe(entry.name))
         overview_ok = False
         if not args.maps and not args.no_plots:
-            from kernel_verify.verify.report import overview
+            from kernel_verify.report import overview
 
             print("overview figures …", file=sys.stderr, flush=True)
             ov = overview.build(s, tmp / "figures", "figures", version)
