@@ -79,13 +79,7 @@ from hypothesis import strategies as st
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
-from kernel_verify.properties.test_feature_unbiased import (
-    exact_variance,
-    feature_m,
-    mean_test_variance,
-    random_pair,
-    range_bound,
-)
+from kernel_verify.properties.unbiased_checks import random_pair
 from kernel_verify.verify.checks.blackbox import (
     FAMILY_IDENTITY_FORMULAS,
     IDENTITY_LEVEL,
@@ -93,6 +87,12 @@ from kernel_verify.verify.checks.blackbox import (
     family_identity_failures,
     fourth_difference_noise,
     pilot_mean_test,
+)
+from kernel_verify.verify.checks.estimates import (
+    exact_variance,
+    feature_m,
+    mean_test_variance,
+    range_bound,
 )
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
@@ -329,7 +329,8 @@ def test_orthogonal_claim_has_the_orthogonal_variance(target):
     (reported with the threshold: the power)."""
     if target is None:
         pytest.skip("no target")
-    from kernel_verify.properties.test_feature_unbiased import estimates, kernel_value
+    from kernel_verify.properties.unbiased_checks import kernel_value
+    from kernel_verify.verify.checks.estimates import estimates
     from kernel_verify.verify.stats import variance_test
 
     m = feature_m(target, 64)

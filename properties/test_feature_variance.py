@@ -45,17 +45,15 @@ from hypothesis import strategies as st
 
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.properties.test_feature_unbiased import (
-    estimates,
-    exact_variance,
-    feature_m,
-    kernel_value,
-    range_bound,
-)
-from kernel_verify.properties.test_feature_unbiased import random_pair as points
+from kernel_verify.properties.unbiased_checks import kernel_value
+from kernel_verify.properties.unbiased_checks import random_pair as points
 from kernel_verify.verify.checks.estimates import (
     VARIANCE_DRAWS,
+    estimates,
     exact_fourth_moment,
+    exact_variance,
+    feature_m,
+    range_bound,
     row_construction,
 )
 from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp

@@ -216,3 +216,24 @@ def test_no_bare_top_level_imports():
             if imported.split(".")[0] in BARE:
                 bad.append(f"{SOURCES[name].relative_to(ROOT)}:{line} imports {imported}")
     assert not bad, "bare top-level packages are not installed:\n" + "\n".join(sorted(set(bad)))
+
+
+def _is_test_module(name: str) -> bool:
+    return name.rsplit(".", 1)[-1].startswith(("test_", "conftest"))
+
+
+def test_library_modules_never_import_test_modules():
+    """The report, the CLI, the runners and every other library module call check functions
+    from library modules (e.g. ``properties/unbiased_checks.py``), never from a test module:
+    importing a test module runs its collection-time code (target selection reads
+    ``KV_TARGET``)."""
+    library = tuple(p for p in FOLDERS.values() if p not in ("tests", "benchmarks"))
+    bad = [
+        f"{SOURCES[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, imports in GRAPH.items()
+        if _within(name, library) and not _is_test_module(name)
+        for imported, line in imports
+        if (target := _project_module(imported)) is not None and _is_test_module(target)
+        and _within(target, "kernel_verify.properties")
+    ]
+    assert not bad, "library modules import test modules:\n" + "\n".join(sorted(set(bad)))

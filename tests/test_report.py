@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import get
-from kernel_verify.properties import test_feature_unbiased as props
+from kernel_verify.properties import test_feature_unbiased, unbiased_checks
 from kernel_verify.report import measure, theory, verdicts
 from kernel_verify.report.settings import QUICK, Settings
+from kernel_verify.verify.checks import estimates as props
 from kernel_verify.verify.mutants.catalogue import load
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
@@ -33,7 +34,11 @@ def test_report_uses_the_property_suites_functions():
     assert measure.mean_test_variance is props.mean_test_variance
     assert theory.exact_variance is props.exact_variance
     assert measure.range_bound is props.range_bound
-    assert theory.kernel_value is props.kernel_value
+    assert theory.kernel_value is unbiased_checks.kernel_value
+    # ... and the property tests call the same library functions as the report
+    assert test_feature_unbiased.check_mean is unbiased_checks.check_mean
+    assert verdicts.unbiased_on_grid is unbiased_checks.unbiased_on_grid
+    assert test_feature_unbiased.unbiased_on_grid is unbiased_checks.unbiased_on_grid
     target = FeatureMapTarget.from_entry(get("rff_pairs[orthogonal]"))
     meas = measure.measure_target(target, TINY, alpha=1e-3, version="test", geometry=False)
     x, y = np.array(meas.x), np.array(meas.y)
@@ -42,7 +47,7 @@ def test_report_uses_the_property_suites_functions():
         assert p.mean == float(samples.mean())
         assert p.variance == float(samples.var(ddof=1))
         assert p.theory_variance == props.exact_variance(target, x, y, p.m)
-    assert meas.kernel == props.kernel_value(target, "gaussian", x, y)
+    assert meas.kernel == unbiased_checks.kernel_value(target, "gaussian", x, y)
 
 
 def _pytest_outcome(node: str) -> str:

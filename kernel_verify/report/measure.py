@@ -1,6 +1,6 @@
 """Monte Carlo measurements of one random feature map, through the property suite's functions.
 
-Samples are :func:`properties.test_feature_unbiased.estimates` (one independent parameter draw
+Samples are :func:`kernel_verify.verify.checks.estimates.estimates` (one independent parameter draw
 per sample, the same function the unbiasedness and variance properties call); the mean test is
 :func:`verify.stats.mean_test` with :func:`range_bound` and :func:`exact_variance` exactly as
 ``check_mean`` of the property suite chooses them. Intervals are percentile bootstrap intervals
@@ -20,14 +20,15 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from kernel_verify.properties.test_feature_unbiased import (
-    estimates,
-    feature_m,
-    range_bound,
-)
 from kernel_verify.report.settings import Settings
 from kernel_verify.report.theory import Theory, theory
-from kernel_verify.verify.checks.estimates import exact_fourth_moment, mean_test_variance
+from kernel_verify.verify.checks.estimates import (
+    estimates,
+    exact_fourth_moment,
+    feature_m,
+    mean_test_variance,
+    range_bound,
+)
 from kernel_verify.verify.stats import mean_test, variance_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 

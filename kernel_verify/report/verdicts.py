@@ -2,8 +2,9 @@
 are (no second implementation), and the map's overall verdict.
 
 The deterministic-seed properties (no Hypothesis search) of ``properties/test_feature_unbiased.py``
-are run on the target: ``test_unbiased_on_grid`` (claim ``unbiased``) and
-``test_bias_is_visible_where_theory_says_it_is_large`` (claim ``biased`` with a declared mean
+are run on the target through the functions those tests call
+(:mod:`kernel_verify.properties.unbiased_checks`): ``test_unbiased_on_grid`` (claim ``unbiased``)
+and ``test_bias_is_visible_where_theory_says_it_is_large`` (claim ``biased`` with a declared mean
 kernel). Their outcome is ``pass``, ``FAIL`` (first line of the evidence) or ``not tested`` (the
 skip reason), each with the pytest command that reproduces it. The Hypothesis properties are listed
 with their command; the report does not re-run their search.
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kernel_verify.properties import test_feature_unbiased as unbiased_props
-from kernel_verify.properties.test_feature_unbiased import Degenerate
+from kernel_verify.properties.unbiased_checks import Degenerate, bias_is_visible, unbiased_on_grid
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 FILE = "properties/test_feature_unbiased.py"
@@ -54,9 +54,9 @@ def property_verdicts(target: FeatureMapTarget) -> list[PropertyVerdict]:
     """Run the deterministic-seed unbiasedness properties that apply to ``target``."""
     out = []
     if target.has("unbiased"):
-        out.append(_run(unbiased_props.test_unbiased_on_grid, target, "test_unbiased_on_grid"))
+        out.append(_run(unbiased_on_grid, target, "test_unbiased_on_grid"))
     if target.has("biased") and target.mean_kernel:
-        out.append(_run(unbiased_props.test_bias_is_visible_where_theory_says_it_is_large,
+        out.append(_run(bias_is_visible,
                         target, "test_bias_is_visible_where_theory_says_it_is_large"))
     return out
 
