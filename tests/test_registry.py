@@ -13,6 +13,8 @@ import torch
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import CLAIMS, all_maps, get
 from kernel_verify.impls.torch.convert import to_torch
+from kernel_verify.verify.references.features import MP_FEATURES
+from kernel_verify.verify.references.kernels import MP_KERNELS
 
 MAPS = all_maps()
 NAMES = [m.name for m in MAPS]
@@ -36,6 +38,8 @@ def test_entry_is_complete(name):
     assert entry.torch_fn.__module__.startswith("kernel_verify.impls.torch"), name
     assert set(entry.claims) <= set(CLAIMS)
     assert entry.kernel and entry.formula and entry.family
+    assert entry.formula in MP_FEATURES, f"{name}: no mpmath twin for formula {entry.formula!r}"
+    assert entry.kernel in MP_KERNELS, f"{name}: no mpmath kernel {entry.kernel!r}"
     assert ("unbiased" in entry.claims) + ("biased" in entry.claims) + (
         "deterministic" in entry.claims or "learned" in entry.claims
     ) >= 1, f"{name}: says neither biased, unbiased nor deterministic"

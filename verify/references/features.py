@@ -43,7 +43,6 @@ relative rounding (~1e-16) changes the bound by a negligible relative amount.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -562,9 +561,9 @@ def _gerf(x_mp: np.ndarray, params: Params, config: Mapping):
 
 
 def _import_extension(name: str) -> None:
-    # Optional modules written by other engineers; a missing module is fine, a broken one is not.
-    if importlib.util.find_spec(name) is not None:
-        importlib.import_module(name)
+    # The catalogue modules register the remaining twins; they are part of the project, so a
+    # missing one is an ImportError, never a silently smaller set of references.
+    importlib.import_module(name)
 
 
 _import_extension("kernel_verify.verify.references.features_catalogue")

@@ -29,7 +29,6 @@ Kernels here (docs/math.md §0–§3):
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -223,9 +222,9 @@ def _softmax_fixed_norm(x: np.ndarray, y: np.ndarray) -> Any:
 
 
 def _import_extension(name: str) -> None:
-    # Optional modules written by other engineers; a missing module is fine, a broken one is not.
-    if importlib.util.find_spec(name) is not None:
-        importlib.import_module(name)
+    # The catalogue modules register the remaining twins; they are part of the project, so a
+    # missing one is an ImportError, never a silently smaller set of references.
+    importlib.import_module(name)
 
 
 _import_extension("kernel_verify.verify.references.kernels_catalogue")

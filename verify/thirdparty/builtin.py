@@ -72,10 +72,6 @@ def _matrix_target(kind: str) -> RandomMatrixTarget:
 
 
 def _builtin_approximations() -> list[KernelApproxTarget]:
-    from importlib.util import find_spec
-
-    if find_spec("kernel_verify.verify.thirdparty.builtin_approx") is None:
-        return []
     from kernel_verify.verify.thirdparty.builtin_approx import approximation_targets
 
     return approximation_targets()
