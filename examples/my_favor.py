@@ -2,7 +2,7 @@
 import numpy as np
 from scipy.special import logsumexp, softmax
 
-from kernel_verify.verify.thirdparty import AttentionTarget, FeatureMapTarget
+from kernel_verify import AttentionTarget, FeatureMapTarget
 
 
 def draw(rng, d, m, config):  # exposing the random parameters makes the map white-box
