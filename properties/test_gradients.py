@@ -1,0 +1,404 @@
+"""Gradients (docs/math.md §11): autograd against the exact derivative, and the identities every
+backward pass must meet. Targets claim ``differentiable`` (``deterministic_backward`` for the
+bitwise test); everything else is skipped with the claim that would add the test.
+
+**White-box** feature maps (``torch_fn`` with a parameter draw and a registry formula), every
+torch backend × dtype, against the exact mpmath derivatives of :mod:`verify.references.gradients`
+(closed forms of docs/math.md §11, else high-precision differentiation of the twin), within the
+derived backward bounds of :mod:`verify.gradient_bounds`:
+
+* ``∂/∂x Σ G⊙φ(x)`` (and of ``log φ``): ``feature_vjp_bound`` with ``u`` of the compute dtype
+  and the budget's worst elementary ulps, ``+ u₆₄|ref|`` (the reference's rounding) and, for
+  half types (computed in float32, cast back), ``output_round`` ulps of the half type at
+  ``|ref| + bound``;
+* ``∇ₓ φ(x)ᵀφ(y)``: the same with upstream ``φ̂(y)``, whose error is the forward bound of ``φ(y)``;
+* attention with the map (the log-space path of positive maps): ``attention_grad_bound`` with
+  the weights' relative error ``ρ_i = expm1(2E_i + 4δ)`` of the forward analysis
+  (``properties/test_feature_reference.py``), chained through the log-feature Jacobian;
+* exact softmax attention (the built-in torch kernel): ``softmax_weight_error`` and
+  ``attention_grad_bound``;
+* finiteness along an input-scale sweep (positive maps, log-space path, float32, ‖x‖ up to 20,
+  where the plain path underflows): gradients finite and within the bound.
+
+**Every differentiable target** (black-box included: attention targets with a torch backend,
+feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
+
+* float64 finite differences (``torch.autograd.gradcheck``, ``fast_mode`` for attention):
+  central differences with step ``h = u₆₄^(1/3)·s`` (``s = max(1, max|x|)``) err by
+  ``h²|f'''|/6 + u₆₄·|f|/h``; assuming third derivatives ``≤ 100·F/s³`` at the input's own scale
+  (``F = max(1, max|f|)``), both terms are ``≤ 100·u₆₄^(2/3)·F`` (about ``2e-9·F``): ``atol =
+  100·u₆₄^(2/3)·F``, ``rtol = 100·u₆₄^(2/3)``. A stated assumption; a wrong backward errs by O(1);
+* forward mode against reverse mode: ``vᵀ(Ju) = (vᵀJ)u`` for random ``u, v`` (``torch.func.jvp``
+  and ``vjp``), equal within ``γ_N·(|v|ᵀ|J||u|)`` with ``|J||u|`` bounded through the same
+  products (``N`` = number of inputs + outputs); skipped when the target has no forward mode;
+* causality (causal targets): ``∂o_i/∂(k_j, v_j) = 0`` for ``j > i``, and ``∂o_i/∂q_j = 0`` for
+  ``j ≠ i`` (every target): exactly zero — the future never enters the computation of ``o_i``;
+* batch and head independence: the gradient of one batch element's (one head's) outputs is
+  exactly zero on every other batch element (head); feature maps: ``∂φ(x_i)/∂x_j = 0``, ``j ≠ i``;
+* low precision: gradients of the target in float32/float16/bfloat16 against its float64
+  gradient at the same (rounded) inputs: ``∂L/∂v`` within ``Σ_i ρ'_i·|G_i|`` (``P_ij ≤ 1``, the
+  derived bound of ``verify.gradient_bounds`` with the black-box weight error ``ρ = expm1(2δ)``
+  of ``properties/attention_cases.py``), ``∂L/∂q``, ``∂L/∂k`` within ``4ρ'·n·max|∂L/∂·|₆₄`` (an
+  assumption: no cancellation beyond a factor n in the score chain); finite everywhere;
+* ``deterministic_backward``: two backward passes give bitwise equal gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from kernel_verify.impls.attention import feature_map_attention
+from kernel_verify.impls.registry import all_maps
+from kernel_verify.properties.backends import backend_params, params_to_backend, to_numpy
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.verify.compare import assert_close
+from kernel_verify.verify.gradient_bounds import (
+    BACKWARD_RULES,
+    attention_grad_bound,
+    feature_vjp_bound,
+    softmax_qk_bounds,
+    softmax_weight_error,
+)
+from kernel_verify.verify.references.features import (
+    MP_FEATURES,
+    feature_error_bound,
+    features_mp,
+    features_reference,
+)
+from kernel_verify.verify.references.gradients import (
+    feature_attention_grads_mp,
+    feature_jacobian_mp,
+    softmax_attention_grads_mp,
+)
+from kernel_verify.verify.references.mp import to_float
+from kernel_verify.verify.tolerance import budget_for, gamma, ulp
+
+torch = pytest.importorskip("torch")
+
+U64 = 2.0**-53
+ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
+TORCH = ("torch:cpu", "torch:cuda")
+FEW = max(3, settings.default.max_examples // 5)
+seeds = st.integers(0, 2**32 - 1)
+NO_CLAIM = "claims no `differentiable` (add the claim to get the gradient tests)"
+
+
+def _torch_backends(dtypes: tuple[str, ...]) -> list:
+    return [p for p in backend_params(dtypes) if p.values[0] in TORCH]
+
+
+def _twin(target):
+    """A registry entry carrying the target's formula and config (the mp twin's description),
+    or None (as ``test_feature_reference.twin_entry``)."""
+    if target.entry is not None:
+        return target.entry
+    if target.formula is None or target.formula not in MP_FEATURES:
+        return None
+    base = next((e for e in all_maps() if e.formula == target.formula), None)
+    if base is None:
+        return None
+    return replace(base, config={**base.config, **dict(target.config)})
+
+
+def _stub(*_: Any, **__: Any):
+    raise NotImplementedError("this backend function is not provided by the target")
+
+
+def _run_entry(target, twin):
+    """A registry-like entry running the target's own functions (for feature_map_attention)."""
+    if target.entry is not None:
+        return target.entry
+    return replace(
+        twin, numpy_fn=target.numpy_fn or _stub, torch_fn=target.torch_fn or _stub,
+        log_numpy_fn=target.log_numpy_fn or (_stub if target.has("log_features") else None),
+        log_torch_fn=target.log_torch_fn or (_stub if target.has("log_features") else None),
+        claims=target.claims, attention_prescale=target.attention_prescale,
+    )
+
+
+def _need_torch_fn(target, backend: str, log: bool = False):
+    if target is None:
+        pytest.skip("no target")
+    fn = target.log_torch_fn if log else target.torch_fn
+    if fn is None:
+        pytest.skip(f"{target.name} provides no torch {'log-' if log else ''}feature function")
+    return fn
+
+
+def _need_rule(target):
+    entry = _twin(target)
+    if entry is None:
+        pytest.skip(f"{target.name}: no mpmath twin for formula {target.formula!r}")
+    if entry.formula not in BACKWARD_RULES:
+        pytest.skip(f"{target.name}: no derived backward bound for formula {entry.formula!r} "
+                    "(its gradient is checked by finite differences, test_gradcheck_float64)")
+    return entry
+
+
+def _draw(target, seed: int, d: int, m: int) -> dict:
+    min_m = target.entry.min_m if target.entry is not None else 1
+    return target.draw_params(np.random.default_rng(seed), d, max(m, min_m))
+
+
+def _tensor(x: np.ndarray, backend: str, dtype: str, grad: bool = False):
+    t = torch.as_tensor(x, dtype=torch.float64).to(device=backend.split(":")[1],
+                                                 dtype=getattr(torch, dtype))
+    return t.requires_grad_(grad)
+
+
+def _seen(t) -> np.ndarray:
+    return to_numpy(t)
+
+
+def _half_cast(bound: np.ndarray, ref: np.ndarray, dtype: str, device: str) -> np.ndarray:
+    b = budget_for(dtype, device)
+    bound = bound + 1.0000001 * U64 * np.abs(ref)
+    if b.output_round:
+        bound = bound + b.output_round * ulp(np.abs(ref) + bound, dtype)
+    return bound
+
+
+# ------------------------------------------------------------------ white-box feature maps
+def _one_per_formula(t) -> bool:
+    """Built-in maps that differ only in their frequency matrix share one backward code path:
+    the iid variant stands for them (third-party targets are all kept)."""
+    if t.entry is None:
+        return True
+    return t.entry.matrix in (None, "iid") and t.formula in BACKWARD_RULES
+
+
+WHITE = feature_maps("differentiable", white_box=True, predicate=_one_per_formula,
+                     none_reason="no white-box feature map claims `differentiable`")
+
+
+@pytest.mark.parametrize("target", WHITE)
+@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(ALL_DTYPES))
+@pytest.mark.parametrize("log", [False, True], ids=["phi", "logphi"])
+@settings(max_examples=FEW)
+@given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
+       scale=st.sampled_from([0.05, 0.5, 1.0, 2.0]))
+def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d, m, scale):
+    """``∂/∂x Σ G⊙φ(x)`` by autograd equals ``Σ_f G_f ∂φ_f/∂x`` (exact) within the derived
+    backward bound (module docstring)."""
+    if log and (target is None or not target.has("log_features")):
+        pytest.skip("claims no log_features")
+    fn = _need_torch_fn(target, backend, log)
+    entry = _need_rule(target)
+    params = _draw(target, seed, d, m)
+    rng = np.random.default_rng(seed + 1)
+    x = scale * rng.standard_normal((n, d))
+    x_t = _tensor(x, backend, dtype, grad=True)
+    x_r = _seen(x_t)
+    assume(np.all(np.abs(x_r) > 1e-6 * scale))  # off the kinks (x = 0) of piecewise maps
+    pos = np.arange(n) if target.has("positional") else None
+    kw = {"positions": pos} if pos is not None else {}
+    out = fn(x_t, params_to_backend(params, backend), target.config, **kw)
+    g64 = rng.standard_normal(tuple(out.shape))
+    g_t = torch.as_tensor(g64, dtype=torch.float64).to(device=out.device, dtype=out.dtype)
+    g_r = _seen(g_t)
+    if dtype == "float16":
+        assume(bool(torch.isfinite(out).all()))
+    (grad,) = torch.autograd.grad((out * g_t).sum(), x_t)
+    jac = feature_jacobian_mp(entry, x_r, params, log=log, positions=pos)
+    ref = to_float(np.einsum("nf,nfd->nd", g_r.astype(object), jac))
+    b = budget_for(dtype, backend)
+    ulps = max(b.ulps.values())
+    bound = feature_vjp_bound(entry, x_r, params, None, np.abs(g_r), b.u_compute, ulps, log=log)
+    bound = _half_cast(bound, ref, dtype, backend)
+    assert_close(
+        to_numpy(grad), ref, bound, inputs={"x": x_r},
+        label=f"{target.name}: ∂(G·{'log φ' if log else 'φ'})/∂x on {backend} {dtype}",
+        how="feature_vjp_bound (u of the compute dtype, worst elementary ulps) + u₆₄|ref| "
+            "(+ cast to a half type)",
+        repro=f"seed={seed}, n={n}, d={d}, m={m}, scale={scale}, log={log}",
+    )
+
+
+@pytest.mark.parametrize("target", WHITE)
+@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float64", "float32")))
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
+       scale=st.sampled_from([0.1, 0.7, 1.5]))
+def test_kernel_estimate_gradient_matches_exact(target, backend, dtype, seed, d, m, scale):
+    """``∇ₓ φ(x)ᵀφ(y)`` by autograd equals ``J(x)ᵀφ(y)`` (exact) within the derived bound with
+    the upstream ``φ̂(y)`` carrying its forward error."""
+    fn = _need_torch_fn(target, backend)
+    entry = _need_rule(target)
+    params = _draw(target, seed, d, m)
+    rng = np.random.default_rng(seed + 2)
+    x, y = scale * rng.standard_normal((2, d)), scale * rng.standard_normal((2, d))
+    pos = np.arange(2) if target.has("positional") else None
+    kw = {"positions": pos} if pos is not None else {}
+    pt = params_to_backend(params, backend)
+    x_t, y_t = _tensor(x, backend, dtype, grad=True), _tensor(y, backend, dtype)
+    x_r, y_r = _seen(x_t), _seen(y_t)
+    assume(np.all(np.abs(x_r) > 1e-6 * scale))
+    phi_y = fn(y_t, pt, target.config, **kw).detach()
+    (grad,) = torch.autograd.grad((fn(x_t, pt, target.config, **kw) * phi_y).sum(), x_t)
+    jac = feature_jacobian_mp(entry, x_r, params, positions=pos)
+    fy = features_mp(entry, y_r, params, positions=pos)
+    ref = to_float(np.einsum("nf,nfd->nd", fy, jac))
+    b = budget_for(dtype, backend)
+    ulps = max(b.ulps.values())
+    fy64 = to_float(fy)
+    e_y = feature_error_bound(entry, y_r, params, entry.config, b.u_compute, ulps, pos)
+    bound = feature_vjp_bound(entry, x_r, params, None, np.abs(fy64) * (1 + U64), b.u_compute,
+                              ulps, g_err=e_y)
+    bound = _half_cast(bound, ref, dtype, backend)
+    assert_close(
+        to_numpy(grad), ref, bound, inputs={"x": x_r, "y": y_r},
+        label=f"{target.name}: ∇ₓ φ(x)ᵀφ(y) on {backend} {dtype}",
+        how="feature_vjp_bound with upstream φ̂(y) (forward bound of φ(y) as its error)",
+        repro=f"seed={seed}, d={d}, m={m}, scale={scale}",
+    )
+
+
+# -------------------------------------------------------------- attention with a white-box map
+EXP_AFFINE = ("softmax_positive", "softmax_hyperbolic", "gerf")
+LOG_MAPS = feature_maps(
+    "differentiable", "positive", "log_features", white_box=True,
+    predicate=lambda t: t.formula in EXP_AFFINE and _one_per_formula(t),
+    none_reason="no white-box positive log-feature map of an exp-affine formula claims "
+                "`differentiable`")
+
+
+def _feature_attention_check(target, q, k, v, g, params, backend, dtype, causal, *,
+                             hypothesis: bool = True) -> None:
+    entry = _twin(target)
+    run_entry = _run_entry(target, entry)
+    n, d = q.shape
+    b = budget_for(dtype, backend)
+    u_c, ulps = b.u_compute, max(b.ulps.values())
+    qt, kt, vt = (_tensor(a, backend, dtype, grad=True) for a in (q, k, v))
+    gt = _tensor(g, backend, dtype)
+    q_r, k_r, v_r, g_r = (_seen(t) for t in (qt, kt, vt, gt))
+    out = feature_map_attention(run_entry, params_to_backend(params, backend), qt, kt, vt,
+                                causal=causal)
+    got = torch.autograd.grad((out * gt).sum(), (qt, kt, vt))
+    refs = [to_float(r) for r in feature_attention_grads_mp(
+        entry, params, q_r, k_r, v_r, g_r, causal=causal, prescale=target.attention_prescale)]
+    s = d ** -0.25 if target.attention_prescale else 1.0  # exact: d ∈ {1, 16}
+    xq, xk = q_r * s, k_r * s
+    lq = features_reference(entry, xq, params, log=True)
+    lk = features_reference(entry, xk, params, log=True)
+    eq = feature_error_bound(entry, xq, params, entry.config, u_c, ulps, log=True)
+    ek = feature_error_bound(entry, xk, params, entry.config, u_c, ulps, log=True)
+    width = lq.shape[-1]
+    z = np.abs(lq).max() + np.abs(eq).max() + np.abs(lk).max() + np.abs(ek).max()
+    delta = gamma(n + width + 6, u_c) * (z + np.log(n * width) + 1)
+    rho = np.expm1(2 * (eq.max(axis=-1, keepdims=True) + ek.max()) + 4 * delta)
+    pair = np.exp(lq[:, None, :] + lk[None, :, :])  # (n, n, D): φq_if φk_jf
+    a = pair.sum(axis=-1)
+    if causal:
+        a = np.tril(a)
+        pair = pair * np.tril(np.ones((n, n)))[:, :, None]
+    p = a / a.sum(axis=-1, keepdims=True)
+    pi = pair / np.where(a > 0, a, 1.0)[:, :, None]
+    parts = attention_grad_bound(p, v_r, g_r, rho, u_c, n_features=width)
+    rc = np.where(parts["C"] > 0, parts["R"] * parts["C"], 0.0)
+    dlq = np.einsum("ij,ijf->if", rc, pi)
+    alq = np.einsum("ij,ijf->if", parts["C"], pi)
+    dlk = np.einsum("ij,ijf->jf", rc, pi)
+    alk = np.einsum("ij,ijf->jf", parts["C"], pi)
+    bq = s * feature_vjp_bound(entry, xq, params, None, alq, u_c, ulps, log=True, g_err=dlq)
+    bk = s * feature_vjp_bound(entry, xk, params, None, alk, u_c, ulps, log=True, g_err=dlk)
+    bounds = (bq, bk, parts["v"])
+    for name, g_hat, ref, bound in zip("qkv", got, refs, bounds, strict=True):
+        bound = _half_cast(bound, ref, dtype, backend)
+        assert np.isfinite(bound).all(), f"{target.name}: gradient bound not finite (ρ > 1/2)"
+        assert_close(
+            to_numpy(g_hat), ref, bound, inputs={"q": q_r, "k": k_r},
+            label=f"{target.name}: attention ∂L/∂{name} ({'causal' if causal else 'non-causal'})"
+                  f" on {backend} {dtype}",
+            how="attention_grad_bound (ρ = expm1(2E + 4δ) of the log path) through the "
+                "log-feature Jacobian (feature_vjp_bound) + u₆₄|ref|",
+            repro=f"_feature_attention_check(target {target.name!r}, q, k, v, G, params, "
+                  f"{backend!r}, {dtype!r}, causal={causal})",
+        )
+
+
+@pytest.mark.parametrize("target", LOG_MAPS)
+@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float64", "float32")))
+@settings(max_examples=FEW)
+@given(data=st.data())
+def test_feature_attention_gradients_match_exact(target, backend, dtype, data):
+    """∂L/∂(q, k, v) of linear attention with the map (log-space path) equal the exact
+    gradients of the same estimator within the derived bound."""
+    _need_torch_fn(target, backend, log=True)
+    seed = data.draw(seeds, label="seed")
+    causal = data.draw(st.booleans(), label="causal")
+    n = data.draw(st.integers(1, 4), label="n")
+    d = data.draw(st.sampled_from([1, 16]) if target.attention_prescale else st.integers(1, 4),
+                  label="d")
+    m = data.draw(st.integers(2, 6), label="m")
+    scale = data.draw(st.sampled_from([0.3, 1.0, 2.0]), label="scale")
+    rng = np.random.default_rng(seed + 3)
+    q, k = scale * rng.standard_normal((n, d)), scale * rng.standard_normal((n, d))
+    v, g = rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
+    _feature_attention_check(target, q, k, v, g, _draw(target, seed, d, m), backend, dtype,
+                             causal)
+
+
+@pytest.mark.parametrize("target", LOG_MAPS)
+@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float32",)))
+@pytest.mark.parametrize("norm", [1.0, 5.0, 12.0, 20.0])
+def test_attention_gradients_finite_along_scale_sweep(target, backend, dtype, norm):
+    """Issue 20: at pre-scaled norms up to 20 (float32, where the plain path underflows) the
+    log-space path's gradients are finite and within the derived bound (d = 16: exact
+    prescale)."""
+    _need_torch_fn(target, backend, log=True)
+    d, n = (16, 4) if target.attention_prescale else (4, 4)
+    rng = np.random.default_rng(int(norm * 100))
+    s = d**0.25 if target.attention_prescale else 1.0
+    q, k = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    q *= norm * s / np.linalg.norm(q, axis=-1, keepdims=True)
+    k *= norm * s / np.linalg.norm(k, axis=-1, keepdims=True)
+    v, g = rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
+    for causal in (False, True):
+        _feature_attention_check(target, q, k, v, g, _draw(target, 5, d, 8), backend, dtype,
+                                 causal, hypothesis=False)
+
+
+# ------------------------------------------------------------------ exact softmax attention
+@pytest.mark.kv_builtin_only
+@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(ALL_DTYPES))
+@settings(max_examples=FEW)
+@given(seed=seeds, causal=st.booleans(), n=st.integers(1, 5), d=st.integers(1, 6),
+       scale=st.sampled_from([0.3, 1.0, 3.0]))
+def test_softmax_attention_gradients_match_exact(backend, dtype, seed, causal, n, d, scale):
+    """The built-in torch softmax attention: ∂L/∂(q, k, v) equal the exact gradients within
+    ``attention_grad_bound`` with the weight error of ``softmax_weight_error``."""
+    from kernel_verify.impls.torch.attention import softmax_attention
+
+    rng = np.random.default_rng(seed)
+    q, k = scale * rng.standard_normal((n, d)), scale * rng.standard_normal((n, d))
+    v, g = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    qt, kt, vt = (_tensor(a, backend, dtype, grad=True) for a in (q, k, v))
+    gt = _tensor(g, backend, dtype)
+    q_r, k_r, v_r, g_r = (_seen(t) for t in (qt, kt, vt, gt))
+    out = softmax_attention(qt, kt, vt, causal=causal)
+    got = torch.autograd.grad((out * gt).sum(), (qt, kt, vt))
+    refs = [to_float(r) for r in softmax_attention_grads_mp(q_r, k_r, v_r, g_r, causal=causal)]
+    b = budget_for(dtype, backend)
+    sc = 1 / math.sqrt(d)
+    rho = softmax_weight_error(q_r, k_r, sc, b.u_compute, max(b.ulps.values()), causal=causal)
+    s = np.exp((q_r @ k_r.T) * sc)
+    if causal:
+        s = np.tril(s)
+    p = s / s.sum(axis=-1, keepdims=True)
+    parts = attention_grad_bound(p, v_r, g_r, rho, b.u_compute)
+    bq, bk = softmax_qk_bounds(parts, q_r, k_r, sc)
+    for name, g_hat, ref, bound in zip("qkv", got, refs, (bq, bk, parts["v"]), strict=True):
+        assert_close(
+            to_numpy(g_hat), ref, _half_cast(bound, ref, dtype, backend), inputs={"q": q_r},
+            label=f"softmax attention ∂L/∂{name} (causal={causal}) on {backend} {dtype}",
+            how="attention_grad_bound with softmax_weight_error + u₆₄|ref| (+ half cast)",
+            repro=f"seed={seed}, causal={causal}, n={n}, d={d}, scale={scale}",
+        )
