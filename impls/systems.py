@@ -56,7 +56,14 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "optimal_rank": "the smallest 2-norm error of any rank-r matrix (Eckart–Young)",
     "pinv_iteration": "Z ≈ A⁺ by the order-7 iteration with E_(j+1) = ¼E_j³(3I + E_j)",
     "batch_independent": "no batch element changes another's output",
+    "validates_input": "NaN/Inf and mismatched shapes raise ValueError",
+    "differentiable": "torch inputs that require grad get autograd gradients w.r.t. q, k, v",
+    "deterministic_backward": "two backward passes on the same inputs give equal gradients",
 }
+
+#: What every attention function of this project offers besides its own claims (the torch code
+#: is plain autograd; the argument checks of impls.validation run first).
+_ATTENTION_COMMON = frozenset({"validates_input", "differentiable", "deterministic_backward"})
 
 
 @dataclass(frozen=True)
@@ -142,30 +149,31 @@ _APPROXIMATIONS = (
 _ATTENTION = (
     System(
         "exact_softmax", "attention", "attention", "softmax exp(qᵀk/√d)",
-        frozenset({"causal", "noncausal", "positive_weights", "exact", "batch_independent"}),
+        frozenset({"causal", "noncausal", "positive_weights", "exact", "batch_independent"})
+        | _ATTENTION_COMMON,
         "§9", "Vaswani et al. 2017; docs/math.md §9",
         "softmax(QKᵀ/√d)V, optionally with the lower-triangular causal mask",
         _both("attention", "softmax_attention"),
     ),
     System(
         "linear_attention", "attention", "attention", "φ(q)ᵀφ(k) of the given features",
-        frozenset({"causal", "noncausal", "exact", "batch_independent"}), "§9",
-        "Katharopoulos et al. 2020; docs/math.md §9",
+        frozenset({"causal", "noncausal", "exact", "batch_independent"}) | _ATTENTION_COMMON,
+        "§9", "Katharopoulos et al. 2020; docs/math.md §9",
         "D̂⁻¹φ(Q)(φ(K)ᵀV) from given features; causal by chunked prefix sums",
         _both("attention", "linear_attention"),
     ),
     System(
         "log_linear_attention", "attention", "attention", "φ(q)ᵀφ(k) from log-features",
         frozenset({"causal", "noncausal", "positive_weights", "exact", "shift_free",
-                   "batch_independent"}),
+                   "batch_independent"}) | _ATTENTION_COMMON,
         "§9", "this project (README, stable positive features); docs/math.md §9",
         "Σ_f softmax_f(log φ(q)_f + L_f)·V̄_f: two softmaxes, no max-shift",
         _both("attention", "log_linear_attention"),
     ),
     System(
         "feature_map_attention", "attention", "attention", "the registry map's target kernel",
-        frozenset({"causal", "noncausal", "approximates_softmax", "batch_independent"}), "§9",
-        "Choromanski et al. 2021 (Performer); docs/math.md §2, §9",
+        frozenset({"causal", "noncausal", "approximates_softmax", "batch_independent"})
+        | _ATTENTION_COMMON, "§9", "Choromanski et al. 2021 (Performer); docs/math.md §2, §9",
         "linear attention with a registry map and its parameter draw (d^(-1/4) pre-scale for "
         "the softmax family; log-space path for log_features maps)",
         {"numpy": "impls.attention:feature_map_attention",

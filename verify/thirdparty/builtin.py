@@ -16,12 +16,13 @@ from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.numpy.attention import softmax_attention
 from kernel_verify.impls.random_matrices import (
     MATRICES,
-    ORTHOGONAL_MATRICES,
-    UNBIASED_MATRICES,
     draw_matrix,
 )
 from kernel_verify.impls.registry import FeatureMap, all_maps, get
+from kernel_verify.impls.systems import get_system
 from kernel_verify.verify.thirdparty.protocol import (
+    ATTENTION_CLAIMS,
+    MATRIX_CLAIMS,
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,
@@ -60,11 +61,9 @@ def _exact_softmax(q, k, v, *, causal, seed, **_):
 
 
 def _matrix_target(kind: str) -> RandomMatrixTarget:
-    claims = set()
-    if kind in UNBIASED_MATRICES:
-        claims.add("gaussian_rows")
-    if kind in ORTHOGONAL_MATRICES:
-        claims.add("orthogonal")
+    """The construction's target, its claims read from its one declaration
+    (:func:`kernel_verify.impls.systems.get_system`; the words the target protocol knows)."""
+    claims = get_system(kind).claims & set(MATRIX_CLAIMS)
     return RandomMatrixTarget(
         f"matrix:{kind}", lambda rng, m, d, kind=kind: draw_matrix(kind, rng, m, d),
         frozenset(claims),
@@ -77,6 +76,12 @@ def _builtin_approximations() -> list[KernelApproxTarget]:
     return approximation_targets()
 
 
+def _declared_attention_claims(system: str) -> frozenset[str]:
+    """The claims of a registered attention system (:mod:`kernel_verify.impls.systems`) in the
+    words the target protocol knows: written once, in the declaration."""
+    return get_system(system).claims & frozenset(ATTENTION_CLAIMS)
+
+
 @cache
 def builtin_targets() -> tuple[Target, ...]:
     maps: list[Target] = [FeatureMapTarget.from_entry(e) for e in all_maps()]
@@ -84,8 +89,7 @@ def builtin_targets() -> tuple[Target, ...]:
                 "validates_input")
     attention: list[Target] = [
         AttentionTarget("attention:exact_softmax", _exact_softmax,
-                        frozenset({"causal", "noncausal", "positive_weights", "validates_input",
-                                   "differentiable", "deterministic_backward"}),
+                        _declared_attention_claims("exact_softmax"),
                         backends=("numpy", "torch"), dtypes=ALL_DTYPES),
         _registry_attention(get("softmax_positive[iid]"), 64, positive),
         # Orthogonal draws (QR per block) dominate the convergence property's cost: one backend
