@@ -9,6 +9,10 @@ times, what the library does right, each finding (mechanism, independent measure
 95 % interval, reproducing commands, fix), every failing property with its evidence and what
 explains it, and the verdict of every property. A library that is not installed gets a page
 saying so, with the command that installs it.
+
+Every page names the run it comes from: its time, the commit and a fingerprint of the code the
+run depends on (:func:`code_fingerprint`); ``--reuse`` (rewrite a page from the saved
+``<library>.json``) refuses saved results whose fingerprint differs from the code's.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -34,6 +39,49 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "fast_transformers": (),
 }
 COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
+
+
+def code_fingerprint(key: str) -> str:
+    """A hash of the code a conformance run depends on: the shipped property suite, the truth,
+    the implementations and this library's adapter module (sha256 of their sources, first 12
+    hex digits). A saved run whose fingerprint differs is older than the code."""
+    import hashlib
+
+    import kernel_verify.impls
+    import kernel_verify.properties
+    import kernel_verify.verify
+
+    digest = hashlib.sha256()
+    roots = [Path(m.__file__).resolve().parent for m in
+             (kernel_verify.impls, kernel_verify.properties, kernel_verify.verify)]
+    files = sorted(f for r in roots for f in r.rglob("*.py"))
+    files.append(Path(__file__).resolve().parent / f"{key}.py")
+    for f in files:
+        if f.exists():
+            digest.update(f.name.encode())
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def git_commit() -> str:
+    """The commit of the checkout kernel-verify runs from, or its version when installed."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
+                             capture_output=True, text=True, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        out = None
+    if out is not None and out.returncode == 0 and out.stdout.strip():
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, check=False).stdout.strip()
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    return f"kernel-verify {dist_version('kernel-verify')} (not a git checkout)"
+
+
+class StaleResults(RuntimeError):
+    """``--reuse`` of saved results that an older version of the code produced."""
 
 
 def versions(key: str) -> list[tuple[str, str]]:
@@ -64,12 +112,18 @@ def _explain(v, key: str) -> str:
 
 
 def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float],
-         profile: str) -> str:
+         profile: str, provenance: dict[str, str] | None = None) -> str:
     lib = LIBRARIES[key]
+    prov = provenance or {}
     lines = [f"# Conformance: {lib.title}", "",
              f"Written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `kernel-verify conformance "
-             f"{key}` (Hypothesis profile `{profile}`).", "",
-             "| package | version |", "|---|---|"]
+             f"{key}` (Hypothesis profile `{profile}`).", ""]
+    if prov:
+        lines += [f"From the run of {prov.get('run_at', '?')} at commit "
+                  f"`{prov.get('commit', '?')}` (code fingerprint `{prov.get('fingerprint', '?')}`"
+                  "; `kernel-verify conformance --reuse` refuses saved results whose fingerprint "
+                  "differs from the code's).", ""]
+    lines += ["| package | version |", "|---|---|"]
     lines += [f"| {d} | {v} |" for d, v in versions(key)]
     lines += ["", "Commands:", "", "```bash",
               f"pip install 'kernel-verify[{lib.extra}]'",
@@ -84,8 +138,10 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
             lines += [notes.MINOR[key], ""]
         return "\n".join(lines)
     verdicts = run.verdicts
-    counts = {o: sum(v.outcome == o for v in verdicts) for o in ("pass", "fail", "skip")}
-    lines += [f"Property suite: {counts['pass']} passed, {counts['fail']} failed, "
+    counts = {o: sum(v.outcome == o for v in verdicts)
+              for o in ("pass", "fail", "skip", "known", "stale", "crash")}
+    extra = "".join(f", {counts[o]} {o}" for o in ("known", "stale", "crash") if counts[o])
+    lines += [f"Property suite: {counts['pass']} passed, {counts['fail']} failed{extra}, "
               f"{counts['skip']} skipped in {run.seconds:.0f} s; independent measurements: "
               f"{seconds.get('confirm', 0.0):.0f} s.", ""]
     if run.crashed:
@@ -110,12 +166,15 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         for prop in f.properties:
             lines += [f"Property: `kernel-verify check {_spec(key)} -k {prop}`", ""]
         lines += [f"**Fix**: {f.fix}", ""]
-    fails = [v for v in verdicts if v.outcome == "fail"]
+    fails = [v for v in verdicts if v.outcome in ("fail", "known", "stale", "crash")]
     lines += ["## Failing properties", ""]
     if not fails:
         lines += ["None.", ""]
     for v in fails:
-        lines += [f"* `{v.family}::{v.prop}` on `{v.target or '—'}`: {_explain(v, key)}. "
+        word = {"known": " (declared known failure of the adapter)",
+                "stale": " (declared known failure that PASSED: stale declaration)",
+                "crash": " (a test worker crashed)"}.get(v.outcome, "")
+        lines += [f"* `{v.family}::{v.prop}` on `{v.target or '—'}`{word}: {_explain(v, key)}. "
                   f"Reproduce: `kernel-verify check {_spec(key)} -k {v.prop}`", "",
                   "  ```", *[f"  {ln}" for ln in v.evidence.splitlines()], "  ```", ""]
     lines += ["## Every property", "", "| property | target | verdict | note |",
@@ -134,12 +193,20 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
     from kernel_verify.adapters import confirm
     from kernel_verify.verify.thirdparty.cli import Outcome, SuiteRun, run_suite
 
-    run, confirmations, seconds = None, {}, {}
+    run, confirmations, seconds, provenance = None, {}, {}, {}
     out_dir.mkdir(parents=True, exist_ok=True)
     saved = out_dir / f"{key}.json"
     if missing_reason(key) is None:
         if reuse and saved.exists():
             data = json.loads(saved.read_text(encoding="utf-8"))
+            provenance = data.get("provenance", {})
+            now = code_fingerprint(key)
+            if provenance.get("fingerprint") != now:
+                raise StaleResults(
+                    f"{saved}: the saved run comes from code fingerprint "
+                    f"{provenance.get('fingerprint', '(none recorded)')} (commit "
+                    f"{provenance.get('commit', 'unknown')}), the code is now {now}: run "
+                    f"`kernel-verify conformance {key}` without --reuse")
             run = SuiteRun(data["spec"], data["returncode"], data["seconds"],
                            [Outcome(**o) for o in data["outcomes"]], data["output_tail"])
             confirmations, seconds = data["confirmations"], data["confirm_seconds"]
@@ -147,6 +214,8 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
                 if f.confirm not in confirmations:
                     confirmations[f.confirm] = confirm.run(f.confirm, quick)
         else:
+            provenance = {"commit": git_commit(), "fingerprint": code_fingerprint(key),
+                          "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
             run = run_suite(_spec(key), profile=profile, jobs=jobs)
             start = time.monotonic()
             for f in notes.FINDINGS[key]:
@@ -156,9 +225,10 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
             "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,
             "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
             "confirmations": confirmations, "confirm_seconds": seconds,
+            "provenance": provenance,
         }, indent=1, ensure_ascii=False))
     path = out_dir / f"{key}.md"
-    atomic.write_text(path, page(key, run, confirmations, seconds, profile))
+    atomic.write_text(path, page(key, run, confirmations, seconds, profile, provenance))
     return path
 
 
@@ -174,8 +244,12 @@ def run_conformance(args: argparse.Namespace) -> int:
     for key in keys:
         start = time.monotonic()
         reason = missing_reason(key)
-        path = conformance(key, out_dir=Path(args.out), profile=args.profile, quick=args.quick,
-                           reuse=args.reuse)
+        try:
+            path = conformance(key, out_dir=Path(args.out), profile=args.profile,
+                               quick=args.quick, reuse=args.reuse)
+        except StaleResults as err:
+            print(f"kernel-verify conformance: {err}", file=sys.stderr)
+            return 2
         status = f"skipped ({reason}; {install_hint(LIBRARIES[key])})" if reason else "ran"
         print(f"{key}: {status}, {time.monotonic() - start:.0f} s → {path}", flush=True)
     print(f"conformance: {len(keys)} page(s) in {time.monotonic() - total:.0f} s")

@@ -1,0 +1,45 @@
+"""Conformance pages name the run they come from, and ``--reuse`` refuses saved results that
+older code produced (issue: pages regenerated from runs, never stale)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernel_verify.adapters import conformance as conf
+from kernel_verify.adapters._lazy import missing_reason
+
+KEY = "sklearn"
+
+
+def test_fingerprint_is_stable_and_per_library():
+    assert conf.code_fingerprint(KEY) == conf.code_fingerprint(KEY)
+    assert conf.code_fingerprint(KEY) != conf.code_fingerprint("performer")
+    assert len(conf.code_fingerprint(KEY)) == 12
+
+
+@pytest.mark.skipif(missing_reason(KEY) is not None, reason=f"{KEY} adapter: library missing")
+def test_reuse_refuses_results_of_older_code(tmp_path):
+    saved = {"spec": "x", "returncode": 0, "seconds": 1.0, "outcomes": [], "output_tail": "",
+             "confirmations": {}, "confirm_seconds": {},
+             "provenance": {"commit": "abc", "fingerprint": "000000000000", "run_at": "then"}}
+    (tmp_path / f"{KEY}.json").write_text(json.dumps(saved))
+    with pytest.raises(conf.StaleResults, match=r"000000000000.*without --reuse"):
+        conf.conformance(KEY, out_dir=tmp_path, profile="ci", quick=True, reuse=True)
+    del saved["provenance"]  # results saved before provenance was recorded: refused too
+    (tmp_path / f"{KEY}.json").write_text(json.dumps(saved))
+    with pytest.raises(conf.StaleResults, match="none recorded"):
+        conf.conformance(KEY, out_dir=tmp_path, profile="ci", quick=True, reuse=True)
+
+
+@pytest.mark.skipif(missing_reason(KEY) is not None, reason=f"{KEY} adapter: library missing")
+def test_reuse_of_current_results_names_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(conf.notes, "FINDINGS", {**conf.notes.FINDINGS, KEY: []})
+    prov = {"commit": "abc123", "fingerprint": conf.code_fingerprint(KEY), "run_at": "noon"}
+    saved = {"spec": "x", "returncode": 0, "seconds": 1.0, "outcomes": [], "output_tail": "",
+             "confirmations": {}, "confirm_seconds": {}, "provenance": prov}
+    (tmp_path / f"{KEY}.json").write_text(json.dumps(saved))
+    path = conf.conformance(KEY, out_dir=tmp_path, profile="ci", quick=True, reuse=True)
+    text = path.read_text()
+    assert "commit `abc123`" in text and prov["fingerprint"] in text and "noon" in text
