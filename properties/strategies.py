@@ -13,12 +13,13 @@ section below.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from kernel_verify.verify.seeds import rng as seeded_rng
 
 # ------------------------------------------------------------------------------------ seeds
 #: Seeds of targets and generators: any 32-bit integer.
@@ -26,11 +27,11 @@ seeds = st.integers(0, 2**32 - 1)
 
 
 def generator(seed: int, stream: str = "") -> np.random.Generator:
-    """``default_rng(SeedSequence(seed, spawn_key=(crc32(stream),)))``: the one way the suite
-    turns a seed into random numbers. Different ``stream`` names give independent generators
-    (SeedSequence spawn keys); the same ``(seed, stream)`` always gives the same numbers."""
-    key = (zlib.crc32(stream.encode("utf-8")),) if stream else ()
-    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=key))
+    """:func:`kernel_verify.verify.seeds.rng` (the one seed module) at ``seed`` and the named
+    ``stream``: ``default_rng(SeedSequence(seed, spawn_key=(crc32(stream),)))``. Different
+    ``stream`` names give independent generators; the same ``(seed, stream)`` always gives the
+    same numbers."""
+    return seeded_rng(int(seed), stream) if stream else seeded_rng(int(seed))
 
 
 # ---------------------------------------------------------------------- attention inputs
