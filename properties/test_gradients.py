@@ -78,7 +78,7 @@ from kernel_verify.verify.references.gradients import (
     softmax_attention_grads_mp,
 )
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.tolerance import budget_for, gamma, ulp
+from kernel_verify.verify.tolerance import FORMATS, budget_for, gamma, ulp
 
 torch = pytest.importorskip("torch")
 
@@ -402,3 +402,310 @@ def test_softmax_attention_gradients_match_exact(backend, dtype, seed, causal, n
             how="attention_grad_bound with softmax_weight_error + u₆₄|ref| (+ half cast)",
             repro=f"seed={seed}, causal={causal}, n={n}, d={d}, scale={scale}",
         )
+
+
+# --------------------------------------------------- every differentiable target (black box)
+def _gradient_only_formula(t) -> bool:
+    """Built-in maps differing only in their frequency matrix share one backward: one each."""
+    return t.entry is None or t.entry.matrix in (None, "iid")
+
+
+MAPS = feature_maps("differentiable", predicate=_gradient_only_formula, none_reason=NO_CLAIM)
+DETERMINISTIC_MAPS = feature_maps("differentiable", "deterministic_backward",
+                                  predicate=_gradient_only_formula,
+                                  none_reason="no feature map claims `deterministic_backward`")
+F64_TOL = 100 * (2.0**-53) ** (2 / 3)  # module docstring: 100·u₆₄^(2/3) ≈ 2e-9
+
+
+def _map_fn(target, seed: int, d: int, m: int = 4):
+    """``x -> φ(x)`` on torch tensors: the white-box ``torch_fn`` with the seed's draw, or the
+    black-box ``sample_fn(x, seed)`` (which must take torch tensors, claim ``differentiable``)."""
+    if target.white_box:
+        if target.torch_fn is None:
+            pytest.skip(f"{target.name} provides no torch feature function")
+        params = _draw(target, seed, d, m)
+        kw = {"positions": np.arange(3)} if target.has("positional") else {}
+
+        def fn(x):
+            return target.torch_fn(x, params_to_backend(params, f"torch:{x.device.type}"),
+                                   target.config, **kw)
+
+        return fn
+    return lambda x: target.sample_fn(x, seed)
+
+
+def _map_input(seed: int, d: int, dtype=torch.float64):
+    x = np.random.default_rng(seed).standard_normal((3, d)) * 0.8
+    return torch.tensor(x, dtype=dtype, requires_grad=True)
+
+
+@pytest.mark.parametrize("target", MAPS)
+def test_gradcheck_float64_feature_map(target):
+    """float64 central differences agree with autograd (step and tolerance: module docstring)."""
+    if target is None:
+        pytest.skip("no target")
+    fn = _map_fn(target, 11, 3)
+    x = _map_input(12, 3)
+    f_scale = max(1.0, float(fn(x).detach().abs().max()))
+    h = (2.0**-53) ** (1 / 3) * max(1.0, float(x.detach().abs().max()))
+    assert torch.autograd.gradcheck(fn, (x,), eps=h, atol=F64_TOL * f_scale, rtol=F64_TOL,
+                                    raise_exception=True)
+
+
+@pytest.mark.parametrize("target", MAPS)
+def test_feature_rows_have_independent_gradients(target):
+    """``∂φ(x_i)/∂x_j = 0`` exactly for ``j ≠ i`` (row independence of the map)."""
+    if target is None:
+        pytest.skip("no target")
+    if target.has("positional"):
+        pytest.skip(f"{target.name} is positional: rows differ by position by design")
+    fn = _map_fn(target, 13, 3)
+    x = _map_input(14, 3)
+    out = fn(x)
+    for i in range(x.shape[0]):
+        (g,) = torch.autograd.grad(out[i].sum(), x, retain_graph=True)
+        others = torch.cat([g[:i], g[i + 1:]])
+        assert bool((others == 0).all()), (f"{target.name}: ∂φ(x_{i})/∂x_j ≠ 0 for some j ≠ {i}: "
+                                           f"{others.tolist()}")
+
+
+def _fwd_rev(fn, inputs: tuple, seed: int):
+    """``(vᵀ(Ju), (vᵀJ)u, |v|ᵀ|J||u|)`` for random ``u, v``; skip without forward mode."""
+    import torch.autograd.forward_ad as fwad
+
+    rng = np.random.default_rng(seed)
+    us = [torch.tensor(rng.standard_normal(tuple(a.shape)), dtype=a.dtype) for a in inputs]
+    try:
+        with fwad.dual_level():
+            duals = [fwad.make_dual(a.detach(), u) for a, u in zip(inputs, us, strict=True)]
+            jvp = fwad.unpack_dual(fn(*duals)).tangent
+    except (NotImplementedError, RuntimeError) as err:
+        pytest.skip(f"the target has no forward-mode AD ({type(err).__name__}: "
+                    f"{str(err).splitlines()[0][:120]})")
+    out = fn(*inputs)
+    v = torch.tensor(rng.standard_normal(tuple(out.shape)), dtype=out.dtype)
+    vjp = torch.autograd.grad(out, inputs, v)
+    lhs = float((v * jvp).sum())
+    rhs = float(sum((g * u).sum() for g, u in zip(vjp, us, strict=True)))
+    jac = torch.autograd.functional.jacobian(fn, tuple(a.detach() for a in inputs))
+    mag = 0.0
+    for j, u in zip(jac, us, strict=True):
+        jj = j.reshape(v.numel(), u.numel()).abs()
+        mag += float(v.reshape(-1).abs() @ jj @ u.reshape(-1).abs())
+    return lhs, rhs, mag
+
+
+@pytest.mark.parametrize("target", MAPS)
+def test_forward_mode_matches_reverse_mode_feature_map(target):
+    """``vᵀ(Ju) = (vᵀJ)u`` within ``γ_N(u₆₄)·|v|ᵀ|J||u|`` (``N`` = inputs + outputs + 100: each
+    side is a sum over the products of Jacobian entries, each formed by at most 100 roundings —
+    a stated count)."""
+    if target is None:
+        pytest.skip("no target")
+    fn = _map_fn(target, 15, 3)
+    x = _map_input(16, 3)
+    lhs, rhs, mag = _fwd_rev(fn, (x,), 17)
+    n = x.numel() + fn(x).numel() + 100
+    assert abs(lhs - rhs) <= gamma(n, 2.0**-53) * mag, (
+        f"{target.name}: vᵀ(Ju) = {lhs!r} but (vᵀJ)u = {rhs!r} (bound "
+        f"{gamma(n, 2.0**-53) * mag:.3g}): the backward and the forward-mode derivative differ")
+
+
+@pytest.mark.parametrize("target", DETERMINISTIC_MAPS)
+def test_feature_map_backward_is_deterministic(target):
+    """``deterministic_backward``: two backward passes give bitwise equal gradients."""
+    if target is None:
+        pytest.skip("no target")
+    fn = _map_fn(target, 18, 3)
+    x = _map_input(19, 3)
+    g = torch.tensor(np.random.default_rng(20).standard_normal(tuple(fn(x).shape)))
+    first = torch.autograd.grad((fn(x) * g).sum(), x)[0]
+    second = torch.autograd.grad((fn(x) * g).sum(), x)[0]
+    assert torch.equal(first, second), f"{target.name}: two backward passes differ"
+
+
+# ------------------------------------------------------------------------ attention targets
+def _attention_targets(*claims: str) -> tuple[list, str | None]:
+    from kernel_verify.properties.targets import attentions_with
+
+    targets, skip = attentions_with(("differentiable", *claims))
+    return [t for t in targets if "torch" in t.backends], skip
+
+
+def _attn_params(*claims: str, dtype: str = "float64") -> list:
+    targets, skip = _attention_targets(*claims)
+    if not targets:
+        reason = skip or "no attention target claiming `differentiable` takes torch tensors"
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return [pytest.param(t, id=t.name) for t in targets]
+
+
+def _modes(target) -> list[bool]:
+    return [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)] \
+        or [False]
+
+
+def _attn_fn(target, causal: bool, seed: int = 0):
+    """``(q, k, v) -> o`` on torch tensors in BHTD (the target's layout applied both ways)."""
+    def fn(q, k, v):
+        t = target.to_layout
+        tq = t(q)
+        tk = tq if target.self_attention_only else t(k)
+        return t(target.attention(tq, tk, t(v), causal=causal, seed=seed))
+
+    return fn
+
+
+def _qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: int = 4, d: int = 4):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal((b, h, n, d)) for _ in range(2)]
+    arrays.append(rng.standard_normal((b, h, n, 3)))
+    return [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
+
+
+def _need_dtype(target, dtype: str) -> None:
+    if target is None:
+        pytest.skip("no target")
+    if not target.accepts("torch", dtype):
+        pytest.skip(f"{target.name} accepts no torch {dtype} (AttentionTarget.dtypes)")
+
+
+@pytest.mark.parametrize("target", _attn_params())
+def test_gradcheck_float64_attention(target):
+    """float64 central differences (gradcheck, fast mode) agree with autograd for ∂o/∂(q, k, v)
+    (step and tolerance: module docstring)."""
+    _need_dtype(target, "float64")
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        q, k, v = _qkv(21, b=1, h=2, n=4, d=4)
+        f_scale = max(1.0, float(fn(q, k, v).detach().abs().max()))
+        h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in (q, k, v)))
+        assert torch.autograd.gradcheck(fn, (q, k, v), eps=h, atol=F64_TOL * f_scale,
+                                        rtol=F64_TOL, fast_mode=True, raise_exception=True), (
+            f"{target.name} (causal={causal})")
+
+
+@pytest.mark.parametrize("target", _attn_params())
+def test_forward_mode_matches_reverse_mode_attention(target):
+    """``vᵀ(Ju) = (vᵀJ)u`` for attention (bound as for feature maps)."""
+    _need_dtype(target, "float64")
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        q, k, v = _qkv(22, b=1, h=1, n=3, d=3)
+        lhs, rhs, mag = _fwd_rev(fn, (q, k, v), 23)
+        n_ops = 3 * q.numel() + v.numel() + 100
+        assert abs(lhs - rhs) <= gamma(n_ops, 2.0**-53) * mag, (
+            f"{target.name} (causal={causal}): vᵀ(Ju) = {lhs!r}, (vᵀJ)u = {rhs!r}")
+
+
+@pytest.mark.parametrize("target", _attn_params())
+def test_attention_gradient_locality(target):
+    """``∂o_i/∂q_j = 0`` for ``j ≠ i``; causal: ``∂o_i/∂(k_j, v_j) = 0`` for ``j > i`` — exactly
+    (the computation of o_i never touches those inputs)."""
+    _need_dtype(target, "float64")
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        q, k, v = _qkv(24, b=1, h=1, n=5, d=3)
+        out = fn(q, k, v)
+        for i in range(out.shape[-2]):
+            gq, gk, gv = torch.autograd.grad(out[..., i, :].sum(), (q, k, v), retain_graph=True)
+            if not target.self_attention_only:
+                bad_q = torch.cat([gq[..., :i, :], gq[..., i + 1:, :]], dim=-2)
+                assert bool((bad_q == 0).all()), (
+                    f"{target.name} (causal={causal}): ∂o_{i}/∂q_j ≠ 0 for some j ≠ {i}")
+            if causal:
+                assert bool((gk[..., i + 1:, :] == 0).all()), (
+                    f"{target.name}: ∂o_{i}/∂k_j ≠ 0 for some future j > {i} (the backward "
+                    "sees the future)")
+                assert bool((gv[..., i + 1:, :] == 0).all()), (
+                    f"{target.name}: ∂o_{i}/∂v_j ≠ 0 for some future j > {i}")
+
+
+@pytest.mark.parametrize("target", _attn_params())
+def test_attention_gradients_batch_and_head_independent(target):
+    """The gradient of one batch element's (one head's) outputs is exactly zero on every other
+    batch element (head)."""
+    _need_dtype(target, "float64")
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        q, k, v = _qkv(25, b=2, h=2, n=3, d=3)
+        out = fn(q, k, v)
+        for axis in (0, 1):
+            for idx in range(2):
+                part = out.select(axis, idx).sum()
+                grads = torch.autograd.grad(part, (q, k, v), retain_graph=True)
+                for name, g in zip("qkv", grads, strict=True):
+                    other = g.select(axis, 1 - idx)
+                    assert bool((other == 0).all()), (
+                        f"{target.name} (causal={causal}): the outputs of "
+                        f"{'batch' if axis == 0 else 'head'} {idx} have a gradient in "
+                        f"{name} of {'batch' if axis == 0 else 'head'} {1 - idx}")
+
+
+@pytest.mark.parametrize("target", _attn_params("deterministic_backward"))
+def test_attention_backward_is_deterministic(target):
+    """``deterministic_backward``: two backward passes give bitwise equal gradients."""
+    if target is None:
+        pytest.skip("no target")
+    dtype = next((d for d in ("float64", "float32") if target.accepts("torch", d)), None)
+    if dtype is None:
+        pytest.skip(f"{target.name} accepts neither torch float64 nor float32")
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        q, k, v = _qkv(26, dtype)
+        g = torch.tensor(np.random.default_rng(27).standard_normal((2, 2, 4, 3)),
+                         dtype=getattr(torch, dtype))
+        first = torch.autograd.grad((fn(q, k, v) * g).sum(), (q, k, v))
+        second = torch.autograd.grad((fn(q, k, v) * g).sum(), (q, k, v))
+        for name, a, b in zip("qkv", first, second, strict=True):
+            assert torch.equal(a, b), f"{target.name} (causal={causal}): ∂L/∂{name} differs " \
+                                      "between two backward passes"
+
+
+LOW = ("float32", "float16", "bfloat16")
+
+
+@pytest.mark.parametrize("dtype", LOW)
+@pytest.mark.parametrize("target", _attn_params())
+def test_low_precision_gradients_near_float64(target, dtype):
+    """Gradients in float32/float16/bfloat16 against the float64 gradient of the same target at
+    the same rounded inputs (budget: module docstring; ρ = expm1(2δ) of
+    ``properties/attention_cases.py`` with the compute dtype's unit roundoff)."""
+    from kernel_verify.properties.attention_cases import M_MAX
+    from kernel_verify.verify.backends import get_backend
+
+    _need_dtype(target, dtype)
+    _need_dtype(target, "float64")
+    budget = get_backend(f"torch:cpu-{dtype}").budget
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        lo = _qkv(28, dtype, b=1, h=2, n=4, d=4)
+        hi = [a.detach().double().requires_grad_(True) for a in lo]  # the same rounded values
+        g = torch.tensor(np.random.default_rng(29).standard_normal((1, 2, 4, 3)))
+        g_lo = g.to(getattr(torch, dtype))
+        g = g_lo.double()
+        got = torch.autograd.grad((fn(*lo) * g_lo).sum(), lo)
+        ref = torch.autograd.grad((fn(*hi) * g).sum(), hi)
+        q, k = (a.detach().numpy() for a in hi[:2])
+        n, d = q.shape[-2], q.shape[-1]
+        xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
+        z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
+        u_c = budget.u_compute
+        big_n = n + M_MAX + 6
+        rho = math.expm1(2 * gamma(big_n, u_c) * (z + 1)) + gamma(2 * (n + M_MAX) + 20, u_c)
+        u_out = FORMATS[dtype].u if budget.output_round else 0.0
+        ga = g.abs().numpy()
+        for name, a, b in zip("qkv", got, ref, strict=True):
+            a64, b64 = to_numpy(a), to_numpy(b)
+            assert np.isfinite(a64).all(), f"{target.name} {dtype}: ∂L/∂{name} not finite"
+            if name == "v":  # Σ_i ρ'·P_ij|G_i| ≤ ρ'·Σ_i |G_i| (P_ij ≤ 1)
+                bound = rho * ga.sum(axis=-2, keepdims=True) * np.ones_like(b64)
+            else:
+                bound = 4 * rho * n * np.abs(b64).max() * np.ones_like(b64)
+            bound = bound + u_out * (np.abs(b64) + bound)
+            assert_close(
+                a64, b64, bound, inputs={},
+                label=f"{target.name}: ∂L/∂{name} in {dtype} vs float64 (causal={causal})",
+                how="∂L/∂v: Σ_i ρ'|G_i| (derived); ∂L/∂q,k: 4ρ'·n·max|g₆₄| (stated assumption)",
+                repro=f"test_low_precision_gradients_near_float64[{target.name}-{dtype}]",
+            )
