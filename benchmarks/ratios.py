@@ -18,6 +18,11 @@ Columns:
   path without the CUDA extension is timed once per ``n`` (it takes seconds).
 * ``mem causal/non-causal``: peak resident memory added by one call, each in a fresh subprocess
   (``--memory``).
+* ``causal@REV/log`` (``--baseline REV``): the causal path of ``impls/torch/attention.py`` as it
+  was at git revision ``REV`` (loaded with ``git show``; the same features), interleaved with
+  the others, so that a change of the causal path is measured before and after in one run.
+* ``forms/log`` (``--forms``): the chunk-parallel form of :mod:`impls.torch.forms`
+  (``log_linear_attention_chunked``, chunk 64, no loop over chunks; the same features).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import math
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 
 import numpy as np
@@ -50,6 +56,49 @@ def inputs(n: int, device: str) -> tuple[torch.Tensor, ...]:
     entry = get(ENTRY)
     w = torch.tensor(entry.draw(rng, D, M, entry.config)["W"], dtype=torch.float32, device=device)
     return q, k, v, w
+
+
+def baseline_module(rev: str) -> types.ModuleType:
+    """``impls/torch/attention.py`` at git revision ``rev``, as a module (run from the
+    repository root)."""
+    src = subprocess.run(["git", "show", f"{rev}:impls/torch/attention.py"], capture_output=True,
+                         text=True, check=True).stdout
+    mod = types.ModuleType(f"attention_at_{rev}")
+    exec(compile(src, f"{rev}:impls/torch/attention.py", "exec"), mod.__dict__)
+    return mod
+
+
+def baseline_case(n: int, device: str, rev: str) -> Callable[[], object]:
+    """The default (log-space) causal path at ``rev``: the same features as
+    :func:`feature_map_attention`, then that revision's ``_log_linear``."""
+    from kernel_verify.impls.attention import map_features
+
+    old = baseline_module(rev)
+    q, k, v, w = inputs(n, device)
+    entry, params, scale = get(ENTRY), {"W": w}, D ** -0.25
+
+    def run() -> object:
+        lq = map_features(entry, q * scale, params, log=True)
+        lk = map_features(entry, k * scale, params, log=True)
+        return old._log_linear(lq, lk, v, causal=True, chunk_size=64)
+
+    return run
+
+
+def forms_case(n: int, device: str) -> Callable[[], object]:
+    """The chunk-parallel log-space form with the same features as the default path."""
+    from kernel_verify.impls.attention import map_features
+    from kernel_verify.impls.torch.forms import log_linear_attention_chunked
+
+    q, k, v, w = inputs(n, device)
+    entry, params, scale = get(ENTRY), {"W": w}, D ** -0.25
+
+    def run() -> object:
+        lq = map_features(entry, q * scale, params, log=True)
+        lk = map_features(entry, k * scale, params, log=True)
+        return log_linear_attention_chunked(lq, lk, v, chunk_size=64)
+
+    return run
 
 
 def cases(n: int, device: str) -> dict[str, Callable[[], object]]:
@@ -123,9 +172,14 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(n: int, device: str, repeat: int) -> dict[str, float]:
+def measure(n: int, device: str, repeat: int, baseline: str | None = None,
+            forms: bool = False) -> dict[str, float]:
     """Best wall time (s) of every case, interleaved round-robin."""
     fns = cases(n, device)
+    if forms:
+        fns["forms"] = forms_case(n, device)
+    if baseline:
+        fns["causal@baseline"] = baseline_case(n, device, baseline)
     best = dict.fromkeys(fns, math.inf)
     with torch.inference_mode():
         for r in range(repeat):
@@ -169,6 +223,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="torch intra-op threads (1 is steadier on a loaded machine)")
     ap.add_argument("--memory", action="store_true", help="also peak memory (CPU subprocesses)")
     ap.add_argument("--json", help="write the raw times here")
+    ap.add_argument("--forms", action="store_true",
+                    help="also time the chunk-parallel form (impls/torch/forms.py)")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also time the causal path of impls/torch/attention.py at git REV")
     ap.add_argument("--structured", action="store_true",
                     help="only the SORF/Fastfood fast-transform vs explicit-GEMM table")
     args = ap.parse_args(argv)
@@ -184,11 +242,15 @@ def main(argv: list[str] | None = None) -> None:
     raw = {}
     head = ("n | floor ms | log/floor | plain/floor | log/plain | causal/log | "
             "sdpa/log | sdpa-causal/causal | perf/log | perf-causal/causal")
+    if args.baseline:
+        head += f" | causal@{args.baseline}/log"
+    if args.forms:
+        head += " | forms/log"
     if args.memory:
         head += " | mem causal/non-causal"
     print(head)
     for n in args.n:
-        t = measure(n, args.device, args.repeat)
+        t = measure(n, args.device, args.repeat, args.baseline, args.forms)
         raw[n] = t
         perf = t.get("performer", math.nan)
         perf_c = t.get("performer causal", math.nan)
@@ -197,6 +259,10 @@ def main(argv: list[str] | None = None) -> None:
                f"{t['causal'] / t['log']:.2f} | {t['sdpa'] / t['log']:.2f} | "
                f"{t['sdpa causal'] / t['causal']:.2f} | {perf / t['log']:.2f} | "
                f"{perf_c / t['causal']:.1f}")
+        if args.baseline:
+            row += f" | {t['causal@baseline'] / t['log']:.2f}"
+        if args.forms:
+            row += f" | {t['forms'] / t['log']:.2f}"
         if args.memory:
             mem_c, mem_n = peak_memory(n, True, args.threads), peak_memory(n, False, args.threads)
             raw[n]["mem"] = [mem_c, mem_n]

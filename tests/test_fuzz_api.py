@@ -51,6 +51,7 @@ INTERNAL_MODULES = {
     "kernel_verify.impls.attention_checks": "argument checks of the attention functions",
     "kernel_verify.impls.registry": "the registry; its entries are enumerated below",
     "kernel_verify.impls.torch.convert": "dtype policy helpers used by the torch maps",
+    "kernel_verify.impls.forms_checks": "argument checks of the forms of causal attention",
 }
 # Public functions that the recipes cannot drive, with the reason (kept short on purpose).
 EXCUSED = {
@@ -158,6 +159,14 @@ RECIPES: dict[str, Recipe] = {
     "kind": Recipe(lambda c: "iid", "choice"),
     "landmarks": Recipe(lambda c: np.array([0, c.n - 1]), "indices"),
     "zero_denominator": Recipe(lambda c: "raise", "choice"),
+    # one token of the recurrent forms (impls/{numpy,torch}/forms.py) and their state
+    "phi_q_t": Recipe(_arr(lambda c: (2, c.m), positive=True), "array", last_dim=True),
+    "phi_k_t": Recipe(_arr(lambda c: (2, c.m), positive=True), "array", last_dim=True),
+    "log_phi_q_t": Recipe(_arr(lambda c: (2, c.m)), "array", last_dim=True),
+    "log_phi_k_t": Recipe(_arr(lambda c: (2, c.m)), "array", last_dim=True),
+    "v_t": Recipe(_arr(lambda c: (2, 3)), "array"),
+    "state": Recipe(lambda c: None, "state"),
+    "initial_state": Recipe(lambda c: None, "state"),
 }
 #: Per-function overrides where a conventional name means something else.
 OVERRIDES: dict[tuple[str, str], Recipe] = {
@@ -248,6 +257,12 @@ INDEX_BAD = [Bad("out of range", lambda x, c: np.array([0, c.n])),
              Bad("empty", lambda x, c: np.array([], dtype=int)),
              Bad("2-D", lambda x, c: np.array([[0, 1]]))]
 POSITIVE_REALS = {"scale", "sigma"}
+#: A state of the forms is None (empty) or a pair of arrays of the inputs' shapes.
+STATE_BAD = [Bad("int", lambda x, c: 3), Bad("one array", lambda x, c: (c.arr(np.zeros(2)),)),
+             Bad("wrong shapes", lambda x, c: (c.arr(np.zeros((3, c.m + 1))),
+                                               c.arr(np.zeros((3, c.m + 1, 2))))),
+             Bad("nan", lambda x, c: (c.arr(np.full((2, c.m), np.nan)),
+                                      c.arr(np.full((2, c.m), np.nan))))]
 
 
 def bad_values(fn_name: str, param: str, recipe: Recipe, n_arrays: int) -> list[Bad]:
@@ -260,7 +275,7 @@ def bad_values(fn_name: str, param: str, recipe: Recipe, n_arrays: int) -> list[
     if recipe.kind == "real":
         return REAL_BAD + (POSITIVE_REAL_BAD if param in POSITIVE_REALS else [])
     return {"flag": FLAG_BAD, "choice": CHOICE_BAD, "rng": RNG_BAD,
-            "indices": INDEX_BAD}[recipe.kind]
+            "indices": INDEX_BAD, "state": STATE_BAD}[recipe.kind]
 
 
 # --- entry points --------------------------------------------------------------------------
