@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import zlib
 from typing import Any
 
 import numpy as np
 import torch
 
 from kernel_verify.impls.torch.convert import to_torch
-from kernel_verify.verify.backends import AXIS
+from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.seeds import rng as seeded_rng
 
 #: Every backend name of the one backend axis (:data:`kernel_verify.verify.backends.AXIS`).
 ALL_BACKENDS: list[str] = list(dict.fromkeys(b.name for b in AXIS))
@@ -56,14 +56,24 @@ def slowdown() -> int:
 SEED = 20240611
 
 
-def require(backend: str, dtype: str = "float64") -> None:
-    """Raise ``NotImplementedError`` (asv: skipped) if ``backend``/``dtype`` cannot run here."""
+def point(backend: str, dtype: str = "float64") -> Backend:
+    """The point of the one backend axis (:data:`kernel_verify.verify.backends.AXIS`) for an asv
+    parameter pair: asv keeps its parameter strings (so the history survives), everything else
+    (conversions, skip reasons) is the axis'. Raises ``NotImplementedError`` (asv: skipped) for
+    a pair the axis does not have (float16 on NumPy)."""
     if backend not in ALL_BACKENDS:
         raise ValueError(f"backend must be one of {ALL_BACKENDS}, got {backend!r}")
-    if backend == "torch:cuda" and not torch.cuda.is_available():
-        raise NotImplementedError("torch:cuda: torch.cuda.is_available() is False on this machine")
-    if backend == "numpy" and dtype in ("float16", "bfloat16"):
-        raise NotImplementedError(f"numpy: {dtype} is not a compute dtype of the NumPy backend")
+    for b in AXIS:
+        if b.name == backend and b.dtype == dtype:
+            return b
+    raise NotImplementedError(f"{backend}: {dtype} is not a compute dtype of this backend")
+
+
+def require(backend: str, dtype: str = "float64") -> None:
+    """Raise ``NotImplementedError`` (asv: skipped) if ``backend``/``dtype`` cannot run here."""
+    reason = point(backend, dtype).skip_reason
+    if reason is not None:
+        raise NotImplementedError(reason)
 
 
 def skip_reason(backend: str, dtype: str = "float64") -> str | None:
@@ -77,20 +87,19 @@ def skip_reason(backend: str, dtype: str = "float64") -> str | None:
 
 def device(backend: str) -> str | None:
     """The torch device of ``backend`` (None for NumPy)."""
-    return backend.split(":", 1)[1] if backend.startswith("torch:") else None
+    b = point(backend)
+    return None if b.library == "numpy" else b.device
 
 
 def rng_for(*key: Any) -> np.random.Generator:
-    """A Generator seeded from :data:`SEED` and ``key`` (stable across runs and machines)."""
-    return np.random.default_rng([SEED, *(zlib.crc32(repr(part).encode()) for part in key)])
+    """A Generator for :data:`SEED` and ``key`` (stable across runs and machines): the one seed
+    module's child stream (:func:`kernel_verify.verify.seeds.rng`, key parts by their repr)."""
+    return seeded_rng(SEED, *(repr(part) for part in key))
 
 
 def to_backend(x: np.ndarray, backend: str, dtype: str) -> Any:
-    """A float64 NumPy array on ``backend`` in ``dtype`` (rounded once)."""
-    dev = device(backend)
-    if dev is None:
-        return x.astype(dtype)
-    return torch.as_tensor(x, dtype=torch.float64).to(device=dev, dtype=getattr(torch, dtype))
+    """A float64 NumPy array on ``backend`` in ``dtype`` (rounded once): the axis' conversion."""
+    return point(backend, dtype).from_numpy(x)
 
 
 def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
