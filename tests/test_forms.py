@@ -193,3 +193,50 @@ def test_bad_step_and_log_state() -> None:
     npf.log_linear_attention_step(ok, lq[..., 0, :], lk[..., 0, :], v[..., 0, :])
     with pytest.raises(ValueError, match="causal attention needs as many queries as keys"):
         tf.log_linear_attention_chunked(*_torch(lq, lk[..., :1, :], v[..., :1, :]))
+
+
+# ------------------------------------------------------------------ the truth and its bounds
+@pytest.mark.parametrize(("t", "chunk"), [(1, 1), (5, 2), (6, 6), (7, 3)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_forms_meet_the_exact_recurrence_within_the_derived_bounds(t, chunk, dtype) -> None:
+    """verify/references/forms.py (mpmath) against every torch form, split at every point,
+    within verify/forms_bounds.py for the dtype's unit roundoff."""
+    from kernel_verify.verify.forms_bounds import (
+        log_forms_delta,
+        log_forms_error_bound,
+        plain_forms_error_bound,
+        plain_state_error_bound,
+    )
+    from kernel_verify.verify.references.forms import causal_recurrence_mp, log_state_of
+    from kernel_verify.verify.tolerance import unit_roundoff
+
+    lq, lk, v = _inputs(t, seed=7 * t + chunk, m=3, dv=2, lead=(1, 2))
+    lq, lk, v = (torch.tensor(x, dtype=dtype).double().numpy() for x in (lq, lk, v))
+    fq, fk = np.exp(lq), np.exp(lk)
+    u = unit_roundoff(str(dtype).removeprefix("torch."))
+    ref, (s_ref, z_ref) = causal_recurrence_mp(fq, fk, v)
+    # features as the form sees them: exp(lq) rounded to the dtype (exact in float64 here)
+    fq_d, fk_d = (torch.tensor(x, dtype=dtype) for x in (fq, fk))
+    ref_d, (s_d, z_d) = causal_recurrence_mp(fq_d.double().numpy(), fk_d.double().numpy(), v)
+    bound = plain_forms_error_bound(fq_d.double().numpy(), fk_d.double().numpy(), v, u=u)
+    sb, zb = plain_state_error_bound(fk_d.double().numpy(), v, u=u)
+    out, (s, z) = tf.linear_attention_chunked(fq_d, fk_d, torch.tensor(v, dtype=dtype),
+                                              chunk_size=chunk)
+    assert (np.abs(out.double().numpy() - ref_d) <= bound).all()
+    assert (np.abs(s.double().numpy() - s_d) <= sb).all()
+    assert (np.abs(z.double().numpy() - z_d) <= zb).all()
+    lbound = log_forms_error_bound(lq, lk, v, u=u)
+    l_ref, vb_ref = log_state_of((s_ref, z_ref))
+    for cut in range(t + 1):
+        a, st = tf.log_linear_attention_chunked(*_torch(lq[..., :cut, :], lk[..., :cut, :],
+                                                        v[..., :cut, :], dtype=dtype),
+                                                chunk_size=chunk)
+        b, (ln, vb) = tf.log_linear_attention_chunked(
+            *_torch(lq[..., cut:, :], lk[..., cut:, :], v[..., cut:, :], dtype=dtype),
+            chunk_size=chunk, initial_state=st)
+        got = torch.cat([a, b], dim=-2).double().numpy()
+        assert np.abs(got - ref).max() <= lbound, (cut, np.abs(got - ref).max(), lbound)
+        assert np.abs(vb.double().numpy() - vb_ref).max() <= lbound
+        # L within δ; + the float64 rounding of the reference's exp (2 ulp relative in z)
+        delta = log_forms_delta(lq, lk, u=u) + 4 * 2.0**-53
+        assert np.abs(ln.double().numpy() - l_ref).max() <= delta
