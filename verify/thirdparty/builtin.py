@@ -20,6 +20,7 @@ from kernel_verify.impls.random_matrices import (
 )
 from kernel_verify.impls.registry import FeatureMap, all_maps, get
 from kernel_verify.impls.systems import get_system
+from kernel_verify.verify.thirdparty.builtin_forms import registry_forms
 from kernel_verify.verify.thirdparty.protocol import (
     ATTENTION_CLAIMS,
     MATRIX_CLAIMS,
@@ -48,8 +49,9 @@ def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str],
 
     if "torch" in libraries:  # torch inputs that require grad get autograd's gradients
         claims = {*claims, "differentiable", "deterministic_backward"}
+    # every form of causal attention with its state (docs/math.md §12)
     return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims),
-                           backends=libraries, dtypes=dtypes)
+                           backends=libraries, dtypes=dtypes, **registry_forms(entry, m))
 
 
 def _exact_softmax(q, k, v, *, causal, seed, **_):
@@ -98,6 +100,11 @@ def builtin_targets() -> tuple[Target, ...]:
                             ("numpy",)),
         _registry_attention(get("gerf[iid]"), 64, positive, ("float64",)),
         _registry_attention(get("softmax_positive[orthogonal]"), 64, positive, ("float32",),
+                            ("torch",)),
+        # Based's Taylor map: the first recurrent example besides positive features (signed
+        # features, positive kernel 1 + t + t²/2, state (1 + d + d²) × d_v)
+        _registry_attention(get("taylor2"), 64, ("causal", "noncausal", "positive_weights",
+                                                 "validates_input"), ("float64", "float32"),
                             ("torch",)),
     ]
     matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]

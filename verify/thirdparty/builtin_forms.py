@@ -1,0 +1,134 @@
+"""The forms protocol (:class:`AttentionTarget`, docs/math.md §12) for the built-in attention
+with a registry map: the keyword arguments that make an attention target offer every form.
+
+The forms run :mod:`impls.numpy.forms` / :mod:`impls.torch.forms` on the map's features (after
+the entry's ``d^(−1/4)`` pre-scale): the log-space forms with state ``(L, V̄)`` for maps claiming
+``log_features``, the plain forms with state ``(S, z)`` otherwise (Based's Taylor map: signed
+features whose kernel ``1 + t + t²/2`` is positive, state ``(1 + d + d²) × d_v``). ``varlen``
+runs each packed sequence from its own initial state; ``padded`` runs each row on its valid
+positions only (padding is removed, never zero-filled: ``φ(0) ≠ 0``), output 0 at padded
+positions. ``features``/``state_sums`` expose the exact features and the state as sums, so the
+suite compares with the mpmath recurrence (:mod:`verify.references.forms`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.registry import FeatureMap
+
+__all__ = ["registry_forms"]
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _forms_module(x: Any):
+    if _is_torch(x):
+        from kernel_verify.impls.torch import forms
+
+        return forms
+    from kernel_verify.impls.numpy import forms
+
+    return forms
+
+
+def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
+    """``stateful``, ``chunked``, ``step``, ``varlen``, ``padded``, ``features`` and
+    ``state_sums`` of attention with ``entry`` at ``m`` features (module docstring)."""
+    log = entry.has("log_features")
+
+    def params_for(x: Any, seed: int) -> dict:
+        p = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
+        if _is_torch(x):
+            from kernel_verify.impls.torch.convert import to_torch
+
+            p = to_torch(p, device=x.device)
+        return p
+
+    def phi(x: Any, params: dict) -> Any:
+        if entry.attention_prescale:
+            x = x * (float(x.shape[-1]) ** -0.25)
+        return map_features(entry, x, params, log=log)
+
+    def as_work(v: Any, like: Any) -> Any:
+        return v.to(like.dtype) if _is_torch(v) else v.astype(like.dtype, copy=False)
+
+    def back(out: Any, v: Any) -> Any:
+        return out.to(v.dtype) if _is_torch(v) else out.astype(v.dtype, copy=False)
+
+    def chunked(q, k, v, *, chunk_size, initial_state=None, seed=0):
+        params = params_for(q, seed)
+        fq, fk = phi(q, params), phi(k, params)
+        mod = _forms_module(q)
+        fn = mod.log_linear_attention_chunked if log else mod.linear_attention_chunked
+        out, state = fn(fq, fk, as_work(v, fq), chunk_size=chunk_size,
+                        initial_state=initial_state)
+        return back(out, v), state
+
+    def stateful(q, k, v, *, initial_state=None, seed=0):
+        return chunked(q, k, v, chunk_size=64, initial_state=initial_state, seed=seed)
+
+    def step(state, q_t, k_t, v_t, *, seed=0):
+        params = params_for(q_t, seed)
+        fq, fk = phi(q_t, params), phi(k_t, params)
+        mod = _forms_module(q_t)
+        fn = mod.log_linear_attention_step if log else mod.linear_attention_step
+        state, out = fn(state, fq, fk, as_work(v_t, fq))
+        return state, back(out, v_t)
+
+    def _slice(state, a: int, b: int):
+        return None if state is None else tuple(s[a:b] for s in state)
+
+    def _cat(parts: list, like: Any, axis: int = 0):
+        if _is_torch(like):
+            import torch
+
+            return torch.cat(parts, dim=axis)
+        return np.concatenate(parts, axis=axis)
+
+    def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0):
+        bounds = [int(c) for c in (cu_seqlens.tolist() if _is_torch(cu_seqlens)
+                                   else np.asarray(cu_seqlens).tolist())]
+        outs, states = [], []
+        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+            out, st = stateful(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b],
+                               initial_state=_slice(initial_state, i, i + 1), seed=seed)
+            outs.append(out)
+            states.append(st)
+        return _cat(outs, q, axis=2), tuple(_cat([s[j] for s in states], q)
+                                            for j in range(len(states[0])))
+
+    def padded(q, k, v, *, mask, initial_state=None, seed=0):
+        rows = mask.tolist() if _is_torch(mask) else np.asarray(mask).tolist()
+        out = (v.new_zeros(v.shape) if _is_torch(v) else np.zeros_like(v))
+        states = []
+        for b, row in enumerate(rows):
+            idx = [t for t, keep in enumerate(row) if keep]
+            o, st = stateful(q[b:b + 1, :, idx], k[b:b + 1, :, idx], v[b:b + 1, :, idx],
+                             initial_state=_slice(initial_state, b, b + 1), seed=seed)
+            out[b:b + 1, :, idx] = o
+            states.append(st)
+        return out, tuple(_cat([s[j] for s in states], q) for j in range(len(states[0])))
+
+    def features(x: np.ndarray, seed: int) -> np.ndarray:
+        params = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
+        if entry.attention_prescale:
+            x = x * (float(x.shape[-1]) ** -0.25)
+        return np.asarray(map_features(entry, x, params), dtype=np.float64)
+
+    def state_sums(state) -> tuple[np.ndarray, np.ndarray]:
+        first, second = (np.asarray(s.detach().to("cpu").double().numpy() if _is_torch(s)
+                                    else s, dtype=np.float64) for s in state)
+        if log:  # (L, V̄) → (e^L V̄, e^L)
+            z = np.exp(first)
+            return z[..., None] * second, z
+        return first, second
+
+    return {"stateful": stateful, "chunked": chunked, "step": step, "varlen": varlen,
+            "padded": padded, "features": features, "state_sums": state_sums}
