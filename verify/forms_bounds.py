@@ -49,13 +49,15 @@ __all__ = ["log_forms_delta", "log_forms_error_bound", "plain_forms_error_bound"
 
 
 def plain_forms_error_bound(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, *, u: float,
-                            initial_state: tuple[np.ndarray, np.ndarray] | None = None
-                            ) -> np.ndarray:
+                            initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                            extra: int = 0) -> np.ndarray:
     """Per-entry bound ``|fl(o) − o|`` of any form (module docstring) for unit roundoff ``u``;
     float64 NumPy inputs ``(..., T, m)``, ``(..., T, m)``, ``(..., T, d_v)`` and the initial
-    state as given to the form. Infinite where ``|den| ≤ γ·B`` (sign not reliable)."""
+    state as given to the form. Infinite where ``|den| ≤ γ·B`` (sign not reliable).
+    ``extra``: further roundings per product term (features that carry ``k·u`` relative error
+    of their own evaluation add ``2k``)."""
     n, m = phi_q.shape[-2], phi_q.shape[-1]
-    g = gamma(2 * n + m + 4, u)
+    g = gamma(2 * n + m + 4 + extra, u)
     pair = np.tril(np.abs(phi_q) @ np.swapaxes(np.abs(phi_k), -1, -2))
     signed = np.tril(phi_q @ np.swapaxes(phi_k, -1, -2))
     a = pair @ np.abs(v)
@@ -77,11 +79,11 @@ def plain_forms_error_bound(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
 
 
 def plain_state_error_bound(phi_k: np.ndarray, v: np.ndarray, *, u: float,
-                            initial_state: tuple[np.ndarray, np.ndarray] | None = None
-                            ) -> tuple[np.ndarray, np.ndarray]:
+                            initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                            extra: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Per-entry bounds of the final plain state ``(S, z)`` after ``T`` tokens (module
-    docstring)."""
-    g = gamma(phi_k.shape[-2] + 2, u)
+    docstring); ``extra`` as for :func:`plain_forms_error_bound`."""
+    g = gamma(phi_k.shape[-2] + 2 + extra, u)
     s_abs = np.swapaxes(np.abs(phi_k), -1, -2) @ np.abs(v)
     z_abs = np.abs(phi_k).sum(axis=-2)
     if initial_state is not None:
@@ -91,24 +93,27 @@ def plain_state_error_bound(phi_k: np.ndarray, v: np.ndarray, *, u: float,
 
 
 def log_forms_delta(log_phi_q: np.ndarray, log_phi_k: np.ndarray, *, u: float,
-                    initial_state: tuple[np.ndarray, np.ndarray] | None = None) -> float:
-    """``δ = γ_(2T+m+14)·(Z + 1)``: the absolute error of every logit of the log-space forms
-    (module docstring)."""
+                    initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                    extra: float = 0.0) -> float:
+    """``δ = γ_(2T+m+14)·(Z + 1) + extra``: the absolute error of every logit of the log-space
+    forms (module docstring); ``extra``: the absolute error the log-features themselves carry
+    (twice the error of one log-feature: a logit has one of q and one of k)."""
     n, m = log_phi_q.shape[-2], log_phi_q.shape[-1]
     z = float(np.abs(log_phi_q).max(initial=0.0) + np.abs(log_phi_k).max(initial=0.0))
     if initial_state is not None:
         finite = initial_state[0][np.isfinite(initial_state[0])]
         z += float(np.abs(finite).max(initial=0.0))
     z += math.log((n + 1) * m)
-    return gamma(2 * n + m + 14, u) * (z + 1)
+    return gamma(2 * n + m + 14, u) * (z + 1) + extra
 
 
 def log_forms_error_bound(log_phi_q: np.ndarray, log_phi_k: np.ndarray, v: np.ndarray, *,
-                          u: float, initial_state: tuple[np.ndarray, np.ndarray] | None = None
-                          ) -> float:
+                          u: float, initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                          extra: float = 0.0) -> float:
     """``(e^(4δ) − 1 + 2γ + u)·max(|v|, |V̄_0|)``: the bound of every output entry and of
     every entry of the final ``V̄`` of the log-space forms (module docstring)."""
-    delta = log_forms_delta(log_phi_q, log_phi_k, u=u, initial_state=initial_state)
+    delta = log_forms_delta(log_phi_q, log_phi_k, u=u, initial_state=initial_state,
+                            extra=extra)
     vmax = float(np.abs(v).max(initial=0.0))
     if initial_state is not None:
         vmax = max(vmax, float(np.abs(initial_state[1]).max(initial=0.0)))

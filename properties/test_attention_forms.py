@@ -1,0 +1,530 @@
+"""The forms of causal attention and their state (docs/math.md §12) on attention targets that
+offer them (the forms protocol of :class:`~kernel_verify.verify.thirdparty.protocol.
+AttentionTarget`), over every backend and dtype the target accepts.
+
+Hypothesis draws the batch, heads, length ``T``, widths ``d`` and ``d_v`` (``H ≠ T``,
+``d_v ≠ d`` in most draws: non-square layouts), the chunk size ``C`` and the split point; the
+lengths always include ``T ∈ {1, C − 1, C, C + 1}`` and the chunk sizes ``1``, ``T`` and
+non-divisors of ``T`` (:func:`form_cases`), besides free draws. Properties, each for the
+targets offering the forms it needs (else skipped with the field that would add it):
+
+* the forms agree with each other: ``attention(causal=True)``, ``stateful``, ``chunked`` at the
+  drawn ``C`` and the recurrence one token at a time (``step``), outputs within ``2ε``;
+* the forms meet the exact mpmath recurrence (:mod:`verify.references.forms`) within the derived
+  bounds (:mod:`verify.forms_bounds`), outputs and final state — white-box targets (``features``,
+  ``state_sums``), float64;
+* split invariance: running ``[0, t₀)`` and continuing from its final state equals the full run,
+  at every split point drawn, outputs and state (bitwise under ``state_bitwise``);
+* the final state equals the recurrence for every ``T``: the state after a chunked run and the
+  state after ``T`` steps continue a probe sequence identically;
+* packed sequences (``varlen``, ``cu_seqlens``) equal separate runs, with and without initial
+  states (the state resets at each boundary);
+* padding (``padded``, right or left, garbage values at padded positions) changes neither the
+  valid outputs nor the state; with ``differentiable``, padded inputs get zero gradient;
+* prefill then decode (``step``) equals the causal prefix of the full run;
+* the state's size does not grow with ``T``.
+
+States are opaque: two states are compared through their continuations — the same probe tokens
+run from each (by the target's own form) must give outputs within ``2ε``; a white-box target's
+``state_sums`` are also compared with the exact state. Tolerances: ``ε`` of
+:func:`attention_cases.output_error_bound` for the inputs as the target saw them (it covers any
+evaluation order, a state carried between calls included), and the derived bounds of
+:mod:`verify.forms_bounds` for the exact comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from kernel_verify.properties.attention_cases import call, output_error_bound, seen
+from kernel_verify.properties.evidence import nonfinite, observed
+from kernel_verify.properties.strategies import QKV, generator, seeds
+from kernel_verify.properties.targets import attentions_with
+from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.forms_bounds import (
+    log_forms_delta,
+    log_forms_error_bound,
+    plain_forms_error_bound,
+    plain_state_error_bound,
+)
+from kernel_verify.verify.references.forms import causal_recurrence_mp
+
+#: Examples per (property, target, backend): the forms run several calls per example.
+FORM_EXAMPLES = max(2, settings.default.max_examples // 8)
+#: Probe tokens that compare two states through their continuations.
+PROBE = 3
+
+
+# ------------------------------------------------------------------ cases and inputs
+def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
+    """``pytest.param(target, backend)`` for causal attention targets × accepted backends;
+    targets lacking a form in ``need`` (or all of ``any_of``) are one skipped param naming the
+    protocol field that would add the property."""
+    targets, skip = attentions_with(("causal",))
+    if skip is not None:
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
+    out = []
+    for t in targets:
+        missing = [f"AttentionTarget.{f}" for f in need if getattr(t, f) is None]
+        if any_of and not any(t.offers(f) for f in any_of):
+            missing.append(" or ".join(f"AttentionTarget.{f}" for f in any_of))
+        if missing:
+            out.append(pytest.param(t, None, id=f"{t.name}-no-form", marks=pytest.mark.skip(
+                reason=f"{t.name} does not offer what this property needs: "
+                       f"{'; '.join(missing)} (the forms protocol, docs/math.md §12)")))
+            continue
+        for b in AXIS:
+            if not t.accepts(b.library, b.dtype):
+                continue
+            marks = [pytest.mark.skip(reason=b.skip_reason)] if b.skip_reason else []
+            if b.device == "cuda":
+                marks.append(pytest.mark.cuda)
+            out.append(pytest.param(t, b, marks=marks, id=f"{t.name}-{b.id}"))
+    return out
+
+
+STATEFUL = ("stateful", "chunked")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A drawn layout: batch, heads, length, widths, chunk size, split point, seed."""
+
+    b: int
+    h: int
+    t: int
+    d: int
+    dv: int
+    chunk: int
+    cut: int
+    seed: int
+
+
+@st.composite
+def form_shapes(draw, max_t: int = 12) -> Shape:
+    """``T`` from ``{1, C − 1, C, C + 1}`` or free; then ``C`` from ``{1, T, a non-divisor of T,
+    the first C}``; the split point ``1 ≤ t₀ < T`` (``t₀ = 1`` when ``T = 1``)."""
+    c0 = draw(st.integers(1, 6), label="C")
+    t = draw(st.one_of(st.sampled_from(sorted({max(c0 - 1, 1), c0, c0 + 1, 1})),
+                       st.integers(1, max_t)), label="T")
+    non_divisors = [c for c in range(2, t) if t % c]
+    chunks = [c0, 1, t] + (non_divisors[:2] if non_divisors else [])
+    chunk = draw(st.sampled_from(chunks), label="chunk size")
+    cut = draw(st.integers(1, max(t - 1, 1)), label="split point")
+    return Shape(draw(st.integers(1, 2)), draw(st.integers(1, 3)), t, draw(st.integers(1, 4)),
+                 draw(st.integers(1, 3)), chunk, cut, draw(seeds, label="seed"))
+
+
+#: Fixed layouts every property runs: non-square (H ≠ T, d_v ≠ d), T = C ± 1, C ∤ T, C = 1, T.
+EXAMPLES = (Shape(1, 2, 5, 3, 1, 3, 2, 0), Shape(2, 1, 4, 2, 3, 4, 3, 1),
+            Shape(1, 3, 7, 4, 2, 1, 6, 2))
+
+
+def _examples(fn):
+    for s in EXAMPLES:
+        fn = example(shape=s)(fn)
+    return fn
+
+
+def draw_inputs(shape: Shape, t: int | None = None, stream: str = "inputs") -> QKV:
+    """Unit-scale Gaussian inputs of the layout (``t`` rows instead of ``shape.t``)."""
+    rng = generator(shape.seed, stream)
+    n = shape.t if t is None else t
+    q = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
+    k = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
+    return QKV(q, k, rng.standard_normal((shape.b, shape.h, n, shape.dv)), 0.5)
+
+
+def rows(x: QKV, a: int, b: int) -> QKV:
+    sl = (..., slice(a, b), slice(None))
+    return QKV(x.q[sl], x.k[sl], x.v[sl], x.scale)
+
+
+def join(*xs: QKV) -> QKV:
+    return QKV(*(np.concatenate([getattr(x, f) for x in xs], axis=-2) for f in "qkv"),
+               xs[0].scale)
+
+
+def tol(x: QKV, backend: Backend) -> float:
+    """``2ε`` for two outputs of the target on (rounded) inputs ``x``."""
+    return 2 * output_error_bound(seen(x, backend), backend)
+
+
+# ------------------------------------------------------------------ calling the forms
+def _chunk(target, chunk: int) -> int:
+    sizes = target.chunk_sizes
+    return chunk if sizes is None else sizes[chunk % len(sizes)]
+
+
+def run(target, backend: Backend, x: QKV, *, seed: int, chunk: int | None = None,
+        state=None, form: str | None = None):
+    """``(out float64 (B, H, T, d_v), state)`` of the target's ``chunked`` (at ``chunk``) or
+    ``stateful`` form, in its layout, from ``state``."""
+    t = target.to_layout
+    q, k, v = (t(backend.from_numpy(a)) for a in (x.q, x.k, x.v))
+    form = form or ("chunked" if chunk is not None and target.offers("chunked") else
+                    "stateful" if target.offers("stateful") else "chunked")
+    if form == "chunked":
+        c = _chunk(target, chunk if chunk is not None else max(x.q.shape[-2], 1))
+        out, st_ = target.chunked(q, k, v, chunk_size=c, initial_state=state, seed=seed)
+    else:
+        out, st_ = target.stateful(q, k, v, initial_state=state, seed=seed)
+    out = backend.to_numpy(t(out))
+    want = (*x.q.shape[:-1], x.v.shape[-1])
+    assert out.shape == want, f"{target.name} {form}: output shape {out.shape}, expected {want}"
+    return out, st_
+
+
+def run_steps(target, backend: Backend, x: QKV, *, seed: int, state=None):
+    """The recurrence one token at a time: ``(outputs (B, H, T, d_v), final state)``."""
+    outs = []
+    for i in range(x.q.shape[-2]):
+        q, k, v = (backend.from_numpy(np.ascontiguousarray(a[..., i, :])) for a in (x.q, x.k, x.v))
+        state, o = target.step(state, q, k, v, seed=seed)
+        outs.append(backend.to_numpy(o))
+    return np.stack(outs, axis=-2), state
+
+
+def continuation(target, backend, state, probe: QKV, seed: int) -> np.ndarray:
+    """What a state does: the outputs of the probe tokens run from it."""
+    if target.offers("stateful") or target.offers("chunked"):
+        return run(target, backend, probe, seed=seed, state=state)[0]
+    return run_steps(target, backend, probe, seed=seed, state=state)[0]
+
+
+def same_state(target, backend, a, b, probe: QKV, context: QKV, seed: int, what: str) -> None:
+    """Two states agree when the probe continues identically from both (``2ε`` of the whole
+    input ``context + probe``)."""
+    got_a = continuation(target, backend, a, probe, seed)
+    got_b = continuation(target, backend, b, probe, seed)
+    text = observed(got_a, tol=tol(join(context, probe), backend), expected=got_b)
+    if text:
+        raise AssertionError(f"{what}: the probe continues differently from the two states: "
+                             f"{text}")
+
+
+def where(target, backend, shape: Shape) -> str:
+    return (f"{target.name} on {backend.id} (B={shape.b}, H={shape.h}, T={shape.t}, "
+            f"d={shape.d}, d_v={shape.dv}, C={_chunk(target, shape.chunk)}, "
+            f"t0={shape.cut}, seed={shape.seed})")
+
+
+def probe_for(shape: Shape) -> QKV:
+    return draw_inputs(shape, t=PROBE, stream="probe")
+
+
+def _size(state) -> list[tuple[int, ...]]:
+    return [tuple(s.shape) for s in state]
+
+
+# ------------------------------------------------------------------ the forms agree
+@pytest.mark.parametrize(("target", "backend"), form_cases(any_of=(*STATEFUL, "step")))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes())
+def test_forms_agree_with_each_other(target, backend, shape):
+    """parallel = chunked (any C) = recurrent: ``attention(causal=True)``, ``stateful``,
+    ``chunked`` at the drawn C and the steps give the same outputs within ``2ε``."""
+    x = draw_inputs(shape)
+    ref = call(target, backend, x, causal=True, seed=shape.seed)
+    outs = {}
+    if target.offers("stateful"):
+        outs["stateful"] = run(target, backend, x, seed=shape.seed, form="stateful")[0]
+    if target.offers("chunked"):
+        outs[f"chunked(C={_chunk(target, shape.chunk)})"] = run(
+            target, backend, x, seed=shape.seed, chunk=shape.chunk, form="chunked")[0]
+    if target.offers("step"):
+        outs["step × T"] = run_steps(target, backend, x, seed=shape.seed)[0]
+    bound = tol(x, backend)
+    for name, out in outs.items():
+        text = nonfinite(out) or observed(out, tol=bound, expected=ref)
+        if text:
+            raise AssertionError(f"{where(target, backend, shape)}: {name} differs from "
+                                 f"attention(causal=True): {text}")
+
+
+# ------------------------------------------------------------------ the exact recurrence
+def _exact_bounds(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, u: float):
+    """Output and state bounds of whichever derived evaluation the target uses
+    (verify/forms_bounds.py): the plain one always, the log-space one too when every feature is
+    positive (the larger of the two bounds either). The float64 features of ``features(x)``
+    and the ones the target computes differ by their own evaluation: ≤ 8u relative (exp/log
+    ≤ 4 ulp, verify/tolerance.py, of a sum of ≤ 3 terms) — 16 more roundings per product
+    term on the plain path (``extra=16``), ``16u`` more absolute error per logit in log space.
+    The log-space state through ``state_sums``: ``S = e^L·V̄`` with ``|ΔL| ≤ δ`` (plus ≤ 8u for
+    the exponential and the product) and ``|ΔV̄| ≤ E`` gives
+    ``|ΔS| ≤ (e^δ − 1)|S| + z·E·e^δ`` and ``|Δz| ≤ (e^δ − 1)·z``."""
+    out_b = plain_forms_error_bound(fq, fk, v, u=u, extra=16)
+    s_b, z_b = plain_state_error_bound(fk, v, u=u, extra=16)
+    if (fq > 0).all() and (fk > 0).all():
+        lq, lk = np.log(fq), np.log(fk)
+        e_log = log_forms_error_bound(lq, lk, v, u=u, extra=16 * u)
+        out_b = np.maximum(out_b, e_log)
+        delta = log_forms_delta(lq, lk, u=u, extra=16 * u) + 8 * u
+        z = fk.sum(axis=-2)
+        s = np.swapaxes(fk, -1, -2) @ v
+        s_b = np.maximum(s_b, np.abs(s) * math.expm1(delta)
+                         + z[..., None] * e_log * math.exp(delta))
+        z_b = np.maximum(z_b, z * math.expm1(delta))
+    return out_b, s_b, z_b
+
+
+@pytest.mark.parametrize(("target", "backend"),
+                         form_cases("features", any_of=(*STATEFUL, "step")))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes(max_t=8))
+def test_forms_meet_the_exact_recurrence(target, backend, shape):
+    """Every offered form (and ``attention(causal=True)``) against the exact recurrence of the
+    target's own float64 features (``features(x, seed)``), within the derived bound; the final
+    state through ``state_sums`` against the exact ``(S, z)``. float64 backends only (the
+    features are float64: in another dtype the features' own rounding would need the map's
+    error model)."""
+    if backend.dtype != "float64":
+        pytest.skip("the exact comparison runs on float64 backends (features(x, seed) are "
+                    "float64)")
+    x = seen(draw_inputs(shape), backend)
+    fq = np.asarray(target.features(x.q, shape.seed), dtype=np.float64)
+    fk = np.asarray(target.features(x.k, shape.seed), dtype=np.float64)
+    ref, (s_ref, z_ref) = causal_recurrence_mp(fq, fk, x.v)
+    out_b, s_b, z_b = _exact_bounds(fq, fk, x.v, backend.budget.u_compute)
+    outs = {"attention(causal=True)": (call(target, backend, x, causal=True, seed=shape.seed),
+                                       None)}
+    if target.offers("stateful"):
+        outs["stateful"] = run(target, backend, x, seed=shape.seed, form="stateful")
+    if target.offers("chunked"):
+        outs["chunked"] = run(target, backend, x, seed=shape.seed, chunk=shape.chunk,
+                              form="chunked")
+    if target.offers("step"):
+        outs["step × T"] = run_steps(target, backend, x, seed=shape.seed)
+    for name, (out, state) in outs.items():
+        err = np.abs(out - ref)
+        if not (err <= out_b).all():
+            i = np.unravel_index(np.argmax(err - out_b), err.shape)
+            raise AssertionError(f"{where(target, backend, shape)}: {name} output {out[i]!r} "
+                                 f"at {i}, exact {ref[i]!r}: error {err[i]:.3e} > derived bound "
+                                 f"{out_b[i]:.3e}")
+        if state is None or target.state_sums is None:
+            continue
+        s, z = target.state_sums(state)
+        for label, got, want, bound in (("S", s, s_ref, s_b), ("z", z, z_ref, z_b)):
+            if got is None:
+                continue
+            e = np.abs(np.asarray(got, dtype=np.float64) - want)
+            assert (e <= bound).all(), (
+                f"{where(target, backend, shape)}: {name} final state {label} differs from the "
+                f"exact recurrence by {e.max():.3e} (bound {bound.flat[np.argmax(e)]:.3e})")
+
+
+# ------------------------------------------------------------------ split invariance
+@pytest.mark.parametrize(("target", "backend"), form_cases(any_of=STATEFUL))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes())
+def test_split_invariance(target, backend, shape):
+    """``[0, t₀)`` then ``[t₀, T)`` from its final state = ``[0, T)``: outputs within ``2ε``
+    and the two final states continue a probe identically (bitwise, outputs and probe, under
+    ``state_bitwise``)."""
+    x = draw_inputs(shape)
+    cut = min(shape.cut, shape.t)
+    full, s_full = run(target, backend, x, seed=shape.seed, chunk=shape.chunk)
+    first, s_first = run(target, backend, rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
+    if cut < shape.t:
+        second, s_split = run(target, backend, rows(x, cut, shape.t), seed=shape.seed,
+                              chunk=shape.chunk, state=s_first)
+        split = np.concatenate([first, second], axis=-2)
+    else:
+        split, s_split = first, s_first
+    w = where(target, backend, shape)
+    if target.has("state_bitwise"):
+        assert np.array_equal(split, full), (f"{w}: split at {cut} is not bitwise equal to the "
+                                             "full run (the target claims state_bitwise)")
+        probe = probe_for(shape)
+        a = continuation(target, backend, s_split, probe, shape.seed)
+        b = continuation(target, backend, s_full, probe, shape.seed)
+        assert np.array_equal(a, b), f"{w}: the two final states continue differently (bitwise)"
+        return
+    text = observed(split, tol=tol(x, backend), expected=full)
+    if text:
+        raise AssertionError(f"{w}: running [0, {cut}) and continuing from its state differs "
+                             f"from the full run: {text}")
+    same_state(target, backend, s_split, s_full, probe_for(shape), x, shape.seed,
+               f"{w}: final state of the split run vs the full run")
+
+
+# ------------------------------------------------------------------ final state = recurrence
+@pytest.mark.parametrize(("target", "backend"), form_cases("step", any_of=STATEFUL))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes())
+def test_final_state_equals_the_recurrence_for_every_length(target, backend, shape):
+    """The final state of a chunked run (any T, not only multiples of C) and the state after T
+    steps continue a probe identically; so do their outputs."""
+    x = draw_inputs(shape)
+    out, s_chunks = run(target, backend, x, seed=shape.seed, chunk=shape.chunk)
+    out_steps, s_steps = run_steps(target, backend, x, seed=shape.seed)
+    w = where(target, backend, shape)
+    text = observed(out, tol=tol(x, backend), expected=out_steps)
+    if text:
+        raise AssertionError(f"{w}: the chunked form differs from the recurrence: {text}")
+    same_state(target, backend, s_chunks, s_steps, probe_for(shape), x, shape.seed,
+               f"{w}: final state of the chunked form vs T recurrent steps")
+
+
+# ------------------------------------------------------------------ packed sequences
+@pytest.mark.parametrize(("target", "backend"), form_cases("varlen", any_of=STATEFUL))
+@settings(max_examples=FORM_EXAMPLES)
+@given(shape=form_shapes(), data=st.data())
+def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
+    """``varlen`` on N sequences packed along time (``cu_seqlens``) = N separate runs, outputs
+    and final states, with fresh or given initial states (the state resets at each boundary)."""
+    n_seq = data.draw(st.integers(1, 3), label="sequences")
+    lengths = [data.draw(st.integers(1, max(shape.t, 1)), label=f"length {i}")
+               for i in range(n_seq)]
+    with_state = data.draw(st.booleans(), label="initial states")
+    one = Shape(1, shape.h, shape.t, shape.d, shape.dv, shape.chunk, shape.cut, shape.seed)
+    seqs = [draw_inputs(one, t=n, stream=f"seq{i}") for i, n in enumerate(lengths)]
+    init = None
+    prefix = None
+    if with_state:
+        prefix = draw_inputs(Shape(n_seq, shape.h, 2, shape.d, shape.dv, 1, 1, shape.seed),
+                             stream="prefix")
+        init = run(target, backend, prefix, seed=shape.seed)[1]
+    packed = join(*seqs)
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    t = target.to_layout
+    q, k, v = (t(backend.from_numpy(a)) for a in (packed.q, packed.k, packed.v))
+    out, states = target.varlen(q, k, v, cu_seqlens=_index_array(cu, backend), initial_state=init,
+                                seed=shape.seed)
+    out = backend.to_numpy(t(out))
+    w = f"{where(target, backend, shape)} lengths {lengths}, initial states {with_state}"
+    for i, x in enumerate(seqs):
+        st_i = None if init is None else tuple(s[i:i + 1] for s in init)
+        ref, s_ref = run(target, backend, x, seed=shape.seed, state=st_i)
+        context = x if prefix is None else join(rows(QKV(*(getattr(prefix, f)[i:i + 1]
+                                                           for f in "qkv"), 0.5), 0, 2), x)
+        got = out[..., cu[i]:cu[i + 1], :]
+        text = observed(got, tol=tol(context, backend), expected=ref)
+        if text:
+            raise AssertionError(f"{w}: sequence {i} packed differs from its separate run: "
+                                 f"{text}")
+        same_state(target, backend, tuple(s[i:i + 1] for s in states), s_ref,
+                   probe_for(one), context, shape.seed,
+                   f"{w}: final state of sequence {i} packed vs separate")
+
+
+def _index_array(a: np.ndarray, backend: Backend):
+    if backend.library == "numpy":
+        return a
+    import torch
+
+    return torch.as_tensor(a, device=backend.device)
+
+
+# ------------------------------------------------------------------ padding
+@pytest.mark.parametrize(("target", "backend"), form_cases("padded", any_of=STATEFUL))
+@settings(max_examples=FORM_EXAMPLES)
+@given(shape=form_shapes(), data=st.data())
+def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape, data):
+    """Rows padded on the right or the left with large garbage values: valid outputs and the
+    final state equal those of the valid part alone; with ``differentiable`` (torch), padded
+    positions get exactly zero gradient."""
+    valid = [data.draw(st.integers(1, shape.t), label=f"valid length {b}")
+             for b in range(shape.b)]
+    left = data.draw(st.booleans(), label="left padding")
+    x = draw_inputs(shape)
+    rng = generator(shape.seed, "padding")
+    mask = np.zeros((shape.b, shape.t), dtype=bool)
+    for b, n in enumerate(valid):
+        if left:
+            mask[b, shape.t - n:] = True
+        else:
+            mask[b, :n] = True
+    garbage = {f: 30.0 * rng.standard_normal(getattr(x, f).shape) for f in "qkv"}
+    px = QKV(*(np.where(mask[:, None, :, None], getattr(x, f), garbage[f]) for f in "qkv"), 0.5)
+    t = target.to_layout
+    arrays = [backend.from_numpy(a) for a in (px.q, px.k, px.v)]
+    grad = target.has("differentiable") and backend.library == "torch"
+    if grad:
+        arrays = [a.detach().requires_grad_(True) for a in arrays]
+    out, state = target.padded(*(t(a) for a in arrays), mask=_index_array(mask, backend),
+                               seed=shape.seed)
+    out_np = backend.to_numpy(t(out.detach() if grad else out))
+    w = (f"{where(target, backend, shape)}, {'left' if left else 'right'} padding, valid "
+         f"lengths {valid}")
+    for b in range(shape.b):
+        idx = np.flatnonzero(mask[b])
+        xb = QKV(*(getattr(x, f)[b:b + 1][..., idx, :] for f in "qkv"), 0.5)
+        ref, s_ref = run(target, backend, xb, seed=shape.seed)
+        text = observed(out_np[b:b + 1][..., idx, :], tol=tol(xb, backend), expected=ref)
+        if text:
+            raise AssertionError(f"{w}: row {b}: valid outputs changed by padding: {text}")
+        if state is not None:
+            one = Shape(1, shape.h, shape.t, shape.d, shape.dv, shape.chunk, shape.cut,
+                        shape.seed)
+            same_state(target, backend, tuple(s[b:b + 1] for s in state), s_ref,
+                       probe_for(one), xb, shape.seed,
+                       f"{w}: row {b}: final state with padding vs the valid part alone")
+    if grad:
+        import torch
+
+        weights = torch.as_tensor(generator(shape.seed, "cotangent").standard_normal(
+            out_np.shape), dtype=out.dtype, device=out.device)
+        keep = torch.as_tensor(mask, device=out.device)[:, None, :, None]
+        loss = (t(out) * weights * keep).sum()
+        grads = torch.autograd.grad(loss, arrays, allow_unused=True)
+        for name, g in zip("qkv", grads, strict=True):
+            if g is None:
+                continue
+            g_np = g.detach().to("cpu", torch.float64).numpy()
+            pad = g_np[np.broadcast_to(~mask[:, None, :, None], g_np.shape)]
+            assert not np.any(pad), (f"{w}: padded positions of {name} get a nonzero gradient "
+                                     f"(max |g| = {np.abs(pad).max():.3e})")
+
+
+# ------------------------------------------------------------------ prefill then decode
+@pytest.mark.parametrize(("target", "backend"), form_cases("step", any_of=STATEFUL))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes())
+def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
+    """Prefill ``[0, t₀)`` with the full-sequence form, then decode ``t₀ … T−1`` one token at a
+    time from its state (from the empty state when ``T = 1``): the decoded outputs equal the
+    full causal run's."""
+    x = draw_inputs(shape)
+    cut = shape.cut if shape.cut < shape.t else 0  # T = 1: decode from the empty state
+    state = None
+    if cut:
+        _, state = run(target, backend, rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
+    decoded, _ = run_steps(target, backend, rows(x, cut, shape.t), seed=shape.seed, state=state)
+    full = call(target, backend, x, causal=True, seed=shape.seed)
+    text = observed(decoded, tol=tol(x, backend), expected=full[..., cut:, :])
+    if text:
+        raise AssertionError(f"{where(target, backend, shape)}: decoding after a prefill of "
+                             f"{cut} tokens differs from the causal run: {text}")
+
+
+# ------------------------------------------------------------------ state size
+@pytest.mark.parametrize(("target", "backend"), form_cases(any_of=(*STATEFUL, "step")))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes())
+def test_state_size_does_not_grow_with_length(target, backend, shape):
+    """The state after T tokens and after 2T + 5 tokens has the same arrays and shapes (and
+    the step's state equals the full-sequence form's in layout)."""
+    short = draw_inputs(shape)
+    long = draw_inputs(shape, t=2 * shape.t + 5, stream="long")
+    sizes = []
+    for x in (short, long):
+        if target.offers("stateful") or target.offers("chunked"):
+            sizes.append(_size(run(target, backend, x, seed=shape.seed, chunk=shape.chunk)[1]))
+        if target.offers("step"):
+            sizes.append(_size(run_steps(target, backend, rows(x, 0, 2), seed=shape.seed)[1]))
+    assert all(s == sizes[0] for s in sizes), (
+        f"{where(target, backend, shape)}: state shapes differ between lengths/forms: {sizes}")
