@@ -357,42 +357,87 @@ def _antipodal_inputs(seed: int, d: int, scale: float, self_attention: bool):
     return QKV(q, np.stack([k0, -k0])[None, None], v, scale), v[0, 0, :1]
 
 
+#: Sign pattern of the causal large-scale sequence ``x_j = s_j·a·u``: every row i ≥ 1 sees keys
+#: of both signs, so its argmax set (the visible keys of its own sign) is never all it sees.
+CAUSAL_SIGNS = (1, -1, 1, -1, -1, 1)
+
+
+def _causal_argmax_inputs(seed: int, d: int, scale: float):
+    """Causal large-scale inputs: the sequence ``x_j = s_j·a·u`` (``u`` a random unit vector,
+    ``a = scale·√d``, signs :data:`CAUSAL_SIGNS`), used as queries and keys (``k = q``: valid for
+    cross- and self-attention targets alike). Row i sees keys ``j ≤ i``; exact attention's
+    scores are ``±a²/√d``, so as the scale grows row i tends to the mean of ``v_j`` over its
+    argmax set ``A_i = {j ≤ i : s_j = s_i}``, while collapsed (uniform) attention gives the mean
+    over all ``j ≤ i`` — different for every row i ≥ 1, since each sees both signs.
+    Positive random features: ``φ(x)ᵀφ(−x) = e^(−a²)`` exactly, ``φ(x)ᵀφ(x) ≥ e^(−a²)·e^(2aM)/m``
+    with ``M`` the largest of the m projections ``wᵀu``; the weight outside ``A_i`` exceeds 1/6
+    only if ``e^(2aM)/m < 5n``, i.e. ``M < log(5nm)/(2a) ≤ 0.33`` (n = 6, m = 256, a ≥ 10√2):
+    probability ≤ Φ(0.33)^256 < 1e-50. Returns ``(x, targets)``: ``targets[i]`` the argmax-set
+    mean, and the visible means (uniform attention) for the failure's diagnosis."""
+    rng = generator(seed, "antipodal_causal")
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    a = scale * math.sqrt(d)
+    s = np.asarray(CAUSAL_SIGNS, dtype=np.float64)
+    q = (s[:, None] * a * u)[None, None]
+    v = rng.standard_normal((1, 1, len(s), 3))
+    return QKV(q, q.copy(), v, scale), s
+
+
+def _argmax_rows(target, backend, seed: int, d: int, scale: float, causal: bool):
+    """``(v, out, [(row, argmax value, uniform value)])`` of one large-scale call."""
+    if causal:
+        x, s = _causal_argmax_inputs(seed, d, scale)
+        if target.self_attention_only:
+            x = QKV(x.q, x.q, x.v, x.scale, True)
+        v = seen(x, backend).v[0, 0]
+        rows = [(i, v[: i + 1][s[: i + 1] == s[i]].mean(axis=0), v[: i + 1].mean(axis=0))
+                for i in range(1, len(s))]
+    else:
+        x, argmax = _antipodal_inputs(seed, d, scale, target.self_attention_only)
+        v = seen(x, backend).v[0, 0]
+        rows = [(i, argmax[i] if len(argmax) > i else argmax[0], v.mean(axis=0))
+                for i in range(x.q.shape[-2])]
+    out = call(target, backend, x, causal=causal, seed=seed, m=256)[0, 0]
+    return v, out, rows
+
+
 @pytest.mark.parametrize(("target", "backend"), cases("approximates_softmax"))
 @given(seed=seeds, d=st.integers(2, 6))
 def test_large_scale_keeps_the_argmax_value(target, backend, seed, d):
     """No collapse to uniform attention: at scales 10…300 each output is nearer exact
-    attention's argmax value than ``mean(V)`` (weight on the other key below 1/6)."""
-    causal = modes(target)[0]
-    for scale in (10.0, 30.0, 100.0, 300.0):
-        x, argmax = _antipodal_inputs(seed, d, scale, target.self_attention_only)
-        if causal and not x.self_attention:
-            continue  # one query against two keys has no causal reading
-        v = seen(x, backend).v[0, 0]
-        out = call(target, backend, x, causal=causal, seed=seed, m=256)[0, 0]
-        rows = [0] if causal else range(out.shape[0])  # causal row 0 sees its own key only
-        where = f"{target.name} on {backend.id} (seed={seed}, d={d}, scale={scale})"
-        text = nonfinite(out)
-        assert text is None, f"{where}: {text}"
-        for i in rows:
-            if causal and i == 0:
-                continue
-            want = argmax[i] if len(argmax) > i else argmax[0]
-            mean = v.mean(axis=0)
-            to_argmax, to_mean = np.linalg.norm(out[i] - want), np.linalg.norm(out[i] - mean)
-            if to_argmax < 0.5 * to_mean:
-                continue
-            if not np.any(out[i]):
-                kind = "the output is exactly 0 (no key got any weight: underflow)"
-            elif np.any(out[i] < v.min(axis=0) - 1e-9) or np.any(out[i] > v.max(axis=0) + 1e-9):
-                kind = ("the output lies outside the hull of V (weights are not a convex "
-                        "combination)")
-            elif to_mean < 0.1 * to_argmax:
-                kind = "attention collapsed to uniform"
-            else:
-                kind = "the weight on the argmax key is below 5/6"
-            raise AssertionError(
-                f"{where}: row {i} output {out[i]} is not near the argmax value {want} "
-                f"(distance {to_argmax:.3g}; to mean(V) {mean}: {to_mean:.3g}): {kind}")
+    attention's argmax value than the uniform-attention value (the mean of the values the row
+    sees), i.e. the weight outside the argmax keys is below 1/6. Non-causal: one query against
+    two keys (or a two-token self-attention sequence), :func:`_antipodal_inputs`. Causal: a
+    six-token sequence whose every row i ≥ 1 sees keys of both signs
+    (:func:`_causal_argmax_inputs`), so a causal-only target is judged on rows 1…5 — a target
+    that returns the running mean of v fails here."""
+    for causal in modes(target):
+        for scale in (10.0, 30.0, 100.0, 300.0):
+            v, out, rows = _argmax_rows(target, backend, seed, d, scale, causal)
+            where = (f"{target.name} on {backend.id} (causal={causal}, seed={seed}, d={d}, "
+                     f"scale={scale})")
+            text = nonfinite(out)
+            assert text is None, f"{where}: {text}"
+            for i, want, mean in rows:
+                to_argmax, to_mean = np.linalg.norm(out[i] - want), np.linalg.norm(out[i] - mean)
+                if to_argmax < 0.5 * to_mean:
+                    continue
+                visible = v[: i + 1] if causal else v
+                if not np.any(out[i]):
+                    kind = "the output is exactly 0 (no key got any weight: underflow)"
+                elif (np.any(out[i] < visible.min(axis=0) - 1e-9)
+                      or np.any(out[i] > visible.max(axis=0) + 1e-9)):
+                    kind = ("the output lies outside the hull of the visible values (weights "
+                            "are not a convex combination)")
+                elif to_mean < 0.1 * to_argmax:
+                    kind = "attention collapsed to uniform"
+                else:
+                    kind = "the weight outside the argmax keys is above 1/6"
+                raise AssertionError(
+                    f"{where}: row {i} output {out[i]} is not near the argmax value {want} "
+                    f"(distance {to_argmax:.3g}; to uniform attention {mean}: {to_mean:.3g}): "
+                    f"{kind}")
 
 
 # ------------------------------------------------------------------ convergence to softmax

@@ -22,6 +22,7 @@ M_DEFAULT = 64
 ALL = frozenset({"causal", "noncausal", "positive_weights", "approximates_softmax",
                  "validates_input"})
 EXACT = frozenset({"causal", "noncausal", "positive_weights", "validates_input"})
+CAUSAL_ONLY = frozenset({"causal", "positive_weights", "approximates_softmax", "validates_input"})
 
 
 def _freqs(seed: int, d: int, m: int) -> np.ndarray:
@@ -108,6 +109,13 @@ def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="non
     fq, fk = np.exp(lq) + eps_after_shift, np.exp(lk) + eps_after_shift
     out = _plain(fq, fk, v.astype(dtype), causal, normalise, den_eps)
     return np.asarray(out, dtype=np.float64)
+
+
+def running_mean(q, k, v, *, causal, seed=0, **_):
+    """Fully collapsed causal attention: row i is the mean of ``v_0 … v_i`` (uniform weights,
+    the limit of a feature map whose stabiliser ε swamps every feature)."""
+    n = v.shape[-2]
+    return np.cumsum(v, axis=-2) / np.arange(1, n + 1)[:, None]
 
 
 def nystromformer(q, k, v, *, causal=False, seed=0, landmarks=4, iterations=3,
@@ -213,6 +221,10 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
         "FAVOR+ without the d^(-1/4) pre-scaling (estimates exp(qᵀk), not exp(qᵀk/√d))",
         lambda: _target("favor_missing_prescale", favor, ALL, key_shift="log_space",
                         prescale=False)),
+    "causal_collapsed_to_running_mean": (
+        "causal-only linear attention collapsed to uniform weights: row i returns the running "
+        "mean of v_0 … v_i (claims only causal)",
+        lambda: _target("causal_collapsed_to_running_mean", running_mean, CAUSAL_ONLY)),
     "nystromformer_batch_coupled": (
         "Nyströmformer whose pseudo-inverse initialisation Z₀ uses norms over the whole batch",
         lambda: _target("nystromformer_batch_coupled", nystromformer, frozenset(),
