@@ -1,7 +1,7 @@
 """Argument checks of the forms of causal linear attention (``impls/{numpy,torch}/forms.py``),
 shared by both backends: the state, the one-token inputs of a recurrent step, the chunk size.
 
-States (docs/math.md §12): the plain state is ``(S, z)`` with ``S (..., m, d_v)`` and
+States (docs/math.md §13): the plain state is ``(S, z)`` with ``S (..., m, d_v)`` and
 ``z (..., m)``; the log-space state is ``(L, V̄)`` with ``L (..., m)`` (entries may be −∞: a
 feature no key has weighted yet) and ``V̄ (..., m, d_v)``. ``None`` is the empty state.
 """

@@ -1,4 +1,4 @@
-"""The forms of causal attention and their state (docs/math.md §12) on attention targets that
+"""The forms of causal attention and their state (docs/math.md §13) on attention targets that
 offer them (the forms protocol of :class:`~kernel_verify.verify.thirdparty.protocol.
 AttentionTarget`), over every backend and dtype the target accepts.
 
@@ -77,7 +77,7 @@ def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
         if missing:
             out.append(pytest.param(t, None, id=f"{t.name}-no-form", marks=pytest.mark.skip(
                 reason=f"{t.name} does not offer what this property needs: "
-                       f"{'; '.join(missing)} (the forms protocol, docs/math.md §12)")))
+                       f"{'; '.join(missing)} (the forms protocol, docs/math.md §13)")))
             continue
         for b in AXIS:
             if not t.accepts(b.library, b.dtype):

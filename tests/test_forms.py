@@ -1,5 +1,5 @@
 """Unit tests of the forms of causal linear attention with explicit state
-(``impls/{numpy,torch}/forms.py``, docs/math.md §12): every form against the masked quadratic
+(``impls/{numpy,torch}/forms.py``, docs/math.md §13): every form against the masked quadratic
 form of ``linear_attention(causal=True)``, the log-space forms against the plain ones, the exact
 merge, the final state against its direct sum, half precision, bad input.
 

@@ -148,7 +148,7 @@ FORM_CASES = [
 @pytest.mark.parametrize(("changes", "exc", "words"), FORM_CASES,
                          ids=[str(i) for i in range(len(FORM_CASES))])
 def test_attention_forms_fields(changes, exc, words) -> None:
-    """The forms protocol (docs/math.md §12): optional callables, a known layout, chunk sizes
+    """The forms protocol (docs/math.md §13): optional callables, a known layout, chunk sizes
     only with a chunked form, state extras only with a form that has a state."""
     with pytest.raises(exc) as info:
         _att(**changes)

@@ -1,4 +1,4 @@
-"""A-priori rounding-error bounds of the forms of causal linear attention (docs/math.md §12):
+"""A-priori rounding-error bounds of the forms of causal linear attention (docs/math.md §13):
 parallel, chunked and recurrent evaluations, with an initial state, split at any point.
 
 **Plain features** (the error analysis of :mod:`verify.attention_bounds`, Higham §3.1). With an

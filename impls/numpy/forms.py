@@ -1,4 +1,4 @@
-"""The forms of causal linear attention with an explicit state, in NumPy (docs/math.md §12).
+"""The forms of causal linear attention with an explicit state, in NumPy (docs/math.md §13).
 
 Shapes: features ``(..., T, m)``, values ``(..., T, d_v)``; one token ``(..., m)``/``(..., d_v)``.
 Every form takes an initial state (None: empty) and returns ``(out, final_state)``; the final
@@ -106,7 +106,7 @@ def linear_attention_chunked(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray
                              chunk_size: int = 64, initial_state: State | None = None,
                              zero_denominator: str = "raise") -> tuple[np.ndarray, State]:
     """Causal linear attention, chunk-parallel, with the plain state ``(S, z)`` in and out
-    (module docstring; docs/math.md §12). ``zero_denominator`` as for
+    (module docstring; docs/math.md §13). ``zero_denominator`` as for
     :func:`impls.numpy.attention.linear_attention`."""
     chunk_size = check_chunk_size(chunk_size)
     s0, z0 = _plain_inputs(phi_q, phi_k, v, chunk_size, initial_state)
@@ -161,7 +161,7 @@ def _logsumexp_safe(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndar
 
 
 def merge_log_states(first: State, second: State) -> State:
-    """The exact, associative merge of two log-space states (docs/math.md §12):
+    """The exact, associative merge of two log-space states (docs/math.md §13):
     ``L = logaddexp(L¹, L²)``, ``V̄ = e^(L¹−L)V̄¹ + e^(L²−L)V̄²`` (weights ≤ 1; an empty feature,
     ``L = −∞`` on both sides, stays empty with ``V̄ = 0``)."""
     (l1, v1), (l2, v2) = first, second
@@ -240,7 +240,7 @@ def log_linear_attention_chunked(log_phi_q: np.ndarray, log_phi_k: np.ndarray, v
                                  *, chunk_size: int = 64, initial_state: State | None = None
                                  ) -> tuple[np.ndarray, State]:
     """Causal linear attention from log-features, chunk-parallel, with the log-space state
-    ``(L, V̄)`` in and out (module docstring; docs/math.md §12). Equals
+    ``(L, V̄)`` in and out (module docstring; docs/math.md §13). Equals
     :func:`linear_attention_chunked` with ``φ = exp(log φ)`` in exact arithmetic."""
     chunk_size = check_chunk_size(chunk_size)
     l0, vb0 = _log_inputs(log_phi_q, log_phi_k, v, initial_state)

@@ -1,4 +1,4 @@
-"""The forms of causal linear attention with an explicit state, in torch (docs/math.md §12).
+"""The forms of causal linear attention with an explicit state, in torch (docs/math.md §13).
 
 The same forms, states and algorithms as :mod:`impls.numpy.forms` (read its docstring for the
 formulas), batched over any leading dimensions and run on the inputs' device. float16/bfloat16

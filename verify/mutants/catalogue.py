@@ -17,6 +17,7 @@ from __future__ import annotations
 from kernel_verify.verify.mutants.attention import ATTENTION_MUTANTS
 from kernel_verify.verify.mutants.base import Mutant
 from kernel_verify.verify.mutants.features import FEATURE_MUTANTS
+from kernel_verify.verify.mutants.forms import FORMS_MUTANTS, mutant_targets
 from kernel_verify.verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.verify.mutants.nystrom import NYSTROM_MUTANTS
 from kernel_verify.verify.mutants.nystrom import target as nystrom_target
@@ -60,11 +61,19 @@ def _nystrom(name: str) -> Mutant:
                   ("nystrom_properties", "psd_properties"))
 
 
+def _forms(name: str) -> Mutant:
+    """Forms of causal attention (:mod:`verify.mutants.forms`; controls: its
+    ``FORMS_CONTROLS``)."""
+    return Mutant(name, "attention", FORMS_MUTANTS[name][0], lambda: mutant_targets(name),
+                  ("attention_forms",))
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
     *(_feature(n) for n in FEATURE_MUTANTS),
     *(_nystrom(n) for n in NYSTROM_MUTANTS),
+    *(_forms(n) for n in FORMS_MUTANTS),
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}
 

@@ -1,4 +1,4 @@
-"""The exact recurrence of causal linear attention and its state, in mpmath (docs/math.md §12).
+"""The exact recurrence of causal linear attention and its state, in mpmath (docs/math.md §13).
 
 For features ``φ(q), φ(k) (..., T, m)``, values ``v (..., T, d_v)`` and an initial state
 ``(S_0, z_0)`` (``S_0 (..., m, d_v)``, ``z_0 (..., m)``; None: zero):

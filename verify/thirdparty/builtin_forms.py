@@ -1,4 +1,4 @@
-"""The forms protocol (:class:`AttentionTarget`, docs/math.md §12) for the built-in attention
+"""The forms protocol (:class:`AttentionTarget`, docs/math.md §13) for the built-in attention
 with a registry map: the keyword arguments that make an attention target offer every form.
 
 The forms run :mod:`impls.numpy.forms` / :mod:`impls.torch.forms` on the map's features (after

@@ -74,7 +74,7 @@ ATTENTION_CLAIMS = {
     "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
                               "gradients",
 }
-#: The forms an attention target may offer besides ``attention`` (docs/math.md §12); each field
+#: The forms an attention target may offer besides ``attention`` (docs/math.md §13); each field
 #: of :class:`AttentionTarget` with this name is an optional callable.
 ATTENTION_FORMS = ("stateful", "chunked", "step", "varlen", "padded")
 #: Layouts of the arrays an attention target takes: (batch, heads, time, dim) or fla's default
@@ -222,7 +222,7 @@ def _check_known_failures(name: str, known: object) -> None:
 
 
 def _validate_forms(t: AttentionTarget) -> None:
-    """The optional forms protocol of :class:`AttentionTarget` (docs/math.md §12)."""
+    """The optional forms protocol of :class:`AttentionTarget` (docs/math.md §13)."""
     _check_choice(t.name, "layout", t.layout, set(LAYOUTS), optional=False)
     for field_name in (*ATTENTION_FORMS, "features", "state_sums"):
         _check_callable(t.name, field_name, getattr(t, field_name), optional=True)
@@ -347,7 +347,7 @@ class AttentionTarget:
     every ``(…, T, …)`` array the target's functions take and return — ``attention`` and every
     form below. The suite converts (``swapaxes(1, 2)``) on the way in and out.
 
-    **Forms of causal attention** (docs/math.md §12; ``properties/test_attention_forms.py``).
+    **Forms of causal attention** (docs/math.md §13; ``properties/test_attention_forms.py``).
     Optional, each ``None`` unless the target offers it; a property that needs a form the target
     does not offer is skipped with the field's name. All are causal, take arrays of one backend
     and dtype (as ``attention``) and a ``seed`` that fixes the same features as ``attention``'s:
