@@ -73,7 +73,11 @@ MINOR: dict[str, str] = {
         "feature). `gaussian_orthogonal_random_matrix` draws in torch's default dtype: in "
         "float32 its rows are orthogonal only to float32 rounding "
         "(|wᵢᵀwⱼ| = 1.5e-10 at d = 2 against the float64 bound 2.1e-16); the adapter sets "
-        "the default dtype to float64 so that the suite's float64 bounds apply."),
+        "the default dtype to float64 so that the suite's float64 bounds apply. Causal "
+        "`FastAttention` has no state API — no initial or final state, no one-token step "
+        "(`causal_linear_attention_noncuda` recomputes its prefix sums from the whole "
+        "sequence) — so the adapter declares no forms and the forms-and-state properties "
+        "(properties/test_attention_forms.py) are skipped for it with that reason."),
     "fast_transformers": (
         "pytorch-fast-transformers 0.4.0 (2021) is a source distribution. With `nvcc` on "
         "`PATH` its setup.py builds CUDA extensions and stops asking for CUDA_HOME; with `nvcc` "

@@ -23,6 +23,9 @@ Targets (all draws seeded through torch's global generator, restored afterwards)
   (``nb_features = ⌊d·ln d⌋``, at least 1, unless the property asks for ``m``), drawn and
   computed in float64 (``torch.set_default_dtype``; the protocol's precision);
 * ``performer.FastAttention[generalized]``: ReLU generalized attention (not softmax).
+
+No forms (docs/math.md §13): causal ``FastAttention`` has no state API — no initial or final
+state, no one-token step — so the targets declare none and the forms-and-state properties skip.
 """
 
 from __future__ import annotations
