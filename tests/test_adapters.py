@@ -149,7 +149,7 @@ def test_fla_feature_map_shapes_and_dtype():
     x = np.random.default_rng(0).standard_normal((2, 3, d))
     sizes = {"fla.TaylorFeatureMap": 1 + d + d * (d + 1) // 2,
              "fla.DPFPFeatureMap": 2 * d * ad.DPFP_NU, "fla.ReLUFeatureMap": d}
-    for t in ad.targets:
+    for t in ad.feature_map_targets:
         assert isinstance(t, FeatureMapTarget) and t.white_box
         phi = t.features(x, seed=0)
         assert phi.shape == (2, 3, sizes[t.name]) and phi.dtype == np.float64

@@ -1,8 +1,46 @@
-"""flash-linear-attention (``fla-core``): its feature-map modules that compute in plain torch.
+"""flash-linear-attention (``fla-core``): its Triton attention kernels, run under Triton's
+interpreter on a CPU, and its feature-map modules.
 
-``fla.modules.feature_map`` holds the maps its linear-attention layers apply to queries and
-keys. Those with a fixed closed form are compared with the registry formula they implement
-(white-box, no random parameters; docs/math.md §5, §6):
+**Attention kernels** (``fla.ops``; layout ``(B, T, H, D)``, the ``BTHD`` layout of
+:class:`AttentionTarget`; causal only). Each is a target with its feature map, torch float32:
+
+* linear attention ``chunk_linear_attn``, ``fused_chunk_linear_attn``,
+  ``fused_recurrent_linear_attn`` with ``normalize=True`` on the features of fla's own
+  ``TaylorFeatureMap(d)`` (Based's second-order Taylor map, ``φ(q)ᵀφ(k) = 1 + t + t²/2``,
+  ``t = qᵀk/√d``, always ≥ 1/2, so the weights are positive): ``o_i = Σ_(j≤i) (sφ_i)ᵀφ_j v_j
+  / (Σ_(j≤i) (sφ_i)ᵀφ_j + 1e-10)`` with fla's default scale ``s = m^(−1/2)`` (``m`` the number
+  of features; it cancels in the ratio). These offer every form fla has: the state in and out
+  (``initial_state``, ``output_final_state``: fla's state with ``normalize=True`` is the pair
+  ``(S = Σ_j φ_j v_jᵀ (B, H, m, d_v), z = Σ_j φ_j (B, 1, H, m))``), one token at a time (the
+  same kernel at T = 1 from the state) and packed sequences (``cu_seqlens``; batch 1, one
+  state per sequence). fla fixes the chunk size inside the kernels (64 for ``chunk``), so there
+  is no ``chunked(chunk_size=…)`` form;
+* Based ``parallel_based`` and ``fused_chunk_based`` (``use_norm=True``): weights
+  ``1 + s + s²/2``, ``s = qᵀk/√d``, normaliser ``z + 1e-6`` — the same Taylor kernel, computed
+  inside the kernel (no state, no forms);
+* ReBased ``parallel_rebased`` (fla's defaults ``use_scale=True``, ``use_normalize=True``,
+  ``eps=1e-5``): weights ``s²``, normaliser ``z + 1e-5``; its feature map is
+  ``φ(x) = vec(xxᵀ)/√d`` (the ReBased layer's learned affine map before it is the identity
+  here).
+
+``features(x, seed)`` gives each target's exact float64 features (the white-box extras of the
+forms protocol), ``state_sums`` the linear-attention state as ``(S, z)``. All targets claim
+``causal``, ``positive_weights`` and ``differentiable`` (fla's hand-written backward passes).
+Not float64: fla's kernels accumulate in ``tl.float32`` (and allocate float32 outputs) whatever
+the input dtype, so float64 inputs give float32-accurate results; the suite's float64 bounds do
+not apply and the targets do not declare float64.
+
+**Under Triton's interpreter** (:mod:`kernel_verify.adapters._triton_interpreter`): importing
+this module sets ``TRITON_INTERPRET=1`` when ``triton`` is not yet imported (``kernel-verify
+check`` runs the suite in a fresh subprocess that imports the adapter first); calling a kernel
+target in a process that imported triton without it raises a RuntimeError that says so. The two
+workarounds (the autotuner's timing; loop variables with ``.to``) change no kernel's arithmetic.
+The interpreter executes the kernel's algorithm — indexing, masks, chunk boundaries, state
+passing, the backward mathematics — in NumPy on a CPU; GPU rounding (TF32, tensor-core
+accumulation order) is not exercised.
+
+**Feature-map modules** (``fla.modules.feature_map``, plain torch), compared with the registry
+formula they implement (white-box, no random parameters; docs/math.md §5, §6):
 
 * ``TaylorFeatureMap(head_dim)``: ``[1, z, z_i²/√2, (z_i z_j)_(i<j)]``, ``z = x·d^(−1/4)``, the
   second-order Taylor map of Based, ``φ(x)ᵀφ(y) = 1 + t + t²/2``, ``t = xᵀy/√d`` (registry
@@ -14,22 +52,29 @@ keys. Those with a fixed closed form are compared with the registry formula they
 Not targets: ``HedgehogFeatureMap`` computes one softmax over ``[2(Wx+b), −2(Wx+b)]`` (2d
 entries), while the registry's Hedgehog map (Zhang et al. 2024) normalises the two halves
 separately, so there is no formula to compare it with; the other modules (T2R, Hadamard,
-outer-product, PolySketch, Rebased) are learned layers. The package imports ``triton`` at import
-time, so the ``fla`` extra installs it (a ~290 MB wheel); nothing here runs a triton kernel.
+outer-product, PolySketch, Rebased) are learned layers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
 import numpy as np
 
+from kernel_verify.adapters import _triton_interpreter as interp
 from kernel_verify.adapters._lazy import need
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget
 
 DPFP_NU = 4  # DPFPFeatureMap's default
+#: fla's normaliser epsilons (added to the denominator): linear attention (utils.py), Based
+#: (``parallel_based``/``fused_chunk_based``), ReBased (``parallel_rebased`` default ``eps``).
+EPS = {"linear_attn": 1e-10, "based": 1e-6, "rebased": 1e-5}
+
+if "triton" not in sys.modules:  # before anything imports triton (the check's subprocess)
+    interp.enable()
 
 
 def no_params(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
@@ -59,9 +104,143 @@ def module_fn(name: str):
     return fn
 
 
-_EXACT = frozenset({"deterministic", "exact_finite", "psd_kernel"})
+# ---------------------------------------------------------------- kernels under the interpreter
+@cache
+def ops() -> dict[str, Callable[..., Any]]:
+    """fla's attention kernels, imported under Triton's interpreter with the two workarounds of
+    :mod:`~kernel_verify.adapters._triton_interpreter` applied (once per process)."""
+    try:
+        interp.enable()
+    except interp.TritonAlreadyImported as err:
+        raise RuntimeError(f"fla kernel targets: {err}") from None
+    la = need("fla", "ops.linear_attn")
+    based = need("fla", "ops.based")
+    rebased = need("fla", "ops.rebased")
+    interp.patch_autotuner()
+    interp.patch_kernel_modules("fla.")
+    return {"chunk_linear_attn": la.chunk_linear_attn,
+            "fused_chunk_linear_attn": la.fused_chunk_linear_attn,
+            "fused_recurrent_linear_attn": la.fused_recurrent_linear_attn,
+            "parallel_based": based.parallel_based,
+            "fused_chunk_based": based.fused_chunk_based,
+            "parallel_rebased": rebased.parallel_rebased}
 
-targets = [
+
+def _causal_only(name: str, causal: bool) -> None:
+    if not causal:
+        raise ValueError(f"{name} is causal only (fla's kernels have no non-causal mode); "
+                         "causal must be True")
+
+
+def _taylor(x):
+    """fla's ``TaylorFeatureMap(d)`` on ``x (…, d)`` (plain torch, differentiable)."""
+    return _module("TaylorFeatureMap", x.shape[-1])(x)
+
+
+def taylor_features(x: np.ndarray) -> np.ndarray:
+    """Exact float64 Taylor features ``[1, x/d^¼, x_i²/(√2·√d), (x_i x_j)_(i<j)/√d]`` — the
+    order of fla's ``TaylorFeatureMap`` (only inner products matter to the suite)."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    iu = np.triu_indices(d, 1)
+    outer = x[..., :, None] * x[..., None, :]
+    return np.concatenate([np.ones_like(x[..., :1]), x / d**0.25,
+                           np.diagonal(outer, axis1=-2, axis2=-1) / (np.sqrt(2.0) * d**0.5),
+                           outer[..., iu[0], iu[1]] / d**0.5], axis=-1)
+
+
+def square_features(x: np.ndarray) -> np.ndarray:
+    """Exact float64 ReBased features ``vec(xxᵀ)/√d``: ``φ(q)ᵀφ(k) = (qᵀk)²/d = s²``."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    return (x[..., :, None] * x[..., None, :]).reshape(*x.shape[:-1], d * d) / d**0.5
+
+
+def _state_in(state):
+    return None if state is None else tuple(state)
+
+
+def linear_attn_forms(kernel: str) -> dict[str, Callable[..., Any]]:
+    """``attention``, ``stateful``, ``step`` and ``varlen`` of one fla linear-attention kernel
+    on TaylorFeatureMap features (BTHD torch tensors; state ``(S (B, H, m, d_v), z (B, 1, H,
+    m))``, fla's own format with ``normalize=True``)."""
+    name = f"fla.{kernel}"
+
+    def run(q, k, v, initial_state=None, cu_seqlens=None):
+        fn = ops()[kernel]
+        o, state = fn(_taylor(q), _taylor(k), v, initial_state=_state_in(initial_state),
+                      output_final_state=True, normalize=True, cu_seqlens=cu_seqlens)
+        return o, tuple(state)
+
+    def attention(q, k, v, *, causal: bool, seed: int = 0):
+        _causal_only(name, causal)
+        return run(q, k, v)[0]
+
+    def stateful(q, k, v, *, initial_state=None, seed: int = 0):
+        return run(q, k, v, initial_state)
+
+    def step(state, q_t, k_t, v_t, *, seed: int = 0):
+        o, new = run(q_t[:, None], k_t[:, None], v_t[:, None], state)
+        return new, o[:, 0]
+
+    def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed: int = 0):
+        return run(q, k, v, initial_state, cu_seqlens=cu_seqlens)
+
+    return {"attention": attention, "stateful": stateful, "step": step, "varlen": varlen}
+
+
+def linear_attn_state_sums(state: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """fla's ``(S (B, H, m, d_v), z (B, 1, H, m))`` as float64 ``(S, z (B, H, m))``."""
+    s, z = state
+    return (s.detach().to("cpu").double().numpy(), z.detach().to("cpu").double()[:, 0].numpy())
+
+
+def parallel_attention(kernel: str) -> Callable[..., Any]:
+    """``attention`` of a Based/ReBased kernel (BTHD torch tensors, fla's defaults)."""
+    name = f"fla.{kernel}"
+
+    def attention(q, k, v, *, causal: bool, seed: int = 0):
+        _causal_only(name, causal)
+        return ops()[kernel](q, k, v)
+
+    return attention
+
+
+def _bhtd_features(fn: Callable[[np.ndarray], np.ndarray]):
+    def features(x: np.ndarray, seed: int) -> np.ndarray:
+        return fn(x)
+
+    return features
+
+
+_EXACT = frozenset({"deterministic", "exact_finite", "psd_kernel"})
+_ATTN = frozenset({"causal", "positive_weights", "differentiable"})
+_ATTN_KW: dict[str, Any] = {"backends": ("torch",), "dtypes": ("float32",), "layout": "BTHD"}
+
+
+def _linear_attn_target(kernel: str) -> AttentionTarget:
+    forms = linear_attn_forms(kernel)
+    return AttentionTarget(f"fla.{kernel}+TaylorFeatureMap", forms["attention"], _ATTN,
+                           stateful=forms["stateful"], step=forms["step"],
+                           varlen=forms["varlen"], features=_bhtd_features(taylor_features),
+                           state_sums=linear_attn_state_sums, **_ATTN_KW)
+
+
+#: The attention kernels (names as targets carry them, without the ``fla.`` prefix).
+KERNELS = ("chunk_linear_attn", "fused_chunk_linear_attn", "fused_recurrent_linear_attn",
+           "parallel_based", "fused_chunk_based", "parallel_rebased")
+
+attention_targets = [
+    *(_linear_attn_target(k) for k in KERNELS[:3]),
+    AttentionTarget("fla.parallel_based", parallel_attention("parallel_based"), _ATTN,
+                    features=_bhtd_features(taylor_features), **_ATTN_KW),
+    AttentionTarget("fla.fused_chunk_based", parallel_attention("fused_chunk_based"), _ATTN,
+                    features=_bhtd_features(taylor_features), **_ATTN_KW),
+    AttentionTarget("fla.parallel_rebased", parallel_attention("parallel_rebased"), _ATTN,
+                    features=_bhtd_features(square_features), **_ATTN_KW),
+]
+
+feature_map_targets = [
     FeatureMapTarget("fla.TaylorFeatureMap", "taylor", _EXACT,
                      kernel_params={"order": 2}, config={"order": 2}, draw=no_params,
                      torch_fn=module_fn("TaylorFeatureMap"), formula="taylor2_compressed"),
@@ -71,3 +250,5 @@ targets = [
     FeatureMapTarget("fla.ReLUFeatureMap", "relu_dot", _EXACT | {"nonnegative"},
                      draw=no_params, torch_fn=module_fn("ReLUFeatureMap"), formula="relu"),
 ]
+
+targets = [*feature_map_targets, *attention_targets]

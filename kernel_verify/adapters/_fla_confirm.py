@@ -1,0 +1,217 @@
+"""Second-route measurements of fla's attention kernels under Triton's interpreter.
+
+``python -m kernel_verify.adapters._fla_confirm NAME [--quick]`` prints one measurement; it runs
+in its own process because the kernels need ``TRITON_INTERPRET=1`` before ``triton`` is
+imported (:mod:`kernel_verify.adapters._triton_interpreter`); :mod:`kernel_verify.adapters.
+confirm` calls it through a subprocess.
+
+* ``fla_kernels_exact``: every kernel in float32 against the exact formula at lengths across
+  fla's chunk boundaries (T = 1, 63, 64, 65, 128), d = 16, within a derived rounding bound;
+  the linear-attention kernels also split at t₀ with the state carried (initial_state) and
+  packed (cu_seqlens); gradients against float64 autograd of the exact formula (measured).
+* ``fla_rebased_eps``: ``parallel_rebased`` divides by ``z + 1e-5``; the shortfall from a
+  partition of unity, measured with V ≡ 1 and against the float64 formula.
+
+Bounds (the plain-feature analysis of :mod:`kernel_verify.verify.forms_bounds`, any evaluation
+order, unit roundoff ``u = 2⁻²⁴``): every kernel's weight ``w_ij`` is ``φ(q_i)ᵀφ(k_j)`` of
+exact float64 features ``φ`` (fla's Taylor map for linear attention and Based, ``vec(xxᵀ)/√d``
+for ReBased), and each product term's extra roundings enter as ``extra``:
+
+* linear attention: fla's ``TaylorFeatureMap`` evaluates each feature with at most 3 roundings
+  in float32 (product, the float32 constant, the division), and the kernel multiplies q by its
+  scale (1 more): ``extra = 2·3 + 1 + 1`` (one spare);
+* Based: ``s = Σ_i fl(q_i·c)·k_i`` errs by ``γ_(d+1)·a`` with ``a = c·Σ|q_i k_i|`` and
+  ``w = fl(1 + s + fl(0.5·s·s))`` by at most ``γ_(d+1)a(1 + a) + (γ_(d+1)a)²/2 +
+  γ_3(1 + a + a²/2) ≤ 3γ_(d+4)·(1 + a + a²/2)``, and ``1 + a + a²/2 = Σ_f |φq_f φk_f|`` for the
+  Taylor features: ``extra = 3(d + 4)``;
+* ReBased: ``w = s²`` errs by ``≤ (2γ_(d+1) + γ_(d+1)² + u)·a² ≤ 3γ_(d+2)·a²``, ``a² =
+  Σ_f |φq_f φk_f|``: ``extra = 3(d + 2)``;
+
+plus the normaliser's epsilon (``o·ε/(z + ε)``, at most ``|o|·ε/z``) and the float64
+reference's own rounding (the same bound at ``u = 2⁻⁵³``). Inputs are float32 values; the
+reference uses them exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import time
+
+import numpy as np
+
+from kernel_verify.adapters import fla as ad
+from kernel_verify.verify.forms_bounds import plain_forms_error_bound
+
+U32, U64 = 2.0**-24, 2.0**-53
+#: Extra roundings per product term (module docstring), by kernel family, at width d.
+EXTRA = {"linear_attn": lambda d: 8, "based": lambda d: 3 * (d + 4),
+         "rebased": lambda d: 3 * (d + 2)}
+
+
+def _family(kernel: str) -> str:
+    return "linear_attn" if "linear_attn" in kernel else ("rebased" if "rebased" in kernel
+                                                           else "based")
+
+
+def _features(kernel: str, x: np.ndarray) -> np.ndarray:
+    return ad.square_features(x) if _family(kernel) == "rebased" else ad.taylor_features(x)
+
+
+def exact(kernel: str, q, k, v, initial_state=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(o, bound)`` for BHTD float64 inputs: the float64 formula (no epsilon) and the bound of
+    the module docstring for fla's float32 evaluation (epsilon and reference rounding
+    included). ``initial_state``: exact ``(S0 (B,H,m,dv), z0 (B,H,m))``."""
+    fq, fk = _features(kernel, q), _features(kernel, k)
+    w = np.tril(fq @ np.swapaxes(fk, -1, -2))
+    num, den = w @ v, w.sum(-1, keepdims=True)
+    if initial_state is not None:
+        num = num + fq @ initial_state[0]
+        den = den + fq @ initial_state[1][..., None]
+    o = num / den
+    d = q.shape[-1]
+    extra = EXTRA[_family(kernel)](d)
+    bound = plain_forms_error_bound(fq, fk, v, u=U32, initial_state=initial_state, extra=extra)
+    bound = bound + plain_forms_error_bound(fq, fk, v, u=U64, initial_state=initial_state)
+    eps = ad.EPS[_family(kernel)]
+    return o, bound + np.abs(o) * eps / den
+
+
+def _torch(x, grad: bool = False):
+    import torch
+
+    return torch.tensor(np.swapaxes(x, 1, 2), dtype=torch.float32, requires_grad=grad)
+
+
+def _np(t) -> np.ndarray:
+    return np.swapaxes(t.detach().double().numpy(), 1, 2)
+
+
+def _inputs(seed: int, b: int, h: int, t: int, d: int, dv: int):
+    rng = np.random.default_rng(seed)
+    q, k = (rng.standard_normal((b, h, t, d)) for _ in range(2))
+    v = rng.standard_normal((b, h, t, dv))
+    return tuple(x.astype(np.float32).astype(np.float64) for x in (q, k, v))
+
+
+def _torch_exact(kernel: str, q, k, v):
+    """The exact formula in float64 torch (for autograd), BHTD."""
+    import torch
+
+    d = q.shape[-1]
+    s = q @ k.transpose(-1, -2) / math.sqrt(d)
+    fam = _family(kernel)
+    w = s * s if fam == "rebased" else 1 + s + s * s / 2
+    w = torch.tril(w)
+    return (w @ v) / w.sum(-1, keepdim=True)
+
+
+def fla_kernels_exact(quick: bool = False) -> str:
+    """Every kernel against the exact formula across chunk boundaries (module docstring)."""
+    import torch
+
+    lengths = (1, 63, 65) if quick else (1, 63, 64, 65, 128)
+    b, h, d, dv = 1, 2, 16, 16
+    lines, worst = [], {}
+    t0 = time.time()
+    for kernel in ad.KERNELS:
+        target = next(t for t in ad.attention_targets if t.name.startswith(f"fla.{kernel}"))
+        for n in lengths:
+            q, k, v = _inputs(n, b, h, n, d, dv)
+            want, bound = exact(kernel, q, k, v)
+            got = target(_torch(q).transpose(1, 2), _torch(k).transpose(1, 2),
+                         _torch(v).transpose(1, 2), causal=True)
+            ratio = float((np.abs(got - want) / bound).max())
+            worst[kernel] = max(worst.get(kernel, 0.0), ratio)
+            lines.append(f"{kernel:28s} T={n:3d}: max |o − exact| = "
+                         f"{np.abs(got - want).max():.2e}, max err/bound = {ratio:.3f}")
+        if target.offers("stateful"):
+            n, cut = (65, 40) if quick else (128, 70)
+            q, k, v = _inputs(1000 + n, b, h, n, d, dv)
+            want, bound = exact(kernel, q, k, v)
+            o1, st = target.stateful(*(_torch(x[:, :, :cut]) for x in (q, k, v)))
+            o2, _ = target.stateful(*(_torch(x[:, :, cut:]) for x in (q, k, v)),
+                                    initial_state=st)
+            got = np.concatenate([_np(o1), _np(o2)], axis=2)
+            ratio = float((np.abs(got - want) / bound).max())
+            worst[kernel] = max(worst[kernel], ratio)
+            lines.append(f"{kernel:28s} T={n} split at {cut} (state carried): "
+                         f"max err/bound = {ratio:.3f}")
+            cu = [0, 7, 7 + 50, n]  # three sequences, one crossing the 64-token chunk edge
+            got = _np(target.varlen(*(_torch(x[:1]) for x in (q, k, v)),
+                                    cu_seqlens=torch.tensor(cu, dtype=torch.int64))[0])
+            ratio = 0.0
+            for a, e in itertools.pairwise(cu):
+                w_, bd = exact(kernel, *(x[:1, :, a:e] for x in (q, k, v)))
+                ratio = max(ratio, float((np.abs(got[:, :, a:e] - w_) / bd).max()))
+            worst[kernel] = max(worst[kernel], ratio)
+            lines.append(f"{kernel:28s} packed {cu}: max err/bound = {ratio:.3f}")
+        n = 65
+        q, k, v = _inputs(2000 + n, b, h, n, d, dv)
+        g = np.random.default_rng(7).standard_normal((b, h, n, dv))
+        ins = [_torch(x, grad=True) for x in (q, k, v)]
+        out = target.attention(*ins, causal=True)
+        (out * _torch(g)).sum().backward()
+        ref = [torch.tensor(x, requires_grad=True) for x in (q, k, v)]
+        (_torch_exact(kernel, *ref) * torch.tensor(g)).sum().backward()
+        rel = [float(np.abs(_np(a.grad) - r.grad.numpy()).max() / np.abs(r.grad.numpy()).max())
+               for a, r in zip(ins, ref, strict=True)]
+        lines.append(f"{kernel:28s} T={n} gradients vs float64 autograd of the formula: "
+                     f"max |error| / max |grad| = q {rel[0]:.1e}, k {rel[1]:.1e}, v {rel[2]:.1e}")
+    ok = all(r <= 1 for r in worst.values())
+    head = (f"d = {d}, d_v = {dv}, B = {b}, H = {h}, float32, Triton interpreter (NumPy on a CPU; "
+            f"GPU rounding not exercised): every output within its derived bound: "
+            f"{'yes' if ok else 'NO'} ({time.time() - t0:.0f} s)")
+    return "\n".join([head, *lines])
+
+
+def fla_rebased_eps(quick: bool = False) -> str:
+    """``parallel_rebased`` divides by ``z_i + 1e-5`` with ``z_i = Σ_(j≤i) s_ij²``: with V ≡ 1
+    the output is ``z_i/(z_i + 1e-5)`` instead of 1. Measured at fla's setting d = 16 with
+    unit-variance q, k (``s ≈ N(0, 1)`` at the first positions) over independent seeds: the
+    fraction of rows whose shortfall exceeds the float32 bound of a normalised output, and the
+    worst shortfall; the second route is the float64 formula ``z/(z + ε)``."""
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci, wilson
+
+    seeds = 8 if quick else 16
+    b, h, n, d = 1, 4, 64, 16
+    bad = rows = 0
+    worst, pos0 = [], []
+    for seed in range(seeds):
+        q, k, _ = _inputs(seed, b, h, n, d, 1)
+        v = np.ones((b, h, n, 2))
+        got = ad.attention_targets[-1](_torch(q).transpose(1, 2), _torch(k).transpose(1, 2),
+                                       _torch(v).transpose(1, 2), causal=True)
+        s = np.tril(q @ np.swapaxes(k, -1, -2) / math.sqrt(d))
+        z = (s * s).sum(-1)
+        predicted = z / (z + ad.EPS["rebased"])
+        _, bound = exact("parallel_rebased", q, k, v)
+        rounding = bound[..., 0] - ad.EPS["rebased"] / z  # the bound less its epsilon term
+        short = 1 - got[..., 0]
+        bad += int((np.abs(short) > rounding).sum())
+        rows += short.size
+        worst.append(float(short.max()))
+        pos0.append(float(np.abs(got[..., 0] - predicted).max()))
+    lo, hi = wilson(bad, rows)
+    return (f"parallel_rebased, d = {d}, T = {n}, H = {h}, q, k ~ N(0, 1), V ≡ 1, {seeds} seeds "
+            f"(float32, Triton interpreter): rows short of 1 by more than the rounding bound: "
+            f"{bad}/{rows} = {bad / rows:.3g} (95 % CI {lo:.3g} … {hi:.3g}); worst shortfall "
+            f"per seed {fmt_ci(*mean_ci(np.array(worst)))}; the float64 formula "
+            f"z/(z + 1e-5) predicts the output to {max(pos0):.1e}")
+
+
+MEASUREMENTS = {"fla_kernels_exact": fla_kernels_exact, "fla_rebased_eps": fla_rebased_eps}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kernel_verify.adapters._fla_confirm")
+    p.add_argument("name", choices=sorted(MEASUREMENTS))
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args(argv)
+    print(MEASUREMENTS[a.name](a.quick))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

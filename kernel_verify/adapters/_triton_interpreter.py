@@ -1,0 +1,205 @@
+"""Run Triton kernels under Triton's interpreter on a CPU (``TRITON_INTERPRET=1``).
+
+With ``TRITON_INTERPRET=1`` in the environment before ``triton.jit`` decorates a kernel, Triton
+runs each kernel's body with NumPy, program by program (triton 3.9: ``triton.runtime.
+interpreter``). :func:`enable` sets the variable, refusing (``RuntimeError``) when ``triton`` was
+already imported without it — the decorators would then have built compiled kernels, which
+need a GPU driver. Two obstacles stand between fla's kernels and the interpreter, each removed
+here without changing what a kernel computes:
+
+1. **The autotuner times its configurations** with the active GPU driver's benchmarker
+   (``Autotuner.do_bench`` → ``driver.active.get_benchmarker()``); the interpreter has no
+   driver (``RuntimeError: 0 active drivers ([]). There should only be one.``).
+   :func:`patch_autotuner` gives every configuration the same time without running it, so the
+   autotuner keeps its first (pruned) configuration (``min`` over equal timings returns the
+   first). The kernel then runs once, with that configuration, as the autotuner would run the
+   winner. Which configuration a GPU would pick is therefore not exercised: block sizes
+   change the order of accumulation, not the algorithm.
+2. **Loop variables are Python ints under the interpreter.** Compiled Triton gives the variable
+   of ``for i in range(...)`` inside a kernel as a scalar int32 tensor, so kernels write
+   ``i.to(tl.int64)`` and ``(i * BT).to(tl.int64)``; under the interpreter ``range`` is
+   Python's and ``i`` a plain ``int``: ``AttributeError: 'int' object has no attribute 'to'``.
+   :func:`patch_range` puts into a kernel module's globals a ``range`` whose items are
+   :class:`LoopInt` — an ``int`` that answers ``.to(dtype)`` by the interpreter's own scalar
+   conversion (the 0-d tensor compiled Triton would hold, then ``tensor.to``) and keeps its
+   type through integer arithmetic. Host code of the same module that calls ``range`` still
+   gets ints (a subclass), equal in value and in every integer operation.
+
+What the interpreter does not exercise (stated beside every verdict obtained this way): it
+executes the kernel's algorithm — indexing, masks, chunk boundaries, state passing, the
+backward mathematics — in NumPy on a CPU; GPU rounding (TF32, tensor-core accumulation
+order), shared-memory races and the ordering of atomics are outside it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+ENV = "TRITON_INTERPRET"
+
+#: The workarounds, as the conformance page lists them.
+WORKAROUNDS = (
+    "`TRITON_INTERPRET=1` is set by the adapter before `triton` is imported (the check runs "
+    "the suite in a subprocess that imports the adapter first; a process that imported "
+    "triton without it gets a RuntimeError saying so).",
+    "Autotuner: the interpreter has no GPU driver to time configurations with "
+    "(`RuntimeError: 0 active drivers`), so every configuration is given the same time "
+    "without being run and the autotuner keeps its first configuration; the kernel then runs "
+    "once with it. Block sizes a GPU's autotuner would pick are not exercised.",
+    "Loop variables: under the interpreter `for i in range(...)` yields Python ints, while "
+    "fla's chunked kernels call `i.to(tl.int64)` on them (compiled Triton gives a scalar "
+    "tensor). The kernel modules get a `range` whose items are an `int` subclass answering "
+    "`.to(dtype)` through the interpreter's own scalar conversion; values and integer "
+    "arithmetic are unchanged.",
+)
+
+
+class TritonAlreadyImported(RuntimeError):
+    """``triton`` was imported in this process without ``TRITON_INTERPRET=1``."""
+
+
+def enable() -> None:
+    """Set ``TRITON_INTERPRET=1`` for this process, before ``triton`` is imported.
+
+    Raises :class:`TritonAlreadyImported` when ``triton`` is already in ``sys.modules`` and the
+    variable was not ``1`` at that time (its kernels would be compiled ones, which need a GPU
+    driver): run in a fresh process, or set ``TRITON_INTERPRET=1`` in the environment."""
+    if os.environ.get(ENV) == "1":
+        return
+    if "triton" in sys.modules:
+        raise TritonAlreadyImported(
+            f"triton was imported in this process without {ENV}=1, so its kernels are "
+            "compiled ones (they need a GPU driver); the fla adapter runs them under Triton's "
+            f"interpreter: set {ENV}=1 in the environment, or import "
+            "kernel_verify.adapters.fla before anything imports triton")
+    os.environ[ENV] = "1"
+
+
+def interpreting() -> bool:
+    """Whether Triton's interpreter is on in this process (after :func:`enable`)."""
+    return os.environ.get(ENV) == "1"
+
+
+class LoopInt(int):
+    """A loop index of a kernel: an ``int`` that also answers ``.to(dtype)`` like the scalar
+    tensor compiled Triton gives (``interpreter_semantic.to_tensor(i).to(dtype)``), and stays a
+    :class:`LoopInt` through integer arithmetic (``i * BT``, ``i + 1``, ``-i``, …)."""
+
+    __slots__ = ()
+
+    def to(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        from triton.runtime.interpreter import interpreter_semantic
+
+        return interpreter_semantic.to_tensor(int(self)).to(dtype, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"LoopInt({int(self)})"
+
+
+def _wrap(name: str):
+    base = getattr(int, name)
+
+    def method(self, *args):
+        out = base(self, *args)
+        return LoopInt(out) if type(out) is int else out
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__pos__",
+              "__abs__", "__lshift__", "__rshift__", "__and__", "__or__", "__xor__"):
+    setattr(LoopInt, _name, _wrap(_name))
+del _name
+
+
+class loop_range:  # lower case: it stands in for the builtin ``range``
+    """``range(*args)`` whose items are :class:`LoopInt`; otherwise the builtin range
+    (``len``, indexing, ``in``, equality via the underlying ``range``)."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, *args: Any) -> None:
+        self._r = builtins.range(*(int(a) if isinstance(a, int) else a for a in args))
+
+    def __iter__(self) -> Iterator[LoopInt]:
+        return (LoopInt(i) for i in self._r)
+
+    def __reversed__(self) -> Iterator[LoopInt]:
+        return (LoopInt(i) for i in reversed(self._r))
+
+    def __len__(self) -> int:
+        return len(self._r)
+
+    def __getitem__(self, i: Any) -> Any:
+        out = self._r[i]
+        return LoopInt(out) if isinstance(out, int) else out
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._r
+
+    def __eq__(self, other: object) -> bool:
+        return self._r == (other._r if isinstance(other, loop_range) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._r)
+
+    def __repr__(self) -> str:
+        return repr(self._r)
+
+    @property
+    def start(self) -> int:
+        return self._r.start
+
+    @property
+    def stop(self) -> int:
+        return self._r.stop
+
+    @property
+    def step(self) -> int:
+        return self._r.step
+
+
+def patch_range(module: ModuleType) -> None:
+    """Give ``module`` (a module defining Triton kernels) the :class:`loop_range` as its global
+    ``range``: the interpreter executes a kernel in its module's globals, so the kernel's loops
+    yield :class:`LoopInt`. Idempotent."""
+    module.__dict__["range"] = loop_range
+
+
+def _same_time(kernel_call: Any, quantiles: Any = None, **kwargs: Any) -> list[float]:
+    """The benchmark the autotuner gets under the interpreter: every configuration takes the
+    same (nominal) time and is not run, so the autotuner keeps its first configuration."""
+    return [1.0, 1.0, 1.0] if quantiles else 1.0
+
+
+def patch_autotuner() -> None:
+    """Replace ``triton.runtime.autotuner.Autotuner.do_bench`` (a property returning the
+    driver's benchmarker) by :func:`_same_time`. Only under the interpreter. Idempotent."""
+    if not interpreting():
+        raise RuntimeError(f"patch_autotuner is for Triton's interpreter ({ENV}=1) only")
+    from triton.runtime.autotuner import Autotuner
+
+    Autotuner.do_bench = property(lambda self: _same_time)
+
+
+def patch_kernel_modules(prefix: str) -> list[str]:
+    """:func:`patch_range` on every imported module named ``prefix…`` that defines a Triton
+    kernel (an attribute that is a ``triton.runtime.jit.KernelInterface``: jit, autotune and
+    heuristics wrappers); returns their names. Call after importing the kernels' modules."""
+    from triton.runtime.jit import KernelInterface
+
+    done = []
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith(prefix) or mod is None:
+            continue
+        if any(isinstance(v, KernelInterface) for v in list(vars(mod).values())):
+            patch_range(mod)
+            done.append(name)
+    return sorted(done)
