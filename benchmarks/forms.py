@@ -1,0 +1,51 @@
+"""The recurrent form of causal linear attention (docs/math.md §13): one decode step.
+
+``DecodeStep``: the cost of one token of :func:`impls.{numpy,torch}.forms.log_linear_attention_step`
+(one head, ``softmax_positive[iid]`` log-features, m = 256, d = 64) from the state left by a
+prefill of ``position`` tokens. The state is ``(L, V̄)`` of size ``m × (d_v + 1)`` whatever the
+position, so the time must not grow with it: asv tracks the curve over ``position``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from benchmarks._common import BACKENDS, DTYPES, BackendBenchmark, require, smoke, sync
+from benchmarks.attention import LINEAR_ENTRY, M, linear_params, qkv
+from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.numpy import forms as np_forms
+from kernel_verify.impls.registry import get
+from kernel_verify.impls.torch import forms as torch_forms
+
+CASES: list[str] = smoke([f"{b}/{t}" for b in BACKENDS for t in DTYPES[b]
+                          if t in ("float64", "float32") and (t != "float64" or b == "numpy")])
+
+
+class DecodeStep(BackendBenchmark):
+    """One log-space decode step after a prefill of ``position`` tokens (time independent of
+    ``position``)."""
+
+    params: ClassVar[list[Any]] = [CASES, smoke([16, 1024, 8192])]
+    param_names: ClassVar[list[str]] = ["case", "position"]
+    timeout = 120.0
+
+    def setup(self, case: str, position: int) -> None:
+        backend, dtype = case.split("/")
+        require(backend, dtype)
+        self.pin()
+        self.backend = backend
+        entry = get(LINEAR_ENTRY)
+        p = linear_params(backend, M)
+        q, k, v = qkv(backend, dtype, position + 1)
+        scale = q.shape[-1] ** -0.25
+        lq = map_features(entry, q * scale, p, log=True)
+        lk = map_features(entry, k * scale, p, log=True)
+        self.forms = np_forms if backend == "numpy" else torch_forms
+        v = v.astype(lq.dtype) if backend == "numpy" else v.to(lq.dtype)
+        _, self.state = self.forms.log_linear_attention_chunked(
+            lq[:position], lk[:position], v[:position])
+        self.token = (lq[position], lk[position], v[position])
+
+    def time_decode_step(self, case: str, position: int) -> None:
+        self.forms.log_linear_attention_step(self.state, *self.token)
+        sync(self.backend)
