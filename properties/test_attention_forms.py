@@ -22,7 +22,10 @@ targets offering the forms it needs (else skipped with the field that would add 
 * padding (``padded``, right or left, garbage values at padded positions) changes neither the
   valid outputs nor the state; with ``differentiable``, padded inputs get zero gradient;
 * prefill then decode (``step``) equals the causal prefix of the full run;
-* the state's size does not grow with ``T``.
+* the state's size does not grow with ``T``;
+* gradients (``differentiable``, torch float64) flow through the final state: the outputs after
+  the split point, as a function of the prefix inputs (which reach them only through the
+  state), have the gradient float64 finite differences give.
 
 States are opaque: two states are compared through their continuations — the same probe tokens
 run from each (by the target's own form) must give outputs within ``2ε``; a white-box target's
@@ -528,3 +531,54 @@ def test_state_size_does_not_grow_with_length(target, backend, shape):
             sizes.append(_size(run_steps(target, backend, rows(x, 0, 2), seed=shape.seed)[1]))
     assert all(s == sizes[0] for s in sizes), (
         f"{where(target, backend, shape)}: state shapes differ between lengths/forms: {sizes}")
+
+
+# ------------------------------------------------------------------ gradients through the state
+#: float64 finite differences: the step and tolerance of properties/test_gradients.py (central
+#: differences, step ``h = u₆₄^(1/3)·s``, error ``≤ 100·u₆₄^(2/3)·F`` under its stated
+#: assumption on third derivatives; a wrong backward errs by O(1)).
+F64_TOL = 100 * (2.0**-53) ** (2 / 3)
+
+
+@pytest.mark.parametrize(("target", "backend"), form_cases(any_of=STATEFUL))
+@settings(max_examples=FORM_EXAMPLES)
+@_examples
+@given(shape=form_shapes(max_t=6))
+def test_gradients_flow_through_the_state(target, backend, shape):
+    """``differentiable`` targets, torch float64: the outputs after the split point, computed by
+    continuing from the prefix's final state, as a function of the *prefix* inputs — they reach
+    it only through the state — have the gradient float64 central differences give
+    (``torch.autograd.gradcheck``, fast mode; step and tolerance of
+    ``properties/test_gradients.py``). A state detached from the graph, or a wrong backward
+    through it, fails."""
+    if not (target.has("differentiable") and backend.library == "torch"
+            and backend.dtype == "float64"):
+        pytest.skip("gradients through the state: differentiable targets (claim "
+                    "`differentiable`) on torch float64")
+    import torch
+
+    if shape.t < 2:
+        return  # no split point inside a sequence of one token
+    x = draw_inputs(shape)
+    cut = min(shape.cut, shape.t - 1)
+    t = target.to_layout
+    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
+    pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
+           for a in (x.q, x.k, x.v)]
+
+    def form(q, k, v, state=None):
+        if target.offers("chunked"):
+            return target.chunked(t(q), t(k), t(v), chunk_size=_chunk(target, shape.chunk),
+                                  initial_state=state, seed=shape.seed)
+        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+
+    def continued(q, k, v):
+        _, state = form(q, k, v)
+        return t(form(*post, state=state)[0])
+
+    f_scale = max(1.0, float(continued(*pre).detach().abs().max()))
+    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in pre))
+    assert torch.autograd.gradcheck(continued, tuple(pre), eps=h, atol=F64_TOL * f_scale,
+                                    rtol=F64_TOL, fast_mode=True, raise_exception=False), (
+        f"{where(target, backend, shape)}: the gradient of the continuation with respect to the "
+        f"prefix inputs (through the final state) disagrees with finite differences")
