@@ -1,10 +1,10 @@
-"""Gradients (docs/math.md §11): autograd against the exact derivative, and the identities every
+"""Gradients (docs/math.md §14): autograd against the exact derivative, and the identities every
 backward pass must meet. Targets claim ``differentiable`` (``deterministic_backward`` for the
 bitwise test); everything else is skipped with the claim that would add the test.
 
 **White-box** feature maps (``torch_fn`` with a parameter draw and a registry formula), every
 torch backend × dtype, against the exact mpmath derivatives of :mod:`verify.references.gradients`
-(closed forms of docs/math.md §11, else high-precision differentiation of the twin), within the
+(closed forms of docs/math.md §14, else high-precision differentiation of the twin), within the
 derived backward bounds of :mod:`verify.gradient_bounds`:
 
 * ``∂/∂x Σ G⊙φ(x)`` (and of ``log φ``): ``feature_vjp_bound`` with ``u`` of the compute dtype
@@ -41,6 +41,7 @@ feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
   of ``properties/attention_cases.py``), ``∂L/∂q``, ``∂L/∂k`` within ``4ρ'·n·max|∂L/∂·|₆₄`` (an
   assumption: no cancellation beyond a factor n in the score chain); finite everywhere;
 * ``deterministic_backward``: two backward passes give bitwise equal gradients.
+
 """
 
 from __future__ import annotations
@@ -709,3 +710,4 @@ def test_low_precision_gradients_near_float64(target, dtype):
                 how="∂L/∂v: Σ_i ρ'|G_i| (derived); ∂L/∂q,k: 4ρ'·n·max|g₆₄| (stated assumption)",
                 repro=f"test_low_precision_gradients_near_float64[{target.name}-{dtype}]",
             )
+

@@ -1,4 +1,4 @@
-"""A-priori rounding-error bounds of backward passes (docs/math.md §11).
+"""A-priori rounding-error bounds of backward passes (docs/math.md §14).
 
 The same analysis as the forward bounds (:mod:`verify.references.features`,
 :mod:`verify.attention_bounds`; Higham, *Accuracy and Stability*, §3.1): every basic operation

@@ -1,11 +1,11 @@
 """Exact derivatives in mpmath: feature Jacobians, kernel gradients, attention gradients.
 
-docs/math.md §11. Everything here is computed from a map's description ``(formula, config,
+docs/math.md §14. Everything here is computed from a map's description ``(formula, config,
 params)`` and the mpmath twins of :mod:`verify.references.features` and
 :mod:`verify.references.kernels`; nothing imports the code under test.
 
 * :func:`feature_jacobian_mp` — ``J[..., i, f, j] = ∂φ_f(x_i)/∂x_ij`` (or of ``log φ``). Closed
-  forms (docs/math.md §11) where they are short (:data:`CLOSED_JACOBIANS`): positive,
+  forms (docs/math.md §14) where they are short (:data:`CLOSED_JACOBIANS`): positive,
   hyperbolic and GERF features ``∂φ_f/∂x = φ_f·(B s_f w_f + 2C x)`` (``s_f = ±1``), random
   Fourier pairs and phases, the trigonometric softmax map, ReLU features and the deterministic
   maps linear, identity, relu, square, elu+1. Every other formula is differentiated
@@ -131,7 +131,7 @@ def _jac_rff_phase(x, params, config, log):
 
 def _jac_softmax_trig(x, params, config, log):
     """``φ = e^{‖x‖²/2}/√m [cos wᵀx, sin wᵀx]``: ``∂cos-part = e^{‖x‖²/2}/√m (x cos − w sin)``,
-    ``∂sin-part = e^{‖x‖²/2}/√m (x sin + w cos)`` (docs/math.md §11)."""
+    ``∂sin-part = e^{‖x‖²/2}/√m (x sin + w cos)`` (docs/math.md §14)."""
     w = to_mp(params["W"])
     u = x @ w.T
     h = mp_exp((x * x).sum(axis=-1, keepdims=True) / 2) / mpmath.sqrt(w.shape[0])  # (..., n, 1)
@@ -285,7 +285,7 @@ def kernel_grad_mp(kernel_id: str, x: np.ndarray, y: np.ndarray, *, dps: int | N
 
 def kernel_grad_closed_mp(kernel_id: str, x: np.ndarray, y: np.ndarray,
                           **kernel_params: Any) -> np.ndarray:
-    """Closed forms (docs/math.md §11): softmax ``y·exp(xᵀy)``; Gaussian ``−(x−y)/σ²·k``;
+    """Closed forms (docs/math.md §14): softmax ``y·exp(xᵀy)``; Gaussian ``−(x−y)/σ²·k``;
     linear ``y``; Taylor (order 2) ``(1 + t)·y/√d``, ``t = xᵀy/√d`` (general order p:
     ``Σ_{k<p} tᵏ/k!·y/√d``)."""
     x_mp, y_mp = _mp(x), _mp(y)
@@ -314,7 +314,7 @@ def normalised_attention_grads_mp(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For ``o_i = Σ_j a_ij v_j / D_i`` (``D_i = Σ_j a_ij``; causal: ``j ≤ i``) and upstream
     ``G``: ``(o, ∂L/∂a, ∂L/∂v)`` with ``∂L/∂a_ij = G_iᵀ(v_j − o_i)/D_i`` (0 above the diagonal
-    when causal) and ``∂L/∂v_j = Σ_i (a_ij/D_i) G_i`` (docs/math.md §11). 2-D mp arrays."""
+    when causal) and ``∂L/∂v_j = Σ_i (a_ij/D_i) G_i`` (docs/math.md §14). 2-D mp arrays."""
     a, v, g = _mp(a), _mp(v), _mp(g)
     n_q, n_k = a.shape
     if causal:
