@@ -7,7 +7,8 @@ through the ordinary third-party mechanism with the spec
 
 Families: random-matrix constructions (:mod:`verify.mutants.matrices`), attention
 (:mod:`verify.mutants.attention`), feature maps (:mod:`verify.mutants.features`), Nyström
-(:mod:`verify.mutants.nystrom`).
+(:mod:`verify.mutants.nystrom`), gradients (:mod:`verify.mutants.gradients`: forward right,
+backward wrong).
 ``expected_killers`` records which property family (``properties/test_<family>.py``) is meant to
 catch each one; the runner's kill matrix shows which actually did.
 """
@@ -18,6 +19,7 @@ from kernel_verify.verify.mutants.attention import ATTENTION_MUTANTS
 from kernel_verify.verify.mutants.base import Mutant
 from kernel_verify.verify.mutants.features import FEATURE_MUTANTS
 from kernel_verify.verify.mutants.forms import FORMS_MUTANTS, mutant_targets
+from kernel_verify.verify.mutants.gradients import GRADIENT_MUTANTS
 from kernel_verify.verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.verify.mutants.nystrom import NYSTROM_MUTANTS
 from kernel_verify.verify.mutants.nystrom import target as nystrom_target
@@ -68,11 +70,17 @@ def _forms(name: str) -> Mutant:
                   ("attention_forms",))
 
 
+def _gradient(name: str) -> Mutant:
+    description, family, make = GRADIENT_MUTANTS[name]
+    return Mutant(name, family, description, make, ("gradients",))
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
     *(_feature(n) for n in FEATURE_MUTANTS),
     *(_nystrom(n) for n in NYSTROM_MUTANTS),
+    *(_gradient(n) for n in GRADIENT_MUTANTS),
     *(_forms(n) for n in FORMS_MUTANTS),
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}

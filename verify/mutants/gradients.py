@@ -1,0 +1,214 @@
+"""Gradient mutants (docs/math.md §14): the forward is right, the backward is wrong.
+
+Each defect is a hand-written ``torch.autograd.Function`` (the way fused kernels ship their own
+backward), so every forward property passes and only ``properties/test_gradients.py`` can see it:
+
+* ``grad_positive_drops_minus_x``: SM⁺ features whose backward drops the ``−x`` term of
+  ``−‖x‖²/2`` (``∂φ_f/∂x = φ_f·w_f`` instead of ``φ_f(w_f − x)``);
+* ``grad_positive_scale_wrong``: the ``m^(−1/2)`` right in the forward, missing in the backward;
+* ``grad_positive_float16_backward``: the right backward formula accumulated in float16;
+* ``grad_causal_backward_sees_future``: causal softmax attention whose backward is the
+  non-causal one (keys and values after position i receive gradient from o_i);
+* ``grad_normaliser_detached``: causal linear attention (positive features) whose normaliser
+  ``D_i = Σ_j a_ij`` is detached in the backward.
+
+Feature-map mutants come white-box (``draw`` + ``torch_fn``, formula ``softmax_positive``) and
+black-box (``sample_fn`` taking torch tensors); attention mutants are black-box
+``AttentionTarget``s on torch float64. Controls (:data:`GRADIENT_CONTROLS`, spec
+``kernel_verify.verify.mutants.gradients:control_<name>``) are the same custom functions with the
+right backward: they must pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.verify import seeds
+from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
+
+_CLAIMS = frozenset({"unbiased", "positive", "gaussian_rows", "psd_kernel", "differentiable",
+                     "deterministic_backward"})
+_ATT = frozenset({"causal", "positive_weights", "differentiable", "deterministic_backward"})
+
+
+def _positive_function(mode: str):
+    """``φ = exp(Wx − ‖x‖²/2)/√m`` with a hand-written backward (``mode``: ``right``,
+    ``no_minus_x``, ``no_scale``, ``float16``)."""
+    import torch
+
+    class Positive(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            phi = torch.exp(x @ w.T - 0.5 * (x * x).sum(-1, keepdim=True)) / np.sqrt(w.shape[0])
+            ctx.save_for_backward(x, w, phi)
+            return phi
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w, phi = ctx.saved_tensors
+            if mode == "float16":
+                gp = (g.half() * phi.half())
+                return (gp @ w.half() - gp.sum(-1, keepdim=True) * x.half()).to(x.dtype), None
+            gp = g * phi
+            if mode == "no_scale":
+                gp = gp * np.sqrt(w.shape[0])
+            grad = gp @ w
+            if mode != "no_minus_x":
+                grad = grad - gp.sum(-1, keepdim=True) * x
+            return grad, None
+
+    return Positive.apply
+
+
+def _positive_targets(name: str, mode: str) -> list[Target]:
+    def draw(rng: np.random.Generator, d: int, m: int, config: Any) -> dict:
+        return {"W": rng.standard_normal((m, d))}
+
+    def apply(x, w):
+        # half types computed in float32 and cast back (the project's policy): the forward is
+        # right in every dtype
+        import torch
+
+        work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        w = torch.as_tensor(w).to(dtype=work, device=x.device)
+        return _positive_function(mode)(x.to(work), w).to(x.dtype)
+
+    def torch_fn(x, params, config):
+        return apply(x, params["W"])
+
+    def sample_fn(x, seed: int):
+        import torch
+
+        w = seeds.rng(seed).standard_normal((16, x.shape[-1]))
+        if isinstance(x, np.ndarray):
+            return apply(torch.as_tensor(x, dtype=torch.float64), w).detach().numpy()
+        return apply(x, w)
+
+    def numpy_fn(x, params, config):
+        w = params["W"]
+        return np.exp(x @ w.T - 0.5 * np.sum(x * x, -1, keepdims=True)) / np.sqrt(w.shape[0])
+
+    white = FeatureMapTarget(f"{name}@whitebox", "softmax", _CLAIMS, draw=draw,
+                             numpy_fn=numpy_fn, torch_fn=torch_fn, formula="softmax_positive",
+                             matrix="iid", m=16)
+    black = FeatureMapTarget(f"{name}@blackbox", "softmax", _CLAIMS, sample_fn=sample_fn, m=16,
+                             formula="softmax_positive", matrix="iid")
+    return [white, black]
+
+
+def _causal_softmax_function(mode: str):
+    """Causal softmax attention with a hand-written backward (``right`` or ``future``: the
+    gradient of the non-causal attention)."""
+    import torch
+
+    def plain(q, k, v, causal):
+        s = q @ k.transpose(-1, -2) / np.sqrt(q.shape[-1])
+        if causal:
+            n = s.shape[-1]
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
+                              float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+    class Causal(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            ctx.save_for_backward(q, k, v)
+            return plain(q, k, v, True)
+
+        @staticmethod
+        def backward(ctx, g):
+            q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
+            with torch.enable_grad():
+                out = plain(q, k, v, mode != "future")
+                return torch.autograd.grad(out, (q, k, v), g)
+
+    return Causal.apply
+
+
+def _attention_call(fn: Callable) -> Callable:
+    def attention(q, k, v, *, causal: bool, seed: int = 0, **_: Any):
+        import torch
+
+        if isinstance(q, np.ndarray):
+            tq, tk, tv = (torch.as_tensor(a, dtype=torch.float64) for a in (q, k, v))
+            with torch.no_grad():
+                return fn(tq, tk, tv, seed).numpy()
+        return fn(q, k, v, seed)
+
+    return attention
+
+
+def _softmax_target(name: str, mode: str) -> list[Target]:
+    return [AttentionTarget(name, _attention_call(
+        lambda q, k, v, seed: _causal_softmax_function(mode)(q, k, v)), _ATT,
+        backends=("numpy", "torch"))]
+
+
+def _linear_detached(q, k, v, seed: int, detach: bool):
+    """Causal FAVOR+ (positive features, m = 32, seeded W) in log space, with the normaliser
+    optionally detached in the backward (the forward value is the same either way).
+
+    ``ℓ_ij = logsumexp_f(log φ(q_i)_f + log φ(k_j)_f)`` (−∞ above the diagonal), the detached row
+    maximum ``c_i`` subtracted (an exact rescaling), ``e_ij = exp(ℓ_ij − c_i)``,
+    ``o_i = Σ_j e_ij v_j / D_i``, ``D_i = Σ_j e_ij ≥ 1``: finite at any input scale."""
+    import torch
+
+    d = q.shape[-1]
+    w = torch.as_tensor(seeds.rng(seed).standard_normal((32, d)), dtype=q.dtype,
+                        device=q.device)
+
+    def log_feats(x):
+        x = x * d**-0.25
+        return x @ w.T - 0.5 * (x * x).sum(-1, keepdim=True) - 0.5 * np.log(32)
+
+    lq, lk = log_feats(q), log_feats(k)
+    pair = torch.logsumexp(lq.unsqueeze(-2) + lk.unsqueeze(-3), dim=-1)  # (..., n, n)
+    n = pair.shape[-1]
+    pair = pair.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1),
+                            float("-inf"))
+    e = torch.exp(pair - pair.detach().amax(dim=-1, keepdim=True))
+    den = e.sum(-1, keepdim=True)
+    return (e @ v) / (den.detach() if detach else den)
+
+
+def _linear_target(name: str, detach: bool) -> list[Target]:
+    return [AttentionTarget(name, _attention_call(
+        lambda q, k, v, seed: _linear_detached(q, k, v, seed, detach)), _ATT,
+        backends=("numpy", "torch"))]
+
+
+#: name -> (description, family, make)
+GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
+    "grad_positive_drops_minus_x": (
+        "SM⁺ features: hand-written backward drops the −x of −‖x‖²/2", "feature_map",
+        lambda: _positive_targets("grad_positive_drops_minus_x", "no_minus_x")),
+    "grad_positive_scale_wrong": (
+        "SM⁺ features: m^(−1/2) in the forward, missing in the backward", "feature_map",
+        lambda: _positive_targets("grad_positive_scale_wrong", "no_scale")),
+    "grad_positive_float16_backward": (
+        "SM⁺ features: the right backward accumulated in float16", "feature_map",
+        lambda: _positive_targets("grad_positive_float16_backward", "float16")),
+    "grad_causal_backward_sees_future": (
+        "causal softmax attention whose backward is the non-causal one", "attention",
+        lambda: _softmax_target("grad_causal_backward_sees_future", "future")),
+    "grad_normaliser_detached": (
+        "causal FAVOR+ attention with the normaliser detached in the backward", "attention",
+        lambda: _linear_target("grad_normaliser_detached", True)),
+}
+
+#: Correct custom backwards: must pass every property.
+GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
+    "grad_positive_custom_backward": lambda: _positive_targets("control_positive", "right"),
+    "grad_causal_custom_backward": lambda: _softmax_target("control_causal", "right"),
+    "grad_linear_attached_normaliser": lambda: _linear_target("control_linear", False),
+}
+
+
+def __getattr__(attr: str) -> list[Target]:
+    """``control_<name>``: the targets of one control (a ``kernel-verify check`` spec)."""
+    if attr.startswith("control_") and attr.removeprefix("control_") in GRADIENT_CONTROLS:
+        return GRADIENT_CONTROLS[attr.removeprefix("control_")]()
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
