@@ -6,7 +6,9 @@ One correct skeleton, FAVOR+ positive features ``φ(x) = exp(Wx − ‖x‖²/2)
 with every form of the protocol: ``attention`` (the stable log-space kernel of ``impls``),
 ``chunked``/``stateful`` (chunk loop with the plain state ``(S, z)``), ``step``, ``varlen``,
 ``padded``. Each mutant flips one switch; the controls (:data:`FORMS_CONTROLS`, spec
-``kernel_verify.verify.mutants.forms:control_<name>``) run the same code with every switch off.
+``kernel_verify.verify.mutants.forms:control_<name>``) run the same code with every switch off
+(also behind a BTHD interface, and once with the recurrence as its full-sequence form, claiming
+``state_bitwise``).
 
 * ``zero_padded_tail_updates_state``: the tail chunk is padded with zero *inputs* (not zero
   features), whose ``φ(0)`` enters the state (transformers issue 46190);
@@ -165,8 +167,31 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
             "varlen": varlen, "padded": padded}
 
 
-def _target(name: str, sw: Switches, layout: str = "BHTD") -> AttentionTarget:
+def _sequential(fns: dict[str, Callable]) -> dict[str, Callable]:
+    """``stateful`` as the recurrence one token at a time (the same operations in the same order
+    wherever the sequence is split: split invariance holds bitwise); no ``chunked`` form."""
+    step = fns["step"]
+
+    def stateful(q, k, v, *, initial_state=None, seed=0):
+        check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"), backend="numpy")
+        state, outs = initial_state, []
+        for i in range(q.shape[-2]):
+            state, o = step(state, q[..., i, :], k[..., i, :], v[..., i, :], seed=seed)
+            outs.append(o)
+        if state is None:
+            state = _empty(q.shape[:-2], v.shape[-1])
+        return np.stack(outs, axis=-2) if outs else np.zeros((*v.shape[:-2], 0, v.shape[-1])), state
+
+    return {**fns, "stateful": stateful, "chunked": None}
+
+
+def _target(name: str, sw: Switches, layout: str = "BHTD", *,
+            sequential: bool = False) -> AttentionTarget:
     fns = make_forms(sw)
+    claims = CLAIMS
+    if sequential:
+        fns, claims = _sequential(fns), CLAIMS | {"state_bitwise"}
+        return AttentionTarget(name, claims=claims, **fns)
     if layout == "BTHD":  # the same functions behind a (B, T, H, D) interface
         fns = {k: _bthd(f) if k not in ("step",) else f for k, f in fns.items()}
     return AttentionTarget(name, claims=CLAIMS, layout=layout, **fns)
@@ -212,6 +237,9 @@ FORMS_MUTANTS: dict[str, tuple[str, Switches]] = {
 FORMS_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     "forms_correct": lambda: [_target("control:forms_correct", Switches())],
     "forms_correct_bthd": lambda: [_target("control:forms_correct_bthd", Switches(), "BTHD")],
+    # claims state_bitwise: its full-sequence form is the recurrence itself
+    "forms_sequential_bitwise": lambda: [_target("control:forms_sequential_bitwise", Switches(),
+                                                 sequential=True)],
 }
 
 
