@@ -184,26 +184,29 @@ def _linear_target(name: str, detach: bool) -> list[Target]:
 GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
     "grad_positive_drops_minus_x": (
         "SM⁺ features: hand-written backward drops the −x of −‖x‖²/2", "feature_map",
-        lambda: _positive_targets("grad_positive_drops_minus_x", "no_minus_x")),
+        lambda: _positive_targets("mutant:grad_positive_drops_minus_x", "no_minus_x")),
     "grad_positive_scale_wrong": (
         "SM⁺ features: m^(−1/2) in the forward, missing in the backward", "feature_map",
-        lambda: _positive_targets("grad_positive_scale_wrong", "no_scale")),
+        lambda: _positive_targets("mutant:grad_positive_scale_wrong", "no_scale")),
     "grad_positive_float16_backward": (
         "SM⁺ features: the right backward accumulated in float16", "feature_map",
-        lambda: _positive_targets("grad_positive_float16_backward", "float16")),
+        lambda: _positive_targets("mutant:grad_positive_float16_backward", "float16")),
     "grad_causal_backward_sees_future": (
         "causal softmax attention whose backward is the non-causal one", "attention",
-        lambda: _softmax_target("grad_causal_backward_sees_future", "future")),
+        lambda: _softmax_target("mutant:grad_causal_backward_sees_future", "future")),
     "grad_normaliser_detached": (
         "causal FAVOR+ attention with the normaliser detached in the backward", "attention",
-        lambda: _linear_target("grad_normaliser_detached", True)),
+        lambda: _linear_target("mutant:grad_normaliser_detached", True)),
 }
 
 #: Correct custom backwards: must pass every property.
 GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
-    "grad_positive_custom_backward": lambda: _positive_targets("control_positive", "right"),
-    "grad_causal_custom_backward": lambda: _softmax_target("control_causal", "right"),
-    "grad_linear_attached_normaliser": lambda: _linear_target("control_linear", False),
+    "grad_positive_custom_backward":
+        lambda: _positive_targets("control:grad_positive_custom_backward", "right"),
+    "grad_causal_custom_backward":
+        lambda: _softmax_target("control:grad_causal_custom_backward", "right"),
+    "grad_linear_attached_normaliser":
+        lambda: _linear_target("control:grad_linear_attached_normaliser", False),
 }
 
 
