@@ -108,12 +108,18 @@ SMOKE = textwrap.dedent("""
     ti.patch_range(sys.modules[__name__])
     loop_kernel[(1,)](out, N=4)
     assert int(out[0]) == 12, out
+    # a launch restores triton.language and its core after the run (patch_nested_lang)
+    from triton.runtime import interpreter
+    ad.ops()
+    assert interpreter._patch_lang._kv_nested
+    before = (tl.load, tl.core.load, tl.core.full)
     # every kernel target, a length across the 16-token chunks of fused_chunk_based, d = 4
     q, k, v = fc._inputs(0, 1, 2, 20, 4, 3)
     for tgt in ad.attention_targets:
         want, bound = fc.exact(tgt.name.split("+")[0][4:], q, k, v)
         got = tgt(*(torch.tensor(x, dtype=torch.float32) for x in (q, k, v)), causal=True)
         assert (np.abs(got - want) <= bound).all(), (tgt.name, np.abs(got - want).max())
+    assert (tl.load, tl.core.load, tl.core.full) == before
     # one backward pass of a chunked kernel against float64 autograd of the formula
     tgt = ad.attention_targets[1]
     ins = [fc._torch(x, grad=True) for x in (q, k, v)]

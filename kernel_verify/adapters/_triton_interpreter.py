@@ -25,6 +25,15 @@ here without changing what a kernel computes:
    type through integer arithmetic. Host code of the same module that calls ``range`` still
    gets ints (a subclass), equal in value and in every integer operation.
 
+One change of speed only (:func:`patch_nested_lang`): the interpreter re-patches
+``triton.language`` on *every* call of a ``@triton.jit`` helper inside a kernel (once per program
+per call, never restored: the patches wrap the already patched functions), which took ~40 % of
+a small fla call. Here a launch patches both ``triton.language`` and ``triton.language.core``
+(the helpers of ``triton.language.standard``, e.g. ``tl.sum``, see both and would patch
+``core`` on their first call anyway) and restores both at its end; while it is active, a helper
+whose language modules it covers is called without re-patching. Every operation then runs the
+same interpreter function as before.
+
 What the interpreter does not exercise (stated beside every verdict obtained this way): it
 executes the kernel's algorithm — indexing, masks, chunk boundaries, state passing, the
 backward mathematics — in NumPy on a CPU; GPU rounding (TF32, tensor-core accumulation
@@ -37,7 +46,7 @@ import builtins
 import os
 import sys
 from collections.abc import Iterator
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 ENV = "TRITON_INTERPRET"
@@ -56,6 +65,9 @@ WORKAROUNDS = (
     "tensor). The kernel modules get a `range` whose items are an `int` subclass answering "
     "`.to(dtype)` through the interpreter's own scalar conversion; values and integer "
     "arithmetic are unchanged.",
+    "Speed only: the interpreter re-patches `triton.language` on every call of a jit helper "
+    "inside a kernel; while a launch's patch is active and covers the helper's language "
+    "modules, the helper is called without re-patching (the same patched functions run).",
 )
 
 
@@ -203,3 +215,59 @@ def patch_kernel_modules(prefix: str) -> list[str]:
             patch_range(mod)
             done.append(name)
     return sorted(done)
+
+
+class _NoScope:
+    """The patch scope of a helper called inside an active launch: nothing to restore."""
+
+    def restore(self) -> None:
+        return None
+
+
+class _LaunchScope:
+    """A launch's own patch scope; restoring it also ends the launch's record."""
+
+    def __init__(self, scope: Any, active: list) -> None:
+        self._scope, self._active = scope, active
+
+    def restore(self) -> None:
+        try:
+            self._scope.restore()
+        finally:
+            self._active.pop()
+
+
+def patch_nested_lang() -> None:
+    """Replace ``triton.runtime.interpreter._patch_lang`` (called by a launch, restored at its
+    end, and by every jit-helper call inside it, never restored) by a version that skips the
+    helper calls whose language modules (``tl``, ``tl.core`` in the function's globals) the
+    active launch already patched. Idempotent; interpreter only."""
+    if not interpreting():
+        raise RuntimeError(f"patch_nested_lang is for Triton's interpreter ({ENV}=1) only")
+    import inspect
+
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    if getattr(interpreter._patch_lang, "_kv_nested", False):
+        return
+    original = interpreter._patch_lang
+    active: list[frozenset[int]] = []
+
+    def langs(fn: Any) -> frozenset[int]:
+        return frozenset(id(v) for v in fn.__globals__.values()
+                         if inspect.ismodule(v) and v in (tl, tl.core))
+
+    both = SimpleNamespace(__globals__={"tl": tl, "core": tl.core})
+
+    def patch_lang(fn: Any) -> Any:
+        if active:
+            return _NoScope() if langs(fn) <= active[-1] else original(fn)
+        # a launch patches tl and tl.core (what its helpers such as tl.sum, whose module sees
+        # both, would patch on every call) and restores both at its end
+        scope = original(both)
+        active.append(langs(both))
+        return _LaunchScope(scope, active)
+
+    patch_lang._kv_nested = True  # type: ignore[attr-defined]
+    interpreter._patch_lang = patch_lang

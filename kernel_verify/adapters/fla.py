@@ -34,7 +34,8 @@ not apply and the targets do not declare float64.
 this module sets ``TRITON_INTERPRET=1`` when ``triton`` is not yet imported (``kernel-verify
 check`` runs the suite in a fresh subprocess that imports the adapter first); calling a kernel
 target in a process that imported triton without it raises a RuntimeError that says so. The two
-workarounds (the autotuner's timing; loop variables with ``.to``) change no kernel's arithmetic.
+workarounds (the autotuner's timing; loop variables with ``.to``) and one change of speed (no
+re-patching of ``triton.language`` per helper call) change no kernel's arithmetic.
 The interpreter executes the kernel's algorithm — indexing, masks, chunk boundaries, state
 passing, the backward mathematics — in NumPy on a CPU; GPU rounding (TF32, tensor-core
 accumulation order) is not exercised.
@@ -117,6 +118,7 @@ def ops() -> dict[str, Callable[..., Any]]:
     based = need("fla", "ops.based")
     rebased = need("fla", "ops.rebased")
     interp.patch_autotuner()
+    interp.patch_nested_lang()
     interp.patch_kernel_modules("fla.")
     return {"chunk_linear_attn": la.chunk_linear_attn,
             "fused_chunk_linear_attn": la.fused_chunk_linear_attn,
