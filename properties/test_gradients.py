@@ -711,3 +711,25 @@ def test_low_precision_gradients_near_float64(target, dtype):
                 repro=f"test_low_precision_gradients_near_float64[{target.name}-{dtype}]",
             )
 
+
+@pytest.mark.parametrize("target", _attn_params())
+def test_padded_inputs_get_zero_gradient(target):
+    """Targets offering ``padded`` (docs/math.md §13): the gradient of the valid outputs is
+    exactly zero at padded positions, for right and left padding (no gradient reaches padding,
+    fla issue 1263)."""
+    _need_dtype(target, "float64")
+    if not target.offers("padded"):
+        pytest.skip(f"{target.name} offers no `padded` (AttentionTarget.padded)")
+    t = target.to_layout
+    q, k, v = _qkv(30, b=2, h=2, n=5, d=4)
+    valid = torch.tensor([[True] * 3 + [False] * 2, [False] * 2 + [True] * 3])
+    out, _ = target.padded(t(q), t(k), t(v), mask=valid)
+    out = t(out)
+    keep = valid[:, None, :, None].to(out.dtype)
+    grads = torch.autograd.grad((out * keep).sum(), (q, k, v))
+    pad = ~valid[:, None, :, None]
+    for name, g in zip("qkv", grads, strict=True):
+        leaked = g.masked_select(pad.expand_as(g))
+        assert bool((leaked == 0).all()), (
+            f"{target.name}: padded positions receive gradient in {name} "
+            f"(max |∂L/∂{name}| there {float(leaked.abs().max()):.3g})")
