@@ -200,7 +200,11 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
     assume(np.all(np.abs(x_r) > 1e-6 * scale))  # off the kinks (x = 0) of piecewise maps
     pos = np.arange(n) if target.has("positional") else None
     kw = {"positions": pos} if pos is not None else {}
-    out = fn(x_t, params_to_backend(params, backend), target.config, **kw)
+    try:
+        out = fn(x_t, params_to_backend(params, backend), target.config, **kw)
+    except ValueError as err:  # the documented overflow error of the half type's range
+        assume(dtype != "float16" or "overflow" not in str(err))
+        raise
     g64 = rng.standard_normal(tuple(out.shape))
     g_t = torch.as_tensor(g64, dtype=torch.float64).to(device=out.device, dtype=out.dtype)
     g_r = _seen(g_t)
@@ -213,6 +217,8 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
     ulps = max(b.ulps.values())
     bound = feature_vjp_bound(entry, x_r, params, None, np.abs(g_r), b.u_compute, ulps, log=log)
     bound = _half_cast(bound, ref, dtype, backend)
+    if dtype == "float16":  # a gradient beyond float16's range is its range limit, not tested
+        assume(float(np.max(np.abs(ref) + bound)) < float(np.finfo(np.float16).max))
     assert_close(
         to_numpy(grad), ref, bound, inputs={"x": x_r},
         label=f"{target.name}: ∂(G·{'log φ' if log else 'φ'})/∂x on {backend} {dtype}",
