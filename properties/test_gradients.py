@@ -23,14 +23,17 @@ derived backward bounds of :mod:`verify.gradient_bounds`:
 **Every differentiable target** (black-box included: attention targets with a torch backend,
 feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
 
-* float64 finite differences (``torch.autograd.gradcheck``, ``fast_mode`` for attention):
+* finite differences in float64 — float32 for attention targets that take only float32 (fla's
+  Triton kernels), with that dtype's ``u`` in what follows — along random directions (the
+  fast mode of ``torch.autograd.gradcheck``, written with ``backward()`` so that targets using
+  reentrant checkpointing run):
   central differences with step ``h = u₆₄^(1/3)·s`` (``s = max(1, max|x|)``) err by
   ``h²|f'''|/6 + u₆₄·|f|/h``; assuming third derivatives ``≤ 100·F/s³`` at the input's own scale
   (``F = max(1, max|f|)``), both terms are ``≤ 100·u₆₄^(2/3)·F`` (about ``2e-9·F``): ``atol =
   100·u₆₄^(2/3)·F``, ``rtol = 100·u₆₄^(2/3)``. A stated assumption; a wrong backward errs by O(1);
-* forward mode against reverse mode: ``vᵀ(Ju) = (vᵀJ)u`` for random ``u, v`` (``torch.func.jvp``
-  and ``vjp``), equal within ``γ_N·(|v|ᵀ|J||u|)`` with ``|J||u|`` bounded through the same
-  products (``N`` = number of inputs + outputs); skipped when the target has no forward mode;
+* forward mode against reverse mode: ``vᵀ(Ju) = (vᵀJ)u`` for random ``u, v`` (dual tensors of
+  ``torch.autograd.forward_ad``, and ``backward()``), equal within ``γ_N·(|v|ᵀ|J||u|)``
+  (``|J|`` row by row; ``N`` = inputs + outputs + 100); skipped without forward mode;
 * causality (causal targets): ``∂o_i/∂(k_j, v_j) = 0`` for ``j > i``, and ``∂o_i/∂q_j = 0`` for
   ``j ≠ i`` (every target): exactly zero — the future never enters the computation of ``o_i``;
 * batch and head independence: the gradient of one batch element's (one head's) outputs is
@@ -421,7 +424,48 @@ MAPS = feature_maps("differentiable", predicate=_gradient_only_formula, none_rea
 DETERMINISTIC_MAPS = feature_maps("differentiable", "deterministic_backward",
                                   predicate=_gradient_only_formula,
                                   none_reason="no feature map claims `deterministic_backward`")
-F64_TOL = 100 * (2.0**-53) ** (2 / 3)  # module docstring: 100·u₆₄^(2/3) ≈ 2e-9
+
+
+def _vjp(loss, inputs, *, retain_graph: bool = False) -> list:
+    """``∂loss/∂inputs`` through ``loss.backward()`` (not ``torch.autograd.grad``: targets that
+    use reentrant ``torch.utils.checkpoint`` — fla's feature maps — support only ``backward``);
+    an input the loss does not depend on gets zeros."""
+    for a in inputs:
+        a.grad = None
+    loss.backward(retain_graph=retain_graph)
+    out = [torch.zeros_like(a) if a.grad is None else a.grad.clone() for a in inputs]
+    for a in inputs:
+        a.grad = None
+    return out
+
+
+def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int = 3) -> None:
+    """Directional central differences against the backward (gradcheck's fast mode, written
+    with :func:`_vjp`): for random ``u`` (``max|u| = 1``) and ``v``, ``vᵀ(f(x + hu) − f(x −
+    hu))/2h`` and ``(vᵀJ)u`` differ by at most ``‖v‖₁·100·u^(2/3)·F`` (module docstring; each
+    output's difference errs by at most ``100·u^(2/3)·F``) plus ``100·u^(2/3)`` relative."""
+    step, tol = _fd_step_and_tol(dtype)
+    rng = np.random.default_rng(seed)
+    base = [a.detach() for a in inputs]
+    with torch.no_grad():
+        out0 = fn(*base)
+    f_scale = max(1.0, float(out0.abs().max()))
+    h = step * max(1.0, max(float(a.abs().max()) for a in base))
+    for _ in range(trials):
+        us = [torch.as_tensor(rng.uniform(-1, 1, tuple(a.shape)), dtype=a.dtype) for a in base]
+        v = torch.as_tensor(rng.standard_normal(tuple(out0.shape)), dtype=out0.dtype)
+        with torch.no_grad():
+            plus = fn(*[a + h * u for a, u in zip(base, us, strict=True)])
+            minus = fn(*[a - h * u for a, u in zip(base, us, strict=True)])
+        numeric = float(((plus - minus) * v).sum()) / (2 * h)
+        xs = [a.clone().requires_grad_(True) for a in base]
+        grads = _vjp((fn(*xs) * v).sum(), xs)
+        analytic = float(sum((g * u).sum() for g, u in zip(grads, us, strict=True)))
+        allowed = tol * f_scale * float(v.abs().sum()) + tol * abs(numeric)
+        assert abs(numeric - analytic) <= allowed, (
+            f"{label}: the backward is not the derivative of the forward: central differences "
+            f"give vᵀJu = {numeric!r}, the backward {analytic!r} (allowed {allowed:.3g}; "
+            f"{dtype}, step {h:.3g})")
 
 
 def _map_fn(target, seed: int, d: int, m: int = 4):
@@ -453,10 +497,7 @@ def test_gradcheck_float64_feature_map(target):
         pytest.skip("no target")
     fn = _map_fn(target, 11, 3)
     x = _map_input(12, 3)
-    f_scale = max(1.0, float(fn(x).detach().abs().max()))
-    h = (2.0**-53) ** (1 / 3) * max(1.0, float(x.detach().abs().max()))
-    assert torch.autograd.gradcheck(fn, (x,), eps=h, atol=F64_TOL * f_scale, rtol=F64_TOL,
-                                    raise_exception=True)
+    _fd_check(fn, (x,), "float64", 12, target.name)
 
 
 @pytest.mark.parametrize("target", MAPS)
@@ -470,7 +511,7 @@ def test_feature_rows_have_independent_gradients(target):
     x = _map_input(14, 3)
     out = fn(x)
     for i in range(x.shape[0]):
-        (g,) = torch.autograd.grad(out[i].sum(), x, retain_graph=True)
+        (g,) = _vjp(out[i].sum(), [x], retain_graph=True)
         others = torch.cat([g[:i], g[i + 1:]])
         assert bool((others == 0).all()), (f"{target.name}: ∂φ(x_{i})/∂x_j ≠ 0 for some j ≠ {i}: "
                                            f"{others.tolist()}")
@@ -491,14 +532,16 @@ def _fwd_rev(fn, inputs: tuple, seed: int):
                     f"{str(err).splitlines()[0][:120]})")
     out = fn(*inputs)
     v = torch.tensor(rng.standard_normal(tuple(out.shape)), dtype=out.dtype)
-    vjp = torch.autograd.grad(out, inputs, v)
+    vjp = _vjp((out * v).sum(), list(inputs))
     lhs = float((v * jvp).sum())
     rhs = float(sum((g * u).sum() for g, u in zip(vjp, us, strict=True)))
-    jac = torch.autograd.functional.jacobian(fn, tuple(a.detach() for a in inputs))
+    xs = [a.detach().clone().requires_grad_(True) for a in inputs]
+    out = fn(*xs).reshape(-1)
     mag = 0.0
-    for j, u in zip(jac, us, strict=True):
-        jj = j.reshape(v.numel(), u.numel()).abs()
-        mag += float(v.reshape(-1).abs() @ jj @ u.reshape(-1).abs())
+    for o, weight in enumerate(v.reshape(-1).abs().tolist()):  # one Jacobian row at a time
+        rows = _vjp(out[o], xs, retain_graph=True)
+        mag += weight * float(sum((r.abs() * u.abs()).sum() for r, u in zip(rows, us,
+                                                                            strict=True)))
     return lhs, rhs, mag
 
 
@@ -526,8 +569,8 @@ def test_feature_map_backward_is_deterministic(target):
     fn = _map_fn(target, 18, 3)
     x = _map_input(19, 3)
     g = torch.tensor(np.random.default_rng(20).standard_normal(tuple(fn(x).shape)))
-    first = torch.autograd.grad((fn(x) * g).sum(), x)[0]
-    second = torch.autograd.grad((fn(x) * g).sum(), x)[0]
+    first = _vjp((fn(x) * g).sum(), [x])[0]
+    second = _vjp((fn(x) * g).sum(), [x])[0]
     assert torch.equal(first, second), f"{target.name}: two backward passes differ"
 
 
@@ -570,6 +613,25 @@ def _qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: int = 4, 
     return [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
 
 
+def _work_dtype(target) -> str:
+    """float64 when the target takes it, else float32 (fla's Triton kernels): the dtype of the
+    black-box gradient identities; the finite-difference step and tolerances scale with its u."""
+    if target is None:
+        pytest.skip("no target")
+    for dtype in ("float64", "float32"):
+        if target.accepts("torch", dtype):
+            return dtype
+    pytest.skip(f"{target.name} accepts neither torch float64 nor float32 "
+                "(AttentionTarget.dtypes)")
+    raise AssertionError  # unreachable
+
+
+def _fd_step_and_tol(dtype: str) -> tuple[float, float]:
+    """``(u^(1/3), 100·u^(2/3))`` of ``dtype`` (module docstring: float64 ≈ 6e-6, 2e-9)."""
+    u = FORMATS[dtype].u
+    return u ** (1 / 3), 100 * u ** (2 / 3)
+
+
 def _need_dtype(target, dtype: str) -> None:
     if target is None:
         pytest.skip("no target")
@@ -581,27 +643,23 @@ def _need_dtype(target, dtype: str) -> None:
 def test_gradcheck_float64_attention(target):
     """float64 central differences (gradcheck, fast mode) agree with autograd for ∂o/∂(q, k, v)
     (step and tolerance: module docstring)."""
-    _need_dtype(target, "float64")
+    dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(21, b=1, h=2, n=4, d=4)
-        f_scale = max(1.0, float(fn(q, k, v).detach().abs().max()))
-        h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in (q, k, v)))
-        assert torch.autograd.gradcheck(fn, (q, k, v), eps=h, atol=F64_TOL * f_scale,
-                                        rtol=F64_TOL, fast_mode=True, raise_exception=True), (
-            f"{target.name} (causal={causal})")
+        q, k, v = _qkv(21, dtype, b=1, h=2, n=4, d=4)
+        _fd_check(fn, (q, k, v), dtype, 21, f"{target.name} (causal={causal})")
 
 
 @pytest.mark.parametrize("target", _attn_params())
 def test_forward_mode_matches_reverse_mode_attention(target):
     """``vᵀ(Ju) = (vᵀJ)u`` for attention (bound as for feature maps)."""
-    _need_dtype(target, "float64")
+    dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(22, b=1, h=1, n=3, d=3)
+        q, k, v = _qkv(22, dtype, b=1, h=1, n=3, d=3)
         lhs, rhs, mag = _fwd_rev(fn, (q, k, v), 23)
         n_ops = 3 * q.numel() + v.numel() + 100
-        assert abs(lhs - rhs) <= gamma(n_ops, 2.0**-53) * mag, (
+        assert abs(lhs - rhs) <= gamma(n_ops, FORMATS[dtype].u) * mag, (
             f"{target.name} (causal={causal}): vᵀ(Ju) = {lhs!r}, (vᵀJ)u = {rhs!r}")
 
 
@@ -609,13 +667,13 @@ def test_forward_mode_matches_reverse_mode_attention(target):
 def test_attention_gradient_locality(target):
     """``∂o_i/∂q_j = 0`` for ``j ≠ i``; causal: ``∂o_i/∂(k_j, v_j) = 0`` for ``j > i`` — exactly
     (the computation of o_i never touches those inputs)."""
-    _need_dtype(target, "float64")
+    dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(24, b=1, h=1, n=5, d=3)
+        q, k, v = _qkv(24, dtype, b=1, h=1, n=5, d=3)
         out = fn(q, k, v)
         for i in range(out.shape[-2]):
-            gq, gk, gv = torch.autograd.grad(out[..., i, :].sum(), (q, k, v), retain_graph=True)
+            gq, gk, gv = _vjp(out[..., i, :].sum(), (q, k, v), retain_graph=True)
             if not target.self_attention_only:
                 bad_q = torch.cat([gq[..., :i, :], gq[..., i + 1:, :]], dim=-2)
                 assert bool((bad_q == 0).all()), (
@@ -632,15 +690,15 @@ def test_attention_gradient_locality(target):
 def test_attention_gradients_batch_and_head_independent(target):
     """The gradient of one batch element's (one head's) outputs is exactly zero on every other
     batch element (head)."""
-    _need_dtype(target, "float64")
+    dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(25, b=2, h=2, n=3, d=3)
+        q, k, v = _qkv(25, dtype, b=2, h=2, n=3, d=3)
         out = fn(q, k, v)
         for axis in (0, 1):
             for idx in range(2):
                 part = out.select(axis, idx).sum()
-                grads = torch.autograd.grad(part, (q, k, v), retain_graph=True)
+                grads = _vjp(part, (q, k, v), retain_graph=True)
                 for name, g in zip("qkv", grads, strict=True):
                     other = g.select(axis, 1 - idx)
                     assert bool((other == 0).all()), (
@@ -662,8 +720,8 @@ def test_attention_backward_is_deterministic(target):
         q, k, v = _qkv(26, dtype)
         g = torch.tensor(np.random.default_rng(27).standard_normal((2, 2, 4, 3)),
                          dtype=getattr(torch, dtype))
-        first = torch.autograd.grad((fn(q, k, v) * g).sum(), (q, k, v))
-        second = torch.autograd.grad((fn(q, k, v) * g).sum(), (q, k, v))
+        first = _vjp((fn(q, k, v) * g).sum(), (q, k, v))
+        second = _vjp((fn(q, k, v) * g).sum(), (q, k, v))
         for name, a, b in zip("qkv", first, second, strict=True):
             assert torch.equal(a, b), f"{target.name} (causal={causal}): ∂L/∂{name} differs " \
                                       "between two backward passes"
@@ -691,8 +749,8 @@ def test_low_precision_gradients_near_float64(target, dtype):
         g = torch.tensor(np.random.default_rng(29).standard_normal((1, 2, 4, 3)))
         g_lo = g.to(getattr(torch, dtype))
         g = g_lo.double()
-        got = torch.autograd.grad((fn(*lo) * g_lo).sum(), lo)
-        ref = torch.autograd.grad((fn(*hi) * g).sum(), hi)
+        got = _vjp((fn(*lo) * g_lo).sum(), lo)
+        ref = _vjp((fn(*hi) * g).sum(), hi)
         q, k = (a.detach().numpy() for a in hi[:2])
         n, d = q.shape[-2], q.shape[-1]
         xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
@@ -718,21 +776,22 @@ def test_low_precision_gradients_near_float64(target, dtype):
             )
 
 
+
 @pytest.mark.parametrize("target", _attn_params())
 def test_padded_inputs_get_zero_gradient(target):
     """Targets offering ``padded`` (docs/math.md §13): the gradient of the valid outputs is
     exactly zero at padded positions, for right and left padding (no gradient reaches padding,
     fla issue 1263)."""
-    _need_dtype(target, "float64")
+    dtype = _work_dtype(target)
     if not target.offers("padded"):
         pytest.skip(f"{target.name} offers no `padded` (AttentionTarget.padded)")
     t = target.to_layout
-    q, k, v = _qkv(30, b=2, h=2, n=5, d=4)
+    q, k, v = _qkv(30, dtype, b=2, h=2, n=5, d=4)
     valid = torch.tensor([[True] * 3 + [False] * 2, [False] * 2 + [True] * 3])
     out, _ = target.padded(t(q), t(k), t(v), mask=valid)
     out = t(out)
     keep = valid[:, None, :, None].to(out.dtype)
-    grads = torch.autograd.grad((out * keep).sum(), (q, k, v))
+    grads = _vjp((out * keep).sum(), (q, k, v))
     pad = ~valid[:, None, :, None]
     for name, g in zip("qkv", grads, strict=True):
         leaked = g.masked_select(pad.expand_as(g))
