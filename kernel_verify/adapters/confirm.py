@@ -314,7 +314,31 @@ def sklearn_nystroem_sigmoid(quick: bool = False) -> str:
 
 
 #: name -> (adapter key whose library it needs, function)
+# ------------------------------------------------------------------------------ fla
+def _fla(name: str) -> Callable[[bool], str]:
+    """A measurement of :mod:`kernel_verify.adapters._fla_confirm`, run in a fresh process: fla's
+    kernels need ``TRITON_INTERPRET=1`` before triton is imported, and this process may have
+    imported it (the library check imports fla)."""
+
+    def fn(quick: bool = False) -> str:
+        import os
+        import subprocess
+
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        cmd = [sys.executable, "-m", "kernel_verify.adapters._fla_confirm", name,
+               *(["--quick"] if quick else [])]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            return f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        return proc.stdout.strip()
+
+    fn.__doc__ = f"``python -m kernel_verify.adapters._fla_confirm {name}`` in a subprocess."
+    return fn
+
+
 FINDINGS: dict[str, tuple[str, Callable[[bool], str]]] = {
+    "fla_kernels_exact": ("fla", _fla("fla_kernels_exact")),
+    "fla_rebased_eps": ("fla", _fla("fla_rebased_eps")),
     "performer_orf_signs": ("performer", performer_orf_signs),
     "performer_eps": ("performer", performer_eps),
     "performer_causal_leak": ("performer", performer_causal_leak),

@@ -137,6 +137,10 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         if key in notes.MINOR:
             lines += [notes.MINOR[key], ""]
         return "\n".join(lines)
+    scope = notes.SCOPE.get(key)
+    if scope is not None:
+        lines += ["## How the kernels were run", "", scope.text, ""]
+        lines += [f"{i}. {w}" for i, w in enumerate(scope.workarounds, 1)] + [""]
     verdicts = run.verdicts
     counts = {o: sum(v.outcome == o for v in verdicts)
               for o in ("pass", "fail", "skip", "known", "stale", "crash")}
@@ -147,7 +151,13 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
     if run.crashed:
         lines += ["**The suite did not run**:", "", "```", run.output_tail, "```", ""]
     lines += ["## What it does right", "", notes.RIGHT[key] or "(see the verdicts)", ""]
-    passed = sorted({f"`{v.prop}` ({v.target})" for v in verdicts
+    for name in notes.MEASURED.get(key, ()):
+        lines += [f"`python -m kernel_verify.adapters.confirm {name}`:", "", "```",
+                  confirmations.get(name, "(not run)"), "```", ""]
+    def tagged(v) -> str:
+        return f" {scope.tag}" if scope is not None and scope.covers(v.target) else ""
+
+    passed = sorted({f"`{v.prop}` ({v.target}){tagged(v)}" for v in verdicts
                      if v.outcome == "pass" and v.target})
     if passed:
         lines += ["Properties passed by its targets: " + "; ".join(passed) + ".", ""]
@@ -174,13 +184,15 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         word = {"known": " (declared known failure of the adapter)",
                 "stale": " (declared known failure that PASSED: stale declaration)",
                 "crash": " (a test worker crashed)"}.get(v.outcome, "")
-        lines += [f"* `{v.family}::{v.prop}` on `{v.target or '—'}`{word}: {_explain(v, key)}. "
+        lines += [f"* `{v.family}::{v.prop}` on `{v.target or '—'}`{word}{tagged(v)}: "
+                  f"{_explain(v, key)}. "
                   f"Reproduce: `kernel-verify check {_spec(key)} -k {v.prop}`", "",
                   "  ```", *[f"  {ln}" for ln in v.evidence.splitlines()], "  ```", ""]
     lines += ["## Every property", "", "| property | target | verdict | note |",
               "|---|---|---|---|"]
     for v in verdicts:
         note = _cell(v.evidence.splitlines()[0]) if v.evidence else ""
+        note = f"{tagged(v).strip()} {note}".strip()
         lines.append(f"| `{v.family}::{v.prop}` | {v.target or '—'} | {v.outcome} | {note} |")
     return "\n".join(lines) + "\n"
 
@@ -218,8 +230,9 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
                           "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
             run = run_suite(_spec(key), profile=profile, jobs=jobs)
             start = time.monotonic()
-            for f in notes.FINDINGS[key]:
-                confirmations[f.confirm] = confirm.run(f.confirm, quick)
+            for name in (*(f.confirm for f in notes.FINDINGS[key]),
+                         *notes.MEASURED.get(key, ())):
+                confirmations[name] = confirm.run(name, quick)
             seconds["confirm"] = time.monotonic() - start
         atomic.write_text(saved, json.dumps({
             "spec": run.spec, "returncode": run.returncode, "seconds": run.seconds,

@@ -25,7 +25,11 @@ interpreter on a CPU, and its feature-map modules.
 
 ``features(x, seed)`` gives each target's exact float64 features (the white-box extras of the
 forms protocol), ``state_sums`` the linear-attention state as ``(S, z)``. All targets claim
-``causal``, ``positive_weights`` and ``differentiable`` (fla's hand-written backward passes).
+``causal``, ``positive_weights``, ``differentiable`` (fla's hand-written backward passes) and
+``deterministic_backward`` (under the interpreter programs run one after another: GPU atomics'
+ordering is not exercised). ``parallel_rebased`` declares its partition-of-unity properties as
+known failures (its ``1e-5`` normaliser shift; see the conformance page). The shape check
+(q, k, v agree) is the adapter's (:func:`check_shapes`): fla's wrappers have none.
 Not float64: fla's kernels accumulate in ``tl.float32`` (and allocate float32 outputs) whatever
 the input dtype, so float64 inputs give float32-accurate results; the suite's float64 bounds do
 not apply and the targets do not declare float64.
@@ -134,6 +138,23 @@ def _causal_only(name: str, causal: bool) -> None:
                          "causal must be True")
 
 
+def check_shapes(name: str, q, k, v) -> None:
+    """The adapter's own shape check (BTHD): q and k ``(B, T, H, d)`` alike, v ``(B, T, H, d_v)``
+    with the same ``B, T, H``. fla's wrappers do not check this, and with fewer value rows than
+    keys its linear-attention kernels write past the end of their output buffer (under the
+    interpreter: glibc aborts the process, ``free(): invalid size``; see the conformance page),
+    so a mismatch is refused here with a ValueError before any kernel runs."""
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"{name}: q, k, v must be 4-d (B, T, H, d) tensors, got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if tuple(k.shape) != tuple(q.shape):
+        raise ValueError(f"{name}: k must have q's shape (B, T, H, d) = {tuple(q.shape)}, "
+                         f"got {tuple(k.shape)}")
+    if tuple(v.shape[:3]) != tuple(q.shape[:3]):
+        raise ValueError(f"{name}: v must have q's (B, T, H) = {tuple(q.shape[:3])}, got "
+                         f"{tuple(v.shape[:3])}")
+
+
 def _taylor(x):
     """fla's ``TaylorFeatureMap(d)`` on ``x (…, d)`` (plain torch, differentiable)."""
     return _module("TaylorFeatureMap", x.shape[-1])(x)
@@ -169,6 +190,7 @@ def linear_attn_forms(kernel: str) -> dict[str, Callable[..., Any]]:
     name = f"fla.{kernel}"
 
     def run(q, k, v, initial_state=None, cu_seqlens=None):
+        check_shapes(name, q, k, v)
         fn = ops()[kernel]
         o, state = fn(_taylor(q), _taylor(k), v, initial_state=_state_in(initial_state),
                       output_final_state=True, normalize=True, cu_seqlens=cu_seqlens)
@@ -203,6 +225,7 @@ def parallel_attention(kernel: str) -> Callable[..., Any]:
 
     def attention(q, k, v, *, causal: bool, seed: int = 0):
         _causal_only(name, causal)
+        check_shapes(name, q, k, v)
         return ops()[kernel](q, k, v)
 
     return attention
@@ -216,7 +239,14 @@ def _bhtd_features(fn: Callable[[np.ndarray], np.ndarray]):
 
 
 _EXACT = frozenset({"deterministic", "exact_finite", "psd_kernel"})
-_ATTN = frozenset({"causal", "positive_weights", "differentiable"})
+_ATTN = frozenset({"causal", "positive_weights", "differentiable", "deterministic_backward"})
+#: parallel_rebased: known failures of the partition-of-unity properties (notes.FINDINGS["fla"]).
+REBASED_EPS = (
+    "parallel_rebased divides by z + 1e-5 with z = Σ_(j≤i) (q_iᵀk_j)²/d: wherever z is small "
+    "(q nearly orthogonal to the visible keys, small norms) the output is shrunk by z/(z + 1e-5) "
+    "— with V ≡ 1 it is below 1, and 0 where q ⊥ every visible key")
+REBASED_KNOWN = {"test_partition_of_unity": REBASED_EPS,
+                 "test_outputs_are_convex_combinations_of_visible_values": REBASED_EPS}
 _ATTN_KW: dict[str, Any] = {"backends": ("torch",), "dtypes": ("float32",), "layout": "BTHD"}
 
 
@@ -239,7 +269,8 @@ attention_targets = [
     AttentionTarget("fla.fused_chunk_based", parallel_attention("fused_chunk_based"), _ATTN,
                     features=_bhtd_features(taylor_features), **_ATTN_KW),
     AttentionTarget("fla.parallel_rebased", parallel_attention("parallel_rebased"), _ATTN,
-                    features=_bhtd_features(square_features), **_ATTN_KW),
+                    features=_bhtd_features(square_features), known_failures=REBASED_KNOWN,
+                    **_ATTN_KW),
 ]
 
 feature_map_targets = [

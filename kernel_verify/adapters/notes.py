@@ -40,7 +40,28 @@ RIGHT: dict[str, str] = {
         "uses `causal_linear_attention_noncuda` (the fast-transformers CUDA kernel does not "
         "import); it prints a notice at construction."),
     "fla": (
-        "`TaylorFeatureMap` is exactly the second-order Taylor map of Based "
+        "**Attention kernels** (float32, Triton interpreter: NumPy on a CPU, GPU rounding not "
+        "exercised). `chunk_linear_attn`, `fused_chunk_linear_attn` and "
+        "`fused_recurrent_linear_attn` (on fla's `TaylorFeatureMap`), `parallel_based`, "
+        "`fused_chunk_based` and `parallel_rebased` are causal, treat batch elements and heads "
+        "independently, reproduce their outputs and stay finite over the input-scale sweep; "
+        "the linear-attention and Based kernels are partitions of unity whose outputs are "
+        "convex combinations of the visible values. The three linear-attention kernels' "
+        "state (`initial_state`, `output_final_state`, the pair (S, z) of `normalize=True`), "
+        "one-token steps from the state and packed sequences (`cu_seqlens`) agree with the "
+        "full causal run: split at every drawn point, the final state continues like the "
+        "recurrence for every length, prefill then decode equals the causal prefix, packed "
+        "equals separate runs, and the state does not grow with T (the suite draws T ≤ 12, "
+        "d ≤ 4, so every call stays inside one chunk). Across fla's chunk boundaries the "
+        "measurement below (`python -m kernel_verify.adapters._fla_confirm fla_kernels_exact`"
+        ", d = d_v = 16, T up to 128, run when this page was written) compares every kernel "
+        "with the exact formula within its derived float32 rounding bound, the linear-"
+        "attention kernels also split with the state carried and packed, and the gradients "
+        "of fla's hand-written backward passes with float64 autograd of the formula. The "
+        "suite's gradient properties other than the bitwise-deterministic backward need a "
+        "float64 target (gradcheck, forward vs reverse mode, gradient locality, low "
+        "precision) and skip: fla's kernels accumulate in float32 whatever the input dtype. "
+        "**Feature maps**: `TaylorFeatureMap` is exactly the second-order Taylor map of Based "
         "(φ(q)ᵀφ(k) = 1 + t + t²/2, t = qᵀk/√d) and matches the mpmath reference feature by "
         "feature; `DPFPFeatureMap` (ν = 4) and `ReLUFeatureMap` match their formulas exactly."),
     "nystrom_attention": (
@@ -50,6 +71,48 @@ RIGHT: dict[str, str] = {
         "average at n = 4000 (finding 1); outputs stay finite over the input-scale sweep."),
     "fast_transformers": "",
 }
+
+@dataclass(frozen=True)
+class Scope:
+    """How a library's targets were run when not on the hardware their code is written for:
+    ``prefixes`` of the target names concerned, the ``tag`` put beside each of their verdicts,
+    and the page's section (``text`` and the ``workarounds`` applied)."""
+
+    prefixes: tuple[str, ...]
+    tag: str
+    text: str
+    workarounds: tuple[str, ...] = ()
+
+    def covers(self, target: str | None) -> bool:
+        return bool(target) and target.startswith(self.prefixes)
+
+
+def _fla_scope() -> Scope:
+    from kernel_verify.adapters._triton_interpreter import WORKAROUNDS
+
+    return Scope(
+        ("fla.chunk_", "fla.fused_", "fla.parallel_"),
+        "[Triton interpreter: NumPy on a CPU; GPU rounding (TF32, tensor-core accumulation "
+        "order) not exercised]",
+        "fla's attention kernels are Triton code. Here they run under Triton's interpreter "
+        "(`TRITON_INTERPRET=1`), which executes each kernel's algorithm — indexing, masks, chunk "
+        "boundaries, state passing, the hand-written backward mathematics — program by program "
+        "in NumPy on a CPU. Every verdict on a kernel target is about that algorithm in float32: "
+        "GPU-specific behaviour (TF32 and tensor-core accumulation order, shared-memory races, "
+        "the ordering of atomics, the block sizes a GPU's autotuner would pick) is not "
+        "exercised, and the table says so beside each such verdict. Interpreter workarounds, "
+        "none of which changes what a kernel computes "
+        "(`kernel_verify/adapters/_triton_interpreter.py`, tested in "
+        "`tests/test_adapter_fla.py`):",
+        WORKAROUNDS)
+
+
+SCOPE: dict[str, Scope] = {"fla": _fla_scope()}
+
+#: Measurements (names in kernel_verify.adapters.confirm.FINDINGS) that are not findings but
+#: show what a library does right; run when the page is written and quoted under "What it does
+#: right".
+MEASURED: dict[str, tuple[str, ...]] = {"fla": ("fla_kernels_exact",)}
 
 #: Failing properties explained without a defect: library -> test function -> explanation.
 EXPLAINED: dict[str, dict[str, str]] = {
@@ -178,7 +241,40 @@ FINDINGS: dict[str, list[Finding]] = {
             "only against 0 (`D.clamp_min(tiny)`) instead of shifting it.",
             ("test_partition_of_unity", "test_outputs_are_convex_combinations_of_visible_values")),
     ],
-    "fla": [],
+    "fla": [
+        Finding(
+            "parallel_rebased: the 1e-5 added to the normaliser shrinks outputs towards 0",
+            "fla_rebased_eps",
+            "`parallel_rebased` returns o_i / (z_i + eps) with `eps = 1e-5` (its default), "
+            "z_i = Σ_(j≤i) s_ij², s = q_iᵀk_j/√d. The weights s² are nonnegative and can all "
+            "be small — a query nearly orthogonal to the keys it sees, small norms, the first "
+            "positions — and then the output is shrunk by z_i/(z_i + 1e-5): with V ≡ 1 it is "
+            "below 1 (0 where q ⊥ every visible key, where the normalised output is 0/0). The "
+            "kernel computes z itself accurately: the float64 formula z/(z + 1e-5) predicts "
+            "its output to rounding. The target declares the two partition-of-unity "
+            "properties as known failures with this reason.",
+            "Guard the denominator only against 0 instead of shifting it: "
+            "`o / torch.where(z > 0, z, 1)[..., None]` (or `z.clamp_min(torch.finfo(z.dtype)"
+            ".tiny)`), which keeps the outputs convex combinations whenever a weight is "
+            "positive.",
+            ("test_partition_of_unity", "test_outputs_are_convex_combinations_of_visible_values")),
+        Finding(
+            "Linear attention: fewer value rows than keys overwrite memory",
+            "fla_shape_overflow",
+            "`chunk_linear_attn` and `fused_recurrent_linear_attn` (and the shared "
+            "`chunk_simple_gla`/`fused_recurrent_simple_gla` paths) check neither that k has "
+            "q's shape nor that v has as many rows as q and k. With v of T − 1 rows the kernels "
+            "write T rows into an output allocated like v: under Triton's interpreter the "
+            "write lands past the buffer on the CPU heap and glibc aborts the process "
+            "(`free(): invalid size`), which crashed a test worker in the first run of the "
+            "suite; on a GPU it is an out-of-bounds write to device memory. The adapter now "
+            "checks shapes itself (`fla.check_shapes`), so the suite's mismatched-shape "
+            "property passes on the adapter's check, not fla's.",
+            "Check shapes in the Python wrappers before launching: `if k.shape != q.shape or "
+            "v.shape[:-1] != q.shape[:-1]: raise ValueError(...)` (the same check belongs in "
+            "`parallel_based`/`parallel_rebased`, which read past v).",
+            ()),
+    ],
     "nystrom_attention": [
         Finding(
             "Landmark padding is attended to when no mask is passed (the default)",
