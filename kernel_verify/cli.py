@@ -217,10 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_lazy("kernel_verify.verify.mutants.runner", "run_mutants"))
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
-    p.add_argument("--seeds", type=_int_at_least(20), default=200,
-                   help="fresh seeds per statistical check (>= 20; default 200)")
-    p.add_argument("--alpha", type=_open_unit, default=0.05,
-                   help="loose per-check α to calibrate at, in (0, 1)")
+    p.add_argument("--seeds", type=_int_at_least(20), default=100,
+                   help="fresh seeds per statistical check (>= 20; default 100); the checks "
+                   "with a derived threshold run at every level of 0.2, 0.1, 0.05, 0.02, 0.01 "
+                   "that this many trials can certify")
+    p.add_argument("--jobs", type=_int_at_least(1), default=None,
+                   help="processes (default: min(2, CPU count))")
     p.add_argument("--part", dest="parts", nargs="*", default=None,
                    choices=["matrices", "estimators", "convergence", "blackbox"],
                    help="only these groups of checks (default: all)")

@@ -79,7 +79,6 @@ from hypothesis import strategies as st
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
-from kernel_verify.properties.unbiased_checks import random_pair
 from kernel_verify.verify.checks.blackbox import (
     FAMILY_IDENTITY_FORMULAS,
     IDENTITY_LEVEL,
@@ -92,6 +91,7 @@ from kernel_verify.verify.checks.estimates import (
     exact_variance,
     feature_m,
     mean_test_variance,
+    random_pair,
     range_bound,
 )
 from kernel_verify.verify.compare import assert_close

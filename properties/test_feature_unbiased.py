@@ -48,9 +48,9 @@ from kernel_verify.properties.unbiased_checks import (
     bias_is_visible,
     check_mean,
     kernel_value,
-    random_pair,
     unbiased_on_grid,
 )
+from kernel_verify.verify.checks.estimates import random_pair
 
 FEW = max(3, settings.default.max_examples // 5)
 

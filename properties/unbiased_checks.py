@@ -20,14 +20,16 @@ import pytest
 
 from kernel_verify.properties import profiles
 from kernel_verify.properties.alpha import per_assertion
-from kernel_verify.verify.checks.estimates import (  # shared with kernel-verify calibrate
-    DRAWS as ESTIMATE_DRAWS,
-)
 from kernel_verify.verify.checks.estimates import (
+    BIAS_DRAWS,
+    bias_point,
     estimates,
     feature_m,
     mean_test_variance,
     range_bound,
+)
+from kernel_verify.verify.checks.estimates import (  # shared with kernel-verify calibrate
+    DRAWS as ESTIMATE_DRAWS,
 )
 from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError
 from kernel_verify.verify.references.kernels import kernel_mp
@@ -39,9 +41,6 @@ def default_draws() -> int:
     """Monte Carlo sample size (independent parameter draws per assertion): 500 in the dev and
     ci profiles, 20000 in nightly (test_feature_unbiased's docstring, "Power")."""
     return 20000 if profiles.selected() == "nightly" else ESTIMATE_DRAWS
-
-#: Draws for the bias-visibility check (a smaller threshold t is needed there).
-BIAS_DRAWS = 2000
 
 
 class Degenerate(Exception):
@@ -96,13 +95,6 @@ def grid_pairs(d: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     }
 
 
-def random_pair(seed: int, d: int, nx: float, ny: float) -> tuple[np.ndarray, np.ndarray]:
-    """Two seeded random directions in R^d scaled to norms ``nx`` and ``ny``."""
-    rng = np.random.default_rng(seed)
-    x, y = rng.standard_normal(d), rng.standard_normal(d)
-    return nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
-
-
 #: The deterministic grid cases at d = 3.
 GRID = list(grid_pairs(3))
 
@@ -125,22 +117,22 @@ def bias_is_visible(target: FeatureMapTarget) -> None:
     """At d = 2 and ‖x − y‖ ∈ {1.5, …, 3} the fixed-norm mean (a Bessel/₀F₁ kernel) is far from
     the target: the first point with |mean − kernel| ≥ 2t must give a sample mean more than t from
     the kernel (and within t of the mean kernel). It fails only if a sample mean is ``t`` away
-    from its true mean (probability ≤ α each, two assertions)."""
+    from its true mean (probability ≤ α each, two assertions). The point:
+    :func:`kernel_verify.verify.checks.estimates.bias_point` (shared with the calibration)."""
     d, m = 2, feature_m(target, 2)
     bounds = range_bound(target, d, m)
     if bounds is None:
         pytest.skip(f"{target.name}: not bounded, no exact variance for this construction")
-    t = hoeffding_threshold(BIAS_DRAWS, per_assertion(), bounds[1] - bounds[0])
-    for dist in np.linspace(1.5, 3.0, 7):
-        x, y = np.array([dist / 2, 0.0]), np.array([-dist / 2, 0.0])
-        mean = kernel_value(target, target.mean_kernel, x, y)
-        kern = kernel_value(target, target.kernel, x, y)
-        if abs(mean - kern) >= 2 * t:
-            break
-    else:
+    found = bias_point(target, per_assertion(),
+                       lambda a, b: kernel_value(target, target.mean_kernel, a, b),
+                       lambda a, b: kernel_value(target, target.kernel, a, b))
+    if found is None:
+        t = hoeffding_threshold(BIAS_DRAWS, per_assertion(), bounds[1] - bounds[0])
         pytest.skip(f"{target.name}: |mean − kernel| < 2t = {2 * t:.3g} at every grid point: "
                     f"{BIAS_DRAWS} draws with range width {bounds[1] - bounds[0]:.3g} cannot show "
                     "the bias")
+    x, y, mean, kern, t = found
+    dist = float(np.linalg.norm(x - y))
     samples = estimates(target, x, y, m, 77, BIAS_DRAWS)
     mean_test(samples, mean, alpha=per_assertion(), bounds=bounds,
               label=f"{target.name}: mean kernel at ‖δ‖ = {dist:.3g}", seed=77).check()

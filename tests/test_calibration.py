@@ -1,4 +1,12 @@
-"""``kernel-verify calibrate`` covers every statistical property, with >= 20 fresh seeds."""
+"""``kernel-verify calibrate``: covers every statistical property, its verdict logic is right, and
+each check family runs on correct code with a rejection count its level allows.
+
+The smoke run is split into one test case per calibration unit (one group of checks on one
+target), so that the pytest workers share it; each unit runs at a small trial count, where the
+verdicts are *determined* (too few trials to certify any level: every row is not ok), and the
+counts are checked with a known false-alarm rate (:func:`_allowed`). The verdict logic and the
+exit status are tested on synthetic checks whose outcome is fixed.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +15,19 @@ import re
 from pathlib import Path
 
 import pytest
+from scipy import stats as sps
 
 from kernel_verify.cli import build_parser
 from kernel_verify.verify import calibration
+from kernel_verify.verify.calibration import Row, Unit
 
 PROPERTIES = Path(calibration.__file__).resolve().parents[1] / "properties"
+
+#: Trials per unit in the smoke run (the orthogonal-claim unit: 1, it draws 20000 orthogonal
+#: blocks a trial), and the assumption checks' trials there.
+SMOKE_TRIALS, SMOKE_ASSUMPTION_TRIALS = 4, 4
+#: False-alarm probability of one row's count assertion in the smoke run.
+ROW_DELTA = 1e-7
 
 
 def _statistical_properties() -> set[str]:
@@ -33,23 +49,123 @@ def test_every_statistical_property_is_calibrated() -> None:
 
 def test_default_and_minimum_seeds() -> None:
     args = build_parser().parse_args(["calibrate"])
-    assert args.seeds >= calibration.MIN_SEEDS == 20
+    assert args.seeds == calibration.DEFAULT_SEEDS >= calibration.MIN_SEEDS == 20
     with pytest.raises(ValueError, match=">= 20"):
-        calibration.run_calibration(argparse.Namespace(seeds=5, alpha=0.05))
+        calibration.run_calibration(argparse.Namespace(seeds=5))
 
 
-def test_small_calibration_run_covers_every_check(tmp_path, monkeypatch, capsys) -> None:
-    """A run at the minimum seed count: every calibrated check family appears, each row over
-    >= 20 fresh seeds (trials), and the report is written."""
+# ----------------------------------------------------------------------- verdict logic (exact)
+def test_upper_bound_is_the_one_sided_clopper_pearson_bound() -> None:
+    # 0 of n: 1 − 0.05^(1/n) in closed form; k of n: the Beta(k + 1, n − k) 95 % quantile
+    assert calibration.upper_bound(0, 40) == pytest.approx(1 - 0.05 ** (1 / 40), rel=1e-12)
+    assert calibration.upper_bound(3, 40) == pytest.approx(sps.beta.ppf(0.95, 4, 37), rel=1e-12)
+    assert calibration.upper_bound(40, 40) == 1.0
+    # the issue's examples: 0/40 allows 7.2 % one-sided (8.8 % two-sided), 5/40 allows 24 %
+    assert calibration.upper_bound(0, 40) > 0.05 and calibration.upper_bound(5, 40) > 0.05
+    with pytest.raises(ValueError, match="k must be"):
+        calibration.upper_bound(5, 4)
+
+
+def test_trials_to_certify_is_the_smallest_certifying_count() -> None:
+    for level in (0.2, 0.05, 1e-3):
+        n = calibration.trials_to_certify(level)
+        assert calibration.upper_bound(0, n) <= level < calibration.upper_bound(0, n - 1)
+    assert calibration.trials_to_certify(0.05) == 59
+    assert calibration.trials_to_certify(1e-3) == 2995
+
+
+def test_ok_means_the_upper_bound_is_within_every_level() -> None:
+    def row(trials: int, rejections: tuple[int, ...], levels=(0.2, 0.1)) -> Row:
+        return Row("c", "t", "w", trials, levels, rejections, "op")
+
+    assert row(100, (3, 1)).ok
+    assert not row(100, (3, 9)).ok  # 9/100: upper 0.153 > 0.1 at the second rung
+    assert not row(10, (0, 0)).ok  # 10 trials cannot certify 0.1 (upper 0.259)
+    assert not Row("c", "t", "w", 100, (), (), "op", unstated=0).ok  # no stated level: never ok
+
+
+def test_the_ladder_keeps_room_for_rejections() -> None:
+    assert calibration.rungs(100) == (0.2, 0.1)
+    assert calibration.rungs(200) == (0.2, 0.1, 0.05)
+    assert calibration.rungs(4) == (0.2,)  # a smoke run still runs the loosest level
+
+
+def _fixed_unit(reject: bool) -> Unit:
+    return Unit("fixed", "always-rejects" if reject else "never-rejects",
+                _always_rejects if reject else _never_rejects)
+
+
+def _never_rejects(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    return [calibration.ladder_row("fixed: never rejects", name, "none", n,
+                                   dict.fromkeys(calibration.rungs(n), 0))]
+
+
+def _always_rejects(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    return [calibration.ladder_row("fixed: always rejects", name, "none", n,
+                                   dict.fromkeys(calibration.rungs(n), n))]
+
+
+@pytest.mark.parametrize(("reject", "code"), [(False, 0), (True, 1)])
+def test_calibration_fails_when_a_check_fails(tmp_path, monkeypatch, capsys, reject,
+                                              code) -> None:
+    """A check whose verdict is determined: never rejecting over 100 trials is ok at 0.2 and
+    0.1 (exit 0); always rejecting is not ok (exit 1) and named in the report."""
     monkeypatch.setenv("KV_REPORTS", str(tmp_path))
-    code = calibration.run_calibration(argparse.Namespace(seeds=20, alpha=0.05))
+    monkeypatch.setattr(calibration, "units", lambda parts: [_fixed_unit(reject)])
+    got = calibration.run_calibration(argparse.Namespace(seeds=100, parts=None, jobs=1))
     text = (tmp_path / "calibration.md").read_text(encoding="utf-8")
-    for prefix in set(calibration.CALIBRATED.values()):
-        assert f"| {prefix}" in text, prefix
-    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ")][2:]
-    assert all(int(r[2]) >= 20 for r in rows), [r[:3] for r in rows if int(r[2]) < 20]
-    assert code in (0, 1)
     capsys.readouterr()
+    assert got == code
+    assert ("**1/1 ok**" in text) == (not reject)
+    assert "at commit " in text and "| 0.2 / 0.1 |" in text
+    if reject:
+        assert "not ok: fixed: always rejects" in text
+
+
+# ----------------------------------------------------------------------- the real units, small
+def _allowed(trials: int, level: float) -> int:
+    """The largest count the smoke assertion accepts at ``level``: the smallest c with
+    ``P(Bin(trials, level) > c) ≤ ROW_DELTA`` (a check whose false-alarm rate is ≤ level
+    exceeds it with probability ≤ ROW_DELTA; with ≤ 200 rows a run fails falsely with
+    probability ≤ 2e-5). At these trial counts c is often ``trials`` (no power): the assertion
+    catches a check that rejects in every trial at a level where that is improbable."""
+    return int(sps.binom.isf(ROW_DELTA, trials, level))
+
+
+def _smoke_units() -> list:
+    return [pytest.param(u, id=u.id) for u in calibration.units()]
+
+
+@pytest.mark.parametrize("unit", _smoke_units())
+def test_unit_runs_its_checks_on_correct_code(unit: Unit) -> None:
+    n = 1 if unit.fn is calibration.orthogonal_rows else SMOKE_TRIALS
+    rows = unit.run(n, 20261123, SMOKE_ASSUMPTION_TRIALS)
+    assert rows, f"{unit.id}: no rows"
+    for r in rows:
+        assert r.target and r.where and r.operating and 1 <= r.trials
+        assert len(r.levels) == len(r.rejections)
+        assert all(0 <= k <= r.trials for k in r.rejections)
+        if r.levels and r.trials < min(map(calibration.trials_to_certify, r.levels)):
+            # determined: too few trials to certify its level
+            assert not r.ok, f"{unit.id}: {r.check} ok with {r.trials} trials"
+        for k, level in zip(r.rejections, r.levels, strict=True):
+            assert k <= _allowed(r.trials, level), (
+                f"{unit.id}: {r.check} ({r.where}) rejected {k}/{r.trials} at level {level:g} on "
+                "correct code")
+
+
+def test_every_calibrated_prefix_is_produced_by_a_unit() -> None:
+    """Each CALIBRATED prefix names checks a unit runs: the row names written in the modules of
+    the unit functions (the smoke cases above run every unit)."""
+    import inspect
+
+    names = {"random_matrices: "}  # the row-law labels are the checks' own
+    for module in {inspect.getmodule(u.fn) for u in calibration.units()}:
+        names |= set(re.findall(r'"((?:random_matrices|feature_\w+|attention|blackbox_maps|'
+                                r'gradients)[^"]*)"', inspect.getsource(module)))
+    for prop, prefix in calibration.CALIBRATED.items():
+        assert any(name.startswith(prefix) or prefix.startswith(name) for name in names), (
+            f"{prop}: no calibration unit produces rows named {prefix!r}")
 
 
 def test_statistical_checks_in_properties_carry_their_seed() -> None:

@@ -62,17 +62,35 @@ def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: f
 def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
                     mean: float, alpha: float) -> StatResult:
     """The assumption-based mean test (module docstring)."""
+    return pilot_mean_tests(target, x, y, seed, mean, (alpha,))[0]
+
+
+def pilot_variance(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int) -> float:
+    """``INFLATION·s²`` of a :data:`PILOT`-draw pilot (its own seed stream, independent of the
+    main sample's draws): the variance the assumption-based mean test uses."""
     pilot = estimates(target, x, y, child_seeds(seed, 1, "pilot")[0], PILOT)
-    var = INFLATION * float(np.var(pilot, ddof=1))
+    return INFLATION * float(np.var(pilot, ddof=1))
+
+
+def pilot_mean_tests(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
+                     mean: float, alphas) -> list[StatResult]:
+    """:func:`pilot_mean_test` at each level of ``alphas`` on the same pilot and sample (the
+    calibration's α ladder runs the property's check this way)."""
+    var = pilot_variance(target, x, y, seed)
     if not var > 0:
-        var = max(abs(mean), 1.0) * 1e-24  # a constant pilot: any spread is a rejection
+        # A constant pilot (every draw gave the same estimate): any spread in the main sample is
+        # then a rejection. The smallest variance that keeps the test defined is used: a
+        # relative 1e-12 standard deviation (1e-24 in variance), far below any spread a real
+        # random estimator shows and above the rounding of a constant one (≤ 2u relative).
+        var = max(abs(mean), 1.0) * 1e-24
     samples = estimates(target, x, y, seed, DRAWS)
-    return mean_test(
+    return [mean_test(
         samples, mean, alpha=alpha, variance=var,
         label=(f"{target.name}: E φ(x)ᵀφ(y) = {target.kernel}(x, y) [ASSUMPTION: variance ≤ "
                f"{INFLATION:g}× a {PILOT}-draw pilot variance; no family declared — declare "
                "formula=/matrix= for the exact-variance test]"),
         seed=seed, repro=f"pilot_mean_test(target, x={x.tolist()}, y={y.tolist()}, seed={seed})")
+        for alpha in alphas]
 
 
 # ------------------------------------------------------------------ deterministic identity
@@ -132,10 +150,12 @@ IDENTITY_LEVEL = 1e-9
 
 
 def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
-                             shift: float = 2.0) -> list[str]:
+                             shift: float = 2.0, level: float = IDENTITY_LEVEL) -> list[str]:
     """Every violated per-draw identity of the declared family (module constants), for one draw
     (``seed``) at random ``x``, ``y`` (norms ≤ 1) and a common shift of norm ``shift``; empty
-    when all hold. Raises KeyError for a formula without identities here."""
+    when all hold. ``level``: the relative level (the property uses :data:`IDENTITY_LEVEL`; the
+    calibration also runs tighter levels to measure the margin). Raises KeyError for a formula
+    without identities here."""
     formula = target.formula
     if formula not in FAMILY_IDENTITY_FORMULAS:
         raise KeyError(f"no per-draw identities for formula {formula!r}")
@@ -150,7 +170,7 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
         a = 1.0 + shift
         G = target.features(a * pts[:2], seed=seed)
         err = np.abs(G - a * F[:2])
-        tol = IDENTITY_LEVEL * a * np.maximum(np.abs(F[:2]), np.abs(F[:2]).max())
+        tol = level * a * np.maximum(np.abs(F[:2]), np.abs(F[:2]).max())
         if not (err <= tol).all():
             bad.append(f"φ({a:g}·x) ≠ {a:g}·φ(x) (max |Δ| = {err.max():.3g}): relu features "
                        "are positively homogeneous of degree 1 for every draw")
@@ -163,23 +183,23 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
         resid = g[0] + g[1] - g[4] - g[5]
         scale = 4 + np.abs(g[[0, 1, 4, 5]]).sum(axis=0)
         worst = int(np.argmax(np.abs(resid) / scale))
-        if not (np.abs(resid) <= IDENTITY_LEVEL * scale).all():
+        if not (np.abs(resid) <= level * scale).all():
             bad.append(f"log φ(z) + ‖z‖²/2 is not affine in z (feature {worst}: g(x) + g(y) − "
-                       f"g(x+y) − g(0) = {resid[worst]:.3g}, level {IDENTITY_LEVEL:g}·"
+                       f"g(x+y) − g(0) = {resid[worst]:.3g}, level {level:g}·"
                        f"{scale[worst]:.3g}): the norm factor is not exp(−‖x‖²/2), or the "
                        "features carry an input-dependent factor (per-row stabiliser, +ε)")
         return bad
     sq = np.sum(pts**2, axis=1)
     psi = F * np.exp(-0.5 * sq)[:, None] if formula in NORM_FACTOR_FORMULAS else F
     norms2 = np.sum(psi[:4] ** 2, axis=1)
-    if not (np.abs(norms2 - 1) <= IDENTITY_LEVEL * np.maximum(norms2, 1)).all():
+    if not (np.abs(norms2 - 1) <= level * np.maximum(norms2, 1)).all():
         what = "e^(−‖z‖²)·‖φ(z)‖²" if formula in NORM_FACTOR_FORMULAS else "‖φ(z)‖²"
         bad.append(f"{what} = {np.array2string(norms2, precision=12)} at four inputs, not 1: "
                    + ("the norm factor is not exp(‖x‖²/2)" if formula in NORM_FACTOR_FORMULAS
                       else "the [cos, sin] weights do not square-sum to 1 (or a pair is broken)"))
     before, after = psi[0] @ psi[1], psi[2] @ psi[3]
     mag = np.abs(psi[0] * psi[1]).sum() + np.abs(psi[2] * psi[3]).sum()
-    if not abs(after - before) <= IDENTITY_LEVEL * max(mag, 1e-300):
+    if not abs(after - before) <= level * max(mag, 1e-300):
         bad.append(f"shifting both inputs by c (‖c‖ = {shift}) changed ψ(x)ᵀψ(y) from "
                    f"{before:.12g} to {after:.12g}: the map is not stationary per draw "
                    "(each row must see x − y only through cos/sin pairs of one projection)")

@@ -24,6 +24,16 @@ SQ_NORM_BOUND = {"rff_pairs": 1.0, "fastfood": 1.0, "gmm_rks": 1.0, "generative"
 #: variance tests of properties/test_feature_variance.py.
 DRAWS = 500
 VARIANCE_DRAWS = 2000
+#: Draws of the bias-visibility check of biased maps (a smaller threshold t is needed there).
+BIAS_DRAWS = 2000
+
+
+def random_pair(seed: int, d: int, nx: float, ny: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two seeded random directions in R^d scaled to norms ``nx`` and ``ny`` (the points of the
+    unbiasedness, variance and black-box mean properties, and of ``kernel-verify calibrate``)."""
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal(d), rng.standard_normal(d)
+    return nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
 
 
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, seed: int,
@@ -109,3 +119,25 @@ def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, 
     except (KeyError, NotImplementedError, QuadratureError):
         return None
     return float(mu4), float(var)
+
+
+def bias_point(target: FeatureMapTarget, alpha: float, mean_kernel, kernel
+               ) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+    """The point of the bias-visibility check of a biased map (``bias_is_visible`` in
+    properties/unbiased_checks.py and its calibration): at d = 2, the first ``‖x − y‖`` of
+    ``linspace(1.5, 3, 7)`` (x = −y on the first axis) where the declared mean kernel is at least
+    ``2t`` from the target kernel, ``t`` the Hoeffding threshold of :data:`BIAS_DRAWS` estimates
+    in the proven range at level ``alpha``. Returns ``(x, y, mean, kern, t)``, or None when no
+    grid point qualifies. ``mean_kernel(x, y)``, ``kernel(x, y)``: the two kernel values."""
+    from kernel_verify.verify.stats import hoeffding_threshold
+
+    bounds = range_bound(target, 2, feature_m(target, 2))
+    if bounds is None:
+        raise ValueError(f"{target.name}: no proven range; the bias check needs one")
+    t = hoeffding_threshold(BIAS_DRAWS, alpha, bounds[1] - bounds[0])
+    for dist in np.linspace(1.5, 3.0, 7):
+        x, y = np.array([dist / 2, 0.0]), np.array([-dist / 2, 0.0])
+        mean, kern = float(mean_kernel(x, y)), float(kernel(x, y))
+        if abs(mean - kern) >= 2 * t:
+            return x, y, mean, kern, t
+    return None
