@@ -12,7 +12,7 @@ targets offering the forms it needs (else skipped with the field that would add 
   drawn ``C`` and the recurrence one token at a time (``step``), outputs within ``2ε``;
 * the forms meet the exact mpmath recurrence (:mod:`verify.references.forms`) within the derived
   bounds (:mod:`verify.forms_bounds`), outputs and final state — white-box targets (``features``,
-  ``state_sums``), float64;
+  ``state_sums``), float64 and float32;
 * split invariance: running ``[0, t₀)`` and continuing from its final state equals the full run,
   at every split point drawn, outputs and state (bitwise under ``state_bitwise``);
 * the final state equals the recurrence for every ``T``: the state after a chunked run and the
@@ -57,6 +57,7 @@ from kernel_verify.verify.forms_bounds import (
     plain_state_error_bound,
 )
 from kernel_verify.verify.references.forms import causal_recurrence_mp
+from kernel_verify.verify.tolerance import gamma
 
 #: Examples per (property, target, backend): the forms run several calls per example.
 FORM_EXAMPLES = max(2, settings.default.max_examples // 8)
@@ -253,23 +254,38 @@ def test_forms_agree_with_each_other(target, backend, shape):
 
 
 # ------------------------------------------------------------------ the exact recurrence
-def _exact_bounds(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, u: float):
+def _feature_error(x: QKV, m: int, u: float) -> float:
+    """Relative error ``η`` of a feature the target computes against ``features(x, seed)`` —
+    the same formula evaluated in another order or precision: exp-affine features
+    ``exp(wᵀx − ‖x‖²/2 + c)`` have an exponent within ``γ_(d+3)·(Z + 1)``,
+    ``Z = (√d + 8)·X + X² + log m`` (``X`` the largest pre-scaled input norm, ``‖w‖ ≤ √d + 8``:
+    the model of :func:`attention_cases.output_error_bound`, failing with probability
+    ``< e^(−32)`` per row), and the exponential adds ≤ 4 ulp (verify/tolerance.py); polynomial
+    (Taylor) features, ≤ 3 roundings, are inside the same figure."""
+    d = x.q.shape[-1]
+    big_x = max(np.linalg.norm(x.q, axis=-1).max(), np.linalg.norm(x.k, axis=-1).max()) * d**-0.25
+    z = (math.sqrt(d) + 8) * big_x + big_x * big_x + math.log(max(m, 2))
+    return math.expm1(gamma(d + 3, u) * (z + 1)) + 8 * u
+
+
+def _exact_bounds(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, u: float, eta: float):
     """Output and state bounds of whichever derived evaluation the target uses
     (verify/forms_bounds.py): the plain one always, the log-space one too when every feature is
-    positive (the larger of the two bounds either). The float64 features of ``features(x)``
-    and the ones the target computes differ by their own evaluation: ≤ 8u relative (exp/log
-    ≤ 4 ulp, verify/tolerance.py, of a sum of ≤ 3 terms) — 16 more roundings per product
-    term on the plain path (``extra=16``), ``16u`` more absolute error per logit in log space.
-    The log-space state through ``state_sums``: ``S = e^L·V̄`` with ``|ΔL| ≤ δ`` (plus ≤ 8u for
-    the exponential and the product) and ``|ΔV̄| ≤ E`` gives
-    ``|ΔS| ≤ (e^δ − 1)|S| + z·E·e^δ`` and ``|Δz| ≤ (e^δ − 1)·z``."""
-    out_b = plain_forms_error_bound(fq, fk, v, u=u, extra=16)
-    s_b, z_b = plain_state_error_bound(fk, v, u=u, extra=16)
+    positive (the larger of the two bounds either). The target's features differ from
+    ``features(x)`` by ``≤ η`` relative (:func:`_feature_error`): on the plain path every
+    product term moves by ``≤ 2η + η²``, i.e. ``⌈(2η + η²)/u⌉`` more roundings (``extra``); in
+    log space every logit by ``≤ 2·log(1 + η)``. The log-space state through ``state_sums``:
+    ``S = e^L·V̄`` with ``|ΔL| ≤ δ`` (plus ≤ 8u for the exponential and the product) and
+    ``|ΔV̄| ≤ E`` gives ``|ΔS| ≤ (e^δ − 1)|S| + z·E·e^δ`` and ``|Δz| ≤ (e^δ − 1)·z``."""
+    extra = math.ceil((2 * eta + eta * eta) / u)
+    out_b = plain_forms_error_bound(fq, fk, v, u=u, extra=extra)
+    s_b, z_b = plain_state_error_bound(fk, v, u=u, extra=extra)
     if (fq > 0).all() and (fk > 0).all():
         lq, lk = np.log(fq), np.log(fk)
-        e_log = log_forms_error_bound(lq, lk, v, u=u, extra=16 * u)
+        shift = 2 * math.log1p(eta)
+        e_log = log_forms_error_bound(lq, lk, v, u=u, extra=shift)
         out_b = np.maximum(out_b, e_log)
-        delta = log_forms_delta(lq, lk, u=u, extra=16 * u) + 8 * u
+        delta = log_forms_delta(lq, lk, u=u, extra=shift) + 8 * u
         z = fk.sum(axis=-2)
         s = np.swapaxes(fk, -1, -2) @ v
         s_b = np.maximum(s_b, np.abs(s) * math.expm1(delta)
@@ -285,18 +301,20 @@ def _exact_bounds(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, u: float):
 @given(shape=form_shapes(max_t=8))
 def test_forms_meet_the_exact_recurrence(target, backend, shape):
     """Every offered form (and ``attention(causal=True)``) against the exact recurrence of the
-    target's own float64 features (``features(x, seed)``), within the derived bound; the final
-    state through ``state_sums`` against the exact ``(S, z)``. float64 backends only (the
-    features are float64: in another dtype the features' own rounding would need the map's
-    error model)."""
-    if backend.dtype != "float64":
-        pytest.skip("the exact comparison runs on float64 backends (features(x, seed) are "
-                    "float64)")
+    target's features (``features(x, seed)``, float64, of the inputs as the target saw them),
+    within the derived bound for the compute dtype, the features' own evaluation error
+    included (:func:`_feature_error`); the final state through ``state_sums`` against the exact
+    ``(S, z)``. float64 and float32 backends (half types round their features to the half
+    type: that rounding is not in the model)."""
+    if backend.budget.output_round:
+        pytest.skip(f"the exact comparison runs on float64/float32 backends ({backend.dtype} "
+                    "features are rounded to the half type)")
     x = seen(draw_inputs(shape), backend)
     fq = np.asarray(target.features(x.q, shape.seed), dtype=np.float64)
     fk = np.asarray(target.features(x.k, shape.seed), dtype=np.float64)
     ref, (s_ref, z_ref) = causal_recurrence_mp(fq, fk, x.v)
-    out_b, s_b, z_b = _exact_bounds(fq, fk, x.v, backend.budget.u_compute)
+    u = backend.budget.u_compute
+    out_b, s_b, z_b = _exact_bounds(fq, fk, x.v, u, _feature_error(x, fq.shape[-1], u))
     outs = {"attention(causal=True)": (call(target, backend, x, causal=True, seed=shape.seed),
                                        None)}
     if target.offers("stateful"):
