@@ -120,10 +120,18 @@ def features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
 def raw_features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
     """What the target returns, before the suite's float64 view (the dtype it chose)."""
     if target.white_box:
-        if target.numpy_fn is None:  # torch functions: the torch properties check dtypes
-            return features(target, x, seed)
         params = target.draw_params(np.random.default_rng(seed), x.shape[-1])
         kw = {"positions": np.arange(x.shape[-2])} if target.has("positional") else {}
+        if target.numpy_fn is None:  # a torch-only map: its own torch function, float64 in
+            import torch
+
+            from kernel_verify.impls.torch.convert import to_torch
+
+            if kw:
+                kw = {"positions": torch.as_tensor(kw["positions"])}
+            out = target.torch_fn(torch.as_tensor(np.asarray(x, dtype=np.float64)),
+                                  to_torch(params), target.config, **kw)
+            return out.detach().cpu().numpy()  # the dtype the target chose
         return np.asarray(target.numpy_fn(np.asarray(x, dtype=np.float64), params,
                                           target.config, **kw))
     out = target.sample_fn(np.asarray(x, dtype=np.float64), seed)
@@ -365,24 +373,27 @@ def _random_map(t: FeatureMapTarget) -> bool:
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(2, 5))
 def test_random_features_are_distinct(target, seed, d):
-    """No two features of a map claiming Gaussian rows coincide at 8 random inputs. Features of
+    """No two features of a map claiming Gaussian rows coincide at 64 random inputs. Features of
     rows with a continuous law (iid or orthogonal-block Gaussian rows, Fastfood) coincide with
     probability zero — not so for SORF at small d, whose ``HD₃HD₂HD₁`` rows take finitely many
     values, hence the claim; identical columns mean fewer random rows than the map's m (duplicated
     rows, antithetic ``±w`` in an even feature such as ``cos``): unbiased, but with the variance of
-    a smaller m. Exact check (level ``1e-12`` relative; features constant over the 8 inputs are
-    left out), no statistics, with or without a declared family."""
+    a smaller m. Exact check (level ``1e-12`` relative), no statistics, with or without a
+    declared family. A feature constant over the 64 inputs is a failure too (a Gaussian-row
+    feature depends on x; the likeliest constant one, a ReLU feature ≡ 0, has probability 2⁻⁶⁴);
+    a map with a single feature has nothing to compare and is skipped as such."""
     if target is None:
         pytest.skip("no target")
-    X = np.random.default_rng(seed).standard_normal((8, d))
+    X = np.random.default_rng(seed).standard_normal((64, d))
     F = features(target, X, seed)
-    scale = np.abs(F).max()
-    if not scale > 0 or F.shape[1] < 2:
-        return
-    varying = np.ptp(F, axis=0) > 1e-12 * scale  # constant columns (e.g. relu ≡ 0 here) skipped
-    F = F[:, varying]
     if F.shape[1] < 2:
-        return
+        pytest.skip(f"{target.name} returns {F.shape[1]} feature: nothing to compare")
+    scale = np.abs(F).max()
+    varying = np.ptp(F, axis=0) > 1e-12 * scale
+    assert scale > 0 and varying.all(), (
+        f"{target.name}: {int((~varying).sum())} of its {F.shape[1]} features are constant over "
+        f"64 random inputs (seed {seed}, d {d}; largest |feature| {scale:.3g}): a feature of a "
+        "random Gaussian row must depend on x")
     cols = np.round(F.T / (scale * 1e-12))  # equal columns ⇔ equal rows of this integer grid
     _, first, counts = np.unique(cols, axis=0, return_index=True, return_counts=True)
     dup = counts > 1

@@ -110,6 +110,11 @@ def check_kernel_identity(target, X, Y, params, backend) -> tuple[np.ndarray, np
 
 
 # ------------------------------------------------------------------------------ mp identity
+# The mpmath twin of the formula (verify.references.features.features_mp) against the mpmath
+# kernel: it never calls the target's own code (all four broken Taylor mutants pass it), so it
+# is a check of the suite's references, marked kv_builtin_only: `check` does not credit it to
+# the target. The target's own features are checked by test_exact_map_equals_kernel below.
+@pytest.mark.kv_builtin_only
 @pytest.mark.parametrize("target", TAYLOR)
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([0.1, 1.0, 3.0]))
@@ -221,5 +226,14 @@ def test_taylor_remainder_on_grid():
     for t in grid:
         with working_precision(_digits_for(t)):
             _remainder_checks(mpmath.mpf(t))
-    with working_precision(50):
-        assert 1 + mpmath.mpf(-1) + mpmath.mpf(1) / 2 == mpmath.mpf(1) / 2  # minimum at t = −1
+    # The suite's reference kernel (not a hand-written T₂) has its minimum ½ at t = −1
+    # (q = 1, k = −1, d = 1), and is above it on either side.
+    one = np.ones((1, 1))
+    for t, above in ((-1.0, False), (-0.9, True), (-1.1, True)):
+        with working_precision(50):
+            got = gram_mp("taylor", t * one, one, dps=50, order=2)[0, 0]
+        if above:
+            assert got > mpmath.mpf(1) / 2, f"reference T₂({t}) = {got} is not above ½"
+        else:
+            assert abs(got - mpmath.mpf(1) / 2) < mpmath.mpf(10) ** -45, (
+                f"reference T₂(−1) = {got}, expected ½")
