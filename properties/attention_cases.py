@@ -7,21 +7,48 @@ unavailable here stay as cases skipped with their reason.
 
 Tolerance model (black box). A correct normalised attention computes each output as a convex
 combination of values whose weights come from log-weights ``ℓ_ij`` (``log φ(q_i)ᵀφ(k_j)``, or the
-scores of exact attention). The stable evaluation analysed in ``tests/test_attention.py``
-(logsumexp over at most ``N = n + M + 6`` terms, unit roundoff ``u_c`` of the *compute* dtype)
-gives every logit an absolute error ``≤ δ = γ_N(u_c)·(Z + 1)``, hence weights with relative error
-``≤ e^(2δ) − 1`` and an output error ``≤ ε₀ = (e^(4δ) − 1 + 2γ_N + u_c)·max|v|`` (the last terms:
-the plain feature path's ``2γ_N`` bound for positive features, :mod:`verify.attention_bounds`,
-and the final rounding). Half types are computed in float32 and cast back (README, "Low
-precision"; ``verify.tolerance.BUDGETS``): ``+ u_out·(max|v| + ε₀)`` for the cast. Not knowing
-the target's features, the suite assumes at most ``M = 4096`` features and bounds the
-log-weights by ``Z = 2(√d + 8)·X + X² + log(nM)`` with ``X`` the largest pre-scaled input norm
-``‖q‖·d^(-1/4)`` (softmax-family features ``wᵀx − ‖x‖²/2`` with ‖w‖ ≤ √d + 8, which fails with
-probability < e^(-32) per row by Gaussian concentration; exact attention's scores ``xᵀy ≤ X²``).
+scores of exact attention), unit roundoff ``u_c`` of the *compute* dtype. Each log-weight is a
+logsumexp over at most ``M`` feature terms ``a_ik + b_jk``, each argument a sum of at most
+``2d + 3`` rounded terms (``wᵀx'``: d products; ``‖x'‖²/2``: d squares; the ``½ log m``
+constant; the sum of the query and key parts) whose absolute values add up to at most ``Z``
+(below), so its error is ``≤ γ_(2d+3)(u_c)·Z`` (Higham Lemma 3.1 on each dot product; exact
+attention's score ``q'ᵀk'`` is a d-term dot product, ``≤ γ_d·X²``); the exponential (within
+``ulps[exp]`` of the compute dtype) and the sums over at most ``N = n + M + 6`` positive terms
+(features, keys, normaliser) add a relative error ``≤ γ_N(u_c)``, i.e. ``≤ γ_N`` in the log.
+So every logit has an absolute error ``≤ δ = γ_(2d+3)(u_c)·Z + γ_N(u_c) + ulps[exp]·u_c``
+(the analysis of the stable evaluation in ``tests/test_attention.py``, with the argument's error
+taken from its own dot products rather than charged ``N`` times), hence weights with relative
+error ``≤ e^(2δ) − 1`` and an output error ``≤ ε₀ = (e^(4δ) − 1 + 2γ_N + u_c)·max|v|`` (the last
+terms: the plain feature path's ``2γ_N`` bound for positive features,
+:mod:`verify.attention_bounds`, and the final rounding). Half types are computed in float32
+and cast back (README, "Low precision"; ``verify.tolerance.BUDGETS``): ``+ u_out·(max|v| + ε₀)``
+for the cast. Not knowing the target's features, the suite assumes at most ``M = 4096``
+features and bounds the log-weights by ``Z = 2(√d + 8)·X + X² + log(nM)`` with ``X`` the
+largest pre-scaled input norm ``‖q‖·d^(-1/4)`` (softmax-family features ``wᵀx − ‖x‖²/2`` with
+‖w‖ ≤ √d + 8, which fails with probability < e^(-32) per row by Gaussian concentration; exact
+attention's scores ``xᵀy ≤ X²``).
 Every bound is computed from the inputs *as the target saw them* (rounded to the dtype), so
 input rounding is no error. Two outputs that must agree may differ by ``2ε``.
-In float64 the bound is ≈ 1e-10 at unit scale; in float32 it is ≈ 1e-2 at unit scale and
-vacuous (≥ max|v|) at input scale 30: the large-scale comparisons then only check finiteness.
+
+Smallest detectable defect. Two outputs that must agree are compared within ``2ε``; a defect
+that moves an output by more than ``2ε`` fails. The table gives ``2ε/max|v|`` for the worst
+inputs the identities draw (every entry of q, k at ``2·scale``, |v| = 2, d = n = 8) at
+each scale they sweep; :func:`detectable_defect` computes it and
+``tests/test_attention_bounds_table.py`` checks this table against it:
+
+==========  =========  =========  =========  =========
+dtype       scale 0.1  scale 0.5  scale 1    scale 30
+==========  =========  =========  =========  =========
+float64     6e-12      6e-12      7e-12      2e-10
+float32     3e-03      3e-03      4e-03      1e-01
+float16     4e-03      4e-03      5e-03      1e-01
+bfloat16    1e-02      1e-02      1e-02      1e-01
+==========  =========  =========  =========  =========
+
+A planted defect that shifts an output by more than this fraction of ``max|v|`` fails; the
+bound is computed from each drawn input, so typical draws (entries uniform in the range) detect
+smaller ones. Half types are computed in float32 and cast back (their floor: the cast's
+``2^-p``). At scale 30 in low precision the ``γ_(2d+3)·Z`` term dominates (``Z ≈ 1.2e4``).
 """
 
 from __future__ import annotations
@@ -93,11 +120,24 @@ def output_error_bound(x: QKV, backend: Backend) -> float:
     xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
     z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
     g = gamma(n + M_MAX + 6, u_c)
+    delta = gamma(2 * d + 3, u_c) * z + g + b.ulps["exp"] * u_c
     vmax = max(float(np.abs(v).max()), 1.0)
-    eps = (math.expm1(min(4 * g * (z + 1), 700.0)) + 2 * g + u_c) * vmax
+    eps = (math.expm1(min(4 * delta, 700.0)) + 2 * g + u_c) * vmax
     if b.output_round:
         eps += FORMATS[b.dtype].u * (vmax + eps)
     return float(eps)
+
+
+#: The scales the identities sweep (``qkv_sets`` defaults and ``SCALE_PAIRS``).
+SWEPT_SCALES = (0.1, 0.5, 1.0, 30.0)
+
+
+def detectable_defect(backend: Backend, scale: float, d: int = 8, n: int = 8) -> float:
+    """``2ε/max|v|`` for the worst input drawn at ``scale`` (every entry of q and k at
+    ``2·scale``, |v| = 2): the smallest relative output shift an identity detects there."""
+    q = np.full((1, 1, n, d), 2.0 * scale)
+    v = np.full((1, 1, n, 2), 2.0)
+    return 2 * output_error_bound(QKV(q, q, v, scale), backend) / 2.0
 
 
 def describe(target, backend: Backend, causal: bool, seed: int, x: QKV) -> str:

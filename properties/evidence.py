@@ -10,7 +10,23 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["first", "nonfinite", "observed"]
+__all__ = ["NonFiniteOutputError", "first", "nonfinite", "observed", "require_finite"]
+
+
+class NonFiniteOutputError(AssertionError):
+    """The target's output was NaN/±Inf where a property needed finite numbers to judge its
+    identity: a failure, but not of the identity under test. The mutant runner
+    (``verify.mutants.kills``) counts it as a non-finite kill, not as a kill by the property
+    (the class name is matched there: keep it)."""
+
+
+def require_finite(got: np.ndarray, where: str, what: str) -> None:
+    """Raise :class:`NonFiniteOutputError` when ``got`` holds NaN/±Inf (``what``: the property
+    that cannot be judged)."""
+    text = nonfinite(np.asarray(got, dtype=np.float64))
+    if text:
+        raise NonFiniteOutputError(f"{where}: {text} (non-finite output: {what} cannot be "
+                                   "judged)")
 
 
 def first(mask: np.ndarray) -> tuple[int, ...]:

@@ -17,6 +17,7 @@ from kernel_verify.verify import seeds
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
 M_DEFAULT = 64
+TINY = float(np.finfo(np.float64).tiny)
 # The mutants validate their inputs like the correct code (one defect each) and claim it; the
 # one that does not validate (attention_propagates_nan) breaks that claim.
 ALL = frozenset({"causal", "noncausal", "positive_weights", "approximates_softmax",
@@ -30,12 +31,17 @@ def _freqs(seed: int, d: int, m: int) -> np.ndarray:
 
 
 def log_favor(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``log φ(x) = Wx − ‖x‖²/2 − ½ log m`` (x already pre-scaled)."""
-    return x @ w.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True) - 0.5 * np.log(w.shape[0])
+    """``log φ(x) = Wx − ‖x‖²/2 − ½ log m`` (x already pre-scaled), in ``x``'s dtype (the
+    constant is cast first: a float64 scalar would promote a float32 computation)."""
+    half_log_m = x.dtype.type(0.5 * np.log(w.shape[0]))
+    return x @ w.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True) - half_log_m
 
 
 def _plain(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, causal: bool,
-           normalise: bool = True, den_eps: float = 0.0) -> np.ndarray:
+           normalise: bool = True, den_eps: float = 0.0, den_floor: float = 0.0) -> np.ndarray:
+    """Plain linear attention ``φ(Q)(φ(K)ᵀV) / φ(Q)(φ(K)ᵀ1)``; ``den_floor``: the denominator
+    clamped from below (``clamp_min``, as much published code does), so features that all
+    underflow give an output of 0 instead of 0/0 = NaN."""
     a = fq @ np.swapaxes(fk, -1, -2)
     if causal:
         a = np.tril(a)
@@ -43,7 +49,7 @@ def _plain(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, causal: bool,
     if not normalise:
         return num
     with np.errstate(invalid="ignore", divide="ignore"):
-        return num / (a.sum(axis=-1, keepdims=True) + den_eps)
+        return num / np.maximum(a.sum(axis=-1, keepdims=True) + den_eps, den_floor)
 
 
 def _softmax(scores: np.ndarray, v: np.ndarray, global_max: bool = False) -> np.ndarray:
@@ -55,6 +61,12 @@ def _softmax(scores: np.ndarray, v: np.ndarray, global_max: bool = False) -> np.
 
 def _scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     return q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+
+
+#: Score of a masked position: a large finite negative, as most published code uses (``-inf``
+#: would make a row with no visible key NaN; this way such a row attends every key uniformly,
+#: which is what a finite mask gives in practice).
+MASKED = -1e30
 
 
 def _mask(n: int, offset: int) -> np.ndarray:
@@ -73,14 +85,14 @@ def exact_softmax(q, k, v, *, causal, seed=0, mask_offset=0, global_max=False, b
         pos = np.arange(n)
         s = s - bias * np.abs(pos[:, None] - pos[None, :])
     if (causal and not ignore_causal) or force_causal:
-        s = np.where(_mask(n, mask_offset), s, -np.inf)
-    with np.errstate(invalid="ignore"):
+        s = np.where(_mask(n, mask_offset), s, MASKED)
+    with np.errstate(invalid="ignore", under="ignore"):
         return _softmax(s, v, global_max)
 
 
 def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="none",
           query_shift="row", eps_after_shift=0.0, normalise=True, den_eps=0.0,
-          dtype=np.float64, **_):
+          den_floor=0.0, dtype=np.float64, **_):
     """FAVOR+ with the switches the mutants flip (plain feature path after the shifts).
 
     ``key_shift``: ``"none"`` (keys unshifted), ``"per_key"`` (max over each key's features:
@@ -107,7 +119,7 @@ def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="non
     lk = lk - (ks(lk) if callable(ks) else ks)
     lq = lq - qs(lq)
     fq, fk = np.exp(lq) + eps_after_shift, np.exp(lk) + eps_after_shift
-    out = _plain(fq, fk, v.astype(dtype), causal, normalise, den_eps)
+    out = _plain(fq, fk, v.astype(dtype), causal, normalise, den_eps, den_floor)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -208,11 +220,14 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
         "through underflow)",
         lambda: _target("favor_sequence_shift_causal", favor, ALL, key_shift="sequence")),
     "favor_query_sequence_shift": (
-        "FAVOR+ query shift = max over all queries of the sequence instead of per query",
-        lambda: _target("favor_query_sequence_shift", favor, ALL, query_shift="sequence")),
+        "FAVOR+ query shift = max over all queries of the sequence instead of per query "
+        "(denominator clamped at the smallest normal)",
+        lambda: _target("favor_query_sequence_shift", favor, ALL, query_shift="sequence",
+                        den_floor=TINY)),
     "favor_batch_shift": (
-        "FAVOR+ key shift = max over batch, heads and keys (couples batch elements)",
-        lambda: _target("favor_batch_shift", favor, ALL, key_shift="batch")),
+        "FAVOR+ key shift = max over batch, heads and keys (couples batch elements; "
+        "denominator clamped at the smallest normal)",
+        lambda: _target("favor_batch_shift", favor, ALL, key_shift="batch", den_floor=TINY)),
     "favor_float32_inside": (
         "FAVOR+ silently computed in float32 inside a float64 interface",
         lambda: _target("favor_float32_inside", favor, ALL, key_shift="log_space",
@@ -229,4 +244,32 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
         "Nyströmformer whose pseudo-inverse initialisation Z₀ uses norms over the whole batch",
         lambda: _target("nystromformer_batch_coupled", nystromformer, frozenset(),
                         couple_batch=True)),
+}
+
+_F = "attention_identities::test_"
+#: The property each attention mutant is written for (``family::test``; the catalogue's default,
+#: the whole family, for those not listed). A kill counts as intended only through one of these,
+#: by a property assertion (:mod:`verify.mutants.kills`).
+ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
+    "causal_mask_leaks_next_key": (f"{_F}past_outputs_ignore_the_future",),
+    # row 0 has no visible key: with a finite mask it attends every key (the future included)
+    "causal_mask_excludes_diagonal": (f"{_F}past_outputs_ignore_the_future",),
+    "causal_flag_ignored": (f"{_F}past_outputs_ignore_the_future",),
+    "noncausal_applies_mask": (f"{_F}permutation_equivariance",),
+    "softmax_global_max_shift": (f"{_F}batch_elements_and_heads_are_independent",),
+    "heads_rolled": (f"{_F}batch_elements_and_heads_are_independent",),
+    "relative_position_bias": (f"{_F}permutation_equivariance",),
+    "attention_propagates_nan": (f"{_F}non_finite_input_is_rejected",),
+    "favor_unnormalised": (f"{_F}partition_of_unity",
+                           f"{_F}outputs_are_convex_combinations_of_visible_values"),
+    "favor_denominator_eps": (f"{_F}partition_of_unity",
+                              f"{_F}outputs_are_convex_combinations_of_visible_values"),
+    "favor_per_key_shift": (f"{_F}error_to_softmax_attention_falls_as_m_grows",),
+    "favor_eps_after_shift": (f"{_F}large_scale_keeps_the_argmax_value",),
+    "favor_sequence_shift_causal": (f"{_F}past_outputs_ignore_the_future",),
+    "favor_query_sequence_shift": (f"{_F}past_outputs_ignore_the_future",),
+    "favor_batch_shift": (f"{_F}batch_elements_and_heads_are_independent",),
+    "favor_missing_prescale": (f"{_F}error_to_softmax_attention_falls_as_m_grows",),
+    "causal_collapsed_to_running_mean": (f"{_F}large_scale_keeps_the_argmax_value",),
+    "nystromformer_batch_coupled": (f"{_F}batch_elements_and_heads_are_independent",),
 }

@@ -17,8 +17,11 @@ class Mutant:
 
     ``make`` builds the targets lazily (importing torch or building registry entries only when
     the mutant runs). ``expected_killers`` names the property families (file stems of
-    ``properties/test_<family>.py``) expected to catch it, for the report; when the defect is
-    invisible to the suite by design, ``expected_survivor_reason`` says why."""
+    ``properties/test_<family>.py``) or single properties (``stem::test_name``) written to catch
+    it; a kill counts as intended only when one of them fails with a property assertion (not a
+    crash, a NaN or an input check: :mod:`verify.mutants.kills`). When the defect is invisible
+    to the suite by design, ``expected_survivor_reason`` says why. ``loader``: the spec prefix
+    that, followed by the name, loads the targets (controls: :mod:`verify.mutants.controls`)."""
 
     name: str
     family: str
@@ -26,6 +29,7 @@ class Mutant:
     make: Callable[[], list[Target]]
     expected_killers: tuple[str, ...] = ()
     expected_survivor_reason: str | None = None
+    loader: str = "kernel_verify.verify.mutants.catalogue:target_"
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -40,4 +44,4 @@ class Mutant:
     @property
     def spec(self) -> str:
         """The ``KV_TARGET`` spec that loads this mutant's targets."""
-        return f"kernel_verify.verify.mutants.catalogue:target_{self.name}"
+        return f"{self.loader}{self.name}"

@@ -15,7 +15,7 @@ catch each one; the runner's kill matrix shows which actually did.
 
 from __future__ import annotations
 
-from kernel_verify.verify.mutants.attention import ATTENTION_MUTANTS
+from kernel_verify.verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
 from kernel_verify.verify.mutants.base import Mutant
 from kernel_verify.verify.mutants.features import FEATURE_MUTANTS
 from kernel_verify.verify.mutants.forms import FORMS_MUTANTS, mutant_targets
@@ -46,7 +46,8 @@ def _matrix(name: str) -> Mutant:
 
 def _attention(name: str) -> Mutant:
     description, make = ATTENTION_MUTANTS[name]
-    return Mutant(name, "attention", description, lambda: [make()], (ATTENTION_FAMILY,))
+    return Mutant(name, "attention", description, lambda: [make()],
+                  ATTENTION_KILLERS.get(name, (ATTENTION_FAMILY,)))
 
 
 def _feature(name: str) -> Mutant:
@@ -63,6 +64,11 @@ def _nystrom(name: str) -> Mutant:
                   ("nystrom_properties", "psd_properties"))
 
 
+def _gradient(name: str) -> Mutant:
+    description, family, make = GRADIENT_MUTANTS[name]
+    return Mutant(name, family, description, make, ("gradients",))
+
+
 def _forms(name: str) -> Mutant:
     """Forms of causal attention (:mod:`verify.mutants.forms`; controls: its
     ``FORMS_CONTROLS``)."""
@@ -70,18 +76,13 @@ def _forms(name: str) -> Mutant:
                   ("attention_forms",))
 
 
-def _gradient(name: str) -> Mutant:
-    description, family, make = GRADIENT_MUTANTS[name]
-    return Mutant(name, family, description, make, ("gradients",))
-
-
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
     *(_feature(n) for n in FEATURE_MUTANTS),
     *(_nystrom(n) for n in NYSTROM_MUTANTS),
-    *(_gradient(n) for n in GRADIENT_MUTANTS),
     *(_forms(n) for n in FORMS_MUTANTS),
+    *(_gradient(n) for n in GRADIENT_MUTANTS),
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}
 

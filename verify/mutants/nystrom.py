@@ -17,13 +17,17 @@ CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
 def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) -> tuple:
     """Uniform landmarks without replacement; ``inverse``: ``"W"`` (W itself instead of W⁺) or
     ``"no_cutoff"`` (pseudo-inverse without an eigenvalue cutoff: rounding-level eigenvalues of
-    a (numerically) singular W are inverted)."""
+    a (numerically) singular W are inverted); ``"pinv"`` is the correct twin (the control of
+    :mod:`verify.mutants.controls`): ``numpy.linalg.pinv`` of the symmetric W with its default
+    cutoff (singular values below ``1e-15·max`` dropped)."""
     n = x.shape[0]
     idx = np.sort(rng.choice(n, size=min(LANDMARKS, n), replace=False))
     c = kernel(x, x[idx])
     w = c[idx]
     if inverse == "W":
         w_inv = w
+    elif inverse == "pinv":
+        w_inv = np.linalg.pinv(w, hermitian=True)
     else:
         vals, vecs = np.linalg.eigh(w)
         w_inv = (vecs / vals) @ vecs.T

@@ -1,0 +1,116 @@
+"""Controls: correct twins of the mutant code, run through the suite like the mutants; a control
+must pass every property (a failure is a false alarm of the suite, or a bug in the mutants'
+skeleton that would make their kills meaningless).
+
+Each twin runs the *same code path* as the mutants of its family with every defect switched off:
+
+* attention (:mod:`verify.mutants.attention`): exact softmax attention (the skeleton of the
+  mask/shift mutants), FAVOR+ through the stable log-space kernel (the skeleton of the FAVOR+
+  mutants, float64), Nyströmformer with per-matrix norms;
+* random matrices (:mod:`verify.mutants.matrices`): the built-in i.i.d., orthogonal and Fastfood
+  draws behind the mutants' ``RandomMatrixTarget`` wrapper, claiming what the mutants claim;
+* Nyström (:mod:`verify.mutants.nystrom`): the mutants' skeleton with the pseudo-inverse and
+  its eigenvalue cutoff;
+* feature maps (:mod:`verify.mutants.features`): the registry's own NumPy functions behind the
+  mutants' wrapper (:func:`verify.mutants.features.feature_mutant`: white-box, parameters from
+  the registry draw, attached FAVOR-style attention);
+* forms of causal attention: :data:`verify.mutants.forms.FORMS_CONTROLS`.
+
+The black-box pass has its own controls (:data:`verify.mutants.blackbox.CONTROLS`: registry maps
+through ``sample_fn`` only); both are judged by :func:`verify.mutants.kills.control_failed`.
+Loader spec of one control: ``kernel_verify.verify.mutants.controls:target_<name>``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from kernel_verify.verify.mutants import attention as att
+from kernel_verify.verify.mutants.base import Mutant
+from kernel_verify.verify.mutants.matrices import _builtin
+from kernel_verify.verify.mutants.matrices import target as matrix_target
+from kernel_verify.verify.mutants.nystrom import target as nystrom_target
+from kernel_verify.verify.thirdparty.protocol import Target
+
+LOADER = "kernel_verify.verify.mutants.controls:target_"
+
+
+def _renamed(targets: list[Target]) -> list[Target]:
+    return [dataclasses.replace(t, name=t.name.replace("mutant:", "control:", 1))
+            for t in targets]
+
+
+def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]]:
+    def make() -> list[Target]:
+        from kernel_verify.impls.registry import get
+        from kernel_verify.verify.mutants.features import feature_mutant
+        from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+        base = FeatureMapTarget.from_entry(get(entry_name))
+        return _renamed(feature_mutant(entry_name, entry_name, base.numpy_fn,
+                                       log_fn=base.log_numpy_fn, attention=attention))
+
+    return make
+
+
+def _attention_twin(name: str, fn: Callable, claims: frozenset[str],
+                    **fixed) -> Callable[[], list[Target]]:
+    return lambda: _renamed([att._target(name, fn, claims, **fixed)])
+
+
+def _forms() -> dict[str, Callable[[], list[Target]]]:
+    try:
+        from kernel_verify.verify.mutants.forms import FORMS_CONTROLS
+    except ImportError:  # pragma: no cover - the forms mutants are optional
+        return {}
+    return dict(FORMS_CONTROLS)
+
+
+_SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
+    ("exact_softmax", "attention", "exact softmax attention (the mask/shift mutants' skeleton)",
+     _attention_twin("exact_softmax", att.exact_softmax, att.EXACT)),
+    ("favor_log_space", "attention", "FAVOR+ through the stable log-space kernel, float64",
+     _attention_twin("favor_log_space", att.favor, att.ALL, key_shift="log_space")),
+    ("nystromformer", "attention", "Nyströmformer with per-matrix Z₀ norms",
+     _attention_twin("nystromformer", att.nystromformer, frozenset())),
+    ("matrix_iid", "random_matrix", "i.i.d. Gaussian rows",
+     lambda: _renamed([matrix_target("matrix_iid", _builtin("iid"), {"gaussian_rows"})])),
+    ("matrix_orthogonal", "random_matrix", "ORF with χ_d norms (sign-corrected QR)",
+     lambda: _renamed([matrix_target("matrix_orthogonal", _builtin("orthogonal"),
+                                     {"gaussian_rows", "orthogonal"})])),
+    ("nystrom_pinv", "nystrom", "Nyström K̃ = C·W⁺·Cᵀ with the eigenvalue cutoff",
+     lambda: _renamed([nystrom_target("nystrom_pinv", "pinv")])),
+    ("softmax_positive", "feature_map", "SM⁺ (registry function), with attention",
+     _feature_twin("softmax_positive[iid]", True)),
+    ("softmax_hyperbolic", "feature_map", "SM⁺ₕ (registry function), with attention",
+     _feature_twin("softmax_hyperbolic[iid]", True)),
+    ("gerf", "feature_map", "GERF (registry function), with attention",
+     _feature_twin("gerf[iid]", True)),
+    ("rff_pairs", "feature_map", "RFF pairs (registry function)",
+     _feature_twin("rff_pairs[iid]", False)),
+    ("rff_phase", "feature_map", "random-phase RFF (registry function)",
+     _feature_twin("rff_phase[iid]", False)),
+    ("relu_features", "feature_map", "ReLU features (registry function)",
+     _feature_twin("relu_features[iid]", False)),
+    ("taylor2", "feature_map", "Taylor-2 (registry function)", _feature_twin("taylor2", False)),
+]
+
+#: Every white-box control (forms controls keep their own loader).
+CONTROLS: list[Mutant] = [
+    *(Mutant(f"control_{n}", fam, desc, make, loader=LOADER) for n, fam, desc, make in _SPECS),
+    *(Mutant(n, "attention", "forms of causal attention with every switch off", make,
+             loader="kernel_verify.verify.mutants.forms:control_")
+      for n, make in _forms().items()),
+]
+_BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}
+
+
+def __getattr__(attr: str) -> list[Target]:
+    """``target_<name>``: the targets of one control (the third-party loader's spec)."""
+    if attr.startswith("target_") and attr.removeprefix("target_") in _BY_NAME:
+        return _BY_NAME[attr.removeprefix("target_")].targets
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+__all__ = ["CONTROLS"]
