@@ -108,6 +108,15 @@ def mean_test_variance(target: FeatureMapTarget, x, y, m: int) -> tuple[float, s
             "variance ≤ V₁ (Cauchy–Schwarz over features with Gaussian rows; conservative)")
 
 
+def variance_covered(target: FeatureMapTarget) -> bool:
+    """Whether :func:`mean_test_variance` has a variance for this target's family at every point
+    where its quadrature converges (so that a None from it is a quadrature failure at that point,
+    not a family without a variance)."""
+    if target.formula not in MOMENT_FORMULAS:
+        return False
+    return row_construction(target) in ("iid", "orthogonal") or target.has("gaussian_rows")
+
+
 def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, float] | None:
     """``(μ₄, σ²)`` of one estimate for an iid-row target whose formula has an exact fourth
     moment (:mod:`verify.moments.fourth`), else None (orthogonal or structured rows, unknown
