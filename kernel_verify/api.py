@@ -33,6 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernel_verify.verify import atomic
 from kernel_verify.verify.thirdparty.cli import (
     SUITE_DIR,
     SuiteRun,
@@ -199,19 +200,25 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
     import: the property modules are imported afresh so that they parametrise over them."""
     import pytest
 
+    from kernel_verify.properties import alpha
     from kernel_verify.properties.targets import use_targets
 
     def forget_suite() -> None:
-        for name in [n for n in sys.modules if n.startswith("kernel_verify.properties.test_")
-                     or n == "kernel_verify.properties.conftest"]:
-            del sys.modules[name]
+        # The suite's test modules, under whatever name they were imported (an enclosing pytest
+        # run in a checkout imports them as ``properties.test_…``): parametrisation happens at
+        # import, so they must be imported afresh to see the targets given here.
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if path and Path(path).name.startswith(("test_", "conftest")) and \
+                    Path(path).resolve().parent == SUITE_DIR:
+                del sys.modules[name]
 
     saved = {k: os.environ.get(k) for k in ("KV_RESULTS", "HYPOTHESIS_PROFILE",
                                             "KV_SHRINK_SECONDS", "KV_TARGET")}
     with tempfile.TemporaryDirectory(prefix="kv-check-") as tmp:
         results = Path(tmp) / "results.jsonl"
         ini = Path(tmp) / "pytest.ini"
-        ini.write_text("[pytest]\n", encoding="utf-8")
+        atomic.write_text(ini, "[pytest]\n")
         os.environ["KV_RESULTS"] = str(results)
         os.environ.pop("KV_TARGET", None)
         if profile:
@@ -226,11 +233,14 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
             args += ["-k", keyword]
         start = time.monotonic()
         forget_suite()
+        budget = dict(alpha._state)  # the run sets its own α budget: the caller's comes back
         try:
             with use_targets(targets):
                 rc = int(pytest.main(args))
         finally:
             forget_suite()
+            alpha._state.clear()
+            alpha._state.update(budget)
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
@@ -275,6 +285,4 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
 
 def save_json(result: CheckResult, path: str | Path) -> None:
     """Write ``result`` as JSON (what ``kernel-verify check --json FILE`` writes)."""
-    from kernel_verify.verify import atomic
-
     atomic.write_text(path, json.dumps(result.to_json(), indent=2, ensure_ascii=False))
