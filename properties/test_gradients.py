@@ -28,9 +28,12 @@ feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
   fast mode of ``torch.autograd.gradcheck``, written with ``backward()`` so that targets using
   reentrant checkpointing run):
   central differences with step ``h = u₆₄^(1/3)·s`` (``s = max(1, max|x|)``) err by
-  ``h²|f'''|/6 + u₆₄·|f|/h``; assuming third derivatives ``≤ 100·F/s³`` at the input's own scale
-  (``F = max(1, max|f|)``), both terms are ``≤ 100·u₆₄^(2/3)·F`` (about ``2e-9·F``): ``atol =
-  100·u₆₄^(2/3)·F``, ``rtol = 100·u₆₄^(2/3)``. A stated assumption; a wrong backward errs by O(1);
+  ``h²|f'''|/6 + u₆₄·|f|/h``; Richardson extrapolation over ``h`` and ``h/2`` cancels the ``h²``
+  term (a correct map with large third derivatives — ReLU features over a small denominator —
+  fails without it), leaving ``O(h⁴|f⁽⁵⁾|)`` and ``≤ 3u₆₄·|f|/h``; assuming fifth derivatives
+  ``≤ 100·F/s⁵`` at the input's own scale (``F = max(1, max|f|)``), the error is
+  ``≤ 100·u₆₄^(2/3)·F`` (about ``2e-9·F``): ``atol = 100·u₆₄^(2/3)·F``, ``rtol =
+  100·u₆₄^(2/3)``. A stated assumption; a wrong backward errs by O(1);
 * forward mode against reverse mode: ``vᵀ(Ju) = (vᵀJ)u`` for random ``u, v`` (dual tensors of
   ``torch.autograd.forward_ad``, and ``backward()``), equal within ``γ_N·(|v|ᵀ|J||u|)``
   (``|J|`` row by row; ``N`` = inputs + outputs + 100); skipped without forward mode;
@@ -441,9 +444,9 @@ def _vjp(loss, inputs, *, retain_graph: bool = False) -> list:
 
 def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int = 3) -> None:
     """Directional central differences against the backward (gradcheck's fast mode, written
-    with :func:`_vjp`): for random ``u`` (``max|u| = 1``) and ``v``, ``vᵀ(f(x + hu) − f(x −
-    hu))/2h`` and ``(vᵀJ)u`` differ by at most ``‖v‖₁·100·u^(2/3)·F`` (module docstring; each
-    output's difference errs by at most ``100·u^(2/3)·F``) plus ``100·u^(2/3)`` relative."""
+    with :func:`_vjp`): for random ``u`` (``max|u| = 1``) and ``v``, the Richardson-extrapolated
+    ``(4·D(h/2) − D(h))/3`` of ``D(h) = vᵀ(f(x + hu) − f(x − hu))/2h`` and ``(vᵀJ)u`` differ by
+    at most ``‖v‖₁·100·u^(2/3)·F`` plus ``100·u^(2/3)`` relative (module docstring)."""
     step, tol = _fd_step_and_tol(dtype)
     rng = np.random.default_rng(seed)
     base = [a.detach() for a in inputs]
@@ -454,10 +457,14 @@ def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int 
     for _ in range(trials):
         us = [torch.as_tensor(rng.uniform(-1, 1, tuple(a.shape)), dtype=a.dtype) for a in base]
         v = torch.as_tensor(rng.standard_normal(tuple(out0.shape)), dtype=out0.dtype)
-        with torch.no_grad():
-            plus = fn(*[a + h * u for a, u in zip(base, us, strict=True)])
-            minus = fn(*[a - h * u for a, u in zip(base, us, strict=True)])
-        numeric = float(((plus - minus) * v).sum()) / (2 * h)
+        def central(step: float, us=us, v=v) -> float:
+            with torch.no_grad():
+                plus = fn(*[a + step * u for a, u in zip(base, us, strict=True)])
+                minus = fn(*[a - step * u for a, u in zip(base, us, strict=True)])
+            return float(((plus - minus) * v).sum()) / (2 * step)
+
+        # Richardson: (4·D(h/2) − D(h))/3 cancels the h² term of the central difference
+        numeric = (4 * central(h / 2) - central(h)) / 3
         xs = [a.clone().requires_grad_(True) for a in base]
         grads = _vjp((fn(*xs) * v).sum(), xs)
         analytic = float(sum((g * u).sum() for g, u in zip(grads, us, strict=True)))
