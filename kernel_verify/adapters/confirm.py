@@ -339,6 +339,7 @@ def _fla(name: str) -> Callable[[bool], str]:
 FINDINGS: dict[str, tuple[str, Callable[[bool], str]]] = {
     "fla_kernels_exact": ("fla", _fla("fla_kernels_exact")),
     "fla_rebased_eps": ("fla", _fla("fla_rebased_eps")),
+    "fla_shape_overflow": ("fla", _fla("fla_shape_overflow")),
     "performer_orf_signs": ("performer", performer_orf_signs),
     "performer_eps": ("performer", performer_eps),
     "performer_causal_leak": ("performer", performer_causal_leak),
