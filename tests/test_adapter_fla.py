@@ -153,3 +153,12 @@ def test_every_fla_kernel_target_runs_under_the_interpreter_within_its_bound(tmp
                           env=env, timeout=300, check=False)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), (
         proc.stdout[-2000:] + proc.stderr[-4000:])
+
+
+def test_every_fla_finding_and_measurement_has_its_confirmation():
+    """The conformance page runs ``confirm.FINDINGS[name]`` for each fla finding and measurement;
+    a missing name stops ``kernel-verify conformance fla`` after its suite run."""
+    from kernel_verify.adapters import confirm, notes
+
+    names = [f.confirm for f in notes.FINDINGS["fla"]] + list(notes.MEASURED.get("fla", ()))
+    assert names and all(confirm.FINDINGS[n][0] == "fla" for n in names)
