@@ -99,6 +99,7 @@ from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.tolerance import reference_rounding
 
 U64 = 2.0**-53
 #: Assumed relative error of each returned feature of a correct float64 map (module docstring).
@@ -239,7 +240,7 @@ def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale):
     fx, fy, ex, ey = F[:3], F[3:], e[:3], e[3:]
     ref = gram_mp(target.kernel, X, Y, **target.kernel_args(d))
     bound = inner_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey, U64)
-    bound = bound + 1.0000001 * U64 * np.abs(to_float(ref))
+    bound = bound + reference_rounding(to_float(ref))
     assert_close(fx @ fy.T, ref, bound, inputs={"X": X, "Y": Y},
                  label=f"{target.name} (black-box): φ(x)ᵀφ(y) = {target.kernel}(x, y)",
                  how=f"{how}; propagated through the inner product + γ_D + u₆₄|ref|",

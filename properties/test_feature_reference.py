@@ -68,7 +68,7 @@ from kernel_verify.verify.references.features import (
 )
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
-from kernel_verify.verify.tolerance import budget_for, gamma, ulp
+from kernel_verify.verify.tolerance import budget_for, gamma, reference_rounding, ulp
 
 U64 = 2.0**-53
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -139,7 +139,7 @@ def feature_bound(entry: FeatureMap, x: np.ndarray, params: dict, dtype: str, ba
     ulps = max(budget.ulps.values())
     bound = feature_error_bound(entry, x, params, entry.config, budget.u_compute, ulps,
                                 positions, log=log)
-    bound = bound + 1.0000001 * U64 * np.abs(ref)
+    bound = bound + reference_rounding(ref)
     if budget.output_round:
         bound = bound + budget.output_round * ulp(np.abs(ref) + bound, dtype)
     return bound
@@ -260,14 +260,14 @@ def test_kernel_estimate_matches_reference(target, backend, dtype, seed, d, m, s
         feats.append(call(target, fn, z_in, params, backend, pos))
         # bound vs the exact value: the twin's bound without the reference-rounding term
         bounds.append(feature_bound(entry, z_r, params, dtype, backend, ref, pos)
-                      - 1.0000001 * U64 * np.abs(ref))
+                      - reference_rounding(ref))
         exact.append(np.abs(ref) * (1 + U64))  # |exact| ≤ |ref|(1 + u₆₄)
         mp_feats.append(phi_mp)
     fx, fy = feats
     got = fx @ fy.T if backend == "numpy" else fx @ fy.transpose(-1, -2)
     ref_k = mp_feats[0] @ mp_feats[1].T
     bound = inner_bound(exact[0], bounds[0], exact[1], bounds[1], budget.u_compute)
-    bound = bound + 1.0000001 * U64 * np.abs(to_float(ref_k))
+    bound = bound + reference_rounding(to_float(ref_k))
     assert_close(
         to_numpy(got), ref_k, bound, inputs={},
         label=f"{target.name}: φ(X)φ(Y)ᵀ on {backend} {dtype}",
@@ -360,7 +360,7 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         comp = linear_attention_error_bound(fq_hat, fk_hat, v_r, causal=causal, u=u_c)
         bound = prop + comp
         how = "feature bounds → (a + |out|b)/(|D| − b) + linear_attention_error_bound(u_c)"
-    bound = bound + 1.0000001 * U64 * np.abs(ref)
+    bound = bound + reference_rounding(ref)
     assert np.isfinite(bound).all(), f"{target.name}: attention bound not finite (ill-posed)"
     # The adapter dtype rule (verify/thirdparty/protocol.py): features may come back wider than
     # the input (float64 features for float32 input); the attention then runs, and is compared,

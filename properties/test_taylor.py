@@ -34,6 +34,7 @@ from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
 from kernel_verify.verify.references.mp import to_float, working_precision
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.tolerance import reference_rounding
 
 U64 = 2.0**-53
 FEW = max(3, settings.default.max_examples // 5)
@@ -99,7 +100,7 @@ def check_kernel_identity(target, X, Y, params, backend) -> tuple[np.ndarray, np
     ref64 = to_float(ref)
     # |exact φ| ≤ |φ̂| + e (the bound is vs the exact features)
     bound = inner_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey, U64)
-    bound = bound + 1.0000001 * U64 * np.abs(ref64)
+    bound = bound + reference_rounding(ref64)
     got = fx @ fy.T
     assert_close(got, ref, bound, inputs={"X": X, "Y": Y},
                  label=f"{target.name} ({backend}): φ(x)ᵀφ(y) = {target.kernel}(x, y)",

@@ -46,7 +46,7 @@ from kernel_verify.verify.references.features import (
 )
 from kernel_verify.verify.references.kernels import gram_mp, gram_reference
 from kernel_verify.verify.references.mp import to_float, working_precision
-from kernel_verify.verify.tolerance import budget_for, gamma, ulp
+from kernel_verify.verify.tolerance import budget_for, gamma, reference_rounding, ulp
 
 U64 = 2.0**-53
 EXACT = ("taylor2", "taylor3", "taylor2_compressed", "polynomial", "linear", "cosine")
@@ -91,7 +91,7 @@ def check_against_mp(
     bound = feature_error_bound(
         entry, x_r, params, None, budget.u_compute, ulps, positions, log=log
     )
-    bound = bound + 1.0000001 * U64 * np.abs(ref)
+    bound = bound + reference_rounding(ref)
     if budget.output_round:
         bound = bound + budget.output_round * ulp(np.abs(ref) + bound, dtype)
     assert got.shape == ref.shape, (got.shape, ref.shape)
@@ -126,7 +126,7 @@ def check_induced_kernel(
     ex = feature_error_bound(entry, X, params, None, U64, 1.0)
     ey = feature_error_bound(entry, Y, params, None, U64, 1.0)
     ref = gram_reference(entry.kernel, X, Y, **kp) if gram is None else gram
-    bound = inner_bound(fx, ex, fy, ey, U64) + 1.0000001 * U64 * np.abs(ref)
+    bound = inner_bound(fx, ex, fy, ey, U64) + reference_rounding(ref)
     assert_close(
         fx @ fy.T, ref, bound, inputs={"X": X, "Y": Y}, label=f"{entry.name}: φ(x)ᵀφ(y) = k(x, y)",
         how="feature bounds propagated through the inner product + γ_D (module docstring)",

@@ -43,7 +43,7 @@ from kernel_verify.impls.torch import lowrank as t_lr
 from kernel_verify.impls.torch import nystrom as t_ny
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
-from kernel_verify.verify.tolerance import gamma
+from kernel_verify.verify.tolerance import EVALUATION_SLACK, gamma
 
 U = 2.0**-53
 seeds = st.integers(0, 2**32 - 1)
@@ -266,7 +266,7 @@ def test_nystromformer_converges_to_softmax(backend, seed, n):
     av = np.abs(a_hat) @ np.abs(z) @ np.abs(a_hat) @ np.abs(v[0])
     a_exact = to_float(a_mp)
     bound = (e_av + gamma(2 * n + 2, U) * av
-             + _softmax_rounding(q[0], k[0]) * (a_exact @ np.abs(v[0])) * 1.0000001)
+             + _softmax_rounding(q[0], k[0]) * (a_exact @ np.abs(v[0])) * EVALUATION_SLACK)
     out = fn(q, k, v, n, n_iter=60)[0]
     assert_close(out, ref, bound, inputs={"q": q[0], "k": k[0], "v": v[0]},
                  label=f"Nyströmformer ({backend}) with n landmarks, 60 iterations",
@@ -344,7 +344,7 @@ def test_linformer_matches_mp(backend, seed, n, r):
         rho = _softmax_rounding(q, kp) + 2 * np.expm1(2 * ds_extra.max(-1, keepdims=True))
         mag_v = np.abs(vp) + dvp
         bound = (rho * (a_exact @ mag_v) + a_exact @ dvp
-                 + gamma(e_proj.shape[0], U) * (a_exact * (1 + rho)) @ mag_v) * 1.0000001
+                 + gamma(e_proj.shape[0], U) * (a_exact * (1 + rho)) @ mag_v) * EVALUATION_SLACK
         assert_close(out, ref, bound, inputs={"q": q, "k": k, "v": v},
                      label=f"linformer ({backend})", how="softmax rounding + projection rounding",
                      repro=f"seed={seed}, n={n}, r={r}")

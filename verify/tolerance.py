@@ -142,6 +142,22 @@ def unit_roundoff(dtype: Any) -> float:
     return FORMATS[dtype_name(dtype)].u
 
 
+#: Slack for a bound evaluated in floating point: ``1 + 2⁻²³``. A bound summed and multiplied
+#: from non-negative float64 terms with ``k`` roundings (each relative ≤ u = 2⁻⁵³) is at least
+#: ``(1 − u)^k ≥ 1 − 1.01·k·u`` times its exact value (Higham Lemma 3.1), and
+#: ``1 + 2⁻²³ ≥ 1/(1 − 1.01·k·u)`` for every ``k ≤ 10⁹``; multiplying by it restores a bound
+#: whose evaluation took up to 10⁹ roundings (the checks here take at most thousands).
+EVALUATION_SLACK = 1.0 + 2.0**-23
+
+
+def reference_rounding(ref, u: float = 2.0**-53):
+    """Bound term for a high-precision reference ``r`` rounded once to nearest float64:
+    ``ref = fl(r)`` has ``|ref − r| ≤ u|r| ≤ u/(1 − u)·|ref|`` (Higham (2.4)), and
+    ``u/(1 − u) < EVALUATION_SLACK·u`` (:data:`EVALUATION_SLACK` ≫ 1/(1 − u)), which also covers
+    this term's own evaluation. Elementwise on arrays."""
+    return EVALUATION_SLACK * u * np.abs(ref)
+
+
 def gamma(n: int, u: float) -> float:
     """``γ_n = n·u/(1 − n·u)`` (Higham Lemma 3.1); a ``ValueError`` when ``n·u ≥ 1``."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer):

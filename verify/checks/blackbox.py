@@ -23,6 +23,7 @@ from kernel_verify.verify.checks.estimates import estimates as shared_estimates
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.stats import StatResult, mean_test
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.verify.tolerance import reference_rounding
 
 #: Finite-difference step and rejection level of the float64-accuracy check.
 STEP = 2.0**-12
@@ -121,7 +122,7 @@ def deterministic_excess(target: FeatureMapTarget, seed: int, d: int, scale: flo
     e = FEATURE_ULPS * U64 * np.abs(F)
     fx, fy, ex, ey = F[:3], F[3:], e[:3], e[3:]
     ref = to_float(gram_mp(target.kernel, X, Y, **target.kernel_args(d)))
-    bound = gram_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey) + 1.0000001 * U64 * np.abs(ref)
+    bound = gram_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey) + reference_rounding(ref)
     return float(np.max(np.abs(fx @ fy.T - ref) / bound))
 
 
