@@ -61,6 +61,13 @@ from kernel_verify.verify.references.mp import to_mp
 from kernel_verify.verify.stats import variance_test
 
 FEW = max(3, settings.default.max_examples // 5)
+#: Relative slack of the exact inequalities. :mod:`kernel_verify.verify.moments` evaluates the
+#: moments at 40 digits and returns them at 30 (unit roundoff 2⁻¹⁰³ ≈ 1e-31), so each variance is
+#: within ~1e-29 of its exact value *relative to E h² = Var + mean²* (the cancellation of
+#: ``Var = E h² − (E h)²`` is bounded by ``E h²``). Comparing a and b therefore needs a slack
+#: of ~1e-29·(|a| + |b| + mean²); 1e-20 leaves nine orders of magnitude for the closed forms'
+#: own evaluation error, and is far below any real violation (an inequality broken by a wrong
+#: formula is off by ≳ 1e-6 relative).
 SLACK = mpmath.mpf(10) ** -20
 DRAWS = VARIANCE_DRAWS
 
@@ -139,6 +146,8 @@ def test_rff_pairs_beat_random_phase_at_equal_output_size(seed, d, m, sigma, nx,
         # (docs/math.md §1)
         k = pairs.mean
         gap = (1 - (1 - k * k) ** 2) / (4 * m)
+        # the scale of the cancellation is E h² = Var + mean² ≤ Var + 1 (|k| ≤ 1 for the
+        # Gaussian kernel), the "+ 1" below; see SLACK
         assert abs((phase.variance - pairs.variance) - gap) <= SLACK * (phase.variance + 1)
 
 
