@@ -805,3 +805,31 @@ def test_padded_inputs_get_zero_gradient(target):
         assert bool((leaked == 0).all()), (
             f"{target.name}: padded positions receive gradient in {name} "
             f"(max |∂L/∂{name}| there {float(leaked.abs().max()):.3g})")
+
+
+@pytest.mark.parametrize("target", _attn_params())
+def test_attention_gradients_finite_where_outputs_are(target):
+    """Along the input-scale sweep of ``properties/strategies.py`` (``SCALE_SWEEP``), wherever
+    the target returns finite outputs its gradients w.r.t. q, k and v are finite too (an
+    intermediate that overflows only in the backward, a NaN from ``0·inf`` in a masked branch,
+    fla PR 1214)."""
+    from kernel_verify.properties.strategies import SCALE_SWEEP
+
+    dtype = _work_dtype(target)
+    for causal in _modes(target):
+        fn = _attn_fn(target, causal)
+        for scale in SCALE_SWEEP:
+            q, k, v = (a.detach() for a in _qkv(31, dtype, b=1, h=1, n=4, d=4))
+            q, k = (a.mul(scale).requires_grad_(True) for a in (q, k))
+            v = v.requires_grad_(True)
+            try:
+                out = fn(q, k, v)
+            except ValueError:  # a documented refusal (overflow named), not a gradient matter
+                continue
+            if not bool(torch.isfinite(out).all()):
+                continue
+            grads = _vjp(out.sum(), (q, k, v))
+            for name, g in zip("qkv", grads, strict=True):
+                assert bool(torch.isfinite(g).all()), (
+                    f"{target.name} (causal={causal}): finite outputs at input scale {scale} "
+                    f"but a non-finite ∂L/∂{name}")

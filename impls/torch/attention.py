@@ -171,8 +171,10 @@ def _pair_log_weights(lq: torch.Tensor, lk: torch.Tensor) -> torch.Tensor:
     a = lq.amax(dim=-1, keepdim=True)
     b = lk.amax(dim=-1, keepdim=True)
     prod = torch.exp(lq - a) @ torch.exp(lk - b).transpose(-1, -2)
-    pair = a + b.transpose(-1, -2) + torch.log(prod)
     bad = prod < 8 * lq.shape[-1] * torch.finfo(lq.dtype).tiny
+    # log of 1 where the pair is recomputed below: log(0)'s backward is 0/0 = NaN even for an
+    # entry that is overwritten (a NaN gradient behind a finite output, issue 20)
+    pair = a + b.transpose(-1, -2) + torch.log(torch.where(bad, torch.ones_like(prod), prod))
     if bool(bad.any()):
         idx = bad.nonzero(as_tuple=True)
         lead, i, j = idx[:-2], idx[-2], idx[-1]
