@@ -48,6 +48,11 @@ feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
   assumption: no cancellation beyond a factor n in the score chain); finite everywhere;
 * ``deterministic_backward``: two backward passes give bitwise equal gradients.
 
+**Statistics** (``unbiased`` maps declaring positive features with iid Gaussian rows): the
+gradient of the estimator is unbiased for the kernel's gradient, ``E ∇ₓ φ(x)ᵀφ(y) = SM(x, y)·y``,
+by the median-of-means test of :mod:`verify.gradient_stats` (exact per-frequency variance;
+false alarm ``≤ exp(−B/8) ≤ α`` per component for any distribution of the draws; calibrated by
+``kernel-verify calibrate``, row "gradients: median-of-means test").
 """
 
 from __future__ import annotations
@@ -782,6 +787,56 @@ def test_low_precision_gradients_near_float64(target, dtype):
                 repro=f"test_low_precision_gradients_near_float64[{target.name}-{dtype}]",
             )
 
+
+# ------------------------------------------------------------------------------- statistics
+UNBIASED_POSITIVE = feature_maps(
+    "differentiable", "unbiased", "gaussian_rows",
+    predicate=lambda t: t.formula == "softmax_positive" and t.matrix == "iid"
+    and (t.white_box or t.sample_fn is not None),
+    none_reason="no differentiable feature map declares formula 'softmax_positive' with iid "
+                "rows (the family whose gradient moments are exact)")
+STAT_D = 3
+
+
+@pytest.mark.statistical(assertions=STAT_D)
+@pytest.mark.parametrize("target", UNBIASED_POSITIVE)
+@settings(max_examples=2)
+@given(seed=seeds)
+def test_gradient_of_unbiased_estimator_is_unbiased(target, seed):
+    """``E ∇ₓ φ(x)ᵀφ(y) = ∇ₓ SM(x, y) = SM·y`` (docs/math.md §14) by the median-of-means test of
+    :mod:`verify.gradient_stats` with the exact per-frequency variance (false alarm ≤ α per
+    component, any distribution)."""
+    from kernel_verify.properties import alpha as alpha_budget
+    from kernel_verify.verify.gradient_stats import (
+        draws_for_alpha,
+        median_of_means_test,
+        positive_gradient_moments,
+    )
+
+    if target is None:
+        pytest.skip("no target")
+    alpha = alpha_budget.per_assertion()
+    n_draws = draws_for_alpha(alpha)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(STAT_D)
+    y = rng.standard_normal(STAT_D)
+    x *= 0.8 / np.linalg.norm(x)
+    y *= 0.5 / np.linalg.norm(y)
+    m = 64 if target.white_box else target.m
+    grads = []
+    child = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
+    for _ in range(n_draws):
+        draw_seed = int(child.integers(2**31))
+        fn = _map_fn(target, draw_seed, STAT_D, m)
+        xt = torch.tensor(x[None, :], requires_grad=True)
+        phi_y = fn(torch.tensor(y[None, :])).detach()
+        (g,) = _vjp((fn(xt) * phi_y).sum(), [xt])
+        grads.append(to_numpy(g)[0])
+    mean, var = positive_gradient_moments(x, y)
+    result = median_of_means_test(np.array(grads), mean, np.sqrt(var / m), alpha)
+    assert result.ok, (f"{target.name}: the gradient of φ(x)ᵀφ(y) is biased for ∇ₓ SM(x, y) = "
+                       f"{mean.tolist()} at x={x.tolist()}, y={y.tolist()} (m={m}): "
+                       f"{result.describe()}")
 
 
 @pytest.mark.parametrize("target", _attn_params())

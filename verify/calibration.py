@@ -539,6 +539,9 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "estimators" in parts:
         out += [Unit("estimators", name, estimator_rows) for name in ESTIMATOR_TARGETS]
         out += [Unit("estimators", name, biased_rows) for name in BIASED_TARGETS]
+        from kernel_verify.verify.calibration_gradients import GRADIENT_TARGET, gradient_rows
+
+        out.append(Unit("estimators", GRADIENT_TARGET, gradient_rows))
     if "convergence" in parts:
         out += [Unit("convergence", t.name, convergence_rows) for t in builtin_targets()
                 if isinstance(t, AttentionTarget) and t.has("approximates_softmax")]
@@ -569,6 +572,8 @@ CALIBRATED = {
         "blackbox_maps: mean test, no family",
     "test_blackbox_maps.py::test_orthogonal_claim_has_the_orthogonal_variance":
         "blackbox_maps: orthogonal claim",
+    "test_gradients.py::test_gradient_of_unbiased_estimator_is_unbiased":
+        "gradients: median-of-means test",
 }
 
 
