@@ -82,6 +82,13 @@ def test_ok_means_the_upper_bound_is_within_every_level() -> None:
     assert not row(100, (3, 9)).ok  # 9/100: upper 0.153 > 0.1 at the second rung
     assert not row(10, (0, 0)).ok  # 10 trials cannot certify 0.1 (upper 0.259)
     assert not Row("c", "t", "w", 100, (), (), "op", unstated=0).ok  # no stated level: never ok
+    # An exact-level test (DKW–Massart: rate = level on correct code): ok while the rate is not
+    # shown above the level (lower bound ≤ level), with as many trials as certifying would take.
+    exact = dict(check="c", target="t", where="w", levels=(0.2, 0.1), operating="op",
+                 exact_level=True)
+    assert Row(trials=100, rejections=(19, 10), **exact).ok
+    assert not Row(trials=100, rejections=(30, 10), **exact).ok  # lower 0.226 > 0.2
+    assert not Row(trials=10, rejections=(0, 0), **exact).ok  # too few trials for 0.1
 
 
 def test_the_ladder_keeps_room_for_rejections() -> None:
