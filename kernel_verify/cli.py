@@ -204,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shrink-seconds", type=_int_at_least(0), default=10,
                    help="time Hypothesis may spend shrinking each failing example (default 10; "
                    "0: report the first failing example as found)")
+    p.add_argument("--max-examples", type=_int_at_least(1), default=None,
+                   help="at most this many Hypothesis examples per property (for targets whose "
+                   "every call is slow, e.g. Triton kernels under the interpreter; default: the "
+                   "profile's)")
     p.set_defaults(run=_lazy("kernel_verify.verify.thirdparty.cli", "run_check"))
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")

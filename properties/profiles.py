@@ -82,5 +82,27 @@ def load() -> str:
     )
     name = selected()
     settings.load_profile(name)
+    cap = max_examples_cap()
+    if cap is not None and cap < settings.default.max_examples:
+        settings.register_profile(f"{name}-capped", parent=settings.get_profile(name),
+                                  max_examples=cap)
+        settings.load_profile(f"{name}-capped")
     limit_shrinking()
     return name
+
+
+def max_examples_cap() -> int | None:
+    """``KV_MAX_EXAMPLES=N`` (``kernel-verify check --max-examples N``): at most N examples per
+    property that takes the profile's count, for targets whose every call is slow (Triton's
+    interpreter: ~0.5 s a call). The α budget counts the examples actually run, so statistical
+    levels are unchanged; the search is smaller, and the verdict table says so."""
+    raw = os.environ.get("KV_MAX_EXAMPLES")
+    if raw is None:
+        return None
+    try:
+        cap = int(raw)
+    except ValueError:
+        raise ValueError(f"KV_MAX_EXAMPLES={raw!r} is not a whole number") from None
+    if cap < 1:
+        raise ValueError(f"KV_MAX_EXAMPLES={raw!r} must be ≥ 1")
+    return cap

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -39,6 +40,9 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "fast_transformers": (),
 }
 COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
+#: Libraries whose every call is slow (fla: Triton's interpreter, ~0.5 s a call): at most this
+#: many Hypothesis examples per property (``KV_MAX_EXAMPLES``; the page says so).
+MAX_EXAMPLES: dict[str, int] = {"fla": 5}
 
 
 def code_fingerprint(key: str) -> str:
@@ -122,7 +126,10 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         lines += [f"From the run of {prov.get('run_at', '?')} at commit "
                   f"`{prov.get('commit', '?')}` (code fingerprint `{prov.get('fingerprint', '?')}`"
                   "; `kernel-verify conformance --reuse` refuses saved results whose fingerprint "
-                  "differs from the code's).", ""]
+                  "differs from the code's)."
+                  + (f" At most {prov['max_examples']} Hypothesis examples per property "
+                     "(every call of this library is slow)." if prov.get("max_examples") else ""),
+                  ""]
     lines += ["| package | version |", "|---|---|"]
     lines += [f"| {d} | {v} |" for d, v in versions(key)]
     lines += ["", "Commands:", "", "```bash",
@@ -228,7 +235,18 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
         else:
             provenance = {"commit": git_commit(), "fingerprint": code_fingerprint(key),
                           "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
-            run = run_suite(_spec(key), profile=profile, jobs=jobs)
+            cap = MAX_EXAMPLES.get(key)
+            saved_cap = os.environ.get("KV_MAX_EXAMPLES")
+            if cap is not None:
+                os.environ["KV_MAX_EXAMPLES"] = str(cap)
+                provenance["max_examples"] = str(cap)
+            try:
+                run = run_suite(_spec(key), profile=profile, jobs=jobs)
+            finally:
+                if saved_cap is None:
+                    os.environ.pop("KV_MAX_EXAMPLES", None)
+                else:
+                    os.environ["KV_MAX_EXAMPLES"] = saved_cap
             start = time.monotonic()
             for name in (*(f.confirm for f in notes.FINDINGS[key]),
                          *notes.MEASURED.get(key, ())):

@@ -337,6 +337,10 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"kernel-verify check: {err}", file=sys.stderr)
         return 2
     jobs = int(getattr(args, "jobs", 2) or 2)
+    cap = getattr(args, "max_examples", None)
+    if cap is not None:
+        os.environ["KV_MAX_EXAMPLES"] = str(cap)  # read by the suite's profiles (subprocess)
+        print(f"kernel-verify check: at most {cap} Hypothesis examples per property")
     result = check(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
                    shrink_seconds=getattr(args, "shrink_seconds", None))
     print(result)
