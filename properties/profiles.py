@@ -38,15 +38,9 @@ def limit_shrinking() -> None:
     stops after N seconds (Hypothesis' own limit is 300 s, minutes per failure on a slow real
     library). Hypothesis has no public setting for it; its engine's module constant is set, and
     if a Hypothesis version lacks it the limit is simply not applied."""
-    raw = os.environ.get("KV_SHRINK_SECONDS")
-    if raw is None:
+    seconds = _env_int("KV_SHRINK_SECONDS", 0)
+    if seconds is None:
         return
-    try:
-        seconds = int(raw)
-    except ValueError:
-        raise ValueError(f"KV_SHRINK_SECONDS={raw!r} is not a whole number of seconds") from None
-    if seconds < 0:
-        raise ValueError(f"KV_SHRINK_SECONDS={raw!r} must be ≥ 0")
     from hypothesis.internal.conjecture import engine
 
     if hasattr(engine, "MAX_SHRINKING_SECONDS"):
@@ -96,13 +90,19 @@ def max_examples_cap() -> int | None:
     property that takes the profile's count, for targets whose every call is slow (Triton's
     interpreter: ~0.5 s a call). The α budget counts the examples actually run, so statistical
     levels are unchanged; the search is smaller, and the verdict table says so."""
-    raw = os.environ.get("KV_MAX_EXAMPLES")
+    return _env_int("KV_MAX_EXAMPLES", 1)
+
+
+def _env_int(name: str, minimum: int) -> int | None:
+    """The whole number in the environment variable ``name`` (None when unset); a value that is
+    not a whole number ≥ ``minimum`` is a ValueError naming the variable."""
+    raw = os.environ.get(name)
     if raw is None:
         return None
     try:
-        cap = int(raw)
+        value = int(raw)
     except ValueError:
-        raise ValueError(f"KV_MAX_EXAMPLES={raw!r} is not a whole number") from None
-    if cap < 1:
-        raise ValueError(f"KV_MAX_EXAMPLES={raw!r} must be ≥ 1")
-    return cap
+        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r} must be ≥ {minimum}")
+    return value
