@@ -132,6 +132,18 @@ def test_log_path_has_no_leak_across_chunks_at_extreme_scales() -> None:
         assert np.abs(full[..., :6, :] - pre).max() <= TOL, backend
 
 
+def test_log_path_gradients_are_finite_where_outputs_are() -> None:
+    """Log-features 300× spread (pair products underflow to 0 in float64, and a chunk's past
+    weight p underflows): the entries recomputed by the exact log-sum-exp must not leak 0·inf =
+    NaN into the backward (log 0 and 1/p of the overwritten entries)."""
+    lq, lk, v = _inputs(12, seed=3)
+    q, k, vt = (torch.tensor(a).requires_grad_(True) for a in (300.0 * lq, 300.0 * lk, v))
+    out, (_, vbar) = tf.log_linear_attention_chunked(q, k, vt, chunk_size=4)
+    assert torch.isfinite(out).all()
+    grads = torch.autograd.grad(out.sum() + vbar.sum(), (q, k, vt))
+    assert all(bool(torch.isfinite(g).all()) for g in grads)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_half_precision_is_computed_in_float32(dtype) -> None:
     lq, lk, v = _inputs(6, seed=3)

@@ -232,10 +232,13 @@ def log_chunked(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int,
     b = kc.detach().amax(dim=-1, keepdim=True)
     eq = _exp_minus(qc, a)
     p = eq @ u_norm.unsqueeze(-1)  # (..., nc, C, 1)
-    p_safe = torch.where(p > 0, p, torch.ones_like(p))  # 0: an empty past, or recomputed below
+    tiny = 8 * m * torch.finfo(lq.dtype).tiny
+    # p below tiny: an empty past (masked below) or a near-underflow row (recomputed below). Such
+    # entries get 1 here, so that no 1/p or log p of a tiny p enters the backward: autograd
+    # multiplies an overwritten entry's gradient 0 by its local derivative, and 0·inf = NaN.
+    p_safe = torch.where(p >= tiny, p, torch.ones_like(p))
     past_value = (eq @ u_state) / p_safe
     past_w = a + t.unsqueeze(-1) + torch.log(p_safe)
-    tiny = 8 * m * torch.finfo(lq.dtype).tiny
     bad = (p < tiny) & ~empty.unsqueeze(-1)
     if bool(bad.any()):  # near-underflow rows: the exact two softmaxes over features
         safe = torch.where(torch.isneginf(rows), torch.zeros_like(rows), rows)
@@ -247,8 +250,8 @@ def log_chunked(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int,
         past_value = torch.where(bad, _softmax_safe(logits) @ vbar_rows, past_value)
     past_w = past_w.masked_fill(empty.unsqueeze(-1), float("-inf"))
     prod = eq @ _exp_minus(kc, b).transpose(-1, -2)  # (..., nc, C, C)
-    pair = a + b.transpose(-1, -2) + torch.log(prod)
-    bad = prod < tiny
+    bad = prod < tiny  # recomputed below; log of 1 here keeps NaN out of the backward (above)
+    pair = a + b.transpose(-1, -2) + torch.log(torch.where(bad, torch.ones_like(prod), prod))
     if bool(bad.any()):  # near-underflow pairs: the exact log-sum-exp
         idx = bad.nonzero(as_tuple=True)
         pair = pair.index_put(idx, torch.logsumexp(qc[idx[:-1]] + kc[(*idx[:-2], idx[-1])],
