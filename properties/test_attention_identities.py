@@ -224,6 +224,19 @@ def test_mismatched_shapes_are_rejected(target, backend, record_property):
             _policy(target, backend, what, args, causal, record_property)
 
 
+def _judgeable(constrained: np.ndarray) -> None:
+    """Discard an example whose constrained outputs are NaN/±Inf with the original inputs.
+
+    Called after the comparison, which already fails when the constrained outputs change with
+    the perturbation (NaN patterns included): what is left is an example on which the identity
+    holds only vacuously. Outputs outside the constrained part (the replaced rows, batch
+    elements or heads, at another input scale) are not this property's business: a target that
+    turns NaN there fails ``test_outputs_stay_finite_across_input_scales``, once, by name. A
+    target whose outputs are never finite leaves no example, and Hypothesis reports the property
+    as unsatisfiable (an error, never a pass)."""
+    assume(np.isfinite(constrained).all())
+
+
 # ------------------------------------------------------------------ causality
 @pytest.mark.parametrize(("target", "backend"), cases("causal"))
 @given(data=st.data(), seed=seeds, cut=st.floats(0.0, 1.0), scales=scale_pairs())
@@ -254,8 +267,7 @@ def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales
     if text:
         _fail(target, backend, x, True, seed, out, tol, where,
               f"rows ≤ {c} changed when only positions > {c} changed", text)
-    require_finite(out, where, "causality")
-    require_finite(out2, f"{where} with positions > {c} replaced", "causality")
+    _judgeable(out[..., : c + 1, :])
 
 
 # ------------------------------------------------------------------ batch and heads
@@ -290,8 +302,7 @@ def test_batch_elements_and_heads_are_independent(target, backend, data, seed, w
         if text:
             _fail(target, backend, x, causal, seed, out, tol, where,
                   f"changing {what} {j} changed the other {what}s", text)
-        require_finite(out, f"{where} with the original inputs", f"independence of {what}s")
-        require_finite(out2, f"{where} with {what} {j} replaced", f"independence of {what}s")
+        _judgeable(np.take(out, keep, axis))
 
 
 # ------------------------------------------------------------------ permutations
