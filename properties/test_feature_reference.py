@@ -68,7 +68,13 @@ from kernel_verify.verify.references.features import (
 )
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
-from kernel_verify.verify.tolerance import budget_for, gamma, reference_rounding, ulp
+from kernel_verify.verify.tolerance import (
+    budget_for,
+    gamma,
+    native_budget_for,
+    reference_rounding,
+    ulp,
+)
 
 U64 = 2.0**-53
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -133,9 +139,12 @@ def call(target: FeatureMapTarget, fn, x_in: Any, params: dict, backend: str,
 
 def feature_bound(entry: FeatureMap, x: np.ndarray, params: dict, dtype: str, backend: str,
                   ref: np.ndarray, positions: np.ndarray | None = None, *,
-                  log: bool = False) -> np.ndarray:
-    """Bound on ``|computed − ref|`` for features (module docstring)."""
-    budget = budget_for(dtype, backend)
+                  log: bool = False, native: bool = False) -> np.ndarray:
+    """Bound on ``|computed − ref|`` for features (module docstring). ``native``: the target's
+    code may compute in a half type itself
+    (:func:`~kernel_verify.verify.tolerance.native_budget_for`); the project's own maps compute
+    half types in float32 and round once."""
+    budget = (native_budget_for if native else budget_for)(dtype, backend)
     ulps = max(budget.ulps.values())
     bound = feature_error_bound(entry, x, params, entry.config, budget.u_compute, ulps,
                                 positions, log=log)
@@ -167,7 +176,10 @@ def check_features(target: FeatureMapTarget, x64: np.ndarray, params: dict, back
     pos = positions_for(target, n)
     x_in, x_r = rounded_input(x64, backend, dtype)
     ref = features_reference(entry, x_r, params, positions=pos, log=log)
-    bound = feature_bound(entry, x_r, params, dtype, backend, ref, pos, log=log)
+    # a third-party map may compute in the half type itself: only the registry's maps are
+    # known to upcast (kernel_verify.impls.torch.convert)
+    bound = feature_bound(entry, x_r, params, dtype, backend, ref, pos, log=log,
+                          native=target.entry is None)
     if dtype == "float16" and hypothesis:
         # overflow to ±inf of float16 is its documented range limit, not tested here
         assume(float(np.max(np.abs(ref) + bound)) < float(np.finfo(np.float16).max))

@@ -60,6 +60,7 @@ __all__ = [
     "dtype_name",
     "elementwise_bound",
     "gamma",
+    "native_budget_for",
     "ulp",
     "unit_roundoff",
 ]
@@ -275,6 +276,27 @@ def budget_for(dtype: Any, device: Any = "cpu") -> Budget:
     except KeyError:
         known = ", ".join(f"{d}/{v}" for d, v in BUDGETS)
         raise KeyError(f"no budget for {key[0]}/{key[1]}; known: {known}") from None
+
+
+def native_budget_for(dtype: Any, device: Any = "cpu") -> Budget:
+    """The budget of a computation that runs *in* ``dtype`` itself: every intermediate rounded to
+    ``dtype``, as third-party code does when it never upcasts a half type.
+
+    For float64/float32 it is :func:`budget_for`'s. For float16/bfloat16 the compute dtype is
+    the half type: each elementary operation is evaluated in float32 (torch's CPU and CUDA
+    kernels upcast per operation) within the float32 table's ulps and rounded once to the half
+    type, so its error is ≤ 0.5 ulp of the half type + ``k·2^-(p32-p_half)`` ulps of it
+    (``k`` ≤ 4 float32 ulps; 2^-13 for float16, 2^-16 for bfloat16) < 1 ulp: the table says 1.
+    The final ``output_round`` of 0.5 ulp is kept: it also covers a result in the half type's
+    subnormal range (spacing ``2^(emin-p+1)``). This bound dominates :func:`budget_for`'s for
+    half types (``u_half ≥ u_32``), so it holds for code that upcasts too.
+    """
+    base = budget_for(dtype, device)
+    if base.compute_dtype == base.dtype:
+        return base
+    return Budget(base.dtype, base.device, base.dtype, _ulps(1, 1, 1, 1, 1), 0.5,
+                  f"each operation in float32, rounded to {base.dtype} ({base.source})",
+                  base.notes)
 
 
 def _check_budget(budget: Any) -> Budget:

@@ -1,0 +1,68 @@
+"""A third-party feature map that computes in float16 itself is judged by the half type's own
+rounding, not by the project's upcast-then-round-once budget.
+
+Found by running ``kernel-verify check`` on a plain torch FAVOR+ map
+``exp(x Wᵀ − ‖x‖²/2)/√m`` written the way most torch code is (every operation in the input's
+dtype): in float16 it was 1.35× over the upcasting budget at x = 3.5e-4 (three roundings to
+float16 where the budget allowed one), a false failure of correct code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernel_verify import FeatureMapTarget  # noqa: E402
+from kernel_verify.properties.test_feature_reference import check_features  # noqa: E402
+from kernel_verify.verify.tolerance import budget_for, native_budget_for  # noqa: E402
+
+
+def _draw(rng, d, m, config):
+    return {"W": rng.standard_normal((m, d))}
+
+
+def _favor(scale: float):
+    def fn(x, p, config):  # every operation in x's dtype, as third-party code writes it
+        w = p["W"].to(x.dtype)
+        return scale * torch.exp(x @ w.T - (x * x).sum(-1, keepdim=True) / 2) / math.sqrt(len(w))
+    return fn
+
+
+def _target(name: str, scale: float) -> FeatureMapTarget:
+    return FeatureMapTarget(name, "softmax", frozenset({"unbiased", "positive"}), draw=_draw,
+                            torch_fn=_favor(scale), formula="softmax_positive")
+
+
+# the input that showed the false failure (d = 1, m = 3): φ ≈ 1/√3 = 0.577
+X = np.array([[0.00034546852111816]])
+PARAMS = {"W": np.array([[1.0], [-0.7], [0.3]])}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_native_budget_dominates_the_upcast_budget(dtype):
+    native, upcast = native_budget_for(dtype), budget_for(dtype)
+    assert native.u_compute >= upcast.u_compute
+    assert native.output_round >= upcast.output_round
+    assert all(native.ulps[f] * native.u_compute >= upcast.ulps[f] * upcast.u_compute
+               for f in native.ulps)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_native_budget_is_the_budget_where_nothing_is_upcast(dtype):
+    assert native_budget_for(dtype) == budget_for(dtype)
+
+
+def test_correct_map_computing_in_float16_passes():
+    check_features(_target("favor_fp16", 1.0), X, PARAMS, "torch:cpu", "float16",
+                   hypothesis=False)
+
+
+def test_a_two_percent_scale_error_in_float16_still_fails():
+    # 2 % is ≈ 40 float16 ulps at 0.577 (ulp 2^-11): far outside a few roundings
+    with pytest.raises(AssertionError, match="FAILED"):
+        check_features(_target("favor_fp16_scaled", 1.02), X, PARAMS, "torch:cpu", "float16",
+                       hypothesis=False)
