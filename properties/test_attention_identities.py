@@ -344,11 +344,21 @@ def test_permutation_equivariance(target, backend, data, seed):
 @pytest.mark.parametrize(("target", "backend"), cases())
 @given(data=st.data(), seed=seeds)
 def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
-    """The same unit-scale input multiplied by each scale of the sweep: outputs stay finite."""
+    """The same unit-scale input multiplied by each scale of the sweep: outputs stay finite.
+
+    A scale at which ``max_i Σ_j Σ_f |q_if||k_jf|`` (the magnitude a plain linear attention's
+    row of scores sums to) exceeds the largest finite number of the dtype is beyond that dtype's
+    range, not a defect of the target: it is left out for that example (float16 at scale 300 with
+    d = 1; float32/float64 never reach it). Stabilised exponentials are still required: an
+    exp-feature map overflows long before this limit."""
     x = data.draw(_inputs(target, dv=2, scales=(1.0,), aligned=None))
+    limit = float(np.finfo(np.dtype(backend.dtype) if backend.dtype != "bfloat16"
+                            else np.float32).max)
     for scale in SCALE_SWEEP:
         k = x.q * scale if x.self_attention else x.k * scale
         sx = QKV(x.q * scale, k, x.v, scale, x.self_attention)
+        if float((np.abs(sx.q) @ np.abs(sx.k).swapaxes(-1, -2)).sum(-1).max()) >= limit:
+            continue
         for causal in modes(target):
             out = call(target, backend, sx, causal=causal, seed=seed)
             text = nonfinite(out)
