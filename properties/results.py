@@ -100,6 +100,26 @@ def pytest_configure(config) -> None:
     _is_worker = hasattr(config, "workerinput")  # a pytest-xdist worker: the controller writes
 
 
+def pytest_collectreport(report) -> None:
+    """A test module that cannot be collected (an import error, or a target whose declaration
+    breaks a parametrisation) is recorded as an error of that module: otherwise its properties
+    would silently be missing from the verdicts."""
+    path = os.environ.get(ENV)
+    if not path or _is_worker or not report.failed:
+        return
+    module = report.nodeid.split("::", 1)[0]
+    record = {
+        "nodeid": report.nodeid, "family": Path(module).stem.removeprefix("test_"),
+        "prop": "(collection)", "target": "", "backend": "", "builtin_only": False,
+        "when": "collect", "outcome": "failed", "crashed": False, "known": "",
+        "message": f"{module} could not be collected, so none of its properties ran:\n"
+                   f"{report.longrepr}",
+        "notes": [], "repro": "", "seconds": 0.0,
+    }
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+
+
 def pytest_runtest_logreport(report) -> None:
     path = os.environ.get(ENV)
     if not path or _is_worker:

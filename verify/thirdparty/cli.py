@@ -111,7 +111,7 @@ def load_results(path: Path, *, target_only: bool = False) -> list[Outcome]:
             outcome = "error"
         if r["when"] != "call" and outcome == "passed":
             continue
-        own = r["target"] and not r.get("builtin_only")
+        own = (r["target"] and not r.get("builtin_only")) or r["when"] == "collect"
         if target_only and not own and outcome not in ("skipped", "crash", "known", "stale"):
             continue
         if target_only and r.get("builtin_only"):
