@@ -65,6 +65,10 @@ FM_CASES = [
     ({"entry": "softmax_positive[iid]"}, TypeError, ["entry", "FeatureMap"]),
     ({"name": ""}, TypeError, ["name", "non-empty"]),
     ({"draw": None, "sample_fn": None}, ValueError, ["white-box", "sample_fn"]),
+    # a declared formula is evaluated with the target's config: a missing constant is named
+    # here, not met as a KeyError inside a property module's collection
+    ({"kernel": "gaussian", "formula": "rff_pairs", "config": {}}, ValueError,
+     ["config", "'sigma'", "rff_pairs", "config={'sigma'"]),
 ]
 
 

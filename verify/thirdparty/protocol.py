@@ -162,6 +162,27 @@ def _known_formulas() -> set[str]:
     return set(MP_FEATURES) | {e.formula for e in all_maps()}
 
 
+def _check_formula_config(t: FeatureMapTarget) -> None:
+    """A declared ``formula`` is evaluated (mpmath twin, exact moments) with the target's
+    ``config``: every key that all registry maps of that formula carry must be there (e.g.
+    ``sigma`` of ``rff_pairs``), or the declaration fails here, naming it, instead of as a
+    ``KeyError`` inside the properties."""
+    if t.formula is None:
+        return
+    from kernel_verify.impls.registry import all_maps
+
+    entries = [e for e in all_maps() if e.formula == t.formula]
+    if not entries:
+        return
+    needed = set.intersection(*(set(e.config) for e in entries))
+    missing = sorted(needed - set(t.config))
+    if missing:
+        example = {k: entries[0].config[k] for k in missing}
+        raise _fail(ValueError, t.name, "config", f"lacks {', '.join(map(repr, missing))}, which "
+                    f"formula {t.formula!r} needs (the registry's {entries[0].name} has "
+                    f"config={example!r})")
+
+
 def _known_matrices() -> set[str]:
     from kernel_verify.impls.random_matrices import MATRICES
 
@@ -182,6 +203,7 @@ def _validate_feature_map_target(t: FeatureMapTarget) -> None:
     if not isinstance(t.config, Mapping):
         raise _fail(TypeError, t.name, "config", f"must be a mapping, got "
                     f"{type(t.config).__name__}")
+    _check_formula_config(t)
     for field_name in ("draw", "numpy_fn", "torch_fn", "log_numpy_fn", "log_torch_fn",
                        "sample_fn"):
         _check_callable(t.name, field_name, getattr(t, field_name), optional=True)
