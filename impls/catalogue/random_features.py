@@ -138,7 +138,8 @@ _TEMPLATES = [
         False,
         False,
         "arccos1",
-        "ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel",
+        "ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel, E relu(wᵀx)relu(wᵀy) "
+        "(half of Cho & Saul's k₁: √(2/m)·relu(Wx) estimates theirs)",
         "Cho & Saul 2009; Performer generalized attention; docs/math.md §0, §2",
     ),
     _MapTemplate(

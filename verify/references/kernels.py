@@ -17,8 +17,11 @@ Kernels here (docs/math.md §0–§3):
 
 * ``gaussian(sigma)``: ``exp(−‖x−y‖²/(2σ²))``;
 * ``softmax``: ``exp(xᵀy)``;
-* ``arccos1``: ``‖x‖‖y‖(sin θ + (π−θ)cos θ)/(2π)`` (Cho & Saul 2009), ``θ = ∠(x, y)``; 0 if
-  either vector is 0;
+* ``arccos1``: ``‖x‖‖y‖(sin θ + (π−θ)cos θ)/(2π) = E relu(wᵀx)·relu(wᵀy)`` for
+  ``w ~ N(0, I)``, ``θ = ∠(x, y)``; 0 if either vector is 0. Mind the convention: Cho & Saul
+  (2009) define ``k₁ = ‖x‖‖y‖(sin θ + (π−θ)cos θ)/π``, twice this, the mean of features
+  ``√(2/m)·relu(Wx)``; features ``relu(Wx)/√m`` (Performer's generalized attention) estimate
+  this one;
 * ``gaussian_fixed_norm(sigma)``: the mean of RFF with rows uniform on the sphere of radius √d,
   ``E cos(wᵀδ/σ) = Γ(d/2)(2/t)^(d/2−1) J_(d/2−1)(t) = ₀F₁(; d/2; −t²/4)``, ``t = √d‖δ‖/σ``
   (the ``₀F₁`` form is the series of ``J_ν`` and needs no special case at ``t = 0``);
