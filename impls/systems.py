@@ -59,11 +59,13 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "validates_input": "NaN/Inf and mismatched shapes raise ValueError",
     "differentiable": "torch inputs that require grad get autograd gradients w.r.t. q, k, v",
     "deterministic_backward": "two backward passes on the same inputs give equal gradients",
+    "half_in_float32": "float16/bfloat16 inputs are computed in float32, the output rounded once",
 }
 
 #: What every attention function of this project offers besides its own claims (the torch code
 #: is plain autograd; the argument checks of impls.validation run first).
-_ATTENTION_COMMON = frozenset({"validates_input", "differentiable", "deterministic_backward"})
+_ATTENTION_COMMON = frozenset({"validates_input", "differentiable", "deterministic_backward",
+                               "half_in_float32"})
 
 
 @dataclass(frozen=True)

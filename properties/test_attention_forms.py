@@ -45,7 +45,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kernel_verify.properties.attention_cases import call, output_error_bound, seen
+from kernel_verify.properties.attention_cases import (
+    call,
+    for_target,
+    output_error_bound,
+    seen,
+)
 from kernel_verify.properties.evidence import nonfinite, observed
 from kernel_verify.properties.strategies import QKV, generator, seeds
 from kernel_verify.properties.targets import attentions_with
@@ -89,7 +94,7 @@ def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
             marks = [pytest.mark.skip(reason=b.skip_reason)] if b.skip_reason else []
             if b.device == "cuda":
                 marks.append(pytest.mark.cuda)
-            out.append(pytest.param(t, b, marks=marks, id=f"{t.name}-{b.id}"))
+            out.append(pytest.param(t, for_target(t, b), marks=marks, id=f"{t.name}-{b.id}"))
     return out
 
 

@@ -66,3 +66,54 @@ def test_a_two_percent_scale_error_in_float16_still_fails():
     with pytest.raises(AssertionError, match="FAILED"):
         check_features(_target("favor_fp16_scaled", 1.02), X, PARAMS, "torch:cpu", "float16",
                        hypothesis=False)
+
+
+# ------------------------------------------------------------------ attention targets
+def _attention(claims: frozenset[str]):
+    from kernel_verify import AttentionTarget
+
+    def exact(q, k, v, *, causal, seed=0, m=None):
+        s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+        if causal:
+            s = np.where(np.tri(s.shape[-2], s.shape[-1], dtype=bool), s, -np.inf)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return (w / w.sum(-1, keepdims=True)) @ v
+
+    return AttentionTarget("exact", exact, claims)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_types_without_the_claim_get_the_native_budget(dtype):
+    from kernel_verify.properties.attention_cases import for_target
+    from kernel_verify.verify.backends import get_backend
+
+    b = get_backend(f"torch:cpu-{dtype}")
+    plain = _attention(frozenset({"noncausal"}))
+    claimed = _attention(frozenset({"noncausal", "half_in_float32"}))
+    assert for_target(plain, b).budget == native_budget_for(dtype)
+    assert for_target(claimed, b).budget == budget_for(dtype)
+    assert for_target(plain, get_backend("torch:cpu-float32")).budget == budget_for("float32")
+
+
+def test_a_void_half_bound_is_not_credited_rather_than_passed():
+    from kernel_verify.properties.attention_cases import for_target, output_error_bound
+    from kernel_verify.properties.strategies import QKV
+    from kernel_verify.verify.backends import get_backend
+
+    b = for_target(_attention(frozenset({"noncausal"})), get_backend("torch:cpu-bfloat16"))
+    x = np.ones((1, 1, 2, 2))
+    with pytest.raises(pytest.skip.Exception, match=r"not credited.*half_in_float32"):
+        output_error_bound(QKV(x, x, x, 1.0), b)
+
+
+def test_an_exact_attention_claiming_convergence_is_at_its_rounding_floor():
+    """An exact softmax attention has nothing left to halve as m grows: without the floor it
+    failed every trial; a biased estimator's error is far above the floor."""
+    from kernel_verify.properties.attention_cases import rounding_floor
+    from kernel_verify.verify.backends import get_backend
+    from kernel_verify.verify.checks.convergence import convergence_failures
+
+    target = _attention(frozenset({"noncausal", "approximates_softmax"}))
+    b = get_backend("numpy-float64")
+    assert convergence_failures(target, 0, 2, convert=b.from_numpy) == 40
+    assert convergence_failures(target, 0, 2, convert=b.from_numpy, floor=rounding_floor(b)) == 0

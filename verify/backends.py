@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.verify.tolerance import Budget, budget_for
+from kernel_verify.verify.tolerance import Budget, budget_for, native_budget_for
 
 __all__ = ["AXIS", "DTYPES", "LIBRARIES", "Backend", "as_float64", "axis", "get_backend"]
 
@@ -52,6 +52,10 @@ class Backend:
     library: str
     device: str
     dtype: str
+    #: The target may round every operation to a half dtype (third-party code that does not
+    #: upcast): :attr:`budget` is then :func:`~kernel_verify.verify.tolerance.native_budget_for`'s.
+    #: The axis holds False; the properties set it per target (``properties.attention_cases``).
+    native_half: bool = False
 
     @property
     def name(self) -> str:
@@ -85,7 +89,7 @@ class Backend:
     @property
     def budget(self) -> Budget:
         """The error budget (ulps, compute dtype, cast-back rounding) of this backend."""
-        return budget_for(self.dtype, self.device)
+        return (native_budget_for if self.native_half else budget_for)(self.dtype, self.device)
 
     def native_dtype(self) -> Any:
         """``numpy.dtype`` or ``torch.dtype`` of this backend."""

@@ -49,6 +49,8 @@ def _registry_attention(entry: FeatureMap, m: int, claims: Iterable[str],
 
     if "torch" in libraries:  # torch inputs that require grad get autograd's gradients
         claims = {*claims, "differentiable", "deterministic_backward"}
+    # the project's attention computes half types in float32 (impls/systems.py, every attention)
+    claims = {*claims, "half_in_float32"}
     # every form of causal attention with its state (docs/math.md §13)
     return AttentionTarget(f"attention:{entry.name}", attention, frozenset(claims),
                            backends=libraries, dtypes=dtypes, **registry_forms(entry, m))

@@ -73,6 +73,10 @@ ATTENTION_CLAIMS = {
                       "(properties/test_gradients.py)",
     "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
                               "gradients",
+    "half_in_float32": "float16/bfloat16 inputs are computed in float32 and the output is "
+                       "rounded once to the input dtype: the half-precision bounds assume that "
+                       "(without it every operation may round to the half type, the identities' "
+                       "bounds are void there and those cases are reported as not credited)",
 }
 #: The forms an attention target may offer besides ``attention`` (docs/math.md §13); each field
 #: of :class:`AttentionTarget` with this name is an optional callable.
