@@ -351,7 +351,10 @@ def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
     row of scores sums to) exceeds the largest finite number of the dtype is beyond that dtype's
     range, not a defect of the target: it is left out for that example (float16 at scale 300 with
     d = 1; float32/float64 never reach it). Stabilised exponentials are still required: an
-    exp-feature map overflows long before this limit."""
+    exp-feature map overflows long before this limit. So is a denominator that cannot round to
+    zero: ``F.elu(x) + 1`` is exactly 0 for x below about −36.7 in float64 (−8.3 in float16), and
+    a plain elu+1 attention returns 0/0 for a query whose every coordinate is that negative, and
+    fails here (evaluating it as ``exp(x)`` for x < 0 moves the limit to exp's underflow)."""
     x = data.draw(_inputs(target, dv=2, scales=(1.0,), aligned=None))
     limit = float(np.finfo(np.dtype(backend.dtype) if backend.dtype != "bfloat16"
                             else np.float32).max)
