@@ -2,9 +2,10 @@
 
 One head, ``q, k, v`` of shape ``(n, 64)`` with ``N(0, 1)`` entries. Linear attention uses
 Performer's positive features ``softmax_positive[iid]`` (the softmax-kernel estimator, so the three
-paths estimate the same attention) through :func:`impls.attention.feature_map_attention`:
-``path="plain"`` forms ``φ(q), φ(k)`` and runs ``linear_attention``; ``path="log"`` forms
-``log φ`` and runs ``log_linear_attention``. Both include the feature-map cost, as a user pays it.
+paths estimate the same attention) through
+:func:`kernel_verify.impls.attention.feature_map_attention`: ``path="plain"`` forms ``φ(q), φ(k)``
+and runs ``linear_attention``; ``path="log"`` forms ``log φ`` and runs ``log_linear_attention``.
+Both include the feature-map cost, as a user pays it.
 
 Memory: the causal path carries an ``m×d_v`` prefix state over chunks of 64 rows, so its memory is
 ``O(n(m + d))`` — never an ``n×m×d`` tensor. ``LinearAttentionMemory`` records peak RSS (asv

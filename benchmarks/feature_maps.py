@@ -1,11 +1,12 @@
 """Cost of features ``φ(x)`` for every registered map (every family), forward and backward.
 
-The entry list is read from the registry at import time (:func:`impls.registry.all_maps`), so a
-newly registered map is benchmarked without editing this file. ``case`` pairs a backend with a
-dtype it computes (``numpy/float64``, ``torch:cpu/bfloat16``, …; torch computes float16/bfloat16
-in float32 and casts back), so no impossible combination is generated. Inputs ``x (n, 16)`` with
-``N(0, 1/4)`` entries, ``m = max(256, min_m)`` random features (deterministic/exact maps ignore
-``m``). Backward: ``∂ Σφ(x) / ∂x`` on the torch backends in float32.
+The entry list is read from the registry at import time
+(:func:`kernel_verify.impls.registry.all_maps`), so a newly registered map is benchmarked without
+editing this file. ``case`` pairs a backend with a dtype it computes (``numpy/float64``,
+``torch:cpu/bfloat16``, …; torch computes float16/bfloat16 in float32 and casts back), so no
+impossible combination is generated. Inputs ``x (n, 16)`` with ``N(0, 1/4)`` entries,
+``m = max(256, min_m)`` random features (deterministic/exact maps ignore ``m``). Backward:
+``∂ Σφ(x) / ∂x`` on the torch backends in float32.
 """
 
 from __future__ import annotations

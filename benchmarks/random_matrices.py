@@ -37,7 +37,7 @@ class RandomMatrixDraws(BackendBenchmark):
 
 class StructuredProjections(BackendBenchmark):
     """``x Wᵀ`` for SORF/Fastfood: explicit GEMM vs the fast Walsh–Hadamard transform
-    (:mod:`impls.torch.structured`), ``x (4096, d)`` float32, ``m = d``."""
+    (:mod:`kernel_verify.impls.torch.structured`), ``x (4096, d)`` float32, ``m = d``."""
 
     params: ClassVar[list[Any]] = [
         ["sorf", "fastfood"], smoke([f"{b}/float32" for b in BACKENDS if b != "numpy"]),

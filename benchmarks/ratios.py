@@ -10,7 +10,8 @@ Sizes: ``q, k, v`` of shape ``(2, 4, n, 64)`` (batch × heads = 8, d = 64), ``m 
 Columns:
 * ``floor``: the four GEMMs every non-causal positive-feature attention needs — two projections
   ``x Wᵀ`` (queries, keys), ``φ(K)ᵀ[V 1]`` and ``φ(Q)·(that)`` — on preallocated tensors.
-* ``plain`` / ``log``: :func:`impls.attention.feature_map_attention` with ``use_log=False`` / the
+* ``plain`` / ``log``: :func:`kernel_verify.impls.attention.feature_map_attention` with
+``use_log=False`` / the
   default (log-space, stable) path, non-causal; ``causal``: the default path, causal.
 * ``sdpa`` / ``sdpa causal``: ``torch.nn.functional.scaled_dot_product_attention`` (exact).
 * ``performer`` / ``performer causal``: performer-pytorch's ``FastAttention`` with the same
@@ -21,7 +22,7 @@ Columns:
 * ``causal@REV/log`` (``--baseline REV``): the causal path of ``impls/torch/attention.py`` as it
   was at git revision ``REV`` (loaded with ``git show``; the same features), interleaved with
   the others, so that a change of the causal path is measured before and after in one run.
-* ``forms/log`` (``--forms``): the chunk-parallel form of :mod:`impls.torch.forms`
+* ``forms/log`` (``--forms``): the chunk-parallel form of :mod:`kernel_verify.impls.torch.forms`
   (``log_linear_attention_chunked``, chunk 64, no loop over chunks; the same features).
 """
 

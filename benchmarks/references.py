@@ -1,4 +1,5 @@
-"""Cost of the mpmath reference features (:mod:`verify.references.features`), slow by design.
+"""Cost of the mpmath reference features (:mod:`kernel_verify.verify.references.features`), slow by
+design.
 
 One ``features_reference`` call (exact conversion to mpmath, the formula at the working
 precision, one rounding back to float64) on a tiny input: ``n = d = m = 4``, for every registered

@@ -92,7 +92,7 @@ class StructuredFactors:
     ``[:, 2]`` is the diagonal of ``S``, and ``perm`` holds ``Π`` (``(ΠHBx)_i = (HBx)_perm[i]``).
     The matrix is rows ``[:m]``, columns ``[:d]`` of the stacked blocks (``H`` in Sylvester order,
     :func:`scipy.linalg.hadamard`). :func:`draw_matrix` builds it explicitly;
-    :mod:`impls.torch.structured` applies it with a fast Walsh–Hadamard transform.
+    :mod:`kernel_verify.impls.torch.structured` applies it with a fast Walsh–Hadamard transform.
     """
 
     kind: str

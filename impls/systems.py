@@ -1,19 +1,20 @@
 """Every system this project implements that is not a feature map, described like one.
 
-Feature maps live in :mod:`impls.registry`. The other systems (kernel approximations, attention
-functions, random-matrix constructions) have their own small APIs, so they are described here by
-a :class:`System` record: what it is, the kernel (or attention) it targets, what it claims, the
-docs/math.md section with its formulas, its source, and the functions that implement it on each
+Feature maps live in :mod:`kernel_verify.impls.registry`. The other systems (kernel approximations,
+attention functions, random-matrix constructions) have their own small APIs, so they are described
+here by a :class:`System` record: what it is, the kernel (or attention) it targets, what it claims,
+the docs/math.md section with its formulas, its source, and the functions that implement it on each
 backend (``"module:function"`` in the :mod:`kernel_verify` namespace, resolved only on demand).
 ``kernel-verify list`` shows these next to the feature maps, each with its kind:
 
 ==========================  =========================================================
 kind                        systems
 ==========================  =========================================================
-``feature_map``             every :func:`impls.registry.all_maps` entry
+``feature_map``             every :func:`kernel_verify.impls.registry.all_maps` entry
 ``kernel_approximation``    landmark Nyström, Nyströmformer, truncated SVD, Linformer
 ``attention``               exact softmax, linear, log-space linear, feature-map attention
-``random_matrix``           every construction of :data:`impls.random_matrices.MATRICES`
+``random_matrix``           every construction of
+:data:`kernel_verify.impls.random_matrices.MATRICES`
 ==========================  =========================================================
 
 Claims use :data:`SYSTEM_CLAIMS`; the words shared with the third-party target kinds mean the same

@@ -109,7 +109,7 @@ def _check_names(args: argparse.Namespace) -> None:
 def _list_rows(args: argparse.Namespace) -> list[dict]:
     """JSON-ready descriptions of every registered system that passes the filters: feature maps
     (registry entries, their ``describe`` fields unchanged plus ``kind`` and ``math_section``)
-    first, then the other kinds of :mod:`impls.systems`."""
+    first, then the other kinds of :mod:`kernel_verify.impls.systems`."""
     from kernel_verify.impls.systems import KINDS, all_systems
 
     kinds = args.kind or list(KINDS)

@@ -20,11 +20,11 @@ So every logit has an absolute error ``≤ δ = γ_(2d+3)(u_c)·Z + γ_N(u_c) + 
 taken from its own dot products rather than charged ``N`` times), hence weights with relative
 error ``≤ e^(2δ) − 1`` and an output error ``≤ ε₀ = (e^(4δ) − 1 + 2γ_N + u_c)·max|v|`` (the last
 terms: the plain feature path's ``2γ_N`` bound for positive features,
-:mod:`verify.attention_bounds`, and the final rounding). Half types are computed in float32
-and cast back (README, "Low precision"; ``verify.tolerance.BUDGETS``): ``+ u_out·(max|v| + ε₀)``
-for the cast. Not knowing the target's features, the suite assumes at most ``M = 4096``
-features and bounds the log-weights by ``Z = 2(√d + 8)·X + X² + log(nM)`` with ``X`` the
-largest pre-scaled input norm ``‖q‖·d^(-1/4)`` (softmax-family features ``wᵀx − ‖x‖²/2`` with
+:mod:`kernel_verify.verify.attention_bounds`, and the final rounding). Half types are
+computed in float32 and cast back (README, "Low precision"; ``verify.tolerance.BUDGETS``):
+``+ u_out·(max|v| + ε₀)`` for the cast. Not knowing the target's features, the suite assumes at most
+``M = 4096`` features and bounds the log-weights by ``Z = 2(√d + 8)·X + X² + log(nM)`` with ``X``
+the largest pre-scaled input norm ``‖q‖·d^(-1/4)`` (softmax-family features ``wᵀx − ‖x‖²/2`` with
 ‖w‖ ≤ √d + 8, which fails with probability < e^(-32) per row by Gaussian concentration; exact
 attention's scores ``xᵀy ≤ X²``).
 Every bound is computed from the inputs *as the target saw them* (rounded to the dtype), so

@@ -10,9 +10,10 @@ targets offering the forms it needs (else skipped with the field that would add 
 
 * the forms agree with each other: ``attention(causal=True)``, ``stateful``, ``chunked`` at the
   drawn ``C`` and the recurrence one token at a time (``step``), outputs within ``2ε``;
-* the forms meet the exact mpmath recurrence (:mod:`verify.references.forms`) within the derived
-  bounds (:mod:`verify.forms_bounds`), outputs and final state — white-box targets (``features``,
-  ``state_sums``), float64 and float32;
+* the forms meet the exact mpmath recurrence (:mod:`kernel_verify.verify.references.forms`) within
+the derived
+  bounds (:mod:`kernel_verify.verify.forms_bounds`), outputs and final state — white-box targets
+  (``features``, ``state_sums``), float64 and float32;
 * split invariance: running ``[0, t₀)`` and continuing from its final state equals the full run,
   at every split point drawn, outputs and state (bitwise under ``state_bitwise``);
 * the final state equals the recurrence for every ``T``: the state after a chunked run and the
@@ -30,9 +31,9 @@ targets offering the forms it needs (else skipped with the field that would add 
 States are opaque: two states are compared through their continuations — the same probe tokens
 run from each (by the target's own form) must give outputs within ``2ε``; a white-box target's
 ``state_sums`` are also compared with the exact state. Tolerances: ``ε`` of
-:func:`attention_cases.output_error_bound` for the inputs as the target saw them (it covers any
-evaluation order, a state carried between calls included), and the derived bounds of
-:mod:`verify.forms_bounds` for the exact comparison.
+:func:`~kernel_verify.properties.attention_cases.output_error_bound` for the inputs as the target
+saw them (it covers any evaluation order, a state carried between calls included), and the derived
+bounds of :mod:`kernel_verify.verify.forms_bounds` for the exact comparison.
 """
 
 from __future__ import annotations
@@ -264,8 +265,9 @@ def _feature_error(x: QKV, m: int, u: float) -> float:
     the same formula evaluated in another order or precision: exp-affine features
     ``exp(wᵀx − ‖x‖²/2 + c)`` have an exponent within ``γ_(d+3)·(Z + 1)``,
     ``Z = (√d + 8)·X + X² + log m`` (``X`` the largest pre-scaled input norm, ``‖w‖ ≤ √d + 8``:
-    the model of :func:`attention_cases.output_error_bound`, failing with probability
-    ``< e^(−32)`` per row), and the exponential adds ≤ 4 ulp (verify/tolerance.py); polynomial
+    the model of :func:`~kernel_verify.properties.attention_cases.output_error_bound`, failing with
+    probability ``< e^(−32)`` per row), and the exponential adds ≤ 4 ulp (verify/tolerance.py);
+    polynomial
     (Taylor) features, ≤ 3 roundings, are inside the same figure."""
     d = x.q.shape[-1]
     big_x = max(np.linalg.norm(x.q, axis=-1).max(), np.linalg.norm(x.k, axis=-1).max()) * d**-0.25

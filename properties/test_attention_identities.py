@@ -27,8 +27,8 @@ throughout. Properties, each applied to the targets that claim it:
   adding a constant to every query's log-features and a global constant to the keys' never
   changes the output, while a per-key shift does.
 
-Tolerances: ``2ε`` of :func:`attention_cases.output_error_bound` (derived per dtype from the
-compute dtype's unit roundoff; half types computed in float32 and cast back).
+Tolerances: ``2ε`` of :func:`~kernel_verify.properties.attention_cases.output_error_bound` (derived
+per dtype from the compute dtype's unit roundoff; half types computed in float32 and cast back).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ Each check and its false-alarm basis:
   ``φ(X)φ(Y)ᵀ`` equals the mpmath Gram matrix of the claimed kernel within
   ``Σ(|φ|e_ψ + e_φ|ψ| + e_φe_ψ) + γ_D·Σ(|φ| + e_φ)(|ψ| + e_ψ) + u₆₄|ref|``. The feature bounds
   ``e`` are *derived* from the declared ``formula``'s forward error analysis
-  (:func:`verify.references.features.feature_error_bound`, as for white-box maps) when the
-  formula has a twin without random parameters; otherwise the bound rests on the stated
+  (:func:`kernel_verify.verify.references.features.feature_error_bound`, as for white-box maps) when
+  the formula has a twin without random parameters; otherwise the bound rests on the stated
   assumption that every returned feature has relative error ≤ 64 ulps of float64
   (``e = 64·u₆₄·|φ|``; its false-alarm rate on the registry's correct deterministic maps is
   measured by ``kernel-verify calibrate``). Any model defect (a missing ``/2``, a missing
@@ -22,7 +22,8 @@ Each check and its false-alarm basis:
 * **float64 output** (every map): float64 input gives a float64 (or wider) result — the adapter
   dtype rule (``verify/thirdparty/protocol.py``) lets wider results through; a narrower one is a
   silent precision loss. Weak on its own (a map may compute in float32 and cast back), hence:
-* **float64 accuracy** (every non-positional map; :mod:`verify.checks.blackbox`): along a
+* **float64 accuracy** (every non-positional map; :mod:`kernel_verify.verify.checks.blackbox`):
+along a
   random direction ``e`` the fourth finite difference
   ``Δ⁴F = F(x+2he) − 4F(x+he) + 6F(x) − 4F(x−he) + F(x−2he)``, ``h = 2⁻¹²``, is
   ``h⁴·∂⁴φ + O(h⁶)`` plus at most ``16·ε·max|F|`` of rounding. The test rejects when the
@@ -48,8 +49,8 @@ Each check and its false-alarm basis:
   hyperbolic, GERF) have ``g(x) = log φ(x) + ‖x‖²/2`` affine in x
   (``g(x) + g(y) − g(x+y) − g(0) = 0``); relu features are positively homogeneous,
   ``φ(a·x) = a·φ(x)``. Level ``1e-9`` relative — an assumption (a correct
-  float64 map meets them to ~1e-13, see :mod:`verify.checks.blackbox`); a wrong norm factor, a
-  per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above it. No
+  float64 map meets them to ~1e-13, see :mod:`kernel_verify.verify.checks.blackbox`); a wrong norm
+  factor, a per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above it. No
   statistics, so no false-alarm rate beyond the assumption; the registry's correct maps (white-
   and black-box) all pass it in every run.
 * **distinct features** (claim ``gaussian_rows``, with or without a family): no two non-constant

@@ -2,27 +2,28 @@
 
 For one shared float64 parameter draw ``ω`` (``target.draw``), every backend function the target
 provides (numpy, torch:cpu, torch:cuda) in every dtype computes ``φ(x; ω)``; the reference is the
-formula's mpmath twin (:mod:`verify.references.features`) evaluated on the *rounded* input (the
-input in the tested dtype, converted exactly) and rounded once to float64.
+formula's mpmath twin (:mod:`kernel_verify.verify.references.features`) evaluated on the *rounded*
+input (the input in the tested dtype, converted exactly) and rounded once to float64.
 
 Tolerances (all derived, none tuned):
 
 * **features**: ``feature_error_bound(entry, x, ω, config, u_c, ulps)`` — the a-priori forward
-  error analysis of the formula (rules in :mod:`verify.references.features`) with ``u_c`` the
-  unit roundoff of the *compute* dtype and ``ulps`` the largest elementary-function figure of
-  :func:`verify.tolerance.budget_for` — plus ``u₆₄|ref|`` for the reference's own rounding and,
-  for float16/bfloat16 (computed in float32, cast back), ``output_round`` ulps of the half type
-  at ``|ref| + bound``.
+  error analysis of the formula (rules in :mod:`kernel_verify.verify.references.features`) with
+  ``u_c`` the unit roundoff of the *compute* dtype and ``ulps`` the largest elementary-function
+  figure of :func:`kernel_verify.verify.tolerance.budget_for` — plus ``u₆₄|ref|`` for the
+  reference's own rounding and, for float16/bfloat16 (computed in float32, cast back),
+  ``output_round`` ulps of the half type at ``|ref| + bound``.
 * **kernel estimate** ``φ(X)φ(Y)ᵀ`` (product computed by the backend in the tested dtype):
   with feature bounds ``e``, ``|fl(φ̂ψ̂ᵀ) − φψᵀ| ≤ Σ(|φ|e_ψ + e_φ|ψ| + e_φe_ψ) +
   γ_D·Σ(|φ| + e_φ)(|ψ| + e_ψ)`` (D features; Higham eq. 3.5) plus ``u₆₄|ref|``.
 * **attention** (``impls.attention.feature_map_attention``) against
-  :func:`verify.references.attention.estimator_attention_reference`:
+  :func:`kernel_verify.verify.references.attention.estimator_attention_reference`:
 
   - plain path: the propagated feature error — ``ΔK_ij = Σ_f(|φq|e_k + e_q|φk| + e_qe_k)``,
     ``a_i = Σ_j ΔK_ij|v_j|``, ``b_i = Σ_j ΔK_ij`` give ``|N̂/D̂ − N/D| ≤ (a + |out|b)/(|D| − b)``
-    (exact N, D, out from mp) — plus :func:`verify.attention_bounds.linear_attention_error_bound`
-    of the computation from the computed features;
+    (exact N, D, out from mp) — plus
+    :func:`kernel_verify.verify.attention_bounds.linear_attention_error_bound` of the computation
+    from the computed features;
   - log path (maps with ``log_features``): log-feature errors ``e`` move every product term
     ``exp(ℓq + ℓk)`` by a factor within ``e^(±E)``, ``E = max e_q + max e_k``, so the convex
     weights move by a factor within ``e^(±2E)`` and the output by at most

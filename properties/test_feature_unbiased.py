@@ -4,9 +4,11 @@ the target kernel (claim ``unbiased``), or the named ``mean_kernel`` (claim ``bi
 Each sample is one estimate ``φ_ω(x)ᵀφ_ω(y)`` from an independent draw ``ω`` (white-box: the
 target's ``draw`` with a generator per sample; black-box: ``sample_fn`` with a seed per sample),
 so the samples are i.i.d. whatever the dependence between the features of one draw (orthogonal
-blocks). The test is :func:`verify.stats.mean_test` at ``α = properties.alpha.per_assertion()``:
+blocks). The test is :func:`kernel_verify.verify.stats.mean_test` at
+``α = properties.alpha.per_assertion()``:
 
-* **exact variance** (:func:`verify.moments.exact_moments`, rows ``iid`` or ``orthogonal``):
+* **exact variance** (:func:`kernel_verify.verify.moments.exact_moments`, rows ``iid`` or
+``orthogonal``):
   Bernstein with the range when the map is bounded, else median of means with that variance;
 * **bounded range** otherwise (Hoeffding): ``|φ(x)ᵀφ(y)| ≤ ‖φ(x)‖‖φ(y)‖ ≤ B`` (Cauchy–Schwarz)
   with ``‖φ(x)‖² = Σ a_i²(cos² + sin²) = 1`` for the ``[cos, sin]`` maps whose squared weights sum

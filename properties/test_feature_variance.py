@@ -15,11 +15,11 @@ mean, so its absolute accuracy at 30 digits is ~``10^-30·mean²``):
 * RFF pairs vs random phase at equal output size ``D = 2m``: ``(1−k²)²/D ≤ (½ + ½(1−k²)²)/D``;
 * GERF at ``A*`` vs SM⁺ (``A = 0``): ``V₁(A*) ≤ V₁(0)``, and ``A*`` is a local minimum of ``V₁``.
 
-Implementation checks (statistical, :func:`verify.stats.variance_test` at
+Implementation checks (statistical, :func:`kernel_verify.verify.stats.variance_test` at
 ``α = properties.alpha.per_assertion()``): the sample variance of the target's estimates
 (independent draws, known exact mean) equals the exact variance — bounded maps through their
 proven range (see ``test_feature_unbiased``). For unbounded maps a variance test needs the exact
-fourth central moment ``μ₄``: :mod:`verify.moments.fourth` gives it for iid rows
+fourth central moment ``μ₄``: :mod:`kernel_verify.verify.moments.fourth` gives it for iid rows
 (``(μ₄(h) + 3(m−1)V₁²)/m³``), and the test is median of means with ``Var((X − μ)²) = μ₄ − σ⁴``
 (derived false-alarm rate). Orthogonal unbounded maps have no exact μ₄ and are skipped with that
 reason. With orthogonal rows the exact ORF variance is used, so an implementation whose rows are
@@ -29,10 +29,10 @@ The fourth-moment test runs on every iid map with a declared formula, bounded on
 range-based test of a bounded map has little power at large m, where ``R ≫ σ²`` (RFF pairs at m =
 64 with m/2 distinct rows passed it). Power of the fourth-moment test, 2000 draws, α = 1e-5,
 two-sided (threshold ``t`` relative to the exact variance, computed with
-:func:`verify.stats.median_of_means_threshold` at ``‖x + y‖ ≤ 0.6``): ``t/σ² ≈ 0.40–0.45`` at m =
-64 (the black-box default) for the positive, hyperbolic, trigonometric, GERF and relu estimators,
-0.4–0.8 at m = 4 — an estimator whose variance is 1.5× the exact one (e.g. m/2 distinct rows behind
-m outputs) or 0.5× (more rows than it says) is detected.
+:func:`kernel_verify.verify.stats.median_of_means_threshold` at ``‖x + y‖ ≤ 0.6``):
+``t/σ² ≈ 0.40–0.45`` at m = 64 (the black-box default) for the positive, hyperbolic, trigonometric,
+GERF and relu estimators, 0.4–0.8 at m = 4 — an estimator whose variance is 1.5× the exact one (e.g.
+m/2 distinct rows behind m outputs) or 0.5× (more rows than it says) is detected.
 """
 
 from __future__ import annotations

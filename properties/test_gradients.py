@@ -3,9 +3,10 @@ backward pass must meet. Targets claim ``differentiable`` (``deterministic_backw
 bitwise test); everything else is skipped with the claim that would add the test.
 
 **White-box** feature maps (``torch_fn`` with a parameter draw and a registry formula), every
-torch backend × dtype, against the exact mpmath derivatives of :mod:`verify.references.gradients`
-(closed forms of docs/math.md §14, else high-precision differentiation of the twin), within the
-derived backward bounds of :mod:`verify.gradient_bounds`:
+torch backend × dtype, against the exact mpmath derivatives of
+:mod:`kernel_verify.verify.references.gradients` (closed forms of docs/math.md §14, else
+high-precision differentiation of the twin), within the derived backward bounds of
+:mod:`kernel_verify.verify.gradient_bounds`:
 
 * ``∂/∂x Σ G⊙φ(x)`` (and of ``log φ``): ``feature_vjp_bound`` with ``u`` of the compute dtype
   and the budget's worst elementary ulps, ``+ u₆₄|ref|`` (the reference's rounding) and, for
@@ -50,9 +51,9 @@ feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
 
 **Statistics** (``unbiased`` maps declaring positive features with iid Gaussian rows): the
 gradient of the estimator is unbiased for the kernel's gradient, ``E ∇ₓ φ(x)ᵀφ(y) = SM(x, y)·y``,
-by the median-of-means test of :mod:`verify.gradient_stats` (exact per-frequency variance;
-false alarm ``≤ exp(−B/8) ≤ α`` per component for any distribution of the draws; calibrated by
-``kernel-verify calibrate``, row "gradients: median-of-means test").
+by the median-of-means test of :mod:`kernel_verify.verify.gradient_stats` (exact per-frequency
+variance; false alarm ``≤ exp(−B/8) ≤ α`` per component for any distribution of the draws;
+calibrated by ``kernel-verify calibrate``, row "gradients: median-of-means test").
 """
 
 from __future__ import annotations
@@ -816,7 +817,8 @@ STAT_D = 3
 @given(seed=seeds)
 def test_gradient_of_unbiased_estimator_is_unbiased(target, seed):
     """``E ∇ₓ φ(x)ᵀφ(y) = ∇ₓ SM(x, y) = SM·y`` (docs/math.md §14) by the median-of-means test of
-    :mod:`verify.gradient_stats` with the exact per-frequency variance (false alarm ≤ α per
+    :mod:`kernel_verify.verify.gradient_stats` with the exact per-frequency variance (false alarm ≤
+    α per
     component, any distribution)."""
     from kernel_verify.properties import alpha as alpha_budget
     from kernel_verify.verify.gradient_stats import (

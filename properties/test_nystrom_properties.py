@@ -2,9 +2,10 @@
 never better than the Eckart–Young bound; the Nyströmformer iteration's error recursion.
 
 Targets: ``properties.targets.approximations(...)`` (built in:
-:mod:`verify.thirdparty.builtin_approx`).
+:mod:`kernel_verify.verify.thirdparty.builtin_approx`).
 Each target gets ``kernel(A, B)`` = the exact Gram matrix correctly rounded to float64
-(:func:`verify.references.kernels.gram_reference`) of a PSD kernel (Gaussian σ = 1, softmax).
+(:func:`kernel_verify.verify.references.kernels.gram_reference`) of a PSD kernel (Gaussian σ = 1,
+softmax).
 
 The float bound on ``|K̃_computed − K̃_exact|`` (:func:`nystrom_error_bound`), for any method that
 solves with W backward-stably (eigendecomposition, Cholesky, LU) and forms ``C·(…)·Cᵀ`` by
@@ -12,7 +13,7 @@ ordinary products. With ``c_i = K[S, i]``, ``λ = λ_min(W) > 0`` and, for PSD K
 ``‖W^(−1/2)c_i‖² ≤ K_ii`` (the Schur complement of W in ``K[S∪i, S∪i]`` is ≥ 0):
 
 * W is perturbed by ``E`` (entry rounding ``u|W|`` + solver backward error ``2·500·s·ε‖W‖₁``,
-  the LAPACK limit used in :mod:`verify.psd`), ``η = ‖E‖₂/λ < 1``:
+  the LAPACK limit used in :mod:`kernel_verify.verify.psd`), ``η = ‖E‖₂/λ < 1``:
   ``|c_iᵀ((W+E)⁻¹ − W⁻¹)c_j| ≤ √(K_ii K_jj)·η/(1−η)``;
 * the columns are rounded, ``‖Δc_i‖ ≤ u‖c_i‖``: ``(‖Δc_i‖√K_jj + ‖Δc_j‖√K_ii)/(√λ(1−η)) +
   ‖Δc_i‖‖Δc_j‖/(λ(1−η))``;

@@ -2,15 +2,15 @@
 
 * **Exact kernels** (claim ``psd_kernel``): the target kernel's Gram matrix on random point sets,
   formed in mpmath at 40 digits from exactly converted points, is decided PSD by the pivoted LDLᵀ
-  of :func:`verify.psd.psd_mp` (an indefinite matrix gives a witness ``zᵀKz < 0``).
+  of :func:`kernel_verify.verify.psd.psd_mp` (an indefinite matrix gives a witness ``zᵀKz < 0``).
 * **ΦΦᵀ** of every map (white-box draw or black-box seed): PSD by construction for any real,
   finite features — the check catches maps whose features are not finite reals (NaN, ±inf,
-  complex) or not one vector per input. Float check :func:`verify.psd.psd_float` with entry
-  errors ``dot_error_bound(|Φ||Φ|ᵀ, D)`` (the product is computed here in float64).
+  complex) or not one vector per input. Float check :func:`kernel_verify.verify.psd.psd_float` with
+  entry errors ``dot_error_bound(|Φ||Φ|ᵀ, D)`` (the product is computed here in float64).
 * **Nyström** (``approximations("psd")``, ``approximations("schur_residual")``): ``K̃ ⪰ 0`` and
   ``K − K̃ ⪰ 0`` (a Schur complement), with entry errors from
-  :func:`properties.test_nystrom_properties.nystrom_error_bound` (its docstring derives them)
-  plus ``u₆₄|K|`` for the rounded reference and ``u₆₄|K − K̃|`` for the subtraction.
+  :func:`kernel_verify.properties.test_nystrom_properties.nystrom_error_bound` (its docstring
+  derives them) plus ``u₆₄|K|`` for the rounded reference and ``u₆₄|K − K̃|`` for the subtraction.
 """
 
 from __future__ import annotations

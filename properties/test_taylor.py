@@ -7,7 +7,7 @@ equals the target kernel.
 * **float**: every white-box ``exact_finite``/``deterministic`` target's own ``φ(X)φ(Y)ᵀ``
   (float64, NumPy and torch) equals the exact Gram matrix within
   ``Σ(|φ|e_ψ + e_φ|ψ| + e_φe_ψ) + γ_D·Σ(|φ| + e_φ)(|ψ| + e_ψ)`` (feature bounds ``e`` of the twin,
-  :func:`verify.references.features.feature_error_bound`) plus ``u₆₄|ref|``.
+  :func:`kernel_verify.verify.references.features.feature_error_bound`) plus ``u₆₄|ref|``.
 * full and compressed Taylor maps (every pair of Taylor targets of the same order) agree within
   the sum of their two bounds;
 * positivity ``T₂(t) = ½((1+t)² + 1) ≥ ½``, with equality at ``t = −1``;

@@ -5,8 +5,8 @@
 * the stable log-space path equals the plain path;
 * exact softmax attention: causal row i only sees keys ≤ i, rows are convex combinations.
 
-Bounds come from :mod:`verify.attention_bounds` (γ_N·Σ|terms|, derivation there); comparing two
-implementations, the budget is the sum of both implementations' bounds.
+Bounds come from :mod:`kernel_verify.verify.attention_bounds` (γ_N·Σ|terms|, derivation there);
+comparing two implementations, the budget is the sum of both implementations' bounds.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """NumPy and torch-CPU compute the same features for the same float64 parameter draw.
 
 Derived bound: each implementation is within its a-priori rounding bound of the exact value
-(:func:`verify.references.features.feature_error_bound`, derivation in that module, with the
-float64 CPU budget of :mod:`verify.tolerance`), so ``|φ_numpy − φ_torch| ≤ b_numpy + b_torch``.
+(:func:`kernel_verify.verify.references.features.feature_error_bound`, derivation in that module,
+with the float64 CPU budget of :mod:`kernel_verify.verify.tolerance`), so
+``|φ_numpy − φ_torch| ≤ b_numpy + b_torch``.
 """
 
 from __future__ import annotations

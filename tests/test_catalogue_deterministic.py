@@ -1,7 +1,7 @@
 """Deterministic linear-attention maps (issue 3): elu+1, ReLU, Square, Identity, cosFormer,
 DPFP-ν, Hedgehog.
 
-Tolerances: as in :mod:`properties.test_catalogue_exact` (its module docstring): every backend and
+Tolerances: as in :mod:`tests.test_catalogue_exact` (its module docstring): every backend and
 dtype against the mpmath twin within the formula's a-priori forward error bound; the declared
 induced kernel against ``φ(x)ᵀφ(y)`` within the propagated inner-product bound. Sign claims
 (positive / nonnegative) are checked on the computed features directly: they are exact

@@ -4,12 +4,13 @@ What is shown, and how the tolerances are derived:
 
 * **Backends agree with the mpmath twin** (and so with each other) on every map, dtype and
   backend: the reference is the twin's exact features rounded once to float64
-  (:func:`verify.references.features.features_reference`), the tolerance is the twin's a-priori
-  forward error bound (``feature_error_bound``: γ_n-rule analysis in its docstring, with the
-  dtype's ``u`` and the worst elementary-function ulps of :func:`verify.tolerance.budget_for`)
-  plus ``u₆₄|ref|`` for the reference's own rounding and, for half types, the cast back
-  (``output_round`` ulps). Two backends each within ``B`` of the exact value are within ``2B``
-  of each other (triangle inequality); :func:`test_backends_agree_float64` states it directly.
+  (:func:`kernel_verify.verify.references.features.features_reference`), the tolerance is the twin's
+  a-priori forward error bound (``feature_error_bound``: γ_n-rule analysis in its docstring, with
+  the dtype's ``u`` and the worst elementary-function ulps of
+  :func:`kernel_verify.verify.tolerance.budget_for`) plus ``u₆₄|ref|`` for the reference's own
+  rounding and, for half types, the cast back (``output_round`` ulps). Two backends each within
+  ``B`` of the exact value are within ``2B`` of each other (triangle inequality);
+  :func:`test_backends_agree_float64` states it directly.
 * **Taylor identities** ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``: exactly in mpmath (twins, 40
   digits: the identity is algebraic, so only working-precision rounding ~1e-38 remains), and
   in float64 against the exact kernel with the inner-product bound

@@ -2,7 +2,7 @@
 random), generative.
 
 * Backends against the mpmath twin within the derived forward bound (as in
-  :mod:`properties.test_catalogue_exact`).
+  :mod:`tests.test_catalogue_exact`).
 * The kernels the references evaluate are checked independently of the closed forms: for one
   mixture component, ``ωᵀz ~ N(μᵀz, zᵀΣz)`` is one-dimensional, so ``E cos(ωᵀδ)`` and
   ``E exp(ωᵀs)`` are computed by ``mpmath.quad`` against the normal density (tanh-sinh
@@ -10,7 +10,7 @@ random), generative.
 * Unbiasedness is statistical, with a known false-alarm rate: independent parameter draws
   give i.i.d. estimates of ``k(x, y)``. GMM-RKS, random Fastfood and the generative map have
   ``φ(x)ᵀφ(y) = Σ_i a_i² cos(·)`` with ``Σ a_i² = 1``, so every estimate lies in [−1, 1]:
-  Hoeffding at the per-assertion α of the run-wide budget (:mod:`properties.alpha`).
+  Hoeffding at the per-assertion α of the run-wide budget (:mod:`kernel_verify.properties.alpha`).
   GMM-PRF is unbounded: median of means with its exact variance (derived in
   :func:`_gmm_prf_variance`).
 * Gradients reach every trainable parameter of the torch modules.

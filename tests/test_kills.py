@@ -1,5 +1,6 @@
-"""What a kill means (:mod:`verify.mutants.kills`) and the controls (`verify.mutants.controls`):
-failures classified by kind, only property assertions of an intended property count, and every
+"""What a kill means (:mod:`kernel_verify.verify.mutants.kills`) and the controls
+(`verify.mutants.controls`): failures classified by kind, only property assertions of an intended
+property count, and every
 mutant family has correct twins that load."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ log twins are logs of twins, exact attention obeys its identities.
 
 Expected values are derived in each test's docstring; tolerances come from the working precision
 (dps = 40 here: results are compared to ~10^-35 relative) or from the error bounds of
-:mod:`verify.references.features`.
+:mod:`kernel_verify.verify.references.features`.
 """
 
 from __future__ import annotations

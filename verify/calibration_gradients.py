@@ -1,10 +1,10 @@
 """Calibration rows of the gradient statistics (``kernel-verify calibrate``, part estimators).
 
 ``properties/test_gradients.py::test_gradient_of_unbiased_estimator_is_unbiased`` runs
-:func:`verify.gradient_stats.median_of_means_test` on autograd gradients of the built-in
-``softmax_positive[iid]`` map; here the same check runs at the calibration ladder's loose levels
-(``B = ⌈8 ln(1/α)⌉`` draws at each level α) on fresh seeds, at points drawn as the property draws
-them (d = 3, ‖x‖ = 0.8, ‖y‖ = 0.5, m = 64), and the rejection counts must stay within the
+:func:`kernel_verify.verify.gradient_stats.median_of_means_test` on autograd gradients of the
+built-in ``softmax_positive[iid]`` map; here the same check runs at the calibration ladder's loose
+levels (``B = ⌈8 ln(1/α)⌉`` draws at each level α) on fresh seeds, at points drawn as the property
+draws them (d = 3, ‖x‖ = 0.8, ‖y‖ = 0.5, m = 64), and the rejection counts must stay within the
 binomial bound of each level.
 """
 

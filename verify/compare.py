@@ -3,8 +3,8 @@
 ``compare(got, expected, bound, ...)`` checks ``|got − expected| ≤ bound`` element-wise, where
 ``expected`` is the exact value rounded to float64 (a float64 array, or an mp array that is
 rounded here once) and ``bound`` an array of absolute error bounds broadcastable to ``got``
-(from :mod:`verify.tolerance`: ``elementwise_bound``, ``dot_error_bound``, or a sum of them).
-The :class:`ComparisonResult` records the max abs/rel/ulp errors, the worst points with their
+(from :mod:`kernel_verify.verify.tolerance`: ``elementwise_bound``, ``dot_error_bound``, or a sum of
+them). The :class:`ComparisonResult` records the max abs/rel/ulp errors, the worst points with their
 inputs, expected and got, the budget and how it was derived, and a one-line reproduction
 (scipy's ``FuncData`` and functional_algorithms report failures the same way).
 

@@ -1,8 +1,8 @@
 """A-priori rounding-error bounds of the forms of causal linear attention (docs/math.md §13):
 parallel, chunked and recurrent evaluations, with an initial state, split at any point.
 
-**Plain features** (the error analysis of :mod:`verify.attention_bounds`, Higham §3.1). With an
-initial state ``(S_0, z_0)`` the output is ``o_i = num_i / den_i``,
+**Plain features** (the error analysis of :mod:`kernel_verify.verify.attention_bounds`, Higham
+§3.1). With an initial state ``(S_0, z_0)`` the output is ``o_i = num_i / den_i``,
 ``num_i = Σ_f φq_if S0_f + Σ_(j≤i) Σ_f φq_if φk_jf v_j`` and the same for ``den`` with ``z_0``
 and 1. In every evaluation order of the forms each product term passes through at most two
 multiplications and at most ``N = 2T + m + 4`` additions: the state before a chunk is a

@@ -1,9 +1,10 @@
 """A-priori rounding-error bounds of backward passes (docs/math.md §14).
 
-The same analysis as the forward bounds (:mod:`verify.references.features`,
-:mod:`verify.attention_bounds`; Higham, *Accuracy and Stability*, §3.1): every basic operation
-rounds once, a reduction of ``n`` terms in any order errs by ``≤ γ_n·Σ|terms|``, and values
-the backward reuses from the forward (saved features, weights) carry their forward error bounds.
+The same analysis as the forward bounds (:mod:`kernel_verify.verify.references.features`,
+:mod:`kernel_verify.verify.attention_bounds`; Higham, *Accuracy and Stability*, §3.1): every basic
+operation rounds once, a reduction of ``n`` terms in any order errs by ``≤ γ_n·Σ|terms|``, and
+values the backward reuses from the forward (saved features, weights) carry their forward error
+bounds.
 
 **Vector–Jacobian products of a feature map** (:func:`feature_vjp_bound`). Autograd computes
 ``ĝ_j = Σ_f g_f Ĵ_fj``, where each ``Ĵ_fj`` is formed from saved forward values. With a

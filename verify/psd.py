@@ -3,9 +3,9 @@ mpmath check that decides PSD-ness of exact kernels on given points. docs/math.m
 
 Float check (:func:`psd_float`). ``K̂`` is a Gram matrix whose entries carry errors
 ``|K̂ᵢⱼ − Kᵢⱼ| ≤ Eᵢⱼ`` (default: entries correctly rounded to ``dtype``, ``E = u_dtype·|K̂|``; or
-pass ``entry_error``, e.g. from :func:`verify.tolerance.dot_error_bound`). Its symmetric part is
-formed in float64 (one more rounding, ``u₆₄·|K̂ₛ|``) and its eigenvalues computed by LAPACK
-``dsyevd`` (``numpy.linalg.eigh``). Then, if the exact K is PSD,
+pass ``entry_error``, e.g. from :func:`kernel_verify.verify.tolerance.dot_error_bound`). Its
+symmetric part is formed in float64 (one more rounding, ``u₆₄·|K̂ₛ|``) and its eigenvalues computed
+by LAPACK ``dsyevd`` (``numpy.linalg.eigh``). Then, if the exact K is PSD,
 
     λ̂_min ≥ −τ,   τ = ‖(E + Eᵀ)/2 + u₆₄|K̂ₛ|‖_F  +  2·c·n·ε·‖K̂ₛ‖₁,   c = 500, ε = 2⁻⁵²
 

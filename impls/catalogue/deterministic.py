@@ -17,8 +17,8 @@ hedgehog       ``hedgehog``       ``φ(x)ᵀφ(y)`` of the given weights (``W``,
 =============  =================  ==========================================================
 
 Hedgehog's weights live in ``config`` (``None`` = seeded default for d, see
-:func:`impls.numpy.deterministic_maps.hedgehog_weights`); its ``draw`` resolves them into
-``params`` (no randomness), which the mpmath reference reads. Its feature size is ``2d`` (W is
+:func:`kernel_verify.impls.numpy.deterministic_maps.hedgehog_weights`); its ``draw`` resolves them
+into ``params`` (no randomness), which the mpmath reference reads. Its feature size is ``2d`` (W is
 d×d, as in Zhang et al. 2024), whatever m.
 """
 

@@ -107,7 +107,7 @@ def linear_attention_chunked(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray
                              zero_denominator: str = "raise") -> tuple[np.ndarray, State]:
     """Causal linear attention, chunk-parallel, with the plain state ``(S, z)`` in and out
     (module docstring; docs/math.md §13). ``zero_denominator`` as for
-    :func:`impls.numpy.attention.linear_attention`."""
+    :func:`kernel_verify.impls.numpy.attention.linear_attention`."""
     chunk_size = check_chunk_size(chunk_size)
     s0, z0 = _plain_inputs(phi_q, phi_k, v, chunk_size, initial_state)
     num, den, state = plain_chunked_sums(phi_q, phi_k, v, chunk_size, s0, z0)

@@ -4,8 +4,8 @@ NumPy. docs/math.md §7.
 With its learned parameters fixed, each map is an estimator of a known kernel. The learned values
 (mixture weights π, means μ, factors L, Fastfood diagonals, MLP weights) come from ``config`` and
 the random part (standard normals ε, Fastfood permutations) from ``params``, so the frequencies are
-built here, e.g. ``ω = μ_c + L_cᵀε``; the torch modules of :mod:`impls.torch.learned_maps` hold the
-same values as trainable parameters.
+built here, e.g. ``ω = μ_c + L_cᵀε``; the torch modules of
+:mod:`kernel_verify.impls.torch.learned_maps` hold the same values as trainable parameters.
 
 Learned values in ``config``: a ``None`` entry means "the seeded default for this d", drawn from
 ``numpy.random.default_rng([init_seed, d, tag])`` (deterministic, cached, independent of the

@@ -1,8 +1,8 @@
 """Exact softmax attention and linear (kernelised) attention in torch, device-generic.
 
-The same algorithms and arguments as :mod:`impls.numpy.attention` (read its docstrings for the
-formulas), batched over any leading dimensions — typically ``(batch, heads, n, d)`` — and run on
-the device of the inputs. float16/bfloat16 inputs are computed in float32 (prefix sums and
+The same algorithms and arguments as :mod:`kernel_verify.impls.numpy.attention` (read its docstrings
+for the formulas), batched over any leading dimensions — typically ``(batch, heads, n, d)`` — and
+run on the device of the inputs. float16/bfloat16 inputs are computed in float32 (prefix sums and
 log-sum-exps in half precision lose most of their digits) and the output is cast back to the
 input dtype. Every normalisation (softmax shift, log-space state) is per batch element and head;
 nothing is ever reduced across the batch.
@@ -63,7 +63,8 @@ def linear_attention(
     chunk_size: int = 64,
     zero_denominator: str = "raise",
 ) -> torch.Tensor:
-    """Kernelised attention from features; see :func:`impls.numpy.attention.linear_attention`."""
+    """Kernelised attention from features; see
+    :func:`kernel_verify.impls.numpy.attention.linear_attention`."""
     check_attention_inputs(
         phi_q, phi_k, v, causal=causal, names=("phi_q", "phi_k", "v"), backend="torch"
     )
@@ -107,7 +108,7 @@ def log_linear_attention(
     chunk_size: int = 64,
 ) -> torch.Tensor:
     """Stable linear attention from log-features; see
-    :func:`impls.numpy.attention.log_linear_attention` for the formulas."""
+    :func:`kernel_verify.impls.numpy.attention.log_linear_attention` for the formulas."""
     check_attention_inputs(
         log_phi_q, log_phi_k, v, causal=causal, names=("log_phi_q", "log_phi_k", "v"),
         backend="torch",
@@ -167,7 +168,7 @@ def _noncausal_log(
 def _pair_log_weights(lq: torch.Tensor, lk: torch.Tensor) -> torch.Tensor:
     """``logsumexp_f(lq_if + lk_jf)`` for every pair as a matrix product of shifted
     exponentials, with the exact log-sum-exp for pairs whose product is near underflow; see
-    :func:`impls.numpy.attention._pair_log_weights` for the accuracy argument."""
+    :func:`kernel_verify.impls.numpy.attention._pair_log_weights` for the accuracy argument."""
     a = lq.amax(dim=-1, keepdim=True)
     b = lk.amax(dim=-1, keepdim=True)
     prod = torch.exp(lq - a) @ torch.exp(lk - b).transpose(-1, -2)

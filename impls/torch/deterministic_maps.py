@@ -1,9 +1,9 @@
 """Deterministic linear-attention feature maps in torch: batched, device-generic.
 
-Same formulas and conventions as :mod:`impls.numpy.deterministic_maps` (docs/math.md §6). cosFormer
-takes ``positions=`` (integer tensor or array of shape ``(n,)``); Hedgehog's weights come from
-``config`` (see :func:`impls.numpy.deterministic_maps.hedgehog_weights`), and
-:class:`Hedgehog` is the trainable ``nn.Module`` with the same formula.
+Same formulas and conventions as :mod:`kernel_verify.impls.numpy.deterministic_maps` (docs/math.md
+§6). cosFormer takes ``positions=`` (integer tensor or array of shape ``(n,)``); Hedgehog's weights
+come from ``config`` (see :func:`kernel_verify.impls.numpy.deterministic_maps.hedgehog_weights`),
+and :class:`Hedgehog` is the trainable ``nn.Module`` with the same formula.
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ class Hedgehog(nn.Module):
     """Trainable Hedgehog map ``[softmax(Wx+b), softmax(−(Wx+b))]`` (Zhang et al. 2024).
 
     ``W (d, d)`` and ``b (d,)`` are ``nn.Parameter`` s initialised from float64 arrays (e.g.
-    :func:`impls.numpy.deterministic_maps.hedgehog_weights`), so the NumPy map with the same values
-    computes the same features.
+    :func:`kernel_verify.impls.numpy.deterministic_maps.hedgehog_weights`), so the NumPy map with
+    the same values computes the same features.
     """
 
     def __init__(self, w: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> None:

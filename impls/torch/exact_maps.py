@@ -1,7 +1,8 @@
 """Exact finite feature maps in torch: batched, device-generic (the device is the input's).
 
-Same formulas and conventions as :mod:`impls.numpy.exact_maps` (docs/math.md §5, §6);
-float16/bfloat16 inputs are computed in float32 and cast back (:mod:`impls.torch.convert`).
+Same formulas and conventions as :mod:`kernel_verify.impls.numpy.exact_maps` (docs/math.md §5, §6);
+float16/bfloat16 inputs are computed in float32 and cast back
+(:mod:`kernel_verify.impls.torch.convert`).
 """
 
 from __future__ import annotations

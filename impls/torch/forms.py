@@ -1,10 +1,10 @@
 """The forms of causal linear attention with an explicit state, in torch (docs/math.md §13).
 
-The same forms, states and algorithms as :mod:`impls.numpy.forms` (read its docstring for the
-formulas), batched over any leading dimensions and run on the inputs' device. float16/bfloat16
-inputs are computed in float32 (prefix sums and log-sum-exps in half precision lose most of
-their digits): outputs are cast back to the input dtype, and the state is kept in the compute
-dtype (float32 for half inputs; an initial state of any floating dtype is converted to it).
+The same forms, states and algorithms as :mod:`kernel_verify.impls.numpy.forms` (read its docstring
+for the formulas), batched over any leading dimensions and run on the inputs' device.
+float16/bfloat16 inputs are computed in float32 (prefix sums and log-sum-exps in half precision lose
+most of their digits): outputs are cast back to the input dtype, and the state is kept in the
+compute dtype (float32 for half inputs; an initial state of any floating dtype is converted to it).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def linear_attention_chunked(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.
                              chunk_size: int = 64, initial_state: State | None = None,
                              zero_denominator: str = "raise") -> tuple[torch.Tensor, State]:
     """Chunk-parallel causal linear attention with the plain state ``(S, z)`` in and out; see
-    :func:`impls.numpy.forms.linear_attention_chunked`."""
+    :func:`kernel_verify.impls.numpy.forms.linear_attention_chunked`."""
     chunk_size = check_chunk_size(chunk_size)
     return _plain(phi_q, phi_k, v, chunk_size, initial_state, zero_denominator)
 
@@ -98,14 +98,15 @@ def linear_attention_parallel(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch
                               initial_state: State | None = None,
                               zero_denominator: str = "raise") -> tuple[torch.Tensor, State]:
     """The parallel form (one chunk of T); see
-    :func:`impls.numpy.forms.linear_attention_parallel`."""
+    :func:`kernel_verify.impls.numpy.forms.linear_attention_parallel`."""
     return _plain(phi_q, phi_k, v, None, initial_state, zero_denominator)
 
 
 def linear_attention_step(state: State | None, phi_q_t: torch.Tensor, phi_k_t: torch.Tensor,
                           v_t: torch.Tensor, *, zero_denominator: str = "raise"
                           ) -> tuple[State, torch.Tensor]:
-    """One token of the recurrence; see :func:`impls.numpy.forms.linear_attention_step`."""
+    """One token of the recurrence; see
+    :func:`kernel_verify.impls.numpy.forms.linear_attention_step`."""
     check_step_inputs(phi_q_t, phi_k_t, v_t, names=("phi_q_t", "phi_k_t", "v_t"),
                       backend="torch")
     lead, m, dv = tuple(phi_q_t.shape[:-1]), phi_q_t.shape[-1], v_t.shape[-1]
@@ -131,7 +132,7 @@ def _softmax_safe(logits: torch.Tensor) -> torch.Tensor:
 
 def merge_log_states(first: State, second: State) -> State:
     """The exact associative merge of two log-space states; see
-    :func:`impls.numpy.forms.merge_log_states`."""
+    :func:`kernel_verify.impls.numpy.forms.merge_log_states`."""
     (l1, v1), (l2, v2) = first, second
     # An empty feature on both sides stays empty; it is kept out of logaddexp (whose gradient at
     # (−∞, −∞) is NaN) by the double-where: only finite values reach the differentiated ops.
@@ -284,7 +285,7 @@ def log_linear_attention_chunked(log_phi_q: torch.Tensor, log_phi_k: torch.Tenso
                                  initial_state: State | None = None
                                  ) -> tuple[torch.Tensor, State]:
     """Chunk-parallel causal attention from log-features with the state ``(L, V̄)``; see
-    :func:`impls.numpy.forms.log_linear_attention_chunked`."""
+    :func:`kernel_verify.impls.numpy.forms.log_linear_attention_chunked`."""
     chunk_size = check_chunk_size(chunk_size)
     return _log(log_phi_q, log_phi_k, v, chunk_size, initial_state)
 
@@ -299,7 +300,8 @@ def log_linear_attention_parallel(log_phi_q: torch.Tensor, log_phi_k: torch.Tens
 def log_linear_attention_step(state: State | None, log_phi_q_t: torch.Tensor,
                               log_phi_k_t: torch.Tensor, v_t: torch.Tensor
                               ) -> tuple[State, torch.Tensor]:
-    """One token in log space; see :func:`impls.numpy.forms.log_linear_attention_step`."""
+    """One token in log space; see
+    :func:`kernel_verify.impls.numpy.forms.log_linear_attention_step`."""
     check_step_inputs(log_phi_q_t, log_phi_k_t, v_t,
                       names=("log_phi_q_t", "log_phi_k_t", "v_t"), backend="torch")
     lead, m, dv = tuple(log_phi_q_t.shape[:-1]), log_phi_q_t.shape[-1], v_t.shape[-1]

@@ -1,6 +1,6 @@
 """Learned-kernel feature maps in torch (Chowdhury et al. 2021; docs/math.md §7).
 
-Two faces of the same formulas as :mod:`impls.numpy.learned_maps`:
+Two faces of the same formulas as :mod:`kernel_verify.impls.numpy.learned_maps`:
 
 * registry functions ``f(x, params, config)`` (learned values from ``config``, random part from
   ``params``), batched and device-generic;

@@ -1,7 +1,7 @@
 """Low-rank references in torch: truncated SVD and Linformer-style projected attention.
 
-Same formulas as :mod:`impls.numpy.lowrank` (docs/math.md §8), batched over leading axes and
-device-generic; float16/bfloat16 computed in float32 and cast back.
+Same formulas as :mod:`kernel_verify.impls.numpy.lowrank` (docs/math.md §8), batched over leading
+axes and device-generic; float16/bfloat16 computed in float32 and cast back.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Nyström approximations in torch: batched, device-generic (the device is the input's).
 
-Same formulas as :mod:`impls.numpy.nystrom` (docs/math.md §8): landmark Nyström ``K̃ = C W⁺ Cᵀ`` of a
-Gram matrix with the eigenvalue cutoff ``τ = s·u·λ_max`` (derivation in
-:func:`impls.numpy.nystrom.pinv_cutoff`), batched over leading axes; Nyströmformer attention with
-segment-mean landmarks and the iterative pseudo-inverse, ``Z₀ = Aᵀ/(‖A‖₁‖A‖_∞)`` computed per
-matrix. float16/bfloat16 inputs are computed in float32 and cast back.
+Same formulas as :mod:`kernel_verify.impls.numpy.nystrom` (docs/math.md §8): landmark Nyström
+``K̃ = C W⁺ Cᵀ`` of a Gram matrix with the eigenvalue cutoff ``τ = s·u·λ_max`` (derivation in
+:func:`kernel_verify.impls.numpy.nystrom.pinv_cutoff`), batched over leading axes; Nyströmformer
+attention with segment-mean landmarks and the iterative pseudo-inverse, ``Z₀ = Aᵀ/(‖A‖₁‖A‖_∞)``
+computed per matrix. float16/bfloat16 inputs are computed in float32 and cast back.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Random-feature maps in torch: batched, device-generic (the device is the input's).
 
-Same formulas, parameters and conventions as :mod:`impls.numpy.random_features`; inputs have shape
-``(..., n, d)`` (typically ``(batch, heads, n, d)``). float16/bfloat16 inputs are computed in
-float32 and returned in their own dtype (:mod:`impls.torch.convert`). docs/math.md §1, §2, §4.
+Same formulas, parameters and conventions as :mod:`kernel_verify.impls.numpy.random_features`;
+inputs have shape ``(..., n, d)`` (typically ``(batch, heads, n, d)``). float16/bfloat16 inputs are
+computed in float32 and returned in their own dtype (:mod:`kernel_verify.impls.torch.convert`).
+docs/math.md §1, §2, §4.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """SORF and Fastfood projections ``x Wᵀ`` through a fast Walsh–Hadamard transform (torch).
 
-``W`` is the ``(m, d)`` matrix of :class:`impls.random_matrices.StructuredFactors` (the explicit
-matrix :func:`impls.random_matrices.draw_matrix` draws from the same seed). Instead of the
-``O(md)`` product, each block of ``p = 2^⌈log₂ d⌉`` rows applies ``p×p`` Hadamard transforms to
-the zero-padded input: ``O(m log d)`` per input row. Sources: Yu et al. 2016 (SORF,
-``√p·h D₁ h D₂ h D₃``), Le et al. 2013 (Fastfood, ``(1/√p)·S H G Π H B``); docs/math.md §3.
+``W`` is the ``(m, d)`` matrix of :class:`kernel_verify.impls.random_matrices.StructuredFactors`
+(the explicit matrix :func:`kernel_verify.impls.random_matrices.draw_matrix` draws from the same
+seed). Instead of the ``O(md)`` product, each block of ``p = 2^⌈log₂ d⌉`` rows applies ``p×p``
+Hadamard transforms to the zero-padded input: ``O(m log d)`` per input row. Sources: Yu et al. 2016
+(SORF, ``√p·h D₁ h D₂ h D₃``), Le et al. 2013 (Fastfood, ``(1/√p)·S H G Π H B``); docs/math.md §3.
 
 The transform: ``H_p = H_(r₁) ⊗ … ⊗ H_(r_k)`` (Sylvester order) with radices ``r ≤ 32``, so
 ``H_p z`` is ``k`` small products, one per axis of ``z`` viewed as an ``r₁×…×r_k`` array:
@@ -73,7 +73,8 @@ def structured_projections(x: torch.Tensor, factors: StructuredFactors) -> torch
     """``x Wᵀ`` of shape ``(..., n, m)`` for the SORF/Fastfood matrix ``W`` of ``factors``.
 
     Equals ``x @ torch.as_tensor(factors_matrix(factors)).T`` up to rounding (unit-tested);
-    computed in :func:`impls.torch.convert.compute_dtype` of ``x`` and returned in ``x.dtype``.
+    computed in :func:`kernel_verify.impls.torch.convert.compute_dtype` of ``x`` and returned in
+    ``x.dtype``.
     """
     check_array("x", x, min_ndim=2, backend="torch")
     check_last_dim("x", x, factors.d)

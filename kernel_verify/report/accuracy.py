@@ -2,9 +2,10 @@
 
 For a few seeded parameter draws and inputs, each backend (NumPy; torch on every available
 device) and dtype computes ``φ(x; ω)``; the error against the correctly rounded mpmath value is
-divided by the a-priori bound of :func:`verify.references.features.feature_error_bound` with the
-budget of :mod:`verify.tolerance` (plus the cast to a half type and the reference's own half ulp).
-A ratio ≤ 1 is within budget; the report keeps the worst ratio per (backend, dtype).
+divided by the a-priori bound of
+:func:`kernel_verify.verify.references.features.feature_error_bound` with the budget of
+:mod:`kernel_verify.verify.tolerance` (plus the cast to a half type and the reference's own half
+ulp). A ratio ≤ 1 is within budget; the report keeps the worst ratio per (backend, dtype).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Attention-level and downstream (kernel ridge regression) error of a registry map.
 
 **Attention** (docs/math.md §9): RMS error per output entry ``(mean (Â − A)²)^½`` of
-:func:`impls.attention.feature_map_attention` (non-causal) against exact softmax attention
-:func:`impls.numpy.attention.softmax_attention` (float64; itself checked against mpmath by the
-attention properties), for q, k with i.i.d. N(0, 0.6²) entries and v with N(0, 1) entries at
-d = 8 (so the error is in units of v's standard deviation), as a function of m (at
+:func:`kernel_verify.impls.attention.feature_map_attention` (non-causal) against exact softmax
+attention :func:`kernel_verify.impls.numpy.attention.softmax_attention` (float64; itself checked
+against mpmath by the attention properties), for q, k with i.i.d. N(0, 0.6²) entries and v with N(0,
+1) entries at d = 8 (so the error is in units of v's standard deviation), as a function of m (at
 n = 256) and of the sequence length n (at m = 64); mean over seeds. Only maps whose target kernel
 is softmax (the random softmax estimators and every deterministic map, whose error against softmax
 is the approximation error of linear attention) are compared with softmax attention.
@@ -12,8 +12,8 @@ is the approximation error of linear attention) are compared with softmax attent
 **Kernel ridge regression** (representer theorem): on a fixed synthetic task (d = 8, n = 100
 training and 100 test points ``x ~ N(0, I/d)``, ``f(x) = sin(3·uᵀx) + ½cos(2·vᵀx)``, noise 0.1,
 λ = 1e-2), test MSE of ``f̂ = K_*(K + nλI)⁻¹y`` with the exact Gram (mpmath
-:func:`verify.references.kernels.gram_reference`, cached) against the same estimator with the
-map's features ``Φ``: ``K ≈ ΦΦᵀ`` (primal form ``Φ_*(ΦᵀΦ + nλI)⁻¹Φᵀy``, the same function),
+:func:`kernel_verify.verify.references.kernels.gram_reference`, cached) against the same estimator
+with the map's features ``Φ``: ``K ≈ ΦΦᵀ`` (primal form ``Φ_*(ΦᵀΦ + nλI)⁻¹Φᵀy``, the same function),
 as a function of m; mean over seeds.
 """
 

@@ -4,8 +4,8 @@ Output (default ``build/report/full``, ``--quick``: ``build/report/quick``; both
 ``index.html``/``index.md`` (header, reading guide, one row per map), ``overview.{md,html}``,
 ``maps/<map>.{md,html}``, ``figures/*.png`` and ``report.json``. The report is assembled in a
 temporary sibling folder and moved into place at the end, so an interrupted run never leaves a
-half-written report; per-map numbers are cached (:mod:`verify.cache`, keyed by map, config,
-depth settings and code version), so a re-run recomputes only what changed. The statistical
+half-written report; per-map numbers are cached (:mod:`kernel_verify.verify.cache`, keyed by map,
+config, depth settings and code version), so a re-run recomputes only what changed. The statistical
 tests of the report share ``KV_ALPHA_TOTAL`` (Bonferroni over the report's mean tests and flag
 tests). Exit status 1 when a map FAILs.
 """

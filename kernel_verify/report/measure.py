@@ -2,14 +2,14 @@
 
 Samples are :func:`kernel_verify.verify.checks.estimates.estimates` (one independent parameter draw
 per sample, the same function the unbiasedness and variance properties call); the mean test is
-:func:`verify.stats.mean_test` with :func:`range_bound` and :func:`exact_variance` exactly as
-``check_mean`` of the property suite chooses them. Intervals are percentile bootstrap intervals
-(``conf``, default 99.9 %: about 0.5 chance flags over the ~500 points of a full report):
+:func:`kernel_verify.verify.stats.mean_test` with :func:`range_bound` and :func:`exact_variance`
+exactly as ``check_mean`` of the property suite chooses them. Intervals are percentile bootstrap
+intervals (``conf``, default 99.9 %: about 0.5 chance flags over the ~500 points of a full report):
 valid for heavy-tailed (log-normal) estimators where ±2 SE from the sample fourth moment is
 not, though at small R any interval under-covers a heavy tail — so a theory point outside its
 band is flagged, never silently drawn. Where the map is unbiased with iid rows and its formula has
-an exact fourth moment (:mod:`verify.moments.fourth`), the flag is instead decided by the
-property suite's variance test with that moment (median of means, known false-alarm rate, in the
+an exact fourth moment (:mod:`kernel_verify.verify.moments.fourth`), the flag is instead decided by
+the property suite's variance test with that moment (median of means, known false-alarm rate, in the
 report's α budget): the bootstrap band is then only drawn.
 """
 

@@ -3,7 +3,8 @@
 1. **Softmax estimators** (trigonometric, positive, hyperbolic, GERF; iid and orthogonal exact,
    SORF/Fastfood measured) at d = 64, m = 64: relative MSE ``(bias² + Var)/SM²`` against the
    input norm ‖x‖ = ‖y‖ at 60° and against the angle at ‖x‖ = ‖y‖ = 1 — the comparison of the
-   Performer and FAVOR++ papers, from :func:`verify.moments.exact_moments` (docs/math.md §1–§4).
+   Performer and FAVOR++ papers, from :func:`kernel_verify.verify.moments.exact_moments`
+   (docs/math.md §1–§4).
 2. **Gaussian-kernel estimators** (RFF pairs: orthogonal exact; SORF, Fastfood, fixed-norm ORF
    measured) at d = m = 16: MSE ratio against iid RFF versus ‖x − y‖/σ (the orthogonal random
    features paper's figure).

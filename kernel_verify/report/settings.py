@@ -1,7 +1,7 @@
 """Depth settings of ``kernel-verify report`` (full and quick) and the code version of the cache.
 
 Every number the report shows is a function of (map, its configuration, these settings, the code
-version); the per-map cache (:mod:`kernel_verify.report.store`) is keyed by all four, so a re-run
+version); the per-map cache (:mod:`kernel_verify.verify.cache`) is keyed by all four, so a re-run
 recomputes only the maps whose entry, settings or code changed.
 """
 

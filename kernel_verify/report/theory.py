@@ -1,19 +1,19 @@
-"""Theory curves of the report: exact moments where :mod:`verify.moments` has them, else a large
-Monte Carlo reference computed once and cached with its own error bar.
+"""Theory curves of the report: exact moments where :mod:`kernel_verify.verify.moments` has them,
+else a large Monte Carlo reference computed once and cached with its own error bar.
 
 * **exact**: ``E φ(x)ᵀφ(y)`` is the target kernel (claim ``unbiased``) or the declared
   ``mean_kernel`` (mpmath, :func:`kernel_verify.properties.unbiased_checks.kernel_value`); the
   variance is :func:`kernel_verify.verify.checks.estimates.exact_variance` — the property suite's
   own function,
-  i.e. :func:`verify.moments.exact_moments` for iid rows (``V₁/m``) and Haar-orthogonal rows with
-  χ_d norms (``(m·V₁ + P·C)/m²``, docs/math.md §1–§4).
+  i.e. :func:`kernel_verify.verify.moments.exact_moments` for iid rows (``V₁/m``) and
+  Haar-orthogonal rows with χ_d norms (``(m·V₁ + P·C)/m²``, docs/math.md §1–§4).
 * **reference**: for constructions without exact moments (SORF, Fastfood, fixed-norm rows, learned
   maps) ``R`` independent draws at ``m_ref`` (one block: ``m_ref`` is a multiple of every block
   size at the report's d) give the mean and variance with bootstrap standard errors. Blocks of
   rows are drawn independently (``impls/random_matrices.py``), so for every ``m`` that is a
   multiple of ``m_ref`` the estimator is the mean of ``m/m_ref`` i.i.d. block estimators:
   ``E`` is unchanged and ``Var(m) = Var(m_ref)·m_ref/m`` exactly. Cached in the file cache
-  (:mod:`verify.cache`) keyed by target, configuration, points, R and code version.
+  (:mod:`kernel_verify.verify.cache`) keyed by target, configuration, points, R and code version.
 """
 
 from __future__ import annotations

@@ -90,8 +90,8 @@ def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
 
 def mean_test_variance(target: FeatureMapTarget, x, y, m: int) -> tuple[float, str] | None:
     """``(V, how)``: the variance a mean test may use for an unbiased target — the exact variance
-    where :mod:`verify.moments` has it, else, for a target claiming ``gaussian_rows`` (every row
-    marginally ``N(0, I)``, e.g. Fastfood, or ORF rows of relu features), the per-feature
+    where :mod:`kernel_verify.verify.moments` has it, else, for a target claiming ``gaussian_rows``
+    (every row marginally ``N(0, I)``, e.g. Fastfood, or ORF rows of relu features), the per-feature
     variance ``V₁`` of the iid estimator as an upper bound: each of the m features has variance
     ``V₁`` and by Cauchy–Schwarz no covariance exceeds it, so ``Var((1/m)Σhᵢ) ≤ V₁``
     (docs/math.md §3). None when neither applies."""
@@ -119,7 +119,8 @@ def variance_covered(target: FeatureMapTarget) -> bool:
 
 def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, float] | None:
     """``(μ₄, σ²)`` of one estimate for an iid-row target whose formula has an exact fourth
-    moment (:mod:`verify.moments.fourth`), else None (orthogonal or structured rows, unknown
+    moment (:mod:`kernel_verify.verify.moments.fourth`), else None (orthogonal or structured rows,
+    unknown
     formula, or ``E h⁴`` infinite / not converged)."""
     if target.formula not in FOURTH_MOMENT_FORMULAS or row_construction(target) != "iid":
         return None

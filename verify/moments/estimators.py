@@ -3,21 +3,22 @@
 ``φ(x)ᵀφ(y) = (1/m)Σᵢ h(wᵢ; x, y)`` over the m frequency rows ``wᵢ`` (docs/math.md §0–§4); the
 per-frequency mean ``E h`` and variance ``V₁ = Var h`` come two independent ways:
 
-* ``method="closed"``: the closed forms of :mod:`verify.moments.closed_forms`
+* ``method="closed"``: the closed forms of :mod:`kernel_verify.verify.moments.closed_forms`
   (docs/math.md §1, §2, §4);
-* ``method="quadrature"``: the reduction of docs/math.md §0 (:mod:`verify.moments.gauss_hermite`),
+* ``method="quadrature"``: the reduction of docs/math.md §0
+(:mod:`kernel_verify.verify.moments.gauss_hermite`),
   applied to ``h`` and ``h²`` written from the feature definitions
-  (:mod:`verify.moments.integrands`; relu by the polar reduction).
+  (:mod:`kernel_verify.verify.moments.integrands`; relu by the polar reduction).
 
 The variance of the estimator depends on how the rows are drawn (``entry.matrix``):
 
 * ``"iid"``: ``V₁/m``;
 * ``"orthogonal"``: ``(m·V₁ + P·C)/m²`` with P the ordered same-block pairs and C the covariance
-  of two orthogonal features (:mod:`verify.moments.orf`; C has no closed form: both methods use
-  the exact moment series of the docs/math.md §3 law);
+  of two orthogonal features (:mod:`kernel_verify.verify.moments.orf`; C has no closed form: both
+  methods use the exact moment series of the docs/math.md §3 law);
 * any other construction raises :class:`NotImplementedError` (fastfood/SORF features inside a
   block are dependent in ways these formulas do not cover; fixed-norm rows are not Gaussian —
-  their mean is :func:`verify.moments.closed_forms.fixed_norm_mean`).
+  their mean is :func:`kernel_verify.verify.moments.closed_forms.fixed_norm_mean`).
 
 ``x``, ``y`` are the vectors fed to φ (no attention prescaling). Results are mpf; results are
 cached in memory (keyed by the exact float inputs, config, m, matrix, method and dps).

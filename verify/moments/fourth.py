@@ -8,18 +8,18 @@ products of two squares have nonzero expectation)
     ``μ₄ = (μ₄(h) + 3(m − 1)·V₁²) / m³``.
 
 The raw moments ``E hᵏ`` come from the docs/math.md §0 reduction applied to ``hᵏ`` written as an
-exponential sum (:func:`verify.moments.integrands.mul`; the Gaussian integral of each term by
-:func:`verify.moments.gauss_hermite.expect_exp_terms`), and for relu features from the polar
-reduction ``E[relu(u)ᵏrelu(v)ᵏ]``. Independent closed forms for the positive and hyperbolic softmax
-features (``w ~ N(0, I)``, ``s = x + y``, ``c = exp(−(‖x‖² + ‖y‖²)/2)``):
+exponential sum (:func:`kernel_verify.verify.moments.integrands.mul`; the Gaussian integral of each
+term by :func:`kernel_verify.verify.moments.gauss_hermite.expect_exp_terms`), and for relu features
+from the polar reduction ``E[relu(u)ᵏrelu(v)ᵏ]``. Independent closed forms for the positive and
+hyperbolic softmax features (``w ~ N(0, I)``, ``s = x + y``, ``c = exp(−(‖x‖² + ‖y‖²)/2)``):
 
 * positive, ``h = c·e^(wᵀs)``: ``E hᵏ = cᵏ·exp(k²‖s‖²/2)``;
 * hyperbolic, ``h = c·cosh(wᵀs)``: ``E hᵏ = cᵏ2^(−k)Σⱼ C(k, j)·exp((k − 2j)²‖s‖²/2)``
 
 (``wᵀs ~ N(0, ‖s‖²)`` and ``E e^(a·wᵀs) = e^(a²‖s‖²/2)``); ``tests/test_moments.py`` checks both
 ways agree. Used where a variance test of an unbounded estimator needs ``Var((X − μ)²) = μ₄ − σ⁴``
-(:func:`verify.stats.variance_test`). Orthogonal rows are not covered (their fourth moment needs
-the joint law of four dependent rows).
+(:func:`kernel_verify.verify.stats.variance_test`). Orthogonal rows are not covered (their fourth
+moment needs the joint law of four dependent rows).
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def fourth_central_moment(formula: str, x: np.ndarray, y: np.ndarray,
     """``(μ₄, σ²)`` of the iid-row estimator with m rows (module docstring), as mpf.
     ``method``: ``"quadrature"`` (every formula of :data:`FOURTH_MOMENT_FORMULAS`) or
     ``"closed"`` (softmax_positive / softmax_hyperbolic). Raises KeyError for other formulas and
-    :class:`verify.moments.QuadratureError` where ``E h⁴`` is infinite or does not converge
+    :class:`kernel_verify.verify.moments.QuadratureError` where ``E h⁴`` is infinite or does not
+    converge
     (e.g. GERF with a large ``A``)."""
     if formula not in FOURTH_MOMENT_FORMULAS:
         raise KeyError(f"no exact fourth moment for {formula!r}; known: "

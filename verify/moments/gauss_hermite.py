@@ -21,8 +21,8 @@ several terms needs); otherwise :class:`QuadratureError` is raised. Supported do
 than :data:`MAX_ORDER` nodes and raise). Working precision carries
 ``guard_digits(α)`` extra digits, enough for the cancellation in ``E cos(αg) = e^(−α²/2)``.
 The rules themselves (nodes, weights, :class:`QuadratureError`) live in
-:mod:`verify.references.quadrature`, below both the references and the moments; they are
-re-exported here.
+:mod:`kernel_verify.verify.references.quadrature`, below both the references and the moments; they
+are re-exported here.
 """
 
 from __future__ import annotations

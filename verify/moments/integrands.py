@@ -8,7 +8,8 @@ Written from the feature definitions with Euler's formula (``cos θ = (e^(iθ) +
 
 (a, b, c complex, e real, k an integer: the frequency of the random phase β ~ U[0, 2π), whose
 expectation keeps only k = 0). Products of sums are expanded mechanically (:func:`mul`), so
-``h²`` needs no algebra by hand. :mod:`verify.moments.estimators` integrates the terms.
+``h²`` needs no algebra by hand. :mod:`kernel_verify.verify.moments.estimators` integrates the
+terms.
 """
 
 from __future__ import annotations

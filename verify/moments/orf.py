@@ -2,7 +2,8 @@
 
 Orthogonal rows ``w₁ = r₁θ₁``, ``w₂ = r₂θ₂`` (``rᵢ ~ χ_d`` independent, (θ₁, θ₂) a uniformly random
 orthonormal pair). For an integrand depending on w only through one projection ``t = wᵀz`` and
-``‖w‖`` — an exponential sum ``h = Σ c·exp(λt + e‖w‖²)`` (:mod:`verify.moments.integrands`) —
+``‖w‖`` — an exponential sum ``h = Σ c·exp(λt + e‖w‖²)``
+(:mod:`kernel_verify.verify.moments.integrands`) —
 
     E[h(w₁)h(w₂)] = E_v[H(v₁)H(v₂)],   H(v) = Σ c·E_r exp(λ‖z‖·r·v + e·r²),
 

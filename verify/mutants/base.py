@@ -19,9 +19,10 @@ class Mutant:
     the mutant runs). ``expected_killers`` names the property families (file stems of
     ``properties/test_<family>.py``) or single properties (``stem::test_name``) written to catch
     it; a kill counts as intended only when one of them fails with a property assertion (not a
-    crash, a NaN or an input check: :mod:`verify.mutants.kills`). When the defect is invisible
-    to the suite by design, ``expected_survivor_reason`` says why. ``loader``: the spec prefix
-    that, followed by the name, loads the targets (controls: :mod:`verify.mutants.controls`)."""
+    crash, a NaN or an input check: :mod:`kernel_verify.verify.mutants.kills`). When the defect is
+    invisible to the suite by design, ``expected_survivor_reason`` says why. ``loader``: the spec
+    prefix that, followed by the name, loads the targets (controls:
+    :mod:`kernel_verify.verify.mutants.controls`)."""
 
     name: str
     family: str

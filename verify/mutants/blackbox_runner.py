@@ -1,12 +1,13 @@
 """``kernel-verify mutants --blackbox``: the feature-map mutants a second time, black-box.
 
-Every feature-map mutant of the catalogue is wrapped by :func:`verify.mutants.blackbox.as_black_box`
-(only ``sample_fn``; kernel, claims and ``m`` kept) and run through the same suite as the white-box
-catalogue, twice: with the estimator family declared (``formula``, ``matrix``, ``config``) and
-without it. The registry's correct maps (:data:`verify.mutants.blackbox.CONTROLS`) are wrapped the
-same way; a control must never fail (any failure there is a bug in the suite). The result is a
-side-by-side table white-box | black-box with family | black-box without family, appended to
-``reports/mutants.md`` and stored under ``"blackbox"`` in ``reports/mutants.json``.
+Every feature-map mutant of the catalogue is wrapped by
+:func:`kernel_verify.verify.mutants.blackbox.as_black_box` (only ``sample_fn``; kernel, claims and
+``m`` kept) and run through the same suite as the white-box catalogue, twice: with the estimator
+family declared (``formula``, ``matrix``, ``config``) and without it. The registry's correct maps
+(:data:`kernel_verify.verify.mutants.blackbox.CONTROLS`) are wrapped the same way; a control must
+never fail (any failure there is a bug in the suite). The result is a side-by-side table white-box |
+black-box with family | black-box without family, appended to ``reports/mutants.md`` and stored
+under ``"blackbox"`` in ``reports/mutants.json``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def feature_property_files() -> tuple[str, ...]:
 
 
 def _state(run: SuiteRun | None, m: Mutant | None = None) -> str:
-    """``killed`` (as intended, when the mutant ``m`` is given: :mod:`verify.mutants.kills`),
+    """``killed`` (as intended, when the mutant ``m`` is given:
+    :mod:`kernel_verify.verify.mutants.kills`),
     ``killed (not as intended)``, ``survived``, ``crashed`` or ``-`` (not run)."""
     if run is None:
         return "-"

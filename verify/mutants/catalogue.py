@@ -1,16 +1,17 @@
 """The mutant catalogue: every deliberate defect the property suite must catch.
 
-``MUTANTS`` lists :class:`~verify.mutants.base.Mutant` records; the targets of one mutant load
-through the ordinary third-party mechanism with the spec
+``MUTANTS`` lists :class:`~kernel_verify.verify.mutants.base.Mutant` records; the targets of one
+mutant load through the ordinary third-party mechanism with the spec
 ``verify.mutants.catalogue:target_<name>`` (``KV_TARGET``, ``--kv-target``,
 ``kernel-verify check``), or in Python with ``load(name)``.
 
-Families: random-matrix constructions (:mod:`verify.mutants.matrices`), attention
-(:mod:`verify.mutants.attention`), feature maps (:mod:`verify.mutants.features`), Nyström
-(:mod:`verify.mutants.nystrom`), gradients (:mod:`verify.mutants.gradients`: forward right,
-backward wrong).
-``expected_killers`` records which property family (``properties/test_<family>.py``) is meant to
-catch each one; the runner's kill matrix shows which actually did.
+Families: random-matrix constructions (:mod:`kernel_verify.verify.mutants.matrices`), attention
+(:mod:`kernel_verify.verify.mutants.attention`), feature maps
+(:mod:`kernel_verify.verify.mutants.features`), Nyström
+(:mod:`kernel_verify.verify.mutants.nystrom`), gradients
+(:mod:`kernel_verify.verify.mutants.gradients`: forward right, backward wrong). ``expected_killers``
+records which property family (``properties/test_<family>.py``) is meant to catch each one; the
+runner's kill matrix shows which actually did.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _gradient(name: str) -> Mutant:
 
 
 def _forms(name: str) -> Mutant:
-    """Forms of causal attention (:mod:`verify.mutants.forms`; controls: its
+    """Forms of causal attention (:mod:`kernel_verify.verify.mutants.forms`; controls: its
     ``FORMS_CONTROLS``)."""
     return Mutant(name, "attention", FORMS_MUTANTS[name][0], lambda: mutant_targets(name),
                   ("attention_forms",))

@@ -4,21 +4,26 @@ skeleton that would make their kills meaningless).
 
 Each twin runs the *same code path* as the mutants of its family with every defect switched off:
 
-* attention (:mod:`verify.mutants.attention`): exact softmax attention (the skeleton of the
+* attention (:mod:`kernel_verify.verify.mutants.attention`): exact softmax attention (the skeleton
+of the
   mask/shift mutants), FAVOR+ through the stable log-space kernel (the skeleton of the FAVOR+
   mutants, float64), Nyströmformer with per-matrix norms;
-* random matrices (:mod:`verify.mutants.matrices`): the built-in i.i.d., orthogonal and Fastfood
+* random matrices (:mod:`kernel_verify.verify.mutants.matrices`): the built-in i.i.d., orthogonal
+and Fastfood
   draws behind the mutants' ``RandomMatrixTarget`` wrapper, claiming what the mutants claim;
-* Nyström (:mod:`verify.mutants.nystrom`): the mutants' skeleton with the pseudo-inverse and
+* Nyström (:mod:`kernel_verify.verify.mutants.nystrom`): the mutants' skeleton with the
+pseudo-inverse and
   its eigenvalue cutoff;
-* feature maps (:mod:`verify.mutants.features`): the registry's own NumPy functions behind the
-  mutants' wrapper (:func:`verify.mutants.features.feature_mutant`: white-box, parameters from
-  the registry draw, attached FAVOR-style attention);
-* forms of causal attention: :data:`verify.mutants.forms.FORMS_CONTROLS`.
+* feature maps (:mod:`kernel_verify.verify.mutants.features`): the registry's own NumPy functions
+behind the
+  mutants' wrapper (:func:`kernel_verify.verify.mutants.features.feature_mutant`: white-box,
+  parameters from the registry draw, attached FAVOR-style attention);
+* forms of causal attention: :data:`kernel_verify.verify.mutants.forms.FORMS_CONTROLS`.
 
-The black-box pass has its own controls (:data:`verify.mutants.blackbox.CONTROLS`: registry maps
-through ``sample_fn`` only); both are judged by :func:`verify.mutants.kills.control_failed`.
-Loader spec of one control: ``kernel_verify.verify.mutants.controls:target_<name>``.
+The black-box pass has its own controls (:data:`kernel_verify.verify.mutants.blackbox.CONTROLS`:
+registry maps through ``sample_fn`` only); both are judged by
+:func:`kernel_verify.verify.mutants.kills.control_failed`. Loader spec of one control:
+``kernel_verify.verify.mutants.controls:target_<name>``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """What a kill means: the failing verdicts of one suite run, classified, and whether they are the
-kill a mutant was written for. Shared by the white-box runner (:mod:`verify.mutants.runner`),
-the black-box pass (:mod:`verify.mutants.blackbox_runner`) and the controls.
+kill a mutant was written for. Shared by the white-box runner
+(:mod:`kernel_verify.verify.mutants.runner`), the black-box pass
+(:mod:`kernel_verify.verify.mutants.blackbox_runner`) and the controls.
 
 Every failing verdict gets one *kind*, from its evidence (the exception lines the check runner
-keeps, :func:`verify.thirdparty.cli.fold`):
+keeps, :func:`kernel_verify.verify.thirdparty.cli.fold`):
 
 * ``property`` — an ``AssertionError`` raised by the property's own assertion: the defect the
   property is about;

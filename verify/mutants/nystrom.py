@@ -18,7 +18,8 @@ def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) ->
     """Uniform landmarks without replacement; ``inverse``: ``"W"`` (W itself instead of W⁺) or
     ``"no_cutoff"`` (pseudo-inverse without an eigenvalue cutoff: rounding-level eigenvalues of
     a (numerically) singular W are inverted); ``"pinv"`` is the correct twin (the control of
-    :mod:`verify.mutants.controls`): ``numpy.linalg.pinv`` of the symmetric W with its default
+    :mod:`kernel_verify.verify.mutants.controls`): ``numpy.linalg.pinv`` of the symmetric W with its
+    default
     cutoff (singular values below ``1e-15·max`` dropped)."""
     n = x.shape[0]
     idx = np.sort(rng.choice(n, size=min(LANDMARKS, n), replace=False))

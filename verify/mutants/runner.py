@@ -7,18 +7,18 @@ mutants run at a time (one pytest process each). A mutant is *killed* when at le
 property fails on one of its targets; the matrix shows, per property family
 (``properties/test_<family>.py``), ``X`` (killed there), ``.`` (ran, passed) or ``-``
 (nothing ran: no property of that family applies). What a kill means
-(:mod:`verify.mutants.kills`): each failing property is classified as a property assertion, a
-non-finite output, an exception (the target's or the suite's own input checks) or a crash, and
-a mutant counts as *killed as intended* only when a property it was written for
+(:mod:`kernel_verify.verify.mutants.kills`): each failing property is classified as a property
+assertion, a non-finite output, an exception (the target's or the suite's own input checks) or a
+crash, and a mutant counts as *killed as intended* only when a property it was written for
 (``expected_killers``) fails by its assertion; the verdict says ``killed (other)``,
 ``killed (non-finite only)`` or ``killed (exception only)`` otherwise. The report ends with
 ``killed as intended K/N``; survivors are listed with the catalogue's explanation. Without
-``--only``, the correct twins of :mod:`verify.mutants.controls` run the same way and must
-pass. Also written:
+``--only``, the correct twins of :mod:`kernel_verify.verify.mutants.controls` run the same way and
+must pass. Also written:
 ``reports/mutants.json`` and ``reports/mutants.md`` (and ``--json FILE``), including which
 properties killed nothing. ``--blackbox`` adds a second pass: every feature-map mutant wrapped
 black-box, with and without its declared family, and correct maps wrapped black-box as controls
-(:mod:`verify.mutants.blackbox_runner`).
+(:mod:`kernel_verify.verify.mutants.blackbox_runner`).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def softmax_attention_mp(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = False, scale: Any = None
 ) -> np.ndarray:
     """Exact softmax attention (mp array); ``scale`` defaults to ``1/√d``. Runs at the current
-    mpmath precision (wrap in :func:`verify.references.mp.working_precision`)."""
+    mpmath precision (wrap in :func:`kernel_verify.verify.references.mp.working_precision`)."""
     qm, km, vm = _mp("q", q), _mp("k", k), _mp("v", v)
     s = 1 / mpmath.sqrt(qm.shape[-1]) if scale is None else mpmath.mpf(scale)
 

@@ -1,8 +1,9 @@
 """mpmath twins of every registered feature formula, and a-priori rounding-error bounds.
 
 A *twin* computes the deterministic map ``φ(x; ω)`` of one registry ``formula`` for a given
-parameter draw ``ω`` in mpmath (inputs converted exactly, see :mod:`verify.references.mp`), so a
-backend's output can be compared with the correctly rounded value. Twins are registered with
+parameter draw ``ω`` in mpmath (inputs converted exactly, see
+:mod:`kernel_verify.verify.references.mp`), so a backend's output can be compared with the correctly
+rounded value. Twins are registered with
 
     @mp_feature("rff_pairs", error_bound=bound_fn)
     def _rff_pairs(x_mp, params, config): ...          # object ndarray (..., n, D)

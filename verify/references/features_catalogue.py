@@ -1,13 +1,13 @@
 """mpmath twins and a-priori rounding-error bounds of the catalogue formulas (docs/math.md §5–§7).
 
-Registered with :func:`verify.references.features.mp_feature`. Each twin computes ``φ(x; ω)``
-exactly from the exactly converted input, the scalars of ``config`` (σ, order, p, c, M, ν) and the
-arrays of ``params`` alone: learned values (Hedgehog's W and b, the mixture's π, μ, L, the
-generator's weights) are part of the parameter draw the registry entry's ``draw`` makes, so
+Registered with :func:`kernel_verify.verify.references.features.mp_feature`. Each twin computes
+``φ(x; ω)`` exactly from the exactly converted input, the scalars of ``config`` (σ, order, p, c, M,
+ν) and the arrays of ``params`` alone: learned values (Hedgehog's W and b, the mixture's π, μ, L,
+the generator's weights) are part of the parameter draw the registry entry's ``draw`` makes, so
 nothing here imports or re-runs implementation code (the monomial order of the polynomial map
 and the cosFormer position rule are re-derived from their definitions); each bound
-follows the rules of :mod:`verify.references.features` (its module docstring): every basic
-operation rounds once (``|θ| ≤ u``), an elementary function is accurate to ``ulps`` ulps
+follows the rules of :mod:`kernel_verify.verify.references.features` (its module docstring): every
+basic operation rounds once (``|θ| ≤ u``), an elementary function is accurate to ``ulps`` ulps
 (``2·ulps·u`` relative), a length-k dot product in any order has ``|err| ≤ γ_k·Σ|terms|``, a
 float64 constant cast to the compute dtype adds one ``u``. A float64 computation (NumPy builds
 some constants and frequencies in float64 whatever the input dtype) is covered because the

@@ -1,8 +1,8 @@
 """Exact derivatives in mpmath: feature Jacobians, kernel gradients, attention gradients.
 
 docs/math.md §14. Everything here is computed from a map's description ``(formula, config,
-params)`` and the mpmath twins of :mod:`verify.references.features` and
-:mod:`verify.references.kernels`; nothing imports the code under test.
+params)`` and the mpmath twins of :mod:`kernel_verify.verify.references.features` and
+:mod:`kernel_verify.verify.references.kernels`; nothing imports the code under test.
 
 * :func:`feature_jacobian_mp` — ``J[..., i, f, j] = ∂φ_f(x_i)/∂x_ij`` (or of ``log φ``). Closed
   forms (docs/math.md §14) where they are short (:data:`CLOSED_JACOBIANS`): positive,

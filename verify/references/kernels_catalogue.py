@@ -1,8 +1,8 @@
 """mpmath references of the catalogue kernels (exact, deterministic and learned maps).
 
-Registered with :func:`verify.references.kernels.mp_kernel`; each takes ``x``, ``y`` (object
-arrays (d,) of mpf) and the entry's kernel params (floats arrive as mpf, ints as int, float64
-arrays as mp arrays). docs/math.md §5–§7.
+Registered with :func:`kernel_verify.verify.references.kernels.mp_kernel`; each takes ``x``, ``y``
+(object arrays (d,) of mpf) and the entry's kernel params (floats arrive as mpf, ints as int,
+float64 arrays as mp arrays). docs/math.md §5–§7.
 
 =====================  =====================================================================
 kernel id              k(x, y)
@@ -31,9 +31,9 @@ rule (:func:`generative_kernel_mp`), validated by comparing consecutive orders o
 absolutely (the kernel is bounded by 1 in absolute value, so this is 100 times below the
 float64 rounding ``u = 1.1e-16`` of a value near 1; the higher order is returned, the more
 accurate of the two since the integrand is entire); otherwise
-:class:`~verify.references.quadrature.QuadratureError` is raised. The frequencies ``g(ε)`` at the
-nodes are cached per (weights, order, dps), so a Gram matrix costs one ``cos`` per node and
-pair; values are memoised per ``±δ``. Cost: about 3 s for the first value at k = 2 (node
+:class:`~kernel_verify.verify.references.quadrature.QuadratureError` is raised. The frequencies
+``g(ε)`` at the nodes are cached per (weights, order, dps), so a Gram matrix costs one ``cos`` per
+node and pair; values are memoised per ``±δ``. Cost: about 3 s for the first value at k = 2 (node
 frequencies up to 64² nodes), ~0.1 s for each further one.
 """
 

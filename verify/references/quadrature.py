@@ -10,7 +10,7 @@ the references, never the other way round.
 
 Both refine NumPy's float64 nodes by Newton's method at ``dps + 10`` digits (Golub & Welsch give
 the same rules from the Jacobi matrix; Newton from good starting points is simpler here), and are
-cached in memory and in the file cache (:mod:`verify.cache`).
+cached in memory and in the file cache (:mod:`kernel_verify.verify.cache`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def hermite_rule(order: int, dps: int) -> tuple[tuple, tuple]:
     Nodes are the roots of the probabilists' Hermite polynomial ``He_n`` (three-term recurrence
     ``He_(k+1) = g·He_k − k·He_(k−1)``), found by Newton's method from NumPy's float64 rule
     (only the roots ≥ 0: the rule is symmetric); weights ``wᵢ = n!/(n·He_(n−1)(gᵢ))²``.
-    Cached in memory and in the file cache (:mod:`verify.cache`)."""
+    Cached in memory and in the file cache (:mod:`kernel_verify.verify.cache`)."""
     return _cached_rule("hermite", order, dps, _hermite_newton)
 
 

@@ -1,6 +1,7 @@
 """Running the property suite against implementations outside the registry.
 
-See :mod:`verify.thirdparty.protocol` for the adapter protocol and the README for an example.
+See :mod:`kernel_verify.verify.thirdparty.protocol` for the adapter protocol and the README for an
+example.
 """
 
 from kernel_verify.verify.thirdparty.protocol import (

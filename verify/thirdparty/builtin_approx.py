@@ -1,9 +1,10 @@
-"""The built-in kernel approximations as :class:`~verify.thirdparty.protocol.KernelApproxTarget`.
+"""The built-in kernel approximations as
+:class:`~kernel_verify.verify.thirdparty.protocol.KernelApproxTarget`.
 
-Landmark Nyström ``K̃ = C W⁺ Cᵀ`` (docs/math.md §8) from :mod:`impls.numpy.nystrom` and
-:mod:`impls.torch.nystrom` (torch on the CPU, float64), with ``rank`` landmarks chosen by a seeded
-rule (``uniform``: without replacement from the given generator; ``strided``: ``⌊i·n/s⌋``).
-Each target claims what docs/math.md §8 proves for a PSD kernel:
+Landmark Nyström ``K̃ = C W⁺ Cᵀ`` (docs/math.md §8) from :mod:`kernel_verify.impls.numpy.nystrom` and
+:mod:`kernel_verify.impls.torch.nystrom` (torch on the CPU, float64), with ``rank`` landmarks chosen
+by a seeded rule (``uniform``: without replacement from the given generator; ``strided``:
+``⌊i·n/s⌋``). Each target claims what docs/math.md §8 proves for a PSD kernel:
 
 * ``psd``: ``K̃ = C W⁺ Cᵀ ⪰ 0``;
 * ``schur_residual``: ``K − K̃`` is the generalised Schur complement of W, hence ``⪰ 0``;

@@ -1,14 +1,15 @@
 """The forms protocol (:class:`AttentionTarget`, docs/math.md §13) for the built-in attention
 with a registry map: the keyword arguments that make an attention target offer every form.
 
-The forms run :mod:`impls.numpy.forms` / :mod:`impls.torch.forms` on the map's features (after
-the entry's ``d^(−1/4)`` pre-scale): the log-space forms with state ``(L, V̄)`` for maps claiming
-``log_features``, the plain forms with state ``(S, z)`` otherwise (Based's Taylor map: signed
-features whose kernel ``1 + t + t²/2`` is positive, state ``(1 + d + d²) × d_v``). ``varlen``
-runs each packed sequence from its own initial state; ``padded`` runs each row on its valid
-positions only (padding is removed, never zero-filled: ``φ(0) ≠ 0``), output 0 at padded
-positions. ``features``/``state_sums`` expose the exact features and the state as sums, so the
-suite compares with the mpmath recurrence (:mod:`verify.references.forms`).
+The forms run :mod:`kernel_verify.impls.numpy.forms` / :mod:`kernel_verify.impls.torch.forms` on the
+map's features (after the entry's ``d^(−1/4)`` pre-scale): the log-space forms with state
+``(L, V̄)`` for maps claiming ``log_features``, the plain forms with state ``(S, z)`` otherwise
+(Based's Taylor map: signed features whose kernel ``1 + t + t²/2`` is positive, state
+``(1 + d + d²) × d_v``). ``varlen`` runs each packed sequence from its own initial state; ``padded``
+runs each row on its valid positions only (padding is removed, never zero-filled: ``φ(0) ≠ 0``),
+output 0 at padded positions. ``features``/``state_sums`` expose the exact features and the state as
+sums, so the suite compares with the mpmath recurrence
+(:mod:`kernel_verify.verify.references.forms`).
 """
 
 from __future__ import annotations

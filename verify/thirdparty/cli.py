@@ -22,7 +22,8 @@ falsifying example, the backends that failed — and one command that re-runs th
 and exits 1 when any property fails (2 when the suite could not run at all or a worker
 crashed).
 
-:func:`run_suite` is shared with ``kernel-verify mutants`` (:mod:`verify.mutants.runner`).
+:func:`run_suite` is shared with ``kernel-verify mutants``
+(:mod:`kernel_verify.verify.mutants.runner`).
 """
 
 from __future__ import annotations
