@@ -127,17 +127,59 @@ def test_nystrom_attention_shapes_and_determinism(index):
 
 
 @needs("nystrom_attention")
-def test_nystrom_identity_projections_give_exact_attention_with_every_token_a_landmark():
-    """n landmarks of one token each: A·A⁺·A = A, so the layer is softmax attention (up to the
-    6-step pseudo-inverse) — the adapter routes q, k, v and the 1/√d scale correctly."""
+def test_nystrom_identity_projections_route_every_token_exactly():
+    """Every token a landmark and one-hot attention: the output is ``P·V`` exactly, no tolerance.
+
+    ``k_j = e_j`` and ``q_i = 2000·e_π(i)`` (d = n = 4, a different permutation π per head), so
+    the scaled scores are 1000 for key π(i) and 0 otherwise; ``exp(−1000)`` underflows to exactly
+    0 in float64 (below ``exp(−745.2)``, the smallest subnormal), so every softmax of the layer is
+    the permutation matrix ``P`` exactly. The 6-step pseudo-inverse then stays exact:
+    ``Z₀ = Pᵀ/(max col sum · max row sum) = Pᵀ`` and each step computes ``xz = PPᵀ = I``,
+    ``¼·Z·(13I − 9I) = Z`` in integer arithmetic. So ``out = (P·Pᵀ)·(P·V) = P·V`` with only
+    products by 0 and 1 and additions of 0: any misrouting of q, k, v or of the heads changes it.
+    """
     from kernel_verify.adapters.nystrom_attention import run_layer
 
-    q, k, v = qkv(3, (1, 2, 4, 3))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(3)
+    n = d = 4
+    perms = [np.array([2, 0, 3, 1]), np.array([1, 3, 0, 2])]
+    k = np.broadcast_to(np.eye(n), (1, 2, n, d)).copy()
+    q = np.stack([2000.0 * np.eye(n)[p] for p in perms])[None]
+    v = np.random.default_rng(3).standard_normal((1, 2, n, d))
+    want = np.stack([v[0, h][p] for h, p in enumerate(perms)])[None]
+    np.testing.assert_array_equal(run_layer(q, k, v, num_landmarks=n, mask=False), want)
+
+
+@needs("nystrom_attention")
+def test_nystrom_one_landmark_is_softmax_attention_of_the_mean_query():
+    """One landmark: every output row is ``softmax(q̄Kᵀ/√d)·V`` with ``q̄`` the mean query.
+
+    With ``num_landmarks = 1`` the landmark softmaxes are over one entry (exactly 1) and the
+    pseudo-inverse iteration on ``[[1]]`` stays exactly 1 (``Z₀ = 1/(1·1)``, each step
+    ``¼·1·(13 − 9) = 1``), so the layer computes ``attn3·V`` with ``attn3 = softmax(q̄Kᵀ·s)``,
+    ``s = d^(−1/2)`` (checks the scale and the routing of k and v). The inputs are small
+    integers, d = n = 4: ``s = ½`` and ``q̄ = Σ q_i·s / 4`` and the scores are dyadic, computed
+    exactly by both sides, so both the library and the NumPy reference differ from the exact
+    value only by: ``exp`` (≤ 1 ulp ≤ 2u relative, counted as 2 roundings), the softmax sum
+    (n − 1), its division (1), and the product with V (n). Higham's Lemma 3.1 with these
+    2n + 2 factors ``(1 + δ)^(±1)`` gives ``|fl(out) − out| ≤ γ_(2n+2)·Σ_j w_j|v_j| ≤
+    γ_(2n+2)·max_j|v_j|`` for each side, so the two agree to twice that.
+    """
+    from kernel_verify.adapters.nystrom_attention import run_layer
+    from kernel_verify.verify.tolerance import gamma
+
+    n = d = 4
+    rng = np.random.default_rng(5)
+    q, k = rng.integers(-2, 3, (2, 1, 2, n, d)).astype(np.float64)
+    v = rng.standard_normal((1, 2, n, d))
+    qbar = (q * d**-0.5).mean(-2, keepdims=True)
+    s = qbar @ np.swapaxes(k, -1, -2)
     w = np.exp(s - s.max(-1, keepdims=True))
-    exact = (w / w.sum(-1, keepdims=True)) @ v
-    np.testing.assert_allclose(run_layer(q, k, v, num_landmarks=4, mask=False), exact,
-                               atol=2e-2)
+    want = np.broadcast_to((w / w.sum(-1, keepdims=True)) @ v, v.shape)
+    bound = 2 * gamma(2 * n + 2, 2.0**-53) * np.abs(v).max(-2, keepdims=True)
+    got = run_layer(q, k, v, num_landmarks=1, mask=False)
+    assert np.all(np.abs(got - want) <= bound), np.abs(got - want).max()
+    unscaled = np.exp(2 * s - 2 * s.max(-1, keepdims=True))  # a layer without the 1/√d
+    assert np.abs((unscaled / unscaled.sum(-1, keepdims=True)) @ v - want).max() > 1e3 * bound.max()
 
 
 # ---------------------------------------------------------------------------------- fla
