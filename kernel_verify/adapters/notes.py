@@ -303,3 +303,25 @@ FINDINGS: dict[str, list[Finding]] = {
     ],
     "fast_transformers": [],
 }
+
+
+def known_failures(library: str, properties: tuple[str, ...] | None = None) -> dict[str, str]:
+    """The ``known_failures`` a shipped adapter declares, derived from :data:`FINDINGS`.
+
+    Every failing property a confirmed finding of ``library`` explains becomes
+    ``{"test_…": "<title> (reports/conformance/<library>.md, finding '<confirm>')"}``: the
+    reason is the finding's title, the link the conformance page that gives its mechanism, fix
+    and measurement (:mod:`kernel_verify.adapters.confirm`). ``properties``, when
+    given, keeps only those test names (a finding about one target of a library is declared on
+    that target only). Contract properties (:data:`CONTRACT_PROPERTIES`, the suite's own input
+    policy) are never declared here: a library that does not validate its input has no numerical
+    defect, and its verdict there is the input-policy one.
+    """
+    out: dict[str, str] = {}
+    for finding in FINDINGS.get(library, []):
+        for prop in finding.properties:
+            if prop in CONTRACT_PROPERTIES or (properties is not None and prop not in properties):
+                continue
+            out[prop] = (f"{finding.title} (reports/conformance/{library}.md, "
+                         f"finding '{finding.confirm}')")
+    return out

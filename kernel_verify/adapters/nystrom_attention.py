@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernel_verify.adapters._lazy import need
+from kernel_verify.adapters.notes import known_failures
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
 DEFAULT_LANDMARKS = 256  # NystromAttention's default
@@ -90,11 +91,18 @@ def attention(*, num_landmarks: int | None, mask: bool):
     return attn
 
 
+#: The iterative pseudo-inverse's start couples batch elements and heads, in all three
+#: configurations (kernel_verify.adapters.notes, finding ``nystrom_batch_coupling``).
+KNOWN = known_failures("nystrom_attention")
+
 targets = [
     AttentionTarget("nystrom_attention.NystromAttention",
-                    attention(num_landmarks=DEFAULT_LANDMARKS, mask=False), frozenset()),
+                    attention(num_landmarks=DEFAULT_LANDMARKS, mask=False), frozenset(),
+                    known_failures=KNOWN),
     AttentionTarget("nystrom_attention.NystromAttention[mask]",
-                    attention(num_landmarks=DEFAULT_LANDMARKS, mask=True), frozenset()),
+                    attention(num_landmarks=DEFAULT_LANDMARKS, mask=True), frozenset(),
+                    known_failures=KNOWN),
     AttentionTarget("nystrom_attention.NystromAttention[no padding]",
-                    attention(num_landmarks=None, mask=False), frozenset()),
+                    attention(num_landmarks=None, mask=False), frozenset(),
+                    known_failures=KNOWN),
 ]
