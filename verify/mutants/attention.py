@@ -26,7 +26,11 @@ EXACT = frozenset({"causal", "noncausal", "positive_weights", "validates_input"}
 CAUSAL_ONLY = frozenset({"causal", "positive_weights", "approximates_softmax", "validates_input"})
 
 
-def _freqs(seed: int, d: int, m: int) -> np.ndarray:
+def _freqs(seed: int, d: int, m: int, global_rng: bool = False) -> np.ndarray:
+    """The frequencies drawn from ``seed`` — or (``global_rng``, a defect) from a generator the
+    seed does not reach, as code that draws from a library's global random state does."""
+    if global_rng:
+        return np.random.default_rng().standard_normal((m, d))
     return seeds.rng(seed).standard_normal((m, d))
 
 
@@ -92,16 +96,17 @@ def exact_softmax(q, k, v, *, causal, seed=0, mask_offset=0, global_max=False, b
 
 def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="none",
           query_shift="row", eps_after_shift=0.0, normalise=True, den_eps=0.0,
-          den_floor=0.0, dtype=np.float64, **_):
+          den_floor=0.0, dtype=np.float64, global_rng=False, **_):
     """FAVOR+ with the switches the mutants flip (plain feature path after the shifts).
 
     ``key_shift``: ``"none"`` (keys unshifted), ``"per_key"`` (max over each key's features:
     does not cancel), ``"sequence"`` (max over the whole sequence: leaks in causal mode),
     ``"batch"`` (max over everything: couples batch elements and heads).
     ``"log_space"``: no shift at all, the stable log-space kernel of :mod:`impls` (correct).
-    ``query_shift``: ``"row"`` (max over each query's features: cancels) or ``"sequence"``."""
+    ``query_shift``: ``"row"`` (max over each query's features: cancels) or ``"sequence"``.
+    ``global_rng``: frequencies drawn without the seed (see :func:`_freqs`)."""
     d = q.shape[-1]
-    w = _freqs(seed, d, m).astype(dtype)
+    w = _freqs(seed, d, m, global_rng).astype(dtype)
     s = d**-0.25 if prescale else 1.0
     lq = log_favor((q * s).astype(dtype), w)
     lk = log_favor((k * s).astype(dtype), w)
@@ -236,6 +241,11 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
         "FAVOR+ without the d^(-1/4) pre-scaling (estimates exp(qᵀk), not exp(qᵀk/√d))",
         lambda: _target("favor_missing_prescale", favor, ALL, key_shift="log_space",
                         prescale=False)),
+    "favor_ignores_seed": (
+        "FAVOR+ (stable log-space path) drawing its frequencies from a global generator the "
+        "seed does not reach: two calls with the same seed use different features",
+        lambda: _target("favor_ignores_seed", favor, ALL, key_shift="log_space",
+                        global_rng=True)),
     "causal_collapsed_to_running_mean": (
         "causal-only linear attention collapsed to uniform weights: row i returns the running "
         "mean of v_0 … v_i (claims only causal)",
@@ -270,6 +280,7 @@ ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
     "favor_query_sequence_shift": (f"{_F}past_outputs_ignore_the_future",),
     "favor_batch_shift": (f"{_F}batch_elements_and_heads_are_independent",),
     "favor_missing_prescale": (f"{_F}error_to_softmax_attention_falls_as_m_grows",),
+    "favor_ignores_seed": (f"{_F}same_seed_gives_same_output",),
     "causal_collapsed_to_running_mean": (f"{_F}large_scale_keeps_the_argmax_value",),
     "nystromformer_batch_coupled": (f"{_F}batch_elements_and_heads_are_independent",),
 }

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from kernel_verify.verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
 from kernel_verify.verify.mutants.base import Mutant
-from kernel_verify.verify.mutants.features import FEATURE_MUTANTS
+from kernel_verify.verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
 from kernel_verify.verify.mutants.forms import FORMS_MUTANTS, mutant_targets
-from kernel_verify.verify.mutants.gradients import GRADIENT_MUTANTS
+from kernel_verify.verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.verify.mutants.nystrom import NYSTROM_MUTANTS
 from kernel_verify.verify.mutants.nystrom import target as nystrom_target
@@ -56,6 +56,7 @@ def _feature(name: str) -> Mutant:
     killers = FEATURE_FAMILIES
     if name not in _CANCELS_IN_ATTENTION and name.startswith(("softmax_positive", "gerf")):
         killers = (*killers, ATTENTION_FAMILY)
+    killers = FEATURE_KILLERS.get(name, killers)
     return Mutant(name, "feature_map", description, make, killers)
 
 
@@ -67,7 +68,7 @@ def _nystrom(name: str) -> Mutant:
 
 def _gradient(name: str) -> Mutant:
     description, family, make = GRADIENT_MUTANTS[name]
-    return Mutant(name, family, description, make, ("gradients",))
+    return Mutant(name, family, description, make, GRADIENT_KILLERS.get(name, ("gradients",)))
 
 
 def _forms(name: str) -> Mutant:

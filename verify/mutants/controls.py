@@ -18,6 +18,10 @@ pseudo-inverse and
 behind the
   mutants' wrapper (:func:`kernel_verify.verify.mutants.features.feature_mutant`: white-box,
   parameters from the registry draw, attached FAVOR-style attention);
+* black-box feature maps (the skeleton of ``blackbox_positive_*``,
+  :func:`kernel_verify.verify.mutants.features.blackbox_positive` with no defect);
+* gradients (:data:`kernel_verify.verify.mutants.gradients.GRADIENT_CONTROLS`): the hand-written
+  backwards with the right formula;
 * forms of causal attention: :data:`kernel_verify.verify.mutants.forms.FORMS_CONTROLS`.
 
 The black-box pass has its own controls (:data:`kernel_verify.verify.mutants.blackbox.CONTROLS`:
@@ -33,6 +37,7 @@ from collections.abc import Callable
 
 from kernel_verify.verify.mutants import attention as att
 from kernel_verify.verify.mutants.base import Mutant
+from kernel_verify.verify.mutants.features import blackbox_positive as _blackbox_positive
 from kernel_verify.verify.mutants.matrices import _builtin
 from kernel_verify.verify.mutants.matrices import target as matrix_target
 from kernel_verify.verify.mutants.nystrom import target as nystrom_target
@@ -55,6 +60,15 @@ def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]
         base = FeatureMapTarget.from_entry(get(entry_name))
         return _renamed(feature_mutant(entry_name, entry_name, base.numpy_fn,
                                        log_fn=base.log_numpy_fn, attention=attention))
+
+    return make
+
+
+def _gradient_twin(name: str) -> Callable[[], list[Target]]:
+    def make() -> list[Target]:
+        from kernel_verify.verify.mutants.gradients import GRADIENT_CONTROLS
+
+        return GRADIENT_CONTROLS[name]()
 
     return make
 
@@ -99,6 +113,15 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("relu_features", "feature_map", "ReLU features (registry function)",
      _feature_twin("relu_features[iid]", False)),
     ("taylor2", "feature_map", "Taylor-2 (registry function)", _feature_twin("taylor2", False)),
+    ("blackbox_positive", "feature_map", "black-box SM⁺ drawn from the seed, float64",
+     lambda: _renamed(_blackbox_positive("blackbox_positive"))),
+    *((name, family, desc, _gradient_twin(name)) for name, family, desc in (
+        ("grad_positive_custom_backward", "feature_map",
+         "SM⁺ features with the right hand-written backward"),
+        ("grad_causal_custom_backward", "attention",
+         "causal softmax attention with the right hand-written backward"),
+        ("grad_linear_attached_normaliser", "attention",
+         "causal FAVOR+ attention with the normaliser attached in the backward"))),
 ]
 
 #: Every white-box control (forms controls keep their own loader).

@@ -340,3 +340,47 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
                                gmm_rks_unnormalised)),
 }
 
+
+
+# ------------------------------------------------------------------ black-box maps (sample_fn)
+#: Features of the black-box SM⁺ maps below.
+BLACKBOX_M = 16
+_BLACKBOX_CLAIMS = frozenset({"unbiased", "positive", "gaussian_rows", "psd_kernel"})
+
+
+def blackbox_positive(name: str, *, global_rng: bool = False,
+                      dtype: type = np.float64) -> list[Target]:
+    """A black-box SM⁺ map ``φ(x) = exp(Wx − ‖x‖²/2)/√m`` (``sample_fn`` only, ``W ~ N(0, I)``
+    drawn from the seed, m = :data:`BLACKBOX_M`), as an adapter of a library that exposes no
+    parameters would be. Defects: ``global_rng`` draws ``W`` from a generator the seed does not
+    reach (a library's global random state); ``dtype`` computes and returns the features in that
+    type (float32: a float64 input comes back narrower)."""
+
+    def sample_fn(x, seed: int) -> np.ndarray:
+        x = np.asarray(x)
+        rng = np.random.default_rng() if global_rng else seeds.rng(seed)
+        w = rng.standard_normal((BLACKBOX_M, x.shape[-1])).astype(dtype)
+        xw = x.astype(dtype)
+        return np.exp(xw @ w.T - _half_sq(xw)) / dtype(np.sqrt(BLACKBOX_M))
+
+    return [FeatureMapTarget(f"mutant:{name}", "softmax", _BLACKBOX_CLAIMS, sample_fn=sample_fn,
+                             m=BLACKBOX_M, formula="softmax_positive", matrix="iid")]
+
+
+FEATURE_MUTANTS.update({
+    "blackbox_positive_ignores_seed": (
+        "black-box SM⁺ map drawing W from a global generator the seed does not reach",
+        lambda: blackbox_positive("blackbox_positive_ignores_seed", global_rng=True)),
+    "blackbox_positive_returns_float32": (
+        "black-box SM⁺ map computing in float32 and returning float32 features for float64 "
+        "input",
+        lambda: blackbox_positive("blackbox_positive_returns_float32", dtype=np.float32)),
+})
+
+_B = "blackbox_maps::test_"
+#: The property each of these feature mutants is written for (the others: every feature-map
+#: family, the catalogue's default).
+FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
+    "blackbox_positive_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
+    "blackbox_positive_returns_float32": (f"{_B}float64_input_gives_float64_output",),
+}

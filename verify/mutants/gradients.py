@@ -21,6 +21,7 @@ right backward: they must pass.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -34,9 +35,28 @@ _CLAIMS = frozenset({"unbiased", "positive", "gaussian_rows", "psd_kernel", "dif
 _ATT = frozenset({"causal", "positive_weights", "differentiable", "deterministic_backward"})
 
 
+_CALLS = itertools.count()
+
+
+def _rotating_matmul(a, b):
+    """``a @ b`` summed over the inner index in an order that rotates from call to call: the
+    result differs in its last bits between calls, as a reduction by atomic adds in arrival
+    order (a GPU kernel's ``atomicAdd`` into one accumulator) does."""
+    import torch
+
+    k = a.shape[-1]
+    start = next(_CALLS) % k
+    out = torch.zeros(*a.shape[:-1], b.shape[-1], dtype=a.dtype, device=a.device)
+    for j in [*range(start, k), *range(start)]:
+        out = out + a[..., j:j + 1] * b[..., j:j + 1, :]
+    return out
+
+
 def _positive_function(mode: str):
     """``φ = exp(Wx − ‖x‖²/2)/√m`` with a hand-written backward (``mode``: ``right``,
-    ``no_minus_x``, ``no_scale``, ``float16``)."""
+    ``no_minus_x``, ``no_scale``, ``float16``, ``rows_summed``: the ``Σ_f`` of the ``−x`` term
+    taken over every row too (a reduction without its axis), ``atomic_order``: the product with
+    ``W`` accumulated in a call-dependent order)."""
     import torch
 
     class Positive(torch.autograd.Function):
@@ -55,8 +75,10 @@ def _positive_function(mode: str):
             gp = g * phi
             if mode == "no_scale":
                 gp = gp * np.sqrt(w.shape[0])
-            grad = gp @ w
-            if mode != "no_minus_x":
+            grad = _rotating_matmul(gp, w) if mode == "atomic_order" else gp @ w
+            if mode == "rows_summed":
+                grad = grad - gp.sum() * x
+            elif mode != "no_minus_x":
                 grad = grad - gp.sum(-1, keepdim=True) * x
             return grad, None
 
@@ -100,16 +122,23 @@ def _positive_targets(name: str, mode: str) -> list[Target]:
 
 
 def _causal_softmax_function(mode: str):
-    """Causal softmax attention with a hand-written backward (``right`` or ``future``: the
-    gradient of the non-causal attention)."""
+    """Causal softmax attention with a hand-written backward (``right``; ``future``: the
+    gradient of the non-causal attention; ``batch_summed``: ∂L/∂k and ∂L/∂v summed over the
+    batch, as if k and v were parameters broadcast over it; ``unshifted``: the backward
+    recomputes the softmax as ``exp(s)/Σexp(s)`` without subtracting the row maximum, so it
+    overflows where the forward does not; ``atomic_order``: ``∂L/∂v = Aᵀg`` accumulated over the
+    queries in a call-dependent order)."""
     import torch
 
-    def plain(q, k, v, causal):
+    def plain(q, k, v, causal, shift=True):
         s = q @ k.transpose(-1, -2) / np.sqrt(q.shape[-1])
         if causal:
             n = s.shape[-1]
             s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
                               float("-inf"))
+        if not shift:
+            e = torch.exp(s)
+            return (e / e.sum(-1, keepdim=True)) @ v
         return torch.softmax(s, dim=-1) @ v
 
     class Causal(torch.autograd.Function):
@@ -122,8 +151,17 @@ def _causal_softmax_function(mode: str):
         def backward(ctx, g):
             q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
             with torch.enable_grad():
-                out = plain(q, k, v, mode != "future")
-                return torch.autograd.grad(out, (q, k, v), g)
+                out = plain(q, k, v, mode != "future", shift=mode != "unshifted")
+                gq, gk, gv = torch.autograd.grad(out, (q, k, v), g)
+            if mode == "batch_summed":
+                gk, gv = (a.sum(0, keepdim=True).expand_as(a) for a in (gk, gv))
+            if mode == "atomic_order":
+                s = q.detach() @ k.detach().transpose(-1, -2) / np.sqrt(q.shape[-1])
+                n = s.shape[-1]
+                s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
+                                  float("-inf"))
+                gv = _rotating_matmul(torch.softmax(s, dim=-1).transpose(-1, -2), g)
+            return gq, gk, gv
 
     return Causal.apply
 
@@ -197,6 +235,37 @@ GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
     "grad_normaliser_detached": (
         "causal FAVOR+ attention with the normaliser detached in the backward", "attention",
         lambda: _linear_target("mutant:grad_normaliser_detached", True)),
+    "grad_positive_rows_summed": (
+        "SM⁺ features: the backward's Σ_f of the −x term reduces over every row too (a sum "
+        "without its axis)", "feature_map",
+        lambda: _positive_targets("mutant:grad_positive_rows_summed", "rows_summed")),
+    "grad_positive_atomic_order": (
+        "SM⁺ features claiming a deterministic backward whose product with W is accumulated "
+        "in a call-dependent order (atomic adds)", "feature_map",
+        lambda: _positive_targets("mutant:grad_positive_atomic_order", "atomic_order")),
+    "grad_causal_backward_sums_batch": (
+        "causal softmax attention whose backward sums ∂L/∂k and ∂L/∂v over the batch (as for "
+        "a broadcast parameter)", "attention",
+        lambda: _softmax_target("mutant:grad_causal_backward_sums_batch", "batch_summed")),
+    "grad_causal_backward_unshifted": (
+        "causal softmax attention whose backward recomputes exp(s)/Σexp(s) without the row "
+        "maximum: overflows where the stable forward is finite", "attention",
+        lambda: _softmax_target("mutant:grad_causal_backward_unshifted", "unshifted")),
+    "grad_causal_atomic_order": (
+        "causal softmax attention claiming a deterministic backward whose ∂L/∂v = Aᵀg is "
+        "accumulated in a call-dependent order (atomic adds)", "attention",
+        lambda: _softmax_target("mutant:grad_causal_atomic_order", "atomic_order")),
+}
+
+_G = "gradients::test_"
+#: The property each gradient mutant is written for (``family::test``); the others count any
+#: property of ``gradients`` (the catalogue's default).
+GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
+    "grad_positive_rows_summed": (f"{_G}feature_rows_have_independent_gradients",),
+    "grad_positive_atomic_order": (f"{_G}feature_map_backward_is_deterministic",),
+    "grad_causal_backward_sums_batch": (f"{_G}attention_gradients_batch_and_head_independent",),
+    "grad_causal_backward_unshifted": (f"{_G}attention_gradients_finite_where_outputs_are",),
+    "grad_causal_atomic_order": (f"{_G}attention_backward_is_deterministic",),
 }
 
 #: Correct custom backwards: must pass every property.
