@@ -59,11 +59,11 @@ def test_feature_mutants_lie_like_the_correct_map(mutant):
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.name.startswith("blackbox_")],
                          ids=lambda m: m.name)
 def test_blackbox_feature_mutants_are_black_box_with_a_declared_formula(mutant):
-    """The black-box feature mutants expose ``sample_fn`` only and declare the SM⁺ formula, so
+    """The black-box feature mutants expose ``sample_fn`` only and declare their family, so
     ``blackbox_maps`` judges them as it judges a library without parameters."""
     (target,) = mutant.targets
     assert isinstance(target, FeatureMapTarget) and not target.white_box
-    assert target.formula == "softmax_positive" and target.sample_fn is not None
+    assert target.formula is not None and target.sample_fn is not None
 
 
 def _registry_entries():

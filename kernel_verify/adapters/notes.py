@@ -3,7 +3,8 @@
 For each library: what it does right, each confirmed finding (the measurement that confirms it is
 :mod:`kernel_verify.adapters.confirm`, rerun when the page is written), and the verdicts that are
 not library defects (the suite's own contract, e.g. rejecting NaN with ``ValueError``, which no
-library claims). ``PROPERTY_FINDINGS`` ties failing properties to the finding that explains them.
+library claims). ``Finding.properties`` ties failing properties to the finding that explains them,
+and :func:`known_failures` turns those into the adapters' declared known failures.
 """
 
 from __future__ import annotations

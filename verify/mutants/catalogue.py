@@ -19,10 +19,10 @@ from __future__ import annotations
 from kernel_verify.verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
 from kernel_verify.verify.mutants.base import Mutant
 from kernel_verify.verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
-from kernel_verify.verify.mutants.forms import FORMS_MUTANTS, mutant_targets
+from kernel_verify.verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
 from kernel_verify.verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.verify.mutants.matrices import MATRIX_MUTANTS, target
-from kernel_verify.verify.mutants.nystrom import NYSTROM_MUTANTS
+from kernel_verify.verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
 from kernel_verify.verify.mutants.nystrom import target as nystrom_target
 from kernel_verify.verify.thirdparty.protocol import Target
 
@@ -63,7 +63,7 @@ def _feature(name: str) -> Mutant:
 def _nystrom(name: str) -> Mutant:
     description, inverse = NYSTROM_MUTANTS[name]
     return Mutant(name, "nystrom", description, lambda: [nystrom_target(name, inverse)],
-                  ("nystrom_properties", "psd_properties"))
+                  NYSTROM_KILLERS.get(name, ("nystrom_properties", "psd_properties")))
 
 
 def _gradient(name: str) -> Mutant:
@@ -75,7 +75,7 @@ def _forms(name: str) -> Mutant:
     """Forms of causal attention (:mod:`kernel_verify.verify.mutants.forms`; controls: its
     ``FORMS_CONTROLS``)."""
     return Mutant(name, "attention", FORMS_MUTANTS[name][0], lambda: mutant_targets(name),
-                  ("attention_forms",))
+                  FORMS_KILLERS.get(name, ("attention_forms",)))
 
 
 MUTANTS: list[Mutant] = [

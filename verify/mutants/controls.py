@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from kernel_verify.verify.mutants import attention as att
 from kernel_verify.verify.mutants.base import Mutant
+from kernel_verify.verify.mutants.features import _blackbox_of
 from kernel_verify.verify.mutants.features import blackbox_positive as _blackbox_positive
 from kernel_verify.verify.mutants.matrices import _builtin
 from kernel_verify.verify.mutants.matrices import target as matrix_target
@@ -62,6 +63,13 @@ def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]
                                        log_fn=base.log_numpy_fn, attention=attention))
 
     return make
+
+
+def _registry_fn(entry_name: str):
+    from kernel_verify.impls.registry import get
+    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+
+    return FeatureMapTarget.from_entry(get(entry_name)).numpy_fn
 
 
 def _gradient_twin(name: str) -> Callable[[], list[Target]]:
@@ -115,13 +123,19 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("taylor2", "feature_map", "Taylor-2 (registry function)", _feature_twin("taylor2", False)),
     ("blackbox_positive", "feature_map", "black-box SM⁺ drawn from the seed, float64",
      lambda: _renamed(_blackbox_positive("blackbox_positive"))),
+    ("blackbox_taylor2", "feature_map", "Taylor-2 (registry function) seen through sample_fn",
+     lambda: _renamed(_blackbox_of("blackbox_taylor2", "taylor2", _registry_fn("taylor2")))),
     *((name, family, desc, _gradient_twin(name)) for name, family, desc in (
         ("grad_positive_custom_backward", "feature_map",
          "SM⁺ features with the right hand-written backward"),
         ("grad_causal_custom_backward", "attention",
          "causal softmax attention with the right hand-written backward"),
         ("grad_linear_attached_normaliser", "attention",
-         "causal FAVOR+ attention with the normaliser attached in the backward"))),
+         "causal FAVOR+ attention with the normaliser attached in the backward"),
+        ("grad_positive_custom_jvp", "feature_map",
+         "SM⁺ features with the right hand-written forward-mode rule"),
+        ("grad_causal_custom_jvp", "attention",
+         "causal softmax attention with the right hand-written forward-mode rule"))),
 ]
 
 #: Every white-box control (forms controls keep their own loader).

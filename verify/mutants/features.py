@@ -367,7 +367,22 @@ def blackbox_positive(name: str, *, global_rng: bool = False,
                              m=BLACKBOX_M, formula="softmax_positive", matrix="iid")]
 
 
+def _blackbox_of(name: str, entry_name: str, fn: Fn) -> list[Target]:
+    """The white-box mutant ``fn`` of ``entry_name`` seen only through ``sample_fn`` (declared
+    family kept), as a library exposing no parameters would be; a NumPy ``sample_fn`` has no
+    autograd, so the gradient claims are dropped."""
+    from kernel_verify.verify.mutants.blackbox import as_black_box
+
+    (white,) = feature_mutant(name, entry_name, fn)
+    black = as_black_box(white, name=f"mutant:{name}")
+    return [replace(black, claims=black.claims - {"differentiable", "deterministic_backward"})]
+
+
 FEATURE_MUTANTS.update({
+    "blackbox_taylor2_missing_sqrt2": (
+        "deterministic Taylor-2 map seen through sample_fn only, without the 1/√2 on the "
+        "quadratic block",
+        lambda: _blackbox_of("blackbox_taylor2_missing_sqrt2", "taylor2", taylor2_missing_sqrt2)),
     "blackbox_positive_ignores_seed": (
         "black-box SM⁺ map drawing W from a global generator the seed does not reach",
         lambda: blackbox_positive("blackbox_positive_ignores_seed", global_rng=True)),
@@ -381,6 +396,7 @@ _B = "blackbox_maps::test_"
 #: The property each of these feature mutants is written for (the others: every feature-map
 #: family, the catalogue's default).
 FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
+    "blackbox_taylor2_missing_sqrt2": (f"{_B}deterministic_black_box_map_equals_kernel",),
     "blackbox_positive_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_returns_float32": (f"{_B}float64_input_gives_float64_output",),
 }

@@ -23,7 +23,9 @@ with every form of the protocol: ``attention`` (the stable log-space kernel of `
 * ``cumsum_over_wrong_axis``: the prefix states come from a cumulative sum over the heads
   instead of the chunks (a layout mix-up, fla issue 547);
 * ``padding_keys_in_normaliser``: padded positions are zero-filled and still enter the
-  normaliser through ``φ(0)`` (fla issue 1263).
+  normaliser through ``φ(0)`` (fla issue 1263);
+* ``state_keeps_every_chunk``: the returned state is the stack of every chunk's prefix state
+  (the cumulative sums without their last-chunk index), so it grows with the length.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Switches:
     packed_no_reset: bool = False
     cumsum_heads: bool = False
     padding_in_normaliser: bool = False
+    state_per_chunk: bool = False
 
 
 def _log_features(x: np.ndarray, seed: int, scale: float) -> np.ndarray:
@@ -112,6 +115,8 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
         num = fq @ s_prev + within @ vv
         den = (fq @ z_prev[..., None])[..., 0] + within.sum(axis=-1)
         out = (num / den[..., None]).reshape(*lead, nc * c, dv)[..., :n, :]
+        if sw.state_per_chunk:  # every chunk's prefix state kept: grows with the length
+            return out, (s0[..., None, :, :] + s_inc, z0[..., None, :] + z_inc)
         full = nc - (1 if sw.final_from_full_chunks and n % c else 0)
         s_fin = s0 + kv[..., :full, :, :].sum(axis=-3)
         z_fin = z0 + ks[..., :full, :].sum(axis=-2)
@@ -231,6 +236,15 @@ FORMS_MUTANTS: dict[str, tuple[str, Switches]] = {
     "padding_keys_in_normaliser": (
         "padded positions zero-filled and run through: their φ(0) stays in the normaliser "
         "and the state (fla issue 1263)", Switches(padding_in_normaliser=True)),
+    "state_keeps_every_chunk": (
+        "the returned state stacks every chunk's prefix state (the cumulative sums without "
+        "their last index): it grows with the sequence length", Switches(state_per_chunk=True)),
+}
+
+#: The property each forms mutant is written for, where it is one property (the others: the
+#: whole attention_forms family, the catalogue's default).
+FORMS_KILLERS: dict[str, tuple[str, ...]] = {
+    "state_keeps_every_chunk": ("attention_forms::test_state_size_does_not_grow_with_length",),
 }
 
 #: Correct controls: the same code with every switch off (BHTD, and behind a BTHD interface).

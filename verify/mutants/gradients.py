@@ -54,7 +54,9 @@ def _rotating_matmul(a, b):
 
 def _positive_function(mode: str):
     """``φ = exp(Wx − ‖x‖²/2)/√m`` with a hand-written backward (``mode``: ``right``,
-    ``no_minus_x``, ``no_scale``, ``float16``, ``rows_summed``: the ``Σ_f`` of the ``−x`` term
+    ``no_minus_x``, ``no_scale``, ``float16``, ``jvp_right``/``jvp_no_minus_x``: the right
+    backward and a hand-written forward-mode rule, right or without the ``−xᵀdx`` term,
+    ``rows_summed``: the ``Σ_f`` of the ``−x`` term
     taken over every row too (a reduction without its axis), ``atomic_order``: the product with
     ``W`` accumulated in a call-dependent order)."""
     import torch
@@ -64,7 +66,21 @@ def _positive_function(mode: str):
         def forward(ctx, x, w):
             phi = torch.exp(x @ w.T - 0.5 * (x * x).sum(-1, keepdim=True)) / np.sqrt(w.shape[0])
             ctx.save_for_backward(x, w, phi)
+            if mode in ("jvp_right", "jvp_no_minus_x"):
+                ctx.save_for_forward(x, w, phi)
             return phi
+
+        @staticmethod
+        def jvp(ctx, tx, tw):
+            """Forward mode ``dφ = φ ⊙ (W·dx − xᵀdx)`` (``jvp_no_minus_x``: without ``xᵀdx``);
+            ``W`` is a constant (its tangent is ignored)."""
+            if mode not in ("jvp_right", "jvp_no_minus_x"):
+                raise NotImplementedError("no forward-mode rule")
+            x, w, phi = ctx.saved_tensors
+            inner = tx @ w.T
+            if mode == "jvp_right":
+                inner = inner - (x * tx).sum(-1, keepdim=True)
+            return phi * inner
 
         @staticmethod
         def backward(ctx, g):
@@ -127,7 +143,8 @@ def _causal_softmax_function(mode: str):
     batch, as if k and v were parameters broadcast over it; ``unshifted``: the backward
     recomputes the softmax as ``exp(s)/Σexp(s)`` without subtracting the row maximum, so it
     overflows where the forward does not; ``atomic_order``: ``∂L/∂v = Aᵀg`` accumulated over the
-    queries in a call-dependent order)."""
+    queries in a call-dependent order; ``jvp_right``/``jvp_weights_constant``: the right backward
+    and a hand-written forward-mode rule, right or with the attention weights held constant)."""
     import torch
 
     def plain(q, k, v, causal, shift=True):
@@ -145,7 +162,30 @@ def _causal_softmax_function(mode: str):
         @staticmethod
         def forward(ctx, q, k, v):
             ctx.save_for_backward(q, k, v)
+            if mode in ("jvp_right", "jvp_weights_constant"):
+                ctx.save_for_forward(q, k, v)
             return plain(q, k, v, True)
+
+        @staticmethod
+        def jvp(ctx, tq, tk, tv):
+            """Forward mode ``dO = dA·V + A·dV`` with ``dA = A ⊙ (dS − rowsum(A ⊙ dS))``,
+            ``dS = (dQ·Kᵀ + Q·dKᵀ)/√d`` masked like ``S`` (``jvp_weights_constant``: ``A·dV``
+            only, the weights treated as constants)."""
+            if mode not in ("jvp_right", "jvp_weights_constant"):
+                raise NotImplementedError("no forward-mode rule")
+            q, k, v = ctx.saved_tensors
+            n = q.shape[-2]
+            future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+            s = (q @ k.transpose(-1, -2) / np.sqrt(q.shape[-1])).masked_fill(future,
+                                                                             float("-inf"))
+            a = torch.softmax(s, dim=-1)
+            out = a @ tv
+            if mode == "jvp_right":
+                ds = ((tq @ k.transpose(-1, -2) + q @ tk.transpose(-1, -2))
+                      / np.sqrt(q.shape[-1])).masked_fill(future, 0.0)
+                da = a * (ds - (a * ds).sum(-1, keepdim=True))
+                out = out + da @ v
+            return out
 
         @staticmethod
         def backward(ctx, g):
@@ -251,6 +291,15 @@ GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
         "causal softmax attention whose backward recomputes exp(s)/Σexp(s) without the row "
         "maximum: overflows where the stable forward is finite", "attention",
         lambda: _softmax_target("mutant:grad_causal_backward_unshifted", "unshifted")),
+    "grad_positive_jvp_drops_minus_x": (
+        "SM⁺ features: right backward, hand-written forward-mode rule without the −xᵀdx term",
+        "feature_map",
+        lambda: _positive_targets("mutant:grad_positive_jvp_drops_minus_x", "jvp_no_minus_x")),
+    "grad_causal_jvp_weights_constant": (
+        "causal softmax attention: right backward, hand-written forward-mode rule that holds "
+        "the attention weights constant (dO = A·dV)", "attention",
+        lambda: _softmax_target("mutant:grad_causal_jvp_weights_constant",
+                                "jvp_weights_constant")),
     "grad_causal_atomic_order": (
         "causal softmax attention claiming a deterministic backward whose ∂L/∂v = Aᵀg is "
         "accumulated in a call-dependent order (atomic adds)", "attention",
@@ -266,6 +315,8 @@ GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
     "grad_causal_backward_sums_batch": (f"{_G}attention_gradients_batch_and_head_independent",),
     "grad_causal_backward_unshifted": (f"{_G}attention_gradients_finite_where_outputs_are",),
     "grad_causal_atomic_order": (f"{_G}attention_backward_is_deterministic",),
+    "grad_positive_jvp_drops_minus_x": (f"{_G}forward_mode_matches_reverse_mode_feature_map",),
+    "grad_causal_jvp_weights_constant": (f"{_G}forward_mode_matches_reverse_mode_attention",),
 }
 
 #: Correct custom backwards: must pass every property.
@@ -276,6 +327,10 @@ GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
         lambda: _softmax_target("control:grad_causal_custom_backward", "right"),
     "grad_linear_attached_normaliser":
         lambda: _linear_target("control:grad_linear_attached_normaliser", False),
+    "grad_positive_custom_jvp":
+        lambda: _positive_targets("control:grad_positive_custom_jvp", "jvp_right"),
+    "grad_causal_custom_jvp":
+        lambda: _softmax_target("control:grad_causal_custom_jvp", "jvp_right"),
 }
 
 

@@ -20,18 +20,22 @@ def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) ->
     a (numerically) singular W are inverted); ``"pinv"`` is the correct twin (the control of
     :mod:`kernel_verify.verify.mutants.controls`): ``numpy.linalg.pinv`` of the symmetric W with its
     default
-    cutoff (singular values below ``1e-15·max`` dropped)."""
+    cutoff (singular values below ``1e-15·max`` dropped); ``"pinv_drops_landmark"``: the correct
+    ``K̃`` with the landmark list returned by an off-by-one slice (``idx[1:]``), so ``K̃`` has
+    rank up to |S| + 1 while the approximation reports |S| landmarks."""
     n = x.shape[0]
     idx = np.sort(rng.choice(n, size=min(LANDMARKS, n), replace=False))
     c = kernel(x, x[idx])
     w = c[idx]
     if inverse == "W":
         w_inv = w
-    elif inverse == "pinv":
+    elif inverse in ("pinv", "pinv_drops_landmark"):
         w_inv = np.linalg.pinv(w, hermitian=True)
     else:
         vals, vecs = np.linalg.eigh(w)
         w_inv = (vecs / vals) @ vecs.T
+    if inverse == "pinv_drops_landmark":
+        return c @ w_inv @ c.T, idx[1:]
     return c @ w_inv @ c.T, idx
 
 
@@ -45,4 +49,14 @@ NYSTROM_MUTANTS = {
     "nystrom_w_instead_of_pinv": ("Nyström K̃ = C·W·Cᵀ (W instead of W⁺)", "W"),
     "nystrom_no_pinv_cutoff": (
         "Nyström with W⁺ from every eigenvalue, however small (no cutoff)", "no_cutoff"),
+    "nystrom_reports_one_landmark_less": (
+        "Nyström returning its landmark indices with an off-by-one slice (idx[1:]): K̃ has "
+        "rank |S| + 1 for the |S| landmarks it reports", "pinv_drops_landmark"),
+}
+
+#: The property a Nyström mutant is written for, where it is one property (the others: the
+#: nystrom and PSD families, the catalogue's default).
+NYSTROM_KILLERS: dict[str, tuple[str, ...]] = {
+    "nystrom_reports_one_landmark_less": (
+        "nystrom_properties::test_error_is_at_least_eckart_young",),
 }
