@@ -122,9 +122,9 @@ def log_linear_attention(
 
     Equals :func:`linear_attention` with ``φ = exp(log φ)`` in exact arithmetic. Non-causal:
     ``L_f = logsumexp_j log φ(k_j)_f``, ``V̄_f = Σ_j softmax_j(log φ(k_·)_f) v_j`` and
-    ``out_i = Σ_f softmax_f(log φ(q_i)_f + L_f) V̄_f``. Causal: the same with the prefix state
-    ``(L, V̄)`` carried over chunks and, inside a chunk, the pair weights
-    ``logsumexp_f(log φ(q_i)_f + log φ(k_j)_f)`` for ``j ≤ i``.
+    ``out_i = Σ_f softmax_f(log φ(q_i)_f + L_f) V̄_f``. Causal: chunked prefix sums of
+    exponentials shifted by the running per-feature key maximum, every one ≤ 1, with an exact
+    log-space recomputation of any row whose denominator underflows (:func:`_causal_log`).
     """
     check_attention_inputs(log_phi_q, log_phi_k, v, causal=causal,
                            names=("log_phi_q", "log_phi_k", "v"), backend="numpy")
@@ -164,40 +164,52 @@ def _pair_log_weights(lq: np.ndarray, lk: np.ndarray) -> np.ndarray:
 
 
 def _causal_log(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
+    """Chunked linear attention on shifted exponentials, each ≤ 1 and taken once per entry.
+
+    Chunk c (rows ``R_c``) uses the per-feature running key maximum
+    ``N_f = max_{j ≤ max R_c} lk_jf``, key weights ``E_jf = e^(lk_jf − N_f)``, query weights
+    ``Q_if = e^(lq_if + N_f − a_i)`` with ``a_i = max_f(lq_if + N_f)``, and
+    ``[num_i den_i] = Q_i·S + Σ_{j ∈ R_c, j ≤ i} (Q_i·E_j)[v_j 1]``; the past state
+    ``S_f = Σ_{j < min R_c} e^(lk_jf − N_f)[v_j 1]`` is carried as
+    ``S ← (S + E_cᵀ[V_c 1])·e^(N_f − N'_f)`` (N nondecreasing: factors ≤ 1). The shifts cancel
+    in ``num_i/den_i``. Rows whose denominator is below ``3m(n + 1)·tiny/u`` (underflow) are
+    recomputed exactly. The same algorithm as, and the rounding and underflow analysis in,
+    :func:`kernel_verify.impls.torch.attention._causal_log`.
+    """
     n, m, dv = lq.shape[-2], lq.shape[-1], v.shape[-1]
     lead = lq.shape[:-2]
-    log_norm = np.full((*lead, m), -np.inf, dtype=lq.dtype)
-    v_bar = np.zeros((*lead, m, dv), dtype=v.dtype)
-    out = np.empty((*lead, n, dv), dtype=v.dtype)
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        q_c, k_c, v_c = lq[..., start:stop, :], lk[..., start:stop, :], v[..., start:stop, :]
-        size = stop - start
-        pair = _pair_log_weights(q_c, k_c)
-        future = np.triu(np.ones((size, size), dtype=bool), k=1)
-        pair = np.where(future, -np.inf, pair)
-        if start == 0:
-            logits = pair
-            values = v_c
-        else:
-            # The whole past as one extra "key": log weight logsumexp_f(lq_if + L_f), value the
-            # query-specific average Σ_f softmax_f(lq_if + L_f) V̄_f.
-            past_logits = q_c + log_norm[..., None, :]
-            past_log_weight = logsumexp(past_logits, axis=-1)[..., None]
-            past_value = _softmax_rows(past_logits) @ v_bar
-            logits = np.concatenate([past_log_weight, pair], axis=-1)
-            values = None
-        weights = _softmax_rows(logits)
-        if values is not None:
-            out[..., start:stop, :] = weights @ values
-        else:
-            out[..., start:stop, :] = weights[..., :1] * past_value + weights[..., 1:] @ v_c
-        chunk_norm = logsumexp(k_c, axis=-2)
-        new_norm = np.logaddexp(log_norm, chunk_norm)
-        v_bar = np.exp(log_norm - new_norm)[..., None] * v_bar + np.swapaxes(
-            np.exp(k_c - new_norm[..., None, :]), -1, -2
-        ) @ v_c
-        log_norm = new_norm
+    v1 = np.concatenate([v, np.ones((*lead, n, 1), dtype=v.dtype)], axis=-1)
+    state = np.zeros((*lead, m, dv + 1), dtype=lq.dtype)
+    run_max = None
+    num_den = np.empty((*lead, n, dv + 1), dtype=lq.dtype)
+    with np.errstate(under="ignore"):
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            q_c, k_c, v1_c = lq[..., start:stop, :], lk[..., start:stop, :], v1[..., start:stop, :]
+            top = np.max(k_c, axis=-2, keepdims=True)  # (..., 1, m)
+            if run_max is not None:
+                top = np.maximum(run_max, top)
+                state = state * np.swapaxes(np.exp(run_max - top), -1, -2)
+            e_k = np.exp(k_c - top)
+            t = q_c + top
+            e_q = np.exp(t - np.max(t, axis=-1, keepdims=True))
+            nd = np.tril(e_q @ np.swapaxes(e_k, -1, -2)) @ v1_c
+            if run_max is not None:
+                nd = nd + e_q @ state
+            num_den[..., start:stop, :] = nd
+            state = state + np.swapaxes(e_k, -1, -2) @ v1_c
+            run_max = top
+    num, den = num_den[..., :-1], num_den[..., -1:]
+    info = np.finfo(lq.dtype)
+    bad = den < 3 * m * (n + 1) * info.tiny / (info.eps / 2)
+    out = num / np.where(bad, 1.0, den)
+    if bad.any():
+        j = np.arange(n)
+        for idx in zip(*np.nonzero(bad[..., 0]), strict=True):
+            *b, i = idx
+            pair = logsumexp(lq[(*b, i)][None, :] + lk[tuple(b)], axis=-1)  # (n,)
+            pair = np.where(j > i, -np.inf, pair)
+            out[(*b, i)] = _softmax_rows(pair) @ v[tuple(b)]
     return out
 
 

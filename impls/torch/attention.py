@@ -184,31 +184,84 @@ def _pair_log_weights(lq: torch.Tensor, lk: torch.Tensor) -> torch.Tensor:
 
 
 def _causal_log(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Causal ``out_i = Σ_{j≤i} Σ_f e^(lq_if + lk_jf) v_j / Σ_{j≤i} Σ_f e^(lq_if + lk_jf)`` as
+    chunked linear attention on shifted exponentials, every one ≤ 1, taken once per entry.
+
+    Chunk c (rows ``R_c``) gets the per-feature running key maximum ``N_f = max_{j ≤ max R_c}
+    lk_jf`` (past chunks and its own keys), key weights ``E_jf = e^(lk_jf − N_f)`` and query
+    weights ``Q_if = e^(lq_if + N_f − a_i)``, ``a_i = max_f(lq_if + N_f)``. Then
+    ``[num_i den_i] = Q_i·S + Σ_{j ∈ R_c, j ≤ i} (Q_i·E_j)[v_j 1]`` with the past state
+    ``S_f = Σ_{j < min R_c} e^(lk_jf − N_f)[v_j 1]``, carried from chunk to chunk as
+    ``S ← (S + E_cᵀ[V_c 1])·e^(N_f − N'_f)`` (N is nondecreasing: the factor is ≤ 1). The shifts
+    ``N_f`` and ``a_i`` multiply numerator and denominator of row i alike and cancel exactly: the
+    quotient is the formula above. Cost: one exponential per entry of ``lq`` and ``lk`` (as in the
+    non-causal path) and, per chunk of C rows, the products ``Q[S Eᵀ]`` and ``tril(QEᵀ)[V 1]``.
+
+    Rounding (bounds of ``tests/test_attention.py::test_log_space_path_equals_plain_path``): an
+    exponent ``lq + N − a`` or ``lk − N`` carries an absolute error ≤ 3u(|lq| + |lk|max) and the
+    chain of state rescalings ≤ u·Σ_c |N − N'| ≤ 2u·max|lk| (N is monotone: the sum telescopes)
+    plus one rounding per rescaling, so every product term has a relative error ≤ e^δ' − 1 with
+    δ' ≤ u(3|lq| + 7|lk|max + n + 3) ≤ δ = γ_(n+m+6)(Z + 1); the sums are those of the plain
+    path's bound. Underflow: every factor is ≤ 1, so a result below ``tiny`` (subnormal or
+    flushed) costs an absolute error < tiny once per exponential, rescaled state entry and product
+    with Q, together < 3m(n + 1)·tiny on ``den_i`` (S_fz ≤ n) and that times max|v| on ``num_i``.
+    Rows with ``den_i < 3m(n + 1)·tiny/u`` (a denominator that underflowed, e.g. the maxima of
+    the row's feature weights sit on keys it does not see: later keys of its chunk, or keys far
+    larger than its own past) are recomputed exactly as ``softmax_{j ≤ i}(logsumexp_f(lq_if +
+    lk_jf)) V``; every other row has an underflow error ≤ u·max|v| relative to its denominator.
+    """
     n, m, dv = lq.shape[-2], lq.shape[-1], v.shape[-1]
     lead = lq.shape[:-2]
-    log_norm = lq.new_full((*lead, m), float("-inf"))
-    v_bar = lq.new_zeros((*lead, m, dv))
-    outs = []
+    v1 = with_ones(v)
+    state = lq.new_zeros((*lead, m, dv + 1))
+    run_max = None
+    parts = []
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
-        q_c, k_c, v_c = lq[..., start:stop, :], lk[..., start:stop, :], v[..., start:stop, :]
-        size = stop - start
-        pair = _pair_log_weights(q_c, k_c)
-        future = torch.ones(size, size, dtype=torch.bool, device=lq.device).triu(1)
-        pair = pair.masked_fill(future, float("-inf"))
-        if start == 0:
-            outs.append(torch.softmax(pair, dim=-1) @ v_c)
-        else:
-            past_logits = q_c + log_norm.unsqueeze(-2)
-            past_log_weight = torch.logsumexp(past_logits, dim=-1, keepdim=True)
-            past_value = torch.softmax(past_logits, dim=-1) @ v_bar
-            weights = torch.softmax(torch.cat([past_log_weight, pair], dim=-1), dim=-1)
-            outs.append(weights[..., :1] * past_value + weights[..., 1:] @ v_c)
-        new_norm = torch.logaddexp(log_norm, torch.logsumexp(k_c, dim=-2))
-        carried = torch.exp(log_norm - new_norm).unsqueeze(-1) * v_bar
-        v_bar = carried + torch.exp(k_c - new_norm.unsqueeze(-2)).transpose(-1, -2) @ v_c
-        log_norm = new_norm
-    return torch.cat(outs, dim=-2)
+        q_c, k_c, v1_c = lq[..., start:stop, :], lk[..., start:stop, :], v1[..., start:stop, :]
+        top = k_c.detach().amax(dim=-2, keepdim=True)  # (..., 1, m)
+        if run_max is not None:
+            top = torch.maximum(run_max, top)
+            state = state * torch.exp(run_max - top).transpose(-1, -2)
+        e_k = torch.sub(k_c, top).exp_()  # in place on fresh tensors: no extra n×m copies
+        t = q_c + top
+        e_q = t.sub_(t.detach().amax(dim=-1, keepdim=True)).exp_()
+        nd = (e_q @ e_k.transpose(-1, -2)).tril_() @ v1_c
+        if run_max is not None:
+            nd = nd + e_q @ state
+        parts.append(nd)
+        state = state + e_k.transpose(-1, -2) @ v1_c
+        run_max = top
+    num_den = torch.cat(parts, dim=-2)
+    num, den = num_den[..., :-1], num_den[..., -1:]
+    info = torch.finfo(lq.dtype)
+    bad = den.detach() < 3 * m * (n + 1) * info.tiny / (info.eps / 2)
+    # divide by 1 where the row is recomputed below: 0/0's backward is NaN even for an
+    # overwritten entry (a NaN gradient behind a finite output, issue 20)
+    out = num / torch.where(bad, torch.ones_like(den), den)
+    if bool(bad.any()):
+        out = _exact_rows(lq, lk, v, out, bad[..., 0])
+    return out
+
+
+def _exact_rows(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                rows: torch.Tensor) -> torch.Tensor:
+    """``out`` with the causal rows ``rows`` (bool, ``out.shape[:-1]``) replaced by
+    ``softmax_{j ≤ i}(logsumexp_f(lq_if + lk_jf)) V``: exact log-space weights for every pair,
+    no underflow of the row's largest pair weight (it is 1 after the softmax's shift)."""
+    n, m = lq.shape[-2], lq.shape[-1]
+    lq3, lk3 = lq.reshape(-1, n, m), lk.reshape(-1, n, m)
+    v3, out3 = v.reshape(-1, n, v.shape[-1]), out.reshape(-1, n, out.shape[-1])
+    b, i = rows.reshape(-1, n).nonzero(as_tuple=True)
+    step = max(1, 2**22 // (n * m))  # rows per batch: ≤ 4M logits in memory at a time
+    j = torch.arange(n, device=lq.device)
+    for s in range(0, b.numel(), step):
+        bb, ii = b[s : s + step], i[s : s + step]
+        pair = torch.logsumexp(lq3[bb, ii].unsqueeze(-2) + lk3[bb], dim=-1)  # (rows, n)
+        pair = pair.masked_fill(j > ii.unsqueeze(-1), float("-inf"))
+        fixed = (torch.softmax(pair, dim=-1).unsqueeze(-2) @ v3[bb]).squeeze(-2)
+        out3 = out3.index_put((bb, ii), fixed)
+    return out3.reshape(out.shape)
 
 
 __all__ = ["linear_attention", "log_linear_attention", "softmax_attention"]
