@@ -68,8 +68,19 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.impls.attention import feature_map_attention
-from kernel_verify.impls.registry import all_maps
 from kernel_verify.properties.backends import backend_params, params_to_backend, to_numpy
+from kernel_verify.properties.gradient_checks import (  # shared with the report
+    draw as _draw,
+)
+from kernel_verify.properties.gradient_checks import (  # shared with the report
+    feature_vjp_check,
+    kernel_gradient_check,
+    rule_entry,
+)
+from kernel_verify.properties.gradient_checks import half_cast as _half_cast
+from kernel_verify.properties.gradient_checks import map_budget as _map_budget
+from kernel_verify.properties.gradient_checks import tensor as _tensor
+from kernel_verify.properties.gradient_checks import twin as _twin
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.gradient_bounds import (
@@ -80,18 +91,15 @@ from kernel_verify.verify.gradient_bounds import (
     softmax_weight_error,
 )
 from kernel_verify.verify.references.features import (
-    MP_FEATURES,
     feature_error_bound,
-    features_mp,
     features_reference,
 )
 from kernel_verify.verify.references.gradients import (
     feature_attention_grads_mp,
-    feature_jacobian_mp,
     softmax_attention_grads_mp,
 )
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.tolerance import FORMATS, budget_for, gamma, native_budget_for, ulp
+from kernel_verify.verify.tolerance import FORMATS, budget_for, gamma
 
 torch = pytest.importorskip("torch")
 
@@ -105,19 +113,6 @@ NO_CLAIM = "claims no `differentiable` (add the claim to get the gradient tests)
 
 def _torch_backends(dtypes: tuple[str, ...]) -> list:
     return [p for p in backend_params(dtypes) if p.values[0] in TORCH]
-
-
-def _twin(target):
-    """A registry entry carrying the target's formula and config (the mp twin's description),
-    or None (as ``test_feature_reference.twin_entry``)."""
-    if target.entry is not None:
-        return target.entry
-    if target.formula is None or target.formula not in MP_FEATURES:
-        return None
-    base = next((e for e in all_maps() if e.formula == target.formula), None)
-    if base is None:
-        return None
-    return replace(base, config={**base.config, **dict(target.config)})
 
 
 def _stub(*_: Any, **__: Any):
@@ -146,44 +141,14 @@ def _need_torch_fn(target, backend: str, log: bool = False):
 
 
 def _need_rule(target):
-    entry = _twin(target)
+    entry, reason = rule_entry(target)
     if entry is None:
-        pytest.skip(f"{target.name}: no mpmath twin for formula {target.formula!r}")
-    if entry.formula not in BACKWARD_RULES:
-        pytest.skip(f"{target.name}: no derived backward bound for formula {entry.formula!r} "
-                    "(its gradient is checked by finite differences, test_gradcheck_float64)")
+        pytest.skip(reason)
     return entry
-
-
-def _draw(target, seed: int, d: int, m: int) -> dict:
-    min_m = target.entry.min_m if target.entry is not None else 1
-    return target.draw_params(np.random.default_rng(seed), d, max(m, min_m))
-
-
-def _tensor(x: np.ndarray, backend: str, dtype: str, grad: bool = False):
-    t = torch.as_tensor(x, dtype=torch.float64).to(device=backend.split(":")[1],
-                                                 dtype=getattr(torch, dtype))
-    return t.requires_grad_(grad)
 
 
 def _seen(t) -> np.ndarray:
     return to_numpy(t)
-
-
-def _map_budget(target, dtype: str, backend: str):
-    """The rounding budget of a feature map's forward and backward: the registry's maps compute
-    half types in float32 and round once (:func:`budget_for`); a third-party map may compute in
-    the half type itself (:func:`native_budget_for`, the same for float32/float64)."""
-    own = getattr(target, "entry", None) is not None
-    return (budget_for if own else native_budget_for)(dtype, backend)
-
-
-def _half_cast(bound: np.ndarray, ref: np.ndarray, dtype: str, device: str) -> np.ndarray:
-    b = budget_for(dtype, device)
-    bound = bound + 1.0000001 * U64 * np.abs(ref)
-    if b.output_round:
-        bound = bound + b.output_round * ulp(np.abs(ref) + bound, dtype)
-    return bound
 
 
 # ------------------------------------------------------------------ white-box feature maps
@@ -210,37 +175,24 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
     backward bound (module docstring)."""
     if log and (target is None or not target.has("log_features")):
         pytest.skip("claims no log_features")
-    fn = _need_torch_fn(target, backend, log)
+    _need_torch_fn(target, backend, log)
     entry = _need_rule(target)
     params = _draw(target, seed, d, m)
     rng = np.random.default_rng(seed + 1)
     x = scale * rng.standard_normal((n, d))
-    x_t = _tensor(x, backend, dtype, grad=True)
-    x_r = _seen(x_t)
+    x_r = _seen(_tensor(x, backend, dtype))
     assume(np.all(np.abs(x_r) > 1e-6 * scale))  # off the kinks (x = 0) of piecewise maps
-    pos = np.arange(n) if target.has("positional") else None
-    kw = {"positions": pos} if pos is not None else {}
     try:
-        out = fn(x_t, params_to_backend(params, backend), target.config, **kw)
+        chk = feature_vjp_check(target, entry, backend, dtype, x, params, rng, log=log)
     except ValueError as err:  # the documented overflow error of the half type's range
         assume(dtype != "float16" or "overflow" not in str(err))
         raise
-    g64 = rng.standard_normal(tuple(out.shape))
-    g_t = torch.as_tensor(g64, dtype=torch.float64).to(device=out.device, dtype=out.dtype)
-    g_r = _seen(g_t)
     if dtype == "float16":
-        assume(bool(torch.isfinite(out).all()))
-    (grad,) = torch.autograd.grad((out * g_t).sum(), x_t)
-    jac = feature_jacobian_mp(entry, x_r, params, log=log, positions=pos)
-    ref = to_float(np.einsum("nf,nfd->nd", g_r.astype(object), jac))
-    b = _map_budget(target, dtype, backend)
-    ulps = max(b.ulps.values())
-    bound = feature_vjp_bound(entry, x_r, params, None, np.abs(g_r), b.u_compute, ulps, log=log)
-    bound = _half_cast(bound, ref, dtype, backend)
-    if dtype == "float16":  # a gradient beyond float16's range is its range limit, not tested
-        assume(float(np.max(np.abs(ref) + bound)) < float(np.finfo(np.float16).max))
+        assume(chk.out_finite)
+        # a gradient beyond float16's range is its range limit, not tested
+        assume(float(np.max(np.abs(chk.ref) + chk.bound)) < float(np.finfo(np.float16).max))
     assert_close(
-        to_numpy(grad), ref, bound, inputs={"x": x_r},
+        chk.got, chk.ref, chk.bound, inputs=chk.inputs,
         label=f"{target.name}: ∂(G·{'log φ' if log else 'φ'})/∂x on {backend} {dtype}",
         how="feature_vjp_bound (u of the compute dtype, worst elementary ulps) + u₆₄|ref| "
             "(+ cast to a half type)",
@@ -256,31 +208,15 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
 def test_kernel_estimate_gradient_matches_exact(target, backend, dtype, seed, d, m, scale):
     """``∇ₓ φ(x)ᵀφ(y)`` by autograd equals ``J(x)ᵀφ(y)`` (exact) within the derived bound with
     the upstream ``φ̂(y)`` carrying its forward error."""
-    fn = _need_torch_fn(target, backend)
+    _need_torch_fn(target, backend)
     entry = _need_rule(target)
     params = _draw(target, seed, d, m)
     rng = np.random.default_rng(seed + 2)
     x, y = scale * rng.standard_normal((2, d)), scale * rng.standard_normal((2, d))
-    pos = np.arange(2) if target.has("positional") else None
-    kw = {"positions": pos} if pos is not None else {}
-    pt = params_to_backend(params, backend)
-    x_t, y_t = _tensor(x, backend, dtype, grad=True), _tensor(y, backend, dtype)
-    x_r, y_r = _seen(x_t), _seen(y_t)
-    assume(np.all(np.abs(x_r) > 1e-6 * scale))
-    phi_y = fn(y_t, pt, target.config, **kw).detach()
-    (grad,) = torch.autograd.grad((fn(x_t, pt, target.config, **kw) * phi_y).sum(), x_t)
-    jac = feature_jacobian_mp(entry, x_r, params, positions=pos)
-    fy = features_mp(entry, y_r, params, positions=pos)
-    ref = to_float(np.einsum("nf,nfd->nd", fy, jac))
-    b = _map_budget(target, dtype, backend)
-    ulps = max(b.ulps.values())
-    fy64 = to_float(fy)
-    e_y = feature_error_bound(entry, y_r, params, entry.config, b.u_compute, ulps, pos)
-    bound = feature_vjp_bound(entry, x_r, params, None, np.abs(fy64) * (1 + U64), b.u_compute,
-                              ulps, g_err=e_y)
-    bound = _half_cast(bound, ref, dtype, backend)
+    assume(np.all(np.abs(_seen(_tensor(x, backend, dtype))) > 1e-6 * scale))
+    chk = kernel_gradient_check(target, entry, backend, dtype, x, y, params)
     assert_close(
-        to_numpy(grad), ref, bound, inputs={"x": x_r, "y": y_r},
+        chk.got, chk.ref, chk.bound, inputs=chk.inputs,
         label=f"{target.name}: ∇ₓ φ(x)ᵀφ(y) on {backend} {dtype}",
         how="feature_vjp_bound with upstream φ̂(y) (forward bound of φ(y) as its error)",
         repro=f"seed={seed}, d={d}, m={m}, scale={scale}",

@@ -167,3 +167,125 @@ def test_rerun_hits_the_cache_and_a_code_change_misses(tmp_path, monkeypatch):
     other = mappage.compute(get("relu"), TINY, 1e-3, "v2")
     assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
     assert again["verdict"] == first["verdict"] == "pass"
+
+
+# ------------------------------------------------------------------------------------ gradients
+def _grad_row(rows, backend: str, dtype: str):
+    (row,) = [r for r in rows if r.backend == backend and r.dtype == dtype]
+    return row
+
+
+def test_gradient_section_uses_the_property_checks():
+    """The gradient table's numbers are the property's check functions on the report's inputs:
+    the same functions (``properties/gradient_checks.py``) and, re-run here, the same ratios."""
+    from kernel_verify.properties import gradient_checks, test_gradients
+    from kernel_verify.report import gradients as grad
+
+    assert grad.feature_vjp_check is gradient_checks.feature_vjp_check
+    assert grad.kernel_gradient_check is gradient_checks.kernel_gradient_check
+    assert test_gradients.feature_vjp_check is gradient_checks.feature_vjp_check
+    assert test_gradients.kernel_gradient_check is gradient_checks.kernel_gradient_check
+    target = FeatureMapTarget.from_entry(get("softmax_positive[iid]"))
+    rows = grad.gradient_rows(target)
+    entry, _ = gradient_checks.rule_entry(target)
+    for dtype in ("float64", "float32", "bfloat16"):
+        row = _grad_row(rows, "torch:cpu", dtype)
+        phi, kern = [], []
+        for seed in range(grad.SEEDS):
+            params = gradient_checks.draw(target, seed, grad.D, grad.M)
+            x, y = grad._inputs(seed, "torch:cpu", dtype)
+            phi.append(gradient_checks.feature_vjp_check(
+                target, entry, "torch:cpu", dtype, x, params,
+                np.random.default_rng(20_000 + seed)).ratio)
+            if dtype in grad.KERNEL_DTYPES:
+                kern.append(gradient_checks.kernel_gradient_check(
+                    target, entry, "torch:cpu", dtype, x, y, params).ratio)
+        assert row.phi_ratio == max(phi)
+        assert row.kernel_ratio == (max(kern) if kern else None)
+        assert row.status == "pass" and 0 < row.phi_ratio <= 1
+    assert _grad_row(rows, "numpy", "float64").status == grad.NO_AUTOGRAD
+    cuda = _grad_row(rows, "torch:cuda", "float32")
+    import torch
+
+    if not torch.cuda.is_available():
+        assert cuda.status.startswith("not run") and "no GPU" in cuda.status
+
+
+def _mutant_white(name: str) -> FeatureMapTarget:
+    """The white-box feature-map target of a gradient mutant, or of ``control_<name>`` (the
+    correct custom backward of ``verify/mutants/gradients.py``)."""
+    from kernel_verify.verify.mutants import gradients as gm
+
+    targets = (gm.GRADIENT_CONTROLS[name.removeprefix("control_")]()
+               if name.startswith("control_") else load(name))
+    (target,) = [t for t in targets if isinstance(t, FeatureMapTarget) and t.white_box]
+    return target
+
+
+def test_wrong_gradient_shows_as_fail():
+    """A hand-written backward that drops the −x of −‖x‖²/2 (mutant
+    ``grad_positive_drops_minus_x``) is FAIL on every torch dtype and fails the page's verdict;
+    the correct custom backward (control) passes."""
+    from kernel_verify.report import gradients as grad
+    from kernel_verify.report.mappage import _verdict
+
+    bad = grad.gradient_rows(_mutant_white("grad_positive_drops_minus_x"))
+    good = grad.gradient_rows(_mutant_white("control_grad_positive_custom_backward"))
+    for dtype in ("float64", "float32", "float16", "bfloat16"):
+        row = _grad_row(bad, "torch:cpu", dtype)
+        assert row.status == "FAIL" and row.phi_ratio > 1, row
+        assert _grad_row(good, "torch:cpu", dtype).status == "pass"
+    from dataclasses import asdict
+
+    data = {"accuracy_ok": True, "identity_error": 0.0, "gradients": [asdict(r) for r in bad]}
+    verdict, reasons = _verdict(data, random=False)
+    assert verdict == "FAIL" and "derived bound" in reasons[0]
+    data["gradients"] = [asdict(r) for r in good]
+    assert _verdict(data, random=False)[0] == "pass"
+
+
+def test_biased_gradient_estimator_is_flagged():
+    """The backward missing m^(−1/2) (mutant ``grad_positive_scale_wrong``) makes the gradient
+    estimator √m = 4 times too large: ``∇ₓk`` lies below its interval on the two nonzero
+    components and the page is flagged; the control (correct custom backward) is not flagged
+    and passes the property's median-of-means test. (That test does not reject this mutant at
+    200 draws: its threshold is 2σ of one draw; the accuracy table fails it instead.)"""
+    from kernel_verify.report import gradients as grad
+
+    x, y = measure.pair(8)
+    bad = grad.gradient_bias(_mutant_white("grad_positive_scale_wrong"), x, y, 200, 1, 0.999,
+                             200, 1e-3)
+    exact, lo = np.array(bad.exact), np.array(bad.lo)
+    assert lo[0] > exact[0] > 0 and lo[1] > exact[1] > 0
+    (flag,) = grad.bias_flags(bad.to_json())
+    assert "[0, 1]" in flag
+    good = grad.gradient_bias(_mutant_white("control_grad_positive_custom_backward"), x, y, 200,
+                              1, 0.999, 200, 1e-3)
+    assert good.test_ok is True and grad.bias_flags(good.to_json()) == []
+    assert np.allclose(good.exact, grad.kernel_gradient(
+        FeatureMapTarget.from_entry(get("softmax_positive[iid]")), x, y))
+
+
+def test_gradient_section_renders():
+    """The map page shows the gradient table and the bias table with its figure."""
+    from dataclasses import asdict
+
+    from kernel_verify.report import gradients as grad
+    from kernel_verify.report.mappage import _gradient_section
+    from kernel_verify.report.pages import Page, to_markdown
+
+    target = FeatureMapTarget.from_entry(get("softmax_positive[iid]"))
+    x, y = measure.pair(8)
+    data = {"random": True, "gradients": [asdict(r) for r in grad.gradient_rows(target)],
+            "gradient_bias": grad.gradient_bias(target, x, y, 120, 3, 0.999, 100,
+                                                1e-3).to_json()}
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Page("t")
+        _gradient_section(page, get("softmax_positive[iid]"), data, TINY, Path(tmp), "f", "s")
+        assert (Path(tmp) / "s_gradient_bias.png").stat().st_size > 1000
+    text = to_markdown(page)
+    assert "Gradient accuracy per backend and dtype" in text
+    assert "Bias of the gradient estimator" in text and "median-of-means" in text
+    assert "no autograd" in text

@@ -26,9 +26,11 @@ from pathlib import Path
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.alpha import set_assertion_count
 from kernel_verify.report import mappage
+from kernel_verify.report.gradients import median_test_applies
 from kernel_verify.report.pages import Page, write_atomic, write_page
 from kernel_verify.report.settings import FULL, QUICK, Settings, code_version
 from kernel_verify.verify.stats import AlphaBudget
+from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 DEFAULT_OUT = Path("build/report")
 
@@ -77,7 +79,10 @@ def run_report(args: argparse.Namespace) -> int:
                   for e in random_maps)
     # ... and the exact-fourth-moment flag tests: one per m and per geometry point (≤ 4 axes)
     n_flags = len(random_maps) * (len(s.ms) + 4 * s.geo_points)
-    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags))
+    # ... and the gradient-bias median-of-means test: one per component where it applies
+    n_grad = s.d * sum(median_test_applies(FeatureMapTarget.from_entry(e)) for e in random_maps)
+    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags
+                                      + n_grad))
     set_assertion_count(budget.n_assertions)
     version = code_version()
     command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \
@@ -161,7 +166,25 @@ GUIDE = [
     "**Heavy tails**: positive/hyperbolic/GERF estimators are log-normal-like; their sample "
     "variance under-covers the tail at small R, so bands are bootstrap intervals and a theory "
     "point outside is flagged, not hidden.",
+    "**Gradients**: worst |autograd − exact| / derived backward bound over torch backends × "
+    "dtypes (≤ 1 passes; NumPy has no autograd, CUDA rows need a GPU); for unbiased random maps "
+    "the page also shows the bias of the gradient estimator with its interval, tested where the "
+    "exact gradient variance is known (positive features, iid rows).",
 ]
+
+
+def _gradient_cell(d: dict) -> str:
+    """Worst gradient ratio over the rows run, FAIL first; else why none ran."""
+    rows = d.get("gradients") or []
+    ran = [r for r in rows if r["status"] in ("pass", "FAIL")]
+    if not ran:
+        cpu = [r for r in rows if r["backend"] == "torch:cpu"]
+        return cpu[0]["status"].split(" (")[0] if cpu else "not tested"
+    worst = max(max(r["phi_ratio"], r["kernel_ratio"] or 0.0) for r in ran)
+    fail = any(r["status"] == "FAIL" for r in ran)
+    gb = d.get("gradient_bias") or {}
+    bias = {True: "; bias test pass", False: "; **bias test FAIL**"}.get(gb.get("test_ok"), "")
+    return (f"**FAIL** {worst:.3g}" if fail else f"pass {worst:.3g}") + bias
 
 
 def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool) -> Page:
@@ -191,7 +214,8 @@ def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool)
         kind = ("—" if not meas else "exact" if meas["theory"]["variance_kind"].startswith("exact")
                 else "reference" if meas["theory"]["variance_kind"].startswith("Monte") else "none")
         table.append([name, entry.kernel, ", ".join(sorted(entry.claims - {"psd_kernel"})),
-                      bias, var, kind, verdict, "; ".join(d["reasons"])[:160]])
+                      bias, var, kind, _gradient_cell(d), verdict,
+                      "; ".join(d["reasons"])[:160]])
     page.table(["map", "kernel", "claims", "measured bias", "Var meas./theory", "theory",
-                "verdict", "why"], table)
+                "gradients (worst error / bound)", "verdict", "why"], table)
     return page

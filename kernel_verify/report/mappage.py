@@ -9,9 +9,10 @@ import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.report import figures
+from kernel_verify.report import gradients as grad
 from kernel_verify.report.accuracy import accuracy_rows, available_cases
 from kernel_verify.report.downstream import attention_curves, krr_curve
-from kernel_verify.report.measure import measure_target
+from kernel_verify.report.measure import measure_target, pair, seed_of
 from kernel_verify.report.pages import Page
 from kernel_verify.report.settings import Settings
 from kernel_verify.report.verdicts import (
@@ -67,6 +68,11 @@ def compute(entry: FeatureMap, s: Settings, alpha: float, version: str) -> dict:
         # itself can be 0, e.g. a polynomial kernel at qᵀk = −c)
         rel = np.abs(vals - kern) / np.maximum(scale, 1e-300)
         data["identity_error"] = float(rel.max())
+    data["gradients"] = [asdict(r) for r in grad.gradient_rows(target)]
+    if random and entry.has("unbiased") and entry.torch_fn is not None:
+        x, y = pair(s.d)
+        data["gradient_bias"] = grad.gradient_bias(
+            target, x, y, s.draws, seed_of(entry.name, 200), s.conf, s.boot, alpha).to_json()
     data["hypothesis"] = hypothesis_properties(target)
     data["attention"] = attention_curves(entry, s.att_ms, s.att_ns, s.att_seeds)
     data["krr"] = krr_curve(entry, s.krr_ms, s.krr_seeds) if random else None
@@ -87,7 +93,16 @@ def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
     tests = [p["test_ok"] for p in meas["points"]] if meas else []
     flags = [p["flag"] for p in meas["points"] if p["flag"]] if meas else []
     flags += [g["flag"] for g in meas["geometry"] if g.get("flag")] if meas else []
+    flags += grad.bias_flags(data.get("gradient_bias"))
     v, reasons = overall(data["accuracy_ok"], props, tests, flags, random)
+    bad = [f"{r['backend']} {r['dtype']}" for r in data.get("gradients", [])
+           if r["status"] == "FAIL"]
+    grad_fail = [f"autograd gradient beyond its derived bound on {', '.join(bad)}"] if bad else []
+    if (data.get("gradient_bias") or {}).get("test_ok") is False:
+        grad_fail.append("the gradient of the estimator is biased for ∇ₓk (median-of-means "
+                         "test rejected)")
+    if grad_fail:
+        return "FAIL", ([] if v != "FAIL" else reasons) + grad_fail
     if not random and v == "pass":
         err = data.get("identity_error")
         if err is None:
@@ -133,6 +148,7 @@ def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str,
         _deterministic_sections(page, entry, data, figdir, rel, stem)
     _downstream_section(page, entry, data, figdir, rel, stem)
     _accuracy_section(page, data)
+    _gradient_section(page, entry, data, s, figdir, rel, stem)
     _property_section(page, data)
     page.h("Reproduce")
     page.code(f".venv/bin/kernel-verify report --maps '{entry.name}'")
@@ -269,6 +285,57 @@ def _accuracy_section(page, data) -> None:
                 for r in data["accuracy"]])
     if not any(b.startswith("torch:cuda") for b, _ in available_cases()):
         page.p("CUDA: **not tested** — torch.cuda.is_available() is False on this machine.")
+
+
+def _ratio(r: float | None) -> str:
+    return "—" if r is None else f"{r:.3g}"
+
+
+def _gradient_section(page, entry, data, s, figdir, rel, stem) -> None:
+    rows = data.get("gradients")
+    if rows is None:
+        return
+    page.h("Gradient accuracy per backend and dtype (against mpmath)")
+    page.p(f"Worst |autograd − exact| as a fraction of the derived backward bound (≤ 1 passes), "
+           f"{grad.SEEDS} seeded draws, n = {grad.N}, d = {grad.D}, m = {grad.M}, inputs "
+           f"{grad.SCALE}·N(0, 1): ∂(Gᵀφ(x))/∂x with G ~ N(0, 1), and ∇ₓ φ(x)ᵀφ(y). Exact "
+           "gradients from the mpmath Jacobian of the formula; bounds from "
+           "verify/gradient_bounds.py (feature_vjp_bound); the same check functions as "
+           "test_feature_gradient_matches_exact and test_kernel_estimate_gradient_matches_exact "
+           "(properties/gradient_checks.py).")
+    table = []
+    for r in rows:
+        status = r["status"] if r["status"] == "pass" else f"**{r['status']}**" \
+            if r["status"] == "FAIL" else r["status"]
+        kern = _ratio(r["kernel_ratio"]) if r["kernel_ratio"] is not None else (
+            r["kernel_note"] or "—")
+        table.append([r["backend"], r["dtype"], _ratio(r["phi_ratio"]),
+                      "—" if r["phi_error"] is None else f"{r['phi_error']:.3g}", kern,
+                      "—" if r["kernel_error"] is None else f"{r['kernel_error']:.3g}", status])
+    page.table(["backend", "dtype", "∂(Gᵀφ)/∂x error / bound", "max abs error",
+                "∇ₓφ(x)ᵀφ(y) error / bound", "max abs error", "verdict"], table)
+    gb = data.get("gradient_bias")
+    if gb is None:
+        if data["random"]:
+            page.p("Bias of the gradient estimator: **not measured**: the map claims no "
+                   "unbiasedness (or has no torch function).")
+        return
+    page.h("Bias of the gradient estimator")
+    exact, mean = np.array(gb["exact"]), np.array(gb["mean"])
+    lo, hi = np.array(gb["lo"]), np.array(gb["hi"])
+    page.p(f"At the default pair (x, y above, d = {len(exact)}), m = {gb['m']}: "
+           f"{gb['draws']} independent parameter draws of ∇ₓ φ(x)ᵀφ(y) (float64 autograd, "
+           f"seeds {gb['seed']}…); bias = mean over draws − ∇ₓk(x, y) (mpmath), with "
+           f"{gb['conf']:.1%} percentile-bootstrap intervals of the mean ({s.boot} resamples; "
+           "descriptive: they under-cover heavy tails). Test: " + gb["test"] + ".")
+    table = [[str(j), f"{exact[j]:.5g}", f"{mean[j] - exact[j]:+.3g}",
+              f"[{lo[j] - exact[j]:+.3g}, {hi[j] - exact[j]:+.3g}]",
+              "yes" if lo[j] <= exact[j] <= hi[j] else "**no**"]
+             for j in range(len(exact))]
+    page.table(["component", "∇ₓk (exact)", "measured bias", f"{gb['conf']:.1%} interval",
+                "0 inside?"], table)
+    cap = figures.gradient_bias_figure(entry.name, gb, figdir / f"{stem}_gradient_bias.png")
+    page.img(f"{rel}/{stem}_gradient_bias.png", cap)
 
 
 def _property_section(page, data) -> None:

@@ -1,0 +1,207 @@
+"""The white-box gradient checks shared by the property suite and the report (a library module:
+``properties/test_gradients.py`` and ``kernel_verify/report/gradients.py`` call the same
+functions; importing it reads no environment variable and imports no test module).
+
+* :func:`feature_vjp_check` — ``∂/∂x Σ G⊙φ(x)`` (or of ``log φ``) by autograd against
+  ``Σ_f G_f ∂φ_f/∂x`` from the exact mpmath Jacobian (docs/math.md §14), with the derived
+  backward bound :func:`kernel_verify.verify.gradient_bounds.feature_vjp_bound` (``u`` of the
+  compute dtype, the budget's worst elementary ulps) ``+ u₆₄|ref|`` (the reference's own
+  rounding) and, for half types computed in float32 and cast back, ``output_round`` ulps of the
+  half type at ``|ref| + bound``;
+* :func:`kernel_gradient_check` — ``∇ₓ φ(x)ᵀφ(y)`` by autograd against ``J(x)ᵀφ(y)`` (exact),
+  the same bound with the upstream ``φ̂(y)`` carrying its forward error bound;
+* :func:`estimator_gradients` — ``B`` independent draws of ``∇ₓ φ_ω(x)ᵀφ_ω(y)`` (one parameter
+  draw each, float64), the samples of the unbiasedness test of the gradient
+  (:mod:`kernel_verify.verify.gradient_stats`).
+
+Each check returns a :class:`GradientCheck` (computed, exact, bound, the inputs as the backend
+saw them); ``ratio`` is the worst ``|computed − exact| / bound`` (≤ 1 passes, non-finite
+computed values count as ``inf``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernel_verify.impls.registry import all_maps
+from kernel_verify.properties.backends import params_to_backend, to_numpy
+from kernel_verify.verify.gradient_bounds import BACKWARD_RULES, feature_vjp_bound
+from kernel_verify.verify.references.features import (
+    MP_FEATURES,
+    feature_error_bound,
+    features_mp,
+)
+from kernel_verify.verify.references.gradients import feature_jacobian_mp
+from kernel_verify.verify.references.mp import to_float
+from kernel_verify.verify.tolerance import budget_for, native_budget_for, ulp
+
+__all__ = ["GradientCheck", "draw", "estimator_gradients", "feature_vjp_check", "half_cast",
+           "kernel_gradient_check", "map_budget", "rule_entry", "tensor", "twin"]
+
+U64 = 2.0**-53
+
+
+def twin(target):
+    """A registry entry carrying the target's formula and config (the mp twin's description),
+    or None (as ``test_feature_reference.twin_entry``)."""
+    if target.entry is not None:
+        return target.entry
+    if target.formula is None or target.formula not in MP_FEATURES:
+        return None
+    base = next((e for e in all_maps() if e.formula == target.formula), None)
+    if base is None:
+        return None
+    return replace(base, config={**base.config, **dict(target.config)})
+
+
+def rule_entry(target) -> tuple[Any, str | None]:
+    """``(twin entry, None)`` when the target's formula has an mpmath twin and a derived
+    backward bound, else ``(None, reason)``."""
+    entry = twin(target)
+    if entry is None:
+        return None, f"{target.name}: no mpmath twin for formula {target.formula!r}"
+    if entry.formula not in BACKWARD_RULES:
+        return None, (f"{target.name}: no derived backward bound for formula {entry.formula!r} "
+                      "(its gradient is checked by finite differences, test_gradcheck_float64)")
+    return entry, None
+
+
+def draw(target, seed: int, d: int, m: int) -> dict:
+    """The target's parameter draw for ``seed`` (at least the entry's ``min_m`` features)."""
+    min_m = target.entry.min_m if target.entry is not None else 1
+    return target.draw_params(np.random.default_rng(seed), d, max(m, min_m))
+
+
+def tensor(x: np.ndarray, backend: str, dtype: str, grad: bool = False):
+    """``x`` as a tensor of ``dtype`` on the backend's device (rounded to the dtype once)."""
+    t = torch.as_tensor(x, dtype=torch.float64).to(device=backend.split(":")[1],
+                                                 dtype=getattr(torch, dtype))
+    return t.requires_grad_(grad)
+
+
+def map_budget(target, dtype: str, backend: str):
+    """The rounding budget of a feature map's forward and backward: the registry's maps compute
+    half types in float32 and round once (:func:`budget_for`); a third-party map may compute in
+    the half type itself (:func:`native_budget_for`, the same for float32/float64)."""
+    own = getattr(target, "entry", None) is not None
+    return (budget_for if own else native_budget_for)(dtype, backend)
+
+
+def half_cast(bound: np.ndarray, ref: np.ndarray, dtype: str, device: str) -> np.ndarray:
+    """``bound + u₆₄|ref|`` (the reference's rounding) and, for a half type cast back from
+    float32, ``output_round`` ulps of the half type at ``|ref| + bound``."""
+    b = budget_for(dtype, device)
+    bound = bound + 1.0000001 * U64 * np.abs(ref)
+    if b.output_round:
+        bound = bound + b.output_round * ulp(np.abs(ref) + bound, dtype)
+    return bound
+
+
+@dataclass
+class GradientCheck:
+    """One autograd gradient against its exact value and derived bound (float64 arrays)."""
+
+    got: np.ndarray
+    ref: np.ndarray
+    bound: np.ndarray
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    #: whether the forward output was finite (a float16 forward may overflow)
+    out_finite: bool = True
+
+    @property
+    def max_abs_error(self) -> float:
+        err = np.abs(self.got - self.ref)
+        return float(np.max(np.where(np.isfinite(err), err, np.inf), initial=0.0))
+
+    @property
+    def ratio(self) -> float:
+        """Worst ``|got − ref| / bound`` (non-finite ``got``: inf; a zero bound: 0 if exact)."""
+        err = np.abs(self.got - self.ref)
+        err = np.where(np.isfinite(err), err, np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(err == 0, 0.0, err / self.bound)
+        return float(np.max(r, initial=0.0))
+
+
+def _positions(target, n: int):
+    return np.arange(n) if target.has("positional") else None
+
+
+def feature_vjp_check(target, entry, backend: str, dtype: str, x: np.ndarray, params: dict,
+                      rng: np.random.Generator, *, log: bool = False) -> GradientCheck:
+    """``∂/∂x Σ G⊙φ(x)`` (``log``: of ``log φ``) with ``G ~ N(0, 1)`` drawn from ``rng`` after
+    the forward (module docstring). Raises what the target's forward raises (e.g. the documented
+    ValueError of a float16 overflow)."""
+    fn = target.log_torch_fn if log else target.torch_fn
+    x_t = tensor(x, backend, dtype, grad=True)
+    x_r = to_numpy(x_t)
+    pos = _positions(target, x.shape[0])
+    kw = {"positions": pos} if pos is not None else {}
+    out = fn(x_t, params_to_backend(params, backend), target.config, **kw)
+    g64 = rng.standard_normal(tuple(out.shape))
+    g_t = torch.as_tensor(g64, dtype=torch.float64).to(device=out.device, dtype=out.dtype)
+    g_r = to_numpy(g_t)
+    finite = bool(torch.isfinite(out).all())
+    (grad,) = torch.autograd.grad((out * g_t).sum(), x_t)
+    jac = feature_jacobian_mp(entry, x_r, params, log=log, positions=pos)
+    ref = to_float(np.einsum("nf,nfd->nd", g_r.astype(object), jac))
+    b = map_budget(target, dtype, backend)
+    ulps = max(b.ulps.values())
+    bound = feature_vjp_bound(entry, x_r, params, None, np.abs(g_r), b.u_compute, ulps, log=log)
+    bound = half_cast(bound, ref, dtype, backend)
+    return GradientCheck(to_numpy(grad), ref, bound, {"x": x_r}, finite)
+
+
+def kernel_gradient_check(target, entry, backend: str, dtype: str, x: np.ndarray, y: np.ndarray,
+                          params: dict) -> GradientCheck:
+    """``∇ₓ φ(x)ᵀφ(y)`` by autograd against ``J(x)ᵀφ(y)`` (exact) within
+    ``feature_vjp_bound`` with upstream ``φ̂(y)`` (its forward bound as its error)."""
+    fn = target.torch_fn
+    pos = _positions(target, x.shape[0])
+    kw = {"positions": pos} if pos is not None else {}
+    pt = params_to_backend(params, backend)
+    x_t, y_t = tensor(x, backend, dtype, grad=True), tensor(y, backend, dtype)
+    x_r, y_r = to_numpy(x_t), to_numpy(y_t)
+    phi_y = fn(y_t, pt, target.config, **kw).detach()
+    out = fn(x_t, pt, target.config, **kw)
+    (grad,) = torch.autograd.grad((out * phi_y).sum(), x_t)
+    jac = feature_jacobian_mp(entry, x_r, params, positions=pos)
+    fy = features_mp(entry, y_r, params, positions=pos)
+    ref = to_float(np.einsum("nf,nfd->nd", fy, jac))
+    b = map_budget(target, dtype, backend)
+    ulps = max(b.ulps.values())
+    fy64 = to_float(fy)
+    e_y = feature_error_bound(entry, y_r, params, entry.config, b.u_compute, ulps, pos)
+    bound = feature_vjp_bound(entry, x_r, params, None, np.abs(fy64) * (1 + U64), b.u_compute,
+                              ulps, g_err=e_y)
+    bound = half_cast(bound, ref, dtype, backend)
+    return GradientCheck(to_numpy(grad), ref, bound, {"x": x_r, "y": y_r},
+                         bool(torch.isfinite(out).all()))
+
+
+def estimator_gradients(target, x: np.ndarray, y: np.ndarray, m: int, seeds: list[int]
+                        ) -> np.ndarray:
+    """``(B, d)``: ``∇ₓ φ_ω(x)ᵀφ_ω(y)`` in float64 for one parameter draw per seed (white-box:
+    ``torch_fn`` with :func:`draw`; black-box: ``sample_fn(x, seed)`` on torch tensors)."""
+    d = x.shape[-1]
+    out = []
+    for s in seeds:
+        if target.white_box:
+            params = params_to_backend(draw(target, s, d, m), "torch:cpu")
+            kw = {"positions": np.arange(1)} if target.has("positional") else {}
+
+            def fn(t, params=params, kw=kw):
+                return target.torch_fn(t, params, target.config, **kw)
+        else:
+            def fn(t, s=s):
+                return target.sample_fn(t, s)
+        xt = torch.tensor(x[None, :], dtype=torch.float64, requires_grad=True)
+        phi_y = fn(torch.tensor(y[None, :], dtype=torch.float64)).detach()
+        loss = (fn(xt) * phi_y).sum()
+        loss.backward()  # not autograd.grad: reentrant checkpointing supports only backward
+        out.append(to_numpy(xt.grad)[0])
+    return np.array(out, dtype=np.float64)
