@@ -169,6 +169,18 @@ def test_rerun_hits_the_cache_and_a_code_change_misses(tmp_path, monkeypatch):
     assert again["verdict"] == first["verdict"] == "pass"
 
 
+def test_cache_key_covers_the_reports_measuring_code():
+    """The cache's code version hashes the report's own measuring modules (a change to the
+    gradient or variance measurement recomputes), not its presentation modules."""
+    from kernel_verify.report.settings import source_files
+
+    names = {str(p.relative_to(ROOT)) for p in source_files()}
+    for module in ("gradients", "measure", "accuracy", "mappage", "theory"):
+        assert f"kernel_verify/report/{module}.py" in names
+    assert "properties/gradient_checks.py" in names
+    assert "kernel_verify/report/figures.py" not in names
+
+
 # ------------------------------------------------------------------------------------ gradients
 def _grad_row(rows, backend: str, dtype: str):
     (row,) = [r for r in rows if r.backend == backend and r.dtype == dtype]

@@ -36,6 +36,7 @@ passes it while its interval excludes ``∇ₓk`` (``tests/test_report.py``).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from kernel_verify.properties.gradient_checks import (
     tensor,
 )
 from kernel_verify.verify.backends import AXIS
+from kernel_verify.verify.cache import file_cache_get, file_cache_put
 from kernel_verify.verify.gradient_stats import (
     draws_for_alpha,
     median_of_means_test,
@@ -144,11 +146,33 @@ def median_test_applies(target: FeatureMapTarget) -> bool:
             and target.matrix == "iid")
 
 
+def _reference_digest() -> str:
+    """sha256 of the mpmath kernel and gradient references (part of the cache key)."""
+    import hashlib
+
+    from kernel_verify.verify.references import gradients as g_ref
+    from kernel_verify.verify.references import kernels as k_ref
+
+    h = hashlib.sha256()
+    for mod in (g_ref, k_ref):
+        h.update(Path(mod.__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def kernel_gradient(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``∇ₓ k(x, y)`` of the target kernel in float64 (closed form where there is one)."""
+    """``∇ₓ k(x, y)`` of the target kernel in float64 (closed form where there is one); cached
+    in the file cache (:mod:`kernel_verify.verify.cache`) by kernel, inputs, kernel parameters
+    and the references' source."""
     kp = target.kernel_args(x.shape[-1])
+    key = repr((target.kernel, x.tolist(), y.tolist(), sorted((k, repr(v)) for k, v in kp.items()),
+                _reference_digest()))
+    hit = file_cache_get("kernel-grad", key)
+    if hit is not None:
+        return np.array(hit, dtype=np.float64)
     fn = kernel_grad_closed_mp if target.kernel in CLOSED_KERNELS else kernel_grad_mp
-    return to_float(fn(target.kernel, x, y, **kp))
+    out = to_float(fn(target.kernel, x, y, **kp))
+    file_cache_put("kernel-grad", key, out.tolist())
+    return out
 
 
 @dataclass
