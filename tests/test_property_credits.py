@@ -31,27 +31,10 @@ UNCOVERED: dict[str, str] = {
         'no mutant of the catalogue reaches it (it never ran on one): needs a differentiable '
         'torch forms target; the forms mutants are NumPy'
     ),
-    'attention_forms::test_state_size_does_not_grow_with_length': (
-        'no forms mutant grows its state with the length yet'
-    ),
     'attention_identities::test_mismatched_shapes_are_rejected': (
         'input policy: fails only for a target claiming validates_input that accepts a bad '
         'shape; the validating mutants validate, and attention_propagates_nan is stopped by '
         "NumPy's own shape ValueError"
-    ),
-    'attention_identities::test_same_seed_gives_same_output': (
-        'no attention mutant is nondeterministic or keeps state across calls yet'
-    ),
-    'blackbox_maps::test_deterministic_black_box_map_equals_kernel': (
-        'no mutant of the catalogue reaches it (it never ran on one): black-box deterministic'
-        ' maps only; killed in the black-box pass is not in this white-box table'
-    ),
-    'blackbox_maps::test_float64_input_gives_float64_output': (
-        'no mutant returns another dtype than float64 for float64 input yet'
-    ),
-    'blackbox_maps::test_same_seed_gives_the_same_draw': (
-        'no feature-map mutant ignores its seed yet (matrix_ignores_generator is a random-'
-        'matrix target)'
     ),
     'blackbox_maps::test_unbiased_without_declared_family': (
         'no mutant of the catalogue reaches it (it never ran on one): black-box maps without '
@@ -69,31 +52,10 @@ UNCOVERED: dict[str, str] = {
         'no mutant of the catalogue reaches it (it never ran on one): biased maps with a '
         'declared mean kernel only'
     ),
-    'gradients::test_attention_backward_is_deterministic': (
-        'no gradient mutant has a nondeterministic backward yet'
-    ),
-    'gradients::test_attention_gradients_batch_and_head_independent': (
-        'no gradient mutant couples batch elements in its backward yet'
-    ),
     'gradients::test_attention_gradients_finite_along_scale_sweep': (
         'no mutant of the catalogue reaches it (it never ran on one)'
     ),
-    'gradients::test_attention_gradients_finite_where_outputs_are': (
-        'no gradient mutant has a non-finite backward yet'
-    ),
     'gradients::test_feature_attention_gradients_match_exact': (
-        'no mutant of the catalogue reaches it (it never ran on one)'
-    ),
-    'gradients::test_feature_map_backward_is_deterministic': (
-        'no gradient mutant has a nondeterministic backward yet'
-    ),
-    'gradients::test_feature_rows_have_independent_gradients': (
-        'no gradient mutant mixes rows in its backward yet'
-    ),
-    'gradients::test_forward_mode_matches_reverse_mode_attention': (
-        'no gradient mutant has a custom forward-mode rule yet'
-    ),
-    'gradients::test_forward_mode_matches_reverse_mode_feature_map': (
         'no mutant of the catalogue reaches it (it never ran on one)'
     ),
     'gradients::test_low_precision_gradients_near_float64': (
@@ -102,10 +64,6 @@ UNCOVERED: dict[str, str] = {
     ),
     'gradients::test_padded_inputs_get_zero_gradient': (
         'no mutant of the catalogue reaches it (it never ran on one): padded torch forms only'
-    ),
-    'nystrom_properties::test_error_is_at_least_eckart_young': (
-        'a lower bound every approximation of the stated rank meets: only a rank above the '
-        'claim breaks it; no mutant lies about its rank yet'
     ),
     'psd_properties::test_exact_kernel_gram_is_psd': (
         "checks the declared kernel's Gram matrix; no mutant declares a non-PSD kernel yet"
