@@ -11,6 +11,9 @@ import numpy as np
 from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
 
 LANDMARKS = 4
+#: Relative size of the diagonal regulariser of ``"jitter_subtracted"`` (times the mean of
+#: diag W), the common ``W + λI`` stabilisation.
+JITTER = 1e-3
 CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
 
 
@@ -22,13 +25,18 @@ def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) ->
     default
     cutoff (singular values below ``1e-15·max`` dropped); ``"pinv_drops_landmark"``: the correct
     ``K̃`` with the landmark list returned by an off-by-one slice (``idx[1:]``), so ``K̃`` has
-    rank up to |S| + 1 while the approximation reports |S| landmarks."""
+    rank up to |S| + 1 while the approximation reports |S| landmarks; ``"jitter_subtracted"``:
+    the regularised inverse ``(W + λI)⁻¹`` with the sign of ``λ`` flipped, ``(W − λI)⁻¹`` with
+    ``λ = JITTER·tr(W)/|S|``: an eigenvalue of W below λ becomes a negative one of W's
+    "inverse", and K̃ is indefinite."""
     n = x.shape[0]
     idx = np.sort(rng.choice(n, size=min(LANDMARKS, n), replace=False))
     c = kernel(x, x[idx])
     w = c[idx]
     if inverse == "W":
         w_inv = w
+    elif inverse == "jitter_subtracted":
+        w_inv = np.linalg.inv(w - JITTER * np.trace(w) / w.shape[0] * np.eye(w.shape[0]))
     elif inverse in ("pinv", "pinv_drops_landmark"):
         w_inv = np.linalg.pinv(w, hermitian=True)
     else:
@@ -52,6 +60,9 @@ NYSTROM_MUTANTS = {
     "nystrom_reports_one_landmark_less": (
         "Nyström returning its landmark indices with an off-by-one slice (idx[1:]): K̃ has "
         "rank |S| + 1 for the |S| landmarks it reports", "pinv_drops_landmark"),
+    "nystrom_jitter_subtracted": (
+        "Nyström with the regulariser's sign flipped: (W − λI)⁻¹ instead of (W + λI)⁻¹, "
+        "λ = 1e-3·mean diag W", "jitter_subtracted"),
 }
 
 #: The property a Nyström mutant is written for, where it is one property (the others: the
@@ -59,4 +70,5 @@ NYSTROM_MUTANTS = {
 NYSTROM_KILLERS: dict[str, tuple[str, ...]] = {
     "nystrom_reports_one_landmark_less": (
         "nystrom_properties::test_error_is_at_least_eckart_young",),
+    "nystrom_jitter_subtracted": ("psd_properties::test_nystrom_approximation_is_psd",),
 }
