@@ -128,6 +128,17 @@ def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="non
     return np.asarray(out, dtype=np.float64)
 
 
+def keys_aligned_to_values(q, k, v, *, causal, seed=0, **_):
+    """Exact softmax attention that checks finiteness only (``ValueError`` naming the argument)
+    and aligns the keys to the values' length, ``k[..., :len(v), :]`` (as code slicing a cache to
+    the values it holds does): a ``v`` with fewer rows than ``k`` silently drops keys."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if not np.isfinite(np.asarray(a)).all():
+            raise ValueError(f"{name} has non-finite entries")
+    n = min(k.shape[-2], v.shape[-2])
+    return exact_softmax(q, k[..., :n, :], v[..., :n, :], causal=causal, seed=seed)
+
+
 def running_mean(q, k, v, *, causal, seed=0, **_):
     """Fully collapsed causal attention: row i is the mean of ``v_0 … v_i`` (uniform weights,
     the limit of a feature map whose stabiliser ε swamps every feature)."""
@@ -246,6 +257,11 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
         "seed does not reach: two calls with the same seed use different features",
         lambda: _target("favor_ignores_seed", favor, ALL, key_shift="log_space",
                         global_rng=True)),
+    "keys_aligned_to_values": (
+        "exact softmax attention validating finiteness but not shapes, slicing k to v's length:"
+        " a v with fewer rows than k silently drops keys (claims validates_input)",
+        lambda: _target("keys_aligned_to_values", keys_aligned_to_values, EXACT,
+                        validate=False)),
     "causal_collapsed_to_running_mean": (
         "causal-only linear attention collapsed to uniform weights: row i returns the running "
         "mean of v_0 … v_i (claims only causal)",
@@ -281,6 +297,7 @@ ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
     "favor_batch_shift": (f"{_F}batch_elements_and_heads_are_independent",),
     "favor_missing_prescale": (f"{_F}error_to_softmax_attention_falls_as_m_grows",),
     "favor_ignores_seed": (f"{_F}same_seed_gives_same_output",),
+    "keys_aligned_to_values": (f"{_F}mismatched_shapes_are_rejected",),
     "causal_collapsed_to_running_mean": (f"{_F}large_scale_keeps_the_argmax_value",),
     "nystromformer_batch_coupled": (f"{_F}batch_elements_and_heads_are_independent",),
 }
