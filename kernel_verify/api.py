@@ -102,7 +102,9 @@ class CheckResult:
     def summary_line(self) -> str:
         c = self.counts
         extra = "".join(f", {c[k]} {word}" for k, word in
-                        (("crash", "crashed"), ("known", "known"), ("stale", "stale")) if c[k])
+                        (("crash", "crashed"), ("known", "known"), ("stale", "stale"),
+                         ("not credited", "not credited (could not fail for this target)"))
+                        if c[k])
         return (f"{c['pass']} passed, {c['fail']} failed{extra}, {c['skip']} skipped — "
                 f"properties that exercised your target ({self.seconds:.0f} s; profile "
                 f"{self.profile})")
@@ -115,7 +117,7 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         colour = {"pass": "#2a7", "fail": "#c33", "crash": "#c33", "stale": "#c80",
-                  "known": "#888", "skip": "#888"}
+                  "known": "#888", "skip": "#888", "not credited": "#888"}
         rows = []
         for v in self.verdicts:
             detail = html.escape(v.evidence.splitlines()[0] if v.evidence else "")

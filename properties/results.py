@@ -11,7 +11,10 @@ report's ``user_properties``.
 Besides, each record carries: the backend of the case (``numpy-float64``, ``torch:cpu-bfloat16``,
 "" when not parametrised by one), ``builtin_only`` (the test is marked ``kv_builtin_only``: it
 checks the suite's own code, not the target), ``notes`` (``record_property("kv_note", …)``:
-input-policy observations), ``crashed`` (a pytest-xdist worker died while running it: a crash,
+input-policy observations), ``uncredited`` (``record_property("kv_uncredited", reason)``: the
+test passed but could not fail for this target in this case, e.g. an input-policy property for a
+target that does not claim ``validates_input``; the verdict is then ``not credited`` with the
+reason, never ``pass``), ``crashed`` (a pytest-xdist worker died while running it: a crash,
 not a failed property), ``known`` (``"known"``: a declared known failure that still fails;
 ``"stale"``: one that passed, :mod:`kernel_verify.properties.known`) and ``repro``: one shell
 command that re-runs exactly this case (target,
@@ -127,6 +130,7 @@ def pytest_runtest_logreport(report) -> None:
     pairs = [p for p in report.user_properties if isinstance(p, tuple) and len(p) == 2]
     props = dict(pairs)
     notes = [str(v) for k, v in pairs if k == "kv_note"]
+    uncredited = [str(v) for k, v in pairs if k == "kv_uncredited"]
     module = report.nodeid.split("::", 1)[0]
     family = Path(module).stem.removeprefix("test_")
     if report.skipped and isinstance(report.longrepr, tuple):
@@ -160,6 +164,7 @@ def pytest_runtest_logreport(report) -> None:
         "known": known,
         "message": message,
         "notes": notes,
+        "uncredited": uncredited,
         "repro": repro,
         "seconds": report.duration,
     }

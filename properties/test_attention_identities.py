@@ -176,7 +176,13 @@ def test_outputs_are_convex_combinations_of_visible_values(target, backend, data
 # ------------------------------------------------------------------ input policy
 def _policy(target, backend, what: str, args, causal: bool, record_property) -> None:
     """Call with bad input; ``ValueError`` is the contract. A target claiming
-    ``validates_input`` fails otherwise; any other target gets an input-policy note."""
+    ``validates_input`` fails otherwise; for any other target this case cannot fail, so it is
+    recorded ``kv_uncredited`` (verdict ``not credited``, never ``pass``) and what it did with
+    the bad input is an input-policy note."""
+    if not target.has("validates_input"):
+        record_property("kv_uncredited", f"input policy: {target.name} does not claim "
+                        "validates_input, so this property cannot fail for it (what it does with "
+                        "bad input is an input-policy note)")
     try:
         out = target(*args, causal=causal, seed=0)
     except ValueError:

@@ -16,7 +16,7 @@ import torch
 from kernel_verify.properties.evidence import observed
 from kernel_verify.properties.strategies import generator
 from kernel_verify.verify.backends import AXIS, as_float64, get_backend
-from kernel_verify.verify.thirdparty.cli import _evidence, fold, load_results
+from kernel_verify.verify.thirdparty.cli import _evidence, fold, load_results, summary
 from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 from kernel_verify.verify.tolerance import BUDGETS
 
@@ -127,6 +127,34 @@ def test_check_counts_only_the_targets_properties_and_keeps_crashes_and_notes(tm
     assert verdicts["test_c"].outcome == "crash"
     everything = {v.prop for v in fold(load_results(path))}
     assert {"test_own", "test_builtin"} <= everything
+
+
+def test_a_case_that_could_not_fail_is_not_credited_never_pass(tmp_path):
+    """A passed case that recorded ``kv_uncredited`` (e.g. an input-policy property for a target
+    without ``validates_input``) folds to ``not credited`` with its reason, and is not counted
+    as a pass; one credited passing case among them makes the verdict ``pass``; a failure
+    still wins."""
+    why = "input policy: t does not claim validates_input"
+    lines = [
+        _rec("f.py::test_p[t-numpy-float64]", "passed", uncredited=[why, why],
+             notes=["input policy: t on numpy-float64: nan in q was accepted silently"]),
+        _rec("f.py::test_p[t-numpy-float32]", "passed", uncredited=[why]),
+        _rec("f.py::test_q[t-numpy-float64]", "passed", uncredited=[why]),
+        _rec("f.py::test_q[t-numpy-float32]", "passed"),
+        _rec("f.py::test_r[t-numpy-float64]", "passed", uncredited=[why]),
+        _rec("f.py::test_r[t-numpy-float32]", "failed", message="E   AssertionError: boom"),
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    verdicts = fold(load_results(path, target_only=True))
+    by = {v.prop: v for v in verdicts}
+    assert by["test_p"].outcome == "not credited" and by["test_p"].evidence == why
+    assert by["test_p"].notes, "the input-policy note is kept beside the verdict"
+    assert by["test_q"].outcome == "pass"
+    assert by["test_r"].outcome == "fail"
+    counts = summary(verdicts)
+    assert counts["pass"] == 1 and counts["not credited"] == 1 and counts["fail"] == 1
+
 
 
 def test_every_distinct_hypothesis_failure_and_a_reproduce_command_are_recorded(tmp_path):

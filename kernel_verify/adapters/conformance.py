@@ -150,8 +150,9 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         lines += [f"{i}. {w}" for i, w in enumerate(scope.workarounds, 1)] + [""]
     verdicts = run.verdicts
     counts = {o: sum(v.outcome == o for v in verdicts)
-              for o in ("pass", "fail", "skip", "known", "stale", "crash")}
-    extra = "".join(f", {counts[o]} {o}" for o in ("known", "stale", "crash") if counts[o])
+              for o in ("pass", "fail", "skip", "known", "stale", "crash", "not credited")}
+    extra = "".join(f", {counts[o]} {o}" for o in ("known", "stale", "crash", "not credited")
+                    if counts[o])
     lines += [f"Property suite: {counts['pass']} passed, {counts['fail']} failed{extra}, "
               f"{counts['skip']} skipped in {run.seconds:.0f} s; independent measurements: "
               f"{seconds.get('confirm', 0.0):.0f} s.", ""]

@@ -11,12 +11,16 @@ a verdict per (property, target):
 while running it (a crash, not a failed property), ``pass`` if some passed and none failed,
 ``skip`` (with the reason) if every one was skipped, ``known`` if it fails as the target
 declared in ``known_failures`` (never counted as a pass), ``stale`` if a declared known failure
-passed on every case (the declaration is out of date; exit status 1). Only properties that
-exercised the target count: records of tests not parametrised by a target (the suite's own code) and
-of tests marked
-``kv_builtin_only`` are left out of the totals. Input-policy observations (how a target that does
-not claim ``validates_input`` treats NaN input or mismatched shapes) are listed as notes, apart
-from the verdicts. The command prints the verdict table with the evidence of each failure —
+passed on every case (the declaration is out of date; exit status 1), ``not credited`` (with
+the reason) if it passed only in cases that could not fail for this target (the test recorded
+``kv_uncredited``: an input-policy property for a target that does not claim
+``validates_input``, whose outcome is an input-policy note, not a pass). ``known``, ``stale``,
+``skip`` and ``not credited`` are verdict words of their own: none is counted as a pass. Only
+properties that exercised the target count: records of tests not parametrised by a target (the
+suite's own code) and of tests marked ``kv_builtin_only`` are left out of the totals.
+Input-policy observations (how a target that does not claim ``validates_input`` treats NaN
+input or mismatched shapes) are listed as notes beside those ``not credited`` verdicts.
+The command prints the verdict table with the evidence of each failure —
 every assertion line of every distinct failure (a Hypothesis ``ExceptionGroup`` included), the
 falsifying example, the backends that failed — and one command that re-runs the failing case,
 and exits 1 when any property fails (2 when the suite could not run at all or a worker
@@ -62,6 +66,7 @@ class Outcome:
     backend: str = ""
     notes: tuple[str, ...] = ()
     repro: str = ""
+    uncredited: tuple[str, ...] = ()  # why a passed case could not fail for this target
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class Verdict:
     family: str
     prop: str
     target: str
-    outcome: str  # pass, fail, crash, skip, known, stale
+    outcome: str  # pass, fail, crash, skip, known, stale, not credited
     evidence: str = ""
     repro: str = ""
     notes: tuple[str, ...] = ()
@@ -99,8 +104,8 @@ def load_results(path: Path, *, target_only: bool = False) -> list[Outcome]:
     ``target_only``: leave out tests that did not exercise a target (not parametrised by one,
     or marked ``kv_builtin_only``); skips stay (they say which kinds the adapter lacks)."""
     worst: dict[str, Outcome] = {}
-    rank = {"passed": 0, "skipped": 1, "known": 2, "stale": 3, "failed": 4, "error": 5,
-            "crash": 6}
+    rank = {"passed": 0, "uncredited": 1, "skipped": 1, "known": 2, "stale": 3, "failed": 4,
+            "error": 5, "crash": 6}
     for line in path.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         outcome = r["outcome"]
@@ -112,13 +117,17 @@ def load_results(path: Path, *, target_only: bool = False) -> list[Outcome]:
             outcome = "error"
         if r["when"] != "call" and outcome == "passed":
             continue
+        uncredited = tuple(dict.fromkeys(r.get("uncredited", ())))
+        if outcome == "passed" and uncredited:
+            outcome = "uncredited"  # it passed, but could not fail for this target here
         own = (r["target"] and not r.get("builtin_only")) or r["when"] == "collect"
         if target_only and not own and outcome not in ("skipped", "crash", "known", "stale"):
             continue
         if target_only and r.get("builtin_only"):
             continue
         o = Outcome(r["family"], r["prop"], r["target"], outcome, r["message"].strip(),
-                    r.get("backend", ""), tuple(r.get("notes", ())), r.get("repro", ""))
+                    r.get("backend", ""), tuple(r.get("notes", ())), r.get("repro", ""),
+                    uncredited)
         old = worst.get(r["nodeid"])
         if old is None or rank[o.outcome] > rank[old.outcome]:
             worst[r["nodeid"]] = o
@@ -211,6 +220,10 @@ def fold(outcomes: list[Outcome]) -> list[Verdict]:
                                     stale[0].repro, notes))
         elif any(o.outcome == "passed" for o in items):
             verdicts.append(Verdict(family, prop, target, "pass", notes=notes))
+        elif uncredited := [o for o in items if o.outcome == "uncredited"]:
+            reasons = dict.fromkeys(r for o in uncredited for r in o.uncredited)
+            verdicts.append(Verdict(family, prop, target, "not credited",
+                                    "; ".join(reasons), uncredited[0].repro, notes))
         else:
             verdicts.append(Verdict(family, prop, target, "skip", _skip_reason(items[0].message)))
     return verdicts
@@ -287,7 +300,7 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
     for v in rows:
         label = f"{v.family}::{v.prop}".ljust(w_prop)
         detail = ""
-        if v.outcome in ("skip", "known", "stale"):
+        if v.outcome in ("skip", "known", "stale", "not credited"):
             detail = f"  ({v.evidence.splitlines()[0] if v.evidence else ''})"
         lines.append(f"{label}  {v.target.ljust(w_target)}  {v.outcome.upper()}{detail}")
         if v.outcome in ("fail", "crash"):
@@ -303,7 +316,10 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
 
 
 def summary(verdicts: list[Verdict]) -> dict[str, int]:
-    counts = {"pass": 0, "fail": 0, "crash": 0, "skip": 0, "known": 0, "stale": 0}
+    """Verdicts per word; ``not credited``, ``known``, ``stale`` and ``skip`` are never
+    ``pass``."""
+    counts = {"pass": 0, "fail": 0, "crash": 0, "skip": 0, "known": 0, "stale": 0,
+              "not credited": 0}
     for v in verdicts:
         counts[v.outcome] += 1
     return counts
