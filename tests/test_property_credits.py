@@ -31,12 +31,6 @@ UNCOVERED: dict[str, str] = {
         'no mutant of the catalogue reaches it (it never ran on one): needs a differentiable '
         'torch forms target; the forms mutants are NumPy'
     ),
-    'attention_identities::test_mismatched_shapes_are_rejected': (
-        'input policy (fails only for a target claiming validates_input that accepts a bad '
-        'shape): keys_aligned_to_values fails it by assertion in kernel-verify check '
-        '(measured), but was added after reports/mutants.json was written: remove this entry '
-        'when the matrix is regenerated'
-    ),
     'blackbox_maps::test_unbiased_without_declared_family': (
         'no mutant of the catalogue reaches it (it never ran on one): black-box maps without '
         'a declared family only'
@@ -74,11 +68,6 @@ UNCOVERED: dict[str, str] = {
     ),
     'psd_properties::test_feature_gram_is_psd': (
         'ΦΦᵀ is PSD for any real Φ: it can fail only by rounding, a defect no mutant plants'
-    ),
-    'psd_properties::test_nystrom_approximation_is_psd': (
-        'nystrom_jitter_subtracted ((W − λI)⁻¹) fails it by assertion in kernel-verify check '
-        "(measured), but was added after reports/mutants.json was written: remove this entry "
-        'when the matrix is regenerated'
     ),
 }
 
