@@ -30,10 +30,10 @@ except PackageNotFoundError:  # running from a checkout that was never installed
 #: The public API, imported on first use (the pytest plugin imports this package, so it stays
 #: light): ``from kernel_verify import AttentionTarget, check``.
 _LAZY = {
-    "FeatureMapTarget": "kernel_verify.verify.thirdparty.protocol",
-    "AttentionTarget": "kernel_verify.verify.thirdparty.protocol",
-    "RandomMatrixTarget": "kernel_verify.verify.thirdparty.protocol",
-    "KernelApproxTarget": "kernel_verify.verify.thirdparty.protocol",
+    "FeatureMapTarget": "kernel_verify.properties.protocol",
+    "AttentionTarget": "kernel_verify.properties.protocol",
+    "RandomMatrixTarget": "kernel_verify.properties.protocol",
+    "KernelApproxTarget": "kernel_verify.properties.protocol",
     "check": "kernel_verify.api",
     "CheckResult": "kernel_verify.api",
 }

@@ -33,8 +33,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernel_verify.verify import atomic
-from kernel_verify.verify.thirdparty.cli import (
+from kernel_verify.properties.loader import load_targets
+from kernel_verify.properties.protocol import Target
+from kernel_verify.runner import (
     SUITE_DIR,
     SuiteRun,
     Verdict,
@@ -44,8 +45,7 @@ from kernel_verify.verify.thirdparty.cli import (
     target_property_files,
     verdict_table,
 )
-from kernel_verify.verify.thirdparty.loader import load_targets
-from kernel_verify.verify.thirdparty.protocol import Target
+from kernel_verify.verify import atomic
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget",
                  "KernelApproxTarget")

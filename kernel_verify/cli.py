@@ -97,7 +97,7 @@ def _check_names(args: argparse.Namespace) -> None:
                              f"choose from {', '.join(sorted(known))}")
     only = getattr(args, "only", None)
     if args.command == "mutants" and only:
-        from kernel_verify.verify.mutants.catalogue import MUTANTS
+        from kernel_verify.mutants.catalogue import MUTANTS
 
         known = {m.name for m in MUTANTS}
         unknown = [n for n in only if n not in known]
@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most this many Hypothesis examples per property (for targets whose "
                    "every call is slow, e.g. Triton kernels under the interpreter; default: the "
                    "profile's)")
-    p.set_defaults(run=_lazy("kernel_verify.verify.thirdparty.cli", "run_check"))
+    p.set_defaults(run=_lazy("kernel_verify.runner", "run_check"))
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")
     p.add_argument("--only", nargs="*", help="only these mutant names")
@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blackbox", action="store_true",
                    help="also run every feature-map mutant wrapped black-box (sample_fn only), "
                    "with and without its declared family, and correct maps as controls")
-    p.set_defaults(run=_lazy("kernel_verify.verify.mutants.runner", "run_mutants"))
+    p.set_defaults(run=_lazy("kernel_verify.mutants.runner", "run_mutants"))
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
     p.add_argument("--seeds", type=_int_at_least(20), default=100,
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--part", dest="parts", nargs="*", default=None,
                    choices=["matrices", "estimators", "convergence", "blackbox"],
                    help="only these groups of checks (default: all)")
-    p.set_defaults(run=_lazy("kernel_verify.verify.calibration", "run_calibration"))
+    p.set_defaults(run=_lazy("kernel_verify.calibration", "run_calibration"))
 
     p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")
     p.add_argument("libraries", nargs="*", metavar="LIBRARY",

@@ -153,7 +153,8 @@ def output_error_bound(x: QKV, backend: Backend) -> float:
 
 
 def rounding_floor(backend: Backend):
-    """``floor(q, k, v)`` for :func:`~kernel_verify.verify.checks.convergence.convergence_failures`:
+    """``floor(q, k, v)`` for
+    :func:`~kernel_verify.properties.checks.convergence.convergence_failures`:
     ``2ε`` of a correct output on ``backend`` (the target's rounding plus the float64 reference's,
     far below ε), or 0 where the bound is void (a half type without ``half_in_float32``)."""
     def floor(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> float:

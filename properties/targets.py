@@ -15,9 +15,9 @@ from functools import cache
 
 import pytest
 
-from kernel_verify.verify.thirdparty.builtin import builtin_targets
-from kernel_verify.verify.thirdparty.loader import load_targets
-from kernel_verify.verify.thirdparty.protocol import (
+from kernel_verify.properties.builtin import builtin_targets
+from kernel_verify.properties.loader import load_targets
+from kernel_verify.properties.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,

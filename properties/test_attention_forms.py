@@ -1,5 +1,5 @@
 """The forms of causal attention and their state (docs/math.md §13) on attention targets that
-offer them (the forms protocol of :class:`~kernel_verify.verify.thirdparty.protocol.
+offer them (the forms protocol of :class:`~kernel_verify.properties.protocol.
 AttentionTarget`), over every backend and dtype the target accepts.
 
 Hypothesis draws the batch, heads, length ``T``, widths ``d`` and ``d_v`` (``H ≠ T``,

@@ -53,6 +53,14 @@ from kernel_verify.properties.attention_cases import (
     seen,
 )
 from kernel_verify.properties.backends import backend_params, to_backend, to_numpy
+from kernel_verify.properties.checks.convergence import (
+    CONV_SEEDS,
+    M_HI,
+    M_LO,
+    P0,
+    convergence_failures,
+    convergence_threshold,
+)
 from kernel_verify.properties.evidence import nonfinite, observed, require_finite
 from kernel_verify.properties.strategies import (
     QKV,
@@ -66,14 +74,6 @@ from kernel_verify.properties.strategies import (
     shapes,
 )
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.verify.checks.convergence import (
-    CONV_SEEDS,
-    M_HI,
-    M_LO,
-    P0,
-    convergence_failures,
-    convergence_threshold,
-)
 from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53

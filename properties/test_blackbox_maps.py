@@ -20,9 +20,9 @@ Each check and its false-alarm basis:
 * **positivity** (claims ``positive`` / ``nonnegative``): every returned feature is ``> 0`` /
   ``≥ 0`` at random inputs of norm up to 3. A violation is a counterexample: no false alarm.
 * **float64 output** (every map): float64 input gives a float64 (or wider) result — the adapter
-  dtype rule (``verify/thirdparty/protocol.py``) lets wider results through; a narrower one is a
+  dtype rule (``properties/protocol.py``) lets wider results through; a narrower one is a
   silent precision loss. Weak on its own (a map may compute in float32 and cast back), hence:
-* **float64 accuracy** (every non-positional map; :mod:`kernel_verify.verify.checks.blackbox`):
+* **float64 accuracy** (every non-positional map; :mod:`kernel_verify.properties.checks.blackbox`):
 along a
   random direction ``e`` the fourth finite difference
   ``Δ⁴F = F(x+2he) − 4F(x+he) + 6F(x) − 4F(x−he) + F(x−2he)``, ``h = 2⁻¹²``, is
@@ -49,10 +49,10 @@ along a
   hyperbolic, GERF) have ``g(x) = log φ(x) + ‖x‖²/2`` affine in x
   (``g(x) + g(y) − g(x+y) − g(0) = 0``); relu features are positively homogeneous,
   ``φ(a·x) = a·φ(x)``. Level ``1e-9`` relative — an assumption (a correct
-  float64 map meets them to ~1e-13, see :mod:`kernel_verify.verify.checks.blackbox`); a wrong norm
-  factor, a per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above it. No
-  statistics, so no false-alarm rate beyond the assumption; the registry's correct maps (white-
-  and black-box) all pass it in every run.
+  float64 map meets them to ~1e-13, see :mod:`kernel_verify.properties.checks.blackbox`); a wrong
+  norm factor, a per-row stabiliser, an added ε, a broken pair or float32 evaluation is far above
+  it. No statistics, so no false-alarm rate beyond the assumption; the registry's correct maps
+  (white- and black-box) all pass it in every run.
 * **distinct features** (claim ``gaussian_rows``, with or without a family): no two non-constant
   features coincide at 8 random inputs — rows with a continuous law never repeat, so repeated
   columns mean fewer random rows than m (duplicated rows, antithetic ``±w`` inside ``cos``). Exact,
@@ -78,9 +78,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.alpha import per_assertion
-from kernel_verify.properties.targets import feature_maps
-from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
-from kernel_verify.verify.checks.blackbox import (
+from kernel_verify.properties.checks.blackbox import (
     FAMILY_IDENTITY_FORMULAS,
     IDENTITY_LEVEL,
     NOISE_LEVEL,
@@ -88,18 +86,20 @@ from kernel_verify.verify.checks.blackbox import (
     fourth_difference_noise,
     pilot_mean_test,
 )
-from kernel_verify.verify.checks.estimates import (
+from kernel_verify.properties.checks.estimates import (
     exact_variance,
     feature_m,
     mean_test_variance,
     random_pair,
     range_bound,
 )
+from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import reference_rounding
 
 U64 = 2.0**-53
@@ -339,8 +339,8 @@ def test_orthogonal_claim_has_the_orthogonal_variance(target):
     (reported with the threshold: the power)."""
     if target is None:
         pytest.skip("no target")
+    from kernel_verify.properties.checks.estimates import estimates
     from kernel_verify.properties.unbiased_checks import kernel_value
-    from kernel_verify.verify.checks.estimates import estimates
     from kernel_verify.verify.stats import variance_test
 
     m = feature_m(target, 64)

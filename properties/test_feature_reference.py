@@ -57,6 +57,7 @@ from kernel_verify.properties.backends import (
     to_numpy,
     unavailable_reason,
 )
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.attention_bounds import linear_attention_error_bound
 from kernel_verify.verify.compare import assert_close
@@ -68,7 +69,6 @@ from kernel_verify.verify.references.features import (
     features_reference,
 )
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import (
     budget_for,
     gamma,
@@ -375,7 +375,7 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         how = "feature bounds → (a + |out|b)/(|D| − b) + linear_attention_error_bound(u_c)"
     bound = bound + reference_rounding(ref)
     assert np.isfinite(bound).all(), f"{target.name}: attention bound not finite (ill-posed)"
-    # The adapter dtype rule (verify/thirdparty/protocol.py): features may come back wider than
+    # The adapter dtype rule (properties/protocol.py): features may come back wider than
     # the input (float64 features for float32 input); the attention then runs, and is compared,
     # in that wider dtype (v's values are unchanged; every bound above is for the input dtype's
     # unit roundoff, so it holds a fortiori). feature_map_attention takes q, k, v of one dtype,

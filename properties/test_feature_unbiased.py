@@ -43,6 +43,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kernel_verify.properties.checks.estimates import random_pair
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import (
     GRID,
@@ -52,7 +53,6 @@ from kernel_verify.properties.unbiased_checks import (
     kernel_value,
     unbiased_on_grid,
 )
-from kernel_verify.verify.checks.estimates import random_pair
 
 FEW = max(3, settings.default.max_examples // 5)
 

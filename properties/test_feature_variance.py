@@ -44,9 +44,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.alpha import per_assertion
-from kernel_verify.properties.targets import feature_maps
-from kernel_verify.properties.unbiased_checks import kernel_value
-from kernel_verify.verify.checks.estimates import (
+from kernel_verify.properties.checks.estimates import (
     VARIANCE_DRAWS,
     estimates,
     exact_fourth_moment,
@@ -55,7 +53,9 @@ from kernel_verify.verify.checks.estimates import (
     range_bound,
     row_construction,
 )
-from kernel_verify.verify.checks.estimates import random_pair as points
+from kernel_verify.properties.checks.estimates import random_pair as points
+from kernel_verify.properties.targets import feature_maps
+from kernel_verify.properties.unbiased_checks import kernel_value
 from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
 from kernel_verify.verify.references.mp import to_mp
 from kernel_verify.verify.stats import variance_test

@@ -2,7 +2,7 @@
 never better than the Eckart–Young bound; the Nyströmformer iteration's error recursion.
 
 Targets: ``properties.targets.approximations(...)`` (built in:
-:mod:`kernel_verify.verify.thirdparty.builtin_approx`).
+:mod:`kernel_verify.properties.builtin_approx`).
 Each target gets ``kernel(A, B)`` = the exact Gram matrix correctly rounded to float64
 (:func:`kernel_verify.verify.references.kernels.gram_reference`) of a PSD kernel (Gaussian σ = 1,
 softmax).
@@ -35,11 +35,11 @@ from hypothesis import strategies as st
 
 from kernel_verify.impls.numpy import nystrom as np_nystrom
 from kernel_verify.impls.torch import nystrom as torch_nystrom
+from kernel_verify.properties.protocol import KernelApproxTarget
 from kernel_verify.properties.targets import approximations
 from kernel_verify.verify.psd import EIGH_BACKWARD_C
 from kernel_verify.verify.references.kernels import gram_reference
 from kernel_verify.verify.references.mp import to_mp, working_precision
-from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
 from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.targets import approximations, feature_maps
 from kernel_verify.properties.test_nystrom_properties import (
     KERNELS,
@@ -33,7 +34,6 @@ from kernel_verify.verify.moments import QuadratureError
 from kernel_verify.verify.psd import psd_float, psd_mp
 from kernel_verify.verify.references.kernels import MP_KERNELS, gram_mp
 from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import budget_for, dot_error_bound
 
 FEW = max(3, settings.default.max_examples // 5)

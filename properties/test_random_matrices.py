@@ -41,14 +41,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties import alpha as alpha_budget
-from kernel_verify.properties.targets import matrices
-from kernel_verify.verify.checks.row_law import (
+from kernel_verify.properties.checks.row_law import (
     N_DRAWS,
     N_ROW_CHECKS,
     draw_stack,
     orthonormal_pair,
     row_law_checks,
 )
+from kernel_verify.properties.targets import matrices
 from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53

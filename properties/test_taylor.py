@@ -26,6 +26,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
 from kernel_verify.verify.compare import assert_close
@@ -33,7 +34,6 @@ from kernel_verify.verify.references.features import feature_error_bound, featur
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
 from kernel_verify.verify.references.mp import to_float, working_precision
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import reference_rounding
 
 U64 = 2.0**-53

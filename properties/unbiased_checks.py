@@ -20,7 +20,7 @@ import pytest
 
 from kernel_verify.properties import profiles
 from kernel_verify.properties.alpha import per_assertion
-from kernel_verify.verify.checks.estimates import (
+from kernel_verify.properties.checks.estimates import (
     BIAS_DRAWS,
     bias_point,
     estimates,
@@ -29,13 +29,13 @@ from kernel_verify.verify.checks.estimates import (
     range_bound,
     variance_covered,
 )
-from kernel_verify.verify.checks.estimates import (  # shared with kernel-verify calibrate
+from kernel_verify.properties.checks.estimates import (  # shared with kernel-verify calibrate
     DRAWS as ESTIMATE_DRAWS,
 )
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError
 from kernel_verify.verify.references.kernels import kernel_mp
 from kernel_verify.verify.stats import hoeffding_threshold, mean_test
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 
 def default_draws() -> int:
@@ -152,7 +152,7 @@ def bias_is_visible(target: FeatureMapTarget) -> None:
     the target: the first point with |mean − kernel| ≥ 2t must give a sample mean more than t from
     the kernel (and within t of the mean kernel). It fails only if a sample mean is ``t`` away
     from its true mean (probability ≤ α each, two assertions). The point:
-    :func:`kernel_verify.verify.checks.estimates.bias_point` (shared with the calibration)."""
+    :func:`kernel_verify.properties.checks.estimates.bias_point` (shared with the calibration)."""
     d, m = 2, feature_m(target, 2)
     bounds = range_bound(target, d, m)
     if bounds is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_verify.verify.thirdparty.protocol import RandomMatrixTarget
+from kernel_verify.properties.protocol import RandomMatrixTarget
 
 
 def _scaled(rng: np.random.Generator, m: int, d: int) -> np.ndarray:

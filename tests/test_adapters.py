@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from kernel_verify.adapters import LIBRARIES, missing_reason
-from kernel_verify.verify.thirdparty.loader import load_targets
-from kernel_verify.verify.thirdparty.protocol import (
+from kernel_verify.properties.loader import load_targets
+from kernel_verify.properties.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from kernel_verify.properties.evidence import observed
+from kernel_verify.properties.protocol import AttentionTarget
 from kernel_verify.properties.strategies import generator
+from kernel_verify.runner import _evidence, fold, load_results, summary
 from kernel_verify.verify.backends import AXIS, as_float64, get_backend
-from kernel_verify.verify.thirdparty.cli import _evidence, fold, load_results, summary
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 from kernel_verify.verify.tolerance import BUDGETS
 
 

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import get
+from kernel_verify.mutants.blackbox import CONTROLS, as_black_box, control_targets
+from kernel_verify.mutants.catalogue import load
+from kernel_verify.properties.checks.blackbox import NOISE_LEVEL, fourth_difference_noise
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.test_feature_reference import check_attention
-from kernel_verify.verify.checks.blackbox import NOISE_LEVEL, fourth_difference_noise
-from kernel_verify.verify.mutants.blackbox import CONTROLS, as_black_box, control_targets
-from kernel_verify.verify.mutants.catalogue import load
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from tests import whitebox_adapters as adapters
 
 USER = adapters.targets + adapters.variants
@@ -91,12 +91,12 @@ def test_orthogonal_claim_without_declared_matrix_gets_no_iid_moments():
     import numpy as np
 
     from kernel_verify.impls.registry import get
-    from kernel_verify.verify.checks.estimates import (
+    from kernel_verify.properties.checks.estimates import (
         exact_fourth_moment,
         exact_variance,
         mean_test_variance,
     )
-    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+    from kernel_verify.properties.protocol import FeatureMapTarget
 
     declared = FeatureMapTarget.from_entry(get("softmax_positive[orthogonal]"))
     undeclared = replace(declared, matrix=None)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
+from kernel_verify import calibration
+from kernel_verify.calibration import Row, Unit
 from kernel_verify.cli import build_parser
-from kernel_verify.verify import calibration
-from kernel_verify.verify.calibration import Row, Unit
 
 PROPERTIES = Path(calibration.__file__).resolve().parents[1] / "properties"
 

@@ -97,7 +97,7 @@ def test_broken_adapters_are_one_line(tmp_path: Path, monkeypatch, capsys, sourc
 def test_unwritable_output_path(monkeypatch, capsys) -> None:
     """An output path that cannot be written (``--json``, ``--out``): one line naming it, exit 2
     (the subcommand is replaced by one that fails as a write to a read-only path does)."""
-    import kernel_verify.verify.thirdparty.cli as check_cli
+    import kernel_verify.runner as check_cli
 
     def fails(args):
         raise PermissionError(13, "Permission denied", "/read-only/out.json")

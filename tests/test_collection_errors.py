@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernel_verify.verify.thirdparty.cli import fold, load_results
+from kernel_verify.runner import fold, load_results
 
 
 def _record(**fields) -> dict:

@@ -1,25 +1,24 @@
-"""What a kill means (:mod:`kernel_verify.verify.mutants.kills`) and the controls
-(`verify.mutants.controls`): failures classified by kind, only property assertions of an intended
-property count, and every
-mutant family has correct twins that load."""
+"""What a kill means (:mod:`kernel_verify.mutants.kills`) and the controls
+(:mod:`kernel_verify.mutants.controls`): failures classified by kind, only property assertions
+of an intended property count, and every mutant family has correct twins that load."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernel_verify.properties.evidence import NonFiniteOutputError, require_finite
-from kernel_verify.verify.mutants.catalogue import MUTANTS
-from kernel_verify.verify.mutants.controls import CONTROLS
-from kernel_verify.verify.mutants.kills import (
+from kernel_verify.mutants.catalogue import MUTANTS
+from kernel_verify.mutants.controls import CONTROLS
+from kernel_verify.mutants.kills import (
     NONFINITE,
     control_failed,
     failure_kind,
     intended,
     verdict_word,
 )
-from kernel_verify.verify.thirdparty.cli import Outcome, SuiteRun, Verdict
-from kernel_verify.verify.thirdparty.loader import load_targets
+from kernel_verify.properties.evidence import NonFiniteOutputError, require_finite
+from kernel_verify.properties.loader import load_targets
+from kernel_verify.runner import Outcome, SuiteRun, Verdict
 
 FAM = "attention_identities"
 
@@ -81,7 +80,7 @@ def test_every_mutant_family_has_controls_that_load():
 
 
 def test_every_expected_killer_names_a_property_file_or_property():
-    from kernel_verify.verify.thirdparty.cli import target_property_files
+    from kernel_verify.runner import target_property_files
 
     stems = {f.rsplit("/", 1)[-1].removeprefix("test_").removesuffix(".py")
              for f in target_property_files()}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_verify.verify.thirdparty.cli import run_suite, summary
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget, RandomMatrixTarget
+from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarget
+from kernel_verify.runner import run_suite, summary
 
 LAW = "test_rows_are_standard_gaussian"
 

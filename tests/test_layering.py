@@ -4,20 +4,26 @@ Every ``import``/``from … import`` statement of every module is read, includin
 functions (a lazy import is still a dependency), and resolved to a dotted module name in the one
 namespace ``kernel_verify`` (folders are mapped as in ``pyproject.toml``: ``impls/`` →
 ``kernel_verify.impls``, ``verify/`` → ``kernel_verify.verify``, ``properties/`` →
-``kernel_verify.properties``; ``tests`` and ``benchmarks`` keep their own names). The rules:
+``kernel_verify.properties``; ``tests`` and ``benchmarks`` keep their own names). The rules are
+rules on folders, the layers of the project:
 
-1. ``kernel_verify.impls`` (the code under test) imports nothing from ``kernel_verify.verify``,
-   ``kernel_verify.properties``, ``tests`` or ``benchmarks``.
-2. The truth (:data:`TRUTH`) imports only the truth: no driver (CLI, check runner, third-party
-   targets, mutants, calibration, reports, shared statistical checks), no property, and nothing
-   of ``kernel_verify.impls`` — apart from :data:`TRUTH_EXCEPTIONS`, each with its reason.
-3. Inside the truth the references do not import the moments (the moments use the references'
-   mp conversions; the reverse would be a cycle), and the truth has no import cycle at all.
-4. ``kernel_verify.properties`` (the shipped suite) never imports ``tests`` or ``benchmarks``.
-5. Nothing imports the bare top-level names ``impls``, ``verify`` or ``properties``: they are not
-   installed (one namespace).
+==============  ======================================================  ====================
+folder          what it holds                                           may import
+==============  ======================================================  ====================
+``impls/``      the code under test                                     ``impls/``
+``verify/``     the truth: mpmath references, exact moments,            ``verify/``
+                tolerances, statistics, bounds, seeds, backend axis
+``properties/`` the shipped suite: target protocol, built-in targets,   ``properties/``,
+                strategies, shared checks, plugin, test files           ``verify/``, ``impls/``
+``kernel_verify/`` the application: API, CLI, check runner, report,     all of the above
+                mutants, calibration, conformance, adapters
+==============  ======================================================  ====================
 
-``tests`` may import anything.
+Besides: inside the truth the references do not import the moments (the moments use the
+references' mp conversions; the reverse would be a cycle) and the truth has no import cycle;
+nothing but ``tests`` and ``benchmarks`` imports ``tests`` or ``benchmarks``; no library module
+imports a test module; nothing imports the bare top-level names ``impls``, ``verify`` or
+``properties`` (they are not installed: one namespace).
 """
 
 from __future__ import annotations
@@ -40,27 +46,15 @@ FOLDERS = {
     "benchmarks": "benchmarks",
 }
 
-#: The high-precision side: references, exact moments, tolerances, statistics, comparisons, PSD
-#: checks, attention rounding bounds, and the helpers they stand on (seeds, their own input
-#: checks, the file cache of quadrature rules).
-TRUTH = (
-    "kernel_verify.verify.references",
-    "kernel_verify.verify.moments",
-    "kernel_verify.verify.tolerance",
-    "kernel_verify.verify.stats",
-    "kernel_verify.verify.compare",
-    "kernel_verify.verify.psd",
-    "kernel_verify.verify.attention_bounds",
-    "kernel_verify.verify.seeds",
-    "kernel_verify.verify.inputs",
-    "kernel_verify.verify.cache",
-    "kernel_verify.verify.atomic",
-)
+IMPLS, TRUTH, SUITE = "kernel_verify.impls", "kernel_verify.verify", "kernel_verify.properties"
 
-#: (importer, imported) pairs the truth is allowed despite rule 2, each with its reason. Empty:
-#: the references take a map's description structurally (verify/references/spec.py), check
-#: their own inputs (verify/inputs.py) and read learned values from the parameter draw.
-TRUTH_EXCEPTIONS: dict[tuple[str, str], str] = {}
+#: layer -> the layers its modules may import (itself included)
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "impls": (IMPLS,),
+    "verify": (TRUTH,),
+    "properties": (SUITE, TRUTH, IMPLS),
+    "kernel_verify": ("kernel_verify",),
+}
 
 BARE = ("impls", "verify", "properties")
 
@@ -139,29 +133,33 @@ def test_sources_found():
     assert any(_within(n, "kernel_verify.verify.references") for n in SOURCES)
 
 
-def test_impls_import_nothing_above_them():
-    above = ("kernel_verify.verify", "kernel_verify.properties", "tests", "benchmarks")
-    bad = _violations("kernel_verify.impls", lambda _, target: not _within(target, above))
-    assert not bad, "impls (the code under test) imports the verifier:\n" + "\n".join(bad)
+def layer_of(name: str) -> str | None:
+    """The layer (a key of :data:`MAY_IMPORT`) a module belongs to; None for tests/benchmarks."""
+    for layer, package in (("impls", IMPLS), ("verify", TRUTH), ("properties", SUITE)):
+        if _within(name, package):
+            return layer
+    return "kernel_verify" if _within(name, "kernel_verify") else None
 
 
-def test_truth_imports_only_the_truth():
-    def allowed(importer: str, target: str) -> bool:
-        return _within(target, TRUTH) or (importer, target) in TRUTH_EXCEPTIONS
+@pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
+def test_layer_imports_only_what_lies_below(layer):
+    def allowed(_: str, target: str) -> bool:
+        return _within(target, MAY_IMPORT[layer])
 
-    bad = _violations(TRUTH, allowed)
-    assert not bad, "the truth imports a driver or the code under test:\n" + "\n".join(bad)
+    bad = [line for line in _violations(tuple(SOURCES), allowed)
+           if layer_of(_name_of(line)) == layer]
+    assert not bad, f"{layer}/ imports above its layer:\n" + "\n".join(bad)
 
 
-def test_truth_exceptions_are_still_needed():
-    """A stated exception that no import uses any more must be removed from the list."""
-    used = {
-        (name, _project_module(imported))
-        for name, imports in GRAPH.items()
-        for imported, _ in imports
-    }
-    stale = [pair for pair in TRUTH_EXCEPTIONS if pair not in used]
-    assert not stale, f"unused layering exceptions: {stale}"
+def _name_of(violation: str) -> str:
+    path = ROOT / violation.split(":", 1)[0]
+    return next(n for n, p in SOURCES.items() if p == path)
+
+
+def test_every_library_module_has_a_layer():
+    missing = [n for n in SOURCES if not _within(n, ("tests", "benchmarks")) and
+               layer_of(n) is None]
+    assert not missing
 
 
 def test_references_do_not_import_moments():
@@ -171,9 +169,12 @@ def test_references_do_not_import_moments():
 
 
 def test_truth_has_no_import_cycle():
-    """Package-level graph of the truth (each entry of TRUTH is one node) is acyclic."""
+    """Module-level graph of the truth (each module or subpackage of ``verify/`` one node) is
+    acyclic."""
+    nodes = sorted({".".join(n.split(".")[:3]) for n in SOURCES if _within(n, TRUTH)} - {TRUTH})
+
     def node(name: str) -> str | None:
-        return next((t for t in TRUTH if _within(name, t)), None)
+        return next((t for t in nodes if _within(name, t)), None)
 
     edges: dict[str, set[str]] = defaultdict(set)
     for name, imports in GRAPH.items():
@@ -196,7 +197,7 @@ def test_truth_has_no_import_cycle():
                 visit(m, [*path, n])
         state[n] = 2
 
-    for n in TRUTH:
+    for n in nodes:
         if n not in state:
             visit(n, [])
 

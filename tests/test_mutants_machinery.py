@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import get
-from kernel_verify.verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
-from kernel_verify.verify.mutants.base import FAMILIES, Mutant
-from kernel_verify.verify.mutants.catalogue import MUTANTS, get_mutant, load
-from kernel_verify.verify.mutants.runner import kill_matrix, property_kills
-from kernel_verify.verify.thirdparty.cli import SuiteRun, fold, load_results, run_check
-from kernel_verify.verify.thirdparty.loader import load_targets
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, RandomMatrixTarget
+from kernel_verify.mutants.base import FAMILIES, Mutant
+from kernel_verify.mutants.catalogue import MUTANTS, get_mutant, load
+from kernel_verify.mutants.runner import kill_matrix, property_kills
+from kernel_verify.properties.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
+from kernel_verify.properties.loader import load_targets
+from kernel_verify.properties.protocol import FeatureMapTarget, RandomMatrixTarget
+from kernel_verify.runner import SuiteRun, fold, load_results, run_check
 
 
 def test_catalogue_is_large_diverse_and_uniquely_named():
@@ -76,7 +76,7 @@ def test_unknown_mutant_names_are_reported():
     with pytest.raises(KeyError, match="no mutant 'nope'"):
         get_mutant("nope")
     with pytest.raises(ValueError, match="has no attribute"):
-        load_targets("kernel_verify.verify.mutants.catalogue:target_nope")
+        load_targets("kernel_verify.mutants.catalogue:target_nope")
     with pytest.raises(ValueError, match="family must be one of"):
         Mutant("x", "colour", "", list)
 
@@ -169,7 +169,7 @@ def test_row_law_checks_catch_biased_constructions(name, expected):
 
 def test_nystromformer_is_batch_independent_only_when_uncoupled():
     """The coupled-Z₀ mutant differs from the per-matrix version on the other batch element."""
-    from kernel_verify.verify.mutants.attention import nystromformer
+    from kernel_verify.mutants.attention import nystromformer
 
     rng = np.random.default_rng(5)
     q, k, v = rng.standard_normal((3, 2, 1, 8, 4))
@@ -204,7 +204,7 @@ def test_stabiliser_property_catches_an_unstabilised_kernel(monkeypatch):
     stabiliser property (shifts of ±1000 overflow or underflow every feature)."""
     import kernel_verify.properties.test_attention_identities as prop
     from kernel_verify.impls.numpy import attention as np_att
-    from kernel_verify.verify.thirdparty.builtin import builtin_targets
+    from kernel_verify.properties.builtin import builtin_targets
 
     def naive(lq, lk, v, *, causal=False, chunk_size=64):
         with np.errstate(over="ignore", invalid="ignore"):

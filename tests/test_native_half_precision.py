@@ -110,8 +110,8 @@ def test_an_exact_attention_claiming_convergence_is_at_its_rounding_floor():
     """An exact softmax attention has nothing left to halve as m grows: without the floor it
     failed every trial; a biased estimator's error is far above the floor."""
     from kernel_verify.properties.attention_cases import rounding_floor
+    from kernel_verify.properties.checks.convergence import convergence_failures
     from kernel_verify.verify.backends import get_backend
-    from kernel_verify.verify.checks.convergence import convergence_failures
 
     target = _attention(frozenset({"noncausal", "approximates_softmax"}))
     b = get_backend("numpy-float64")

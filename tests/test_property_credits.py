@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from kernel_verify.runner import target_property_files
 from kernel_verify.verify.paths import reports_dir
-from kernel_verify.verify.thirdparty.cli import target_property_files
 
 #: Credited properties without a planted defect they kill (``family::test``) and why.
 UNCOVERED: dict[str, str] = {

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import get
-from kernel_verify.verify.thirdparty.protocol import (
+from kernel_verify.properties.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,

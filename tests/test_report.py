@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import get
+from kernel_verify.mutants.catalogue import load
 from kernel_verify.properties import test_feature_unbiased, unbiased_checks
+from kernel_verify.properties.checks import estimates as props
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report import measure, theory, verdicts
 from kernel_verify.report.settings import QUICK, Settings
-from kernel_verify.verify.checks import estimates as props
-from kernel_verify.verify.mutants.catalogue import load
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Settings("tiny", ms=(8, 32), draws=200, boot=100, ref_draws=400, geo_draws=40,
@@ -225,8 +225,8 @@ def test_gradient_section_uses_the_property_checks():
 
 def _mutant_white(name: str) -> FeatureMapTarget:
     """The white-box feature-map target of a gradient mutant, or of ``control_<name>`` (the
-    correct custom backward of ``verify/mutants/gradients.py``)."""
-    from kernel_verify.verify.mutants import gradients as gm
+    correct custom backward of ``kernel_verify/mutants/gradients.py``)."""
+    from kernel_verify.mutants import gradients as gm
 
     targets = (gm.GRADIENT_CONTROLS[name.removeprefix("control_")]()
                if name.startswith("control_") else load(name))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from kernel_verify.properties import unbiased_checks
+from kernel_verify.properties.checks.estimates import feature_m, range_bound
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import Degenerate, check_mean, untested_reason
-from kernel_verify.verify.checks.estimates import feature_m, range_bound
 
 
 def _targets(claim: str) -> list:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+from kernel_verify.properties.protocol import FeatureMapTarget
 
 
 def gaussian_draw(rng, d, m, config):

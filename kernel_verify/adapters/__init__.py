@@ -1,7 +1,7 @@
 """Shipped adapters for widely used third-party implementations (issue 12).
 
 One module per library, each exposing ``targets`` (a list of protocol targets,
-:mod:`kernel_verify.verify.thirdparty.protocol`) and importing its library lazily: building the
+:mod:`kernel_verify.properties.protocol`) and importing its library lazily: building the
 list never imports the library, and a target whose library is missing skips every property with
 the reason and the install command (:func:`kernel_verify.adapters._lazy.need`).
 

@@ -2,7 +2,7 @@
 
 For each library (:data:`kernel_verify.adapters.LIBRARIES`) the shipped property suite runs
 against ``kernel_verify.adapters.<library>:targets`` exactly as ``kernel-verify check`` runs it
-(:func:`kernel_verify.verify.thirdparty.cli.run_suite`), every confirmed finding is re-measured
+(:func:`kernel_verify.runner.run_suite`), every confirmed finding is re-measured
 by :mod:`kernel_verify.adapters.confirm`, and ``reports/conformance/<library>.md`` records:
 versions (library, its dependencies, torch, numpy, Python, kernel-verify), the commands, wall
 times, what the library does right, each finding (mechanism, independent measurement with its
@@ -211,7 +211,7 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
     outcomes and measurements are kept in ``<library>.json``; ``reuse`` rewrites the page from
     them without running anything."""
     from kernel_verify.adapters import confirm
-    from kernel_verify.verify.thirdparty.cli import Outcome, SuiteRun, run_suite
+    from kernel_verify.runner import Outcome, SuiteRun, run_suite
 
     run, confirmations, seconds, provenance = None, {}, {}, {}
     out_dir.mkdir(parents=True, exist_ok=True)

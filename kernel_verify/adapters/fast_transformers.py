@@ -15,6 +15,6 @@ targets once a build is available (install: ``pip install --no-build-isolation
 
 from __future__ import annotations
 
-from kernel_verify.verify.thirdparty.protocol import Target
+from kernel_verify.properties.protocol import Target
 
 targets: list[Target] = []

@@ -71,7 +71,7 @@ import numpy as np
 
 from kernel_verify.adapters import _triton_interpreter as interp
 from kernel_verify.adapters._lazy import need
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget
+from kernel_verify.properties.protocol import AttentionTarget, FeatureMapTarget
 
 DPFP_NU = 4  # DPFPFeatureMap's default
 #: fla's normaliser epsilons (added to the denominator): linear attention (utils.py), Based

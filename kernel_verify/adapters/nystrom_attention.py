@@ -27,7 +27,7 @@ import numpy as np
 
 from kernel_verify.adapters._lazy import need
 from kernel_verify.adapters.notes import known_failures
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget
+from kernel_verify.properties.protocol import AttentionTarget
 
 DEFAULT_LANDMARKS = 256  # NystromAttention's default
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from kernel_verify.adapters._lazy import need
 from kernel_verify.adapters._torchseed import as_torch, torch_seeded
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget, RandomMatrixTarget
+from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarget
 
 
 @contextlib.contextmanager

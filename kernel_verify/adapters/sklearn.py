@@ -33,7 +33,7 @@ import numpy as np
 
 from kernel_verify.adapters._lazy import need
 from kernel_verify.adapters.notes import known_failures
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, KernelApproxTarget
+from kernel_verify.properties.protocol import FeatureMapTarget, KernelApproxTarget
 
 GAMMA = 1.0  # RBFSampler's default
 SIGMA = (2.0 * GAMMA) ** -0.5

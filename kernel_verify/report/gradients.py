@@ -48,6 +48,7 @@ from kernel_verify.properties.gradient_checks import (
     rule_entry,
     tensor,
 )
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.backends import AXIS
 from kernel_verify.verify.cache import file_cache_get, file_cache_put
 from kernel_verify.verify.gradient_stats import (
@@ -57,7 +58,6 @@ from kernel_verify.verify.gradient_stats import (
 )
 from kernel_verify.verify.references.gradients import kernel_grad_closed_mp, kernel_grad_mp
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 SEEDS = 3
 N, D, M, SCALE = 3, 4, 8, 0.7
@@ -196,7 +196,7 @@ def gradient_bias(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, draws:
                   conf: float, boot: int, alpha: float) -> GradientBias:
     """Mean of ``draws`` gradient draws against ``∇ₓ k``, bootstrap interval, and the median
     test where it applies (module docstring)."""
-    from kernel_verify.verify.checks.estimates import feature_m
+    from kernel_verify.properties.checks.estimates import feature_m
 
     m = feature_m(target, BIAS_M)
     seeds = [seed + i for i in range(draws)]

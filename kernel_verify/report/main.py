@@ -25,12 +25,12 @@ from pathlib import Path
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.alpha import set_assertion_count
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report import mappage
 from kernel_verify.report.gradients import median_test_applies
 from kernel_verify.report.pages import Page, write_atomic, write_page
 from kernel_verify.report.settings import FULL, QUICK, Settings, code_version
 from kernel_verify.verify.stats import AlphaBudget
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 DEFAULT_OUT = Path("build/report")
 

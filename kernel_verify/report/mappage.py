@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report import figures
 from kernel_verify.report import gradients as grad
 from kernel_verify.report.accuracy import accuracy_rows, available_cases
@@ -22,7 +23,6 @@ from kernel_verify.report.verdicts import (
 )
 from kernel_verify.verify.cache import file_cache_get, file_cache_put
 from kernel_verify.verify.references.kernels import kernel_mp
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 
 def safe(name: str) -> str:

@@ -1,7 +1,8 @@
 """Monte Carlo measurements of one random feature map, through the property suite's functions.
 
-Samples are :func:`kernel_verify.verify.checks.estimates.estimates` (one independent parameter draw
-per sample, the same function the unbiasedness and variance properties call); the mean test is
+Samples are :func:`kernel_verify.properties.checks.estimates.estimates` (one independent
+parameter draw per sample, the same function the unbiasedness and variance properties call); the
+mean test is
 :func:`kernel_verify.verify.stats.mean_test` with :func:`range_bound` and :func:`exact_variance`
 exactly as ``check_mean`` of the property suite chooses them. Intervals are percentile bootstrap
 intervals (``conf``, default 99.9 %: about 0.5 chance flags over the ~500 points of a full report):
@@ -20,17 +21,17 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from kernel_verify.report.settings import Settings
-from kernel_verify.report.theory import Theory, theory
-from kernel_verify.verify.checks.estimates import (
+from kernel_verify.properties.checks.estimates import (
     estimates,
     exact_fourth_moment,
     feature_m,
     mean_test_variance,
     range_bound,
 )
+from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.report.settings import Settings
+from kernel_verify.report.theory import Theory, theory
 from kernel_verify.verify.stats import mean_test, variance_test
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 SHIFT_INVARIANT = frozenset({"gaussian", "spectral_mixture", "generative"})
 

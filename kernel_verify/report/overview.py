@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.properties.checks.estimates import estimates
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report.figures import _save, plt
 from kernel_verify.report.measure import pair
 from kernel_verify.report.pages import Page
 from kernel_verify.report.settings import Settings
-from kernel_verify.verify.checks.estimates import estimates
 from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 SOFTMAX = ("softmax_trig", "softmax_positive", "softmax_hyperbolic", "gerf")
 

@@ -3,8 +3,8 @@ else a large Monte Carlo reference computed once and cached with its own error b
 
 * **exact**: ``E φ(x)ᵀφ(y)`` is the target kernel (claim ``unbiased``) or the declared
   ``mean_kernel`` (mpmath, :func:`kernel_verify.properties.unbiased_checks.kernel_value`); the
-  variance is :func:`kernel_verify.verify.checks.estimates.exact_variance` — the property suite's
-  own function,
+  variance is :func:`kernel_verify.properties.checks.estimates.exact_variance` — the property
+  suite's own function,
   i.e. :func:`kernel_verify.verify.moments.exact_moments` for iid rows (``V₁/m``) and
   Haar-orthogonal rows with χ_d norms (``(m·V₁ + P·C)/m²``, docs/math.md §1–§4).
 * **reference**: for constructions without exact moments (SORF, Fastfood, fixed-norm rows, learned
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernel_verify.properties.checks.estimates import estimates, exact_variance
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.unbiased_checks import Degenerate, kernel_value
 from kernel_verify.verify.cache import file_cache_get, file_cache_put
-from kernel_verify.verify.checks.estimates import estimates, exact_variance
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 REF_SEED = 20261123
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.unbiased_checks import Degenerate, bias_is_visible, unbiased_on_grid
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
 FILE = "properties/test_feature_unbiased.py"
 

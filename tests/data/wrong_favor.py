@@ -2,7 +2,7 @@
 (``− log m`` where ``− ½ log m`` belongs), so φ(x)ᵀφ(y) estimates exp(xᵀy)/m."""
 import numpy as np
 
-from kernel_verify.verify.thirdparty import FeatureMapTarget
+from kernel_verify.properties.protocol import FeatureMapTarget
 
 
 def draw(rng, d, m, config):

@@ -7,18 +7,18 @@ mutants run at a time (one pytest process each). A mutant is *killed* when at le
 property fails on one of its targets; the matrix shows, per property family
 (``properties/test_<family>.py``), ``X`` (killed there), ``.`` (ran, passed) or ``-``
 (nothing ran: no property of that family applies). What a kill means
-(:mod:`kernel_verify.verify.mutants.kills`): each failing property is classified as a property
+(:mod:`kernel_verify.mutants.kills`): each failing property is classified as a property
 assertion, a non-finite output, an exception (the target's or the suite's own input checks) or a
 crash, and a mutant counts as *killed as intended* only when a property it was written for
 (``expected_killers``) fails by its assertion; the verdict says ``killed (other)``,
 ``killed (non-finite only)`` or ``killed (exception only)`` otherwise. The report ends with
 ``killed as intended K/N``; survivors are listed with the catalogue's explanation. Without
-``--only``, the correct twins of :mod:`kernel_verify.verify.mutants.controls` run the same way and
+``--only``, the correct twins of :mod:`kernel_verify.mutants.controls` run the same way and
 must pass. Also written:
 ``reports/mutants.json`` and ``reports/mutants.md`` (and ``--json FILE``), including which
 properties killed nothing. ``--blackbox`` adds a second pass: every feature-map mutant wrapped
 black-box, with and without its declared family, and correct maps wrapped black-box as controls
-(:mod:`kernel_verify.verify.mutants.blackbox_runner`).
+(:mod:`kernel_verify.mutants.blackbox_runner`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
-from kernel_verify.verify import atomic
-from kernel_verify.verify.mutants.base import Mutant
-from kernel_verify.verify.mutants.catalogue import MUTANTS, get_mutant
-from kernel_verify.verify.mutants.kills import (
+from kernel_verify.mutants.base import Mutant
+from kernel_verify.mutants.catalogue import MUTANTS, get_mutant
+from kernel_verify.mutants.kills import (
     control_failed,
     describe,
     failures,
@@ -41,8 +40,9 @@ from kernel_verify.verify.mutants.kills import (
     killed,
     verdict_word,
 )
+from kernel_verify.runner import SuiteRun, Verdict, run_suite
+from kernel_verify.verify import atomic
 from kernel_verify.verify.paths import reports_dir
-from kernel_verify.verify.thirdparty.cli import SuiteRun, Verdict, run_suite
 
 PROFILE = "mutants"  # the ci profile without shrinking (properties/conftest.py)
 TIMEOUT = 600.0
@@ -197,7 +197,7 @@ def run_mutants(args: argparse.Namespace) -> int:
     except KeyError as err:
         print(f"kernel-verify mutants: {err.args[0]}", file=sys.stderr)
         return 2
-    from kernel_verify.verify.mutants.controls import CONTROLS
+    from kernel_verify.mutants.controls import CONTROLS
 
     controls = [] if args.only else list(CONTROLS)
     jobs = max(1, int(args.jobs or 1))
@@ -253,7 +253,7 @@ def run_mutants(args: argparse.Namespace) -> int:
     markdown = _markdown(mutants, runs, seconds, controls)
     bb_lines: list[str] = []
     if getattr(args, "blackbox", False):
-        from kernel_verify.verify.mutants.blackbox_runner import run_blackbox
+        from kernel_verify.mutants.blackbox_runner import run_blackbox
 
         print("\nBlack-box pass (feature-map mutants and controls through sample_fn only):")
         section, payload["blackbox"], bb_lines = run_blackbox(mutants, runs, run_spec, jobs)

@@ -13,8 +13,8 @@ import numpy as np
 
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.numpy.attention import log_linear_attention
+from kernel_verify.properties.protocol import AttentionTarget
 from kernel_verify.verify import seeds
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget
 
 M_DEFAULT = 64
 TINY = float(np.finfo(np.float64).tiny)
@@ -275,7 +275,7 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
 _F = "attention_identities::test_"
 #: The property each attention mutant is written for (``family::test``; the catalogue's default,
 #: the whole family, for those not listed). A kill counts as intended only through one of these,
-#: by a property assertion (:mod:`kernel_verify.verify.mutants.kills`).
+#: by a property assertion (:mod:`kernel_verify.mutants.kills`).
 ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
     "causal_mask_leaks_next_key": (f"{_F}past_outputs_ignore_the_future",),
     # row 0 has no visible key: with a finite mask it attends every key (the future included)

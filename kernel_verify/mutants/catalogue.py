@@ -1,30 +1,30 @@
 """The mutant catalogue: every deliberate defect the property suite must catch.
 
-``MUTANTS`` lists :class:`~kernel_verify.verify.mutants.base.Mutant` records; the targets of one
+``MUTANTS`` lists :class:`~kernel_verify.mutants.base.Mutant` records; the targets of one
 mutant load through the ordinary third-party mechanism with the spec
 ``verify.mutants.catalogue:target_<name>`` (``KV_TARGET``, ``--kv-target``,
 ``kernel-verify check``), or in Python with ``load(name)``.
 
-Families: random-matrix constructions (:mod:`kernel_verify.verify.mutants.matrices`), attention
-(:mod:`kernel_verify.verify.mutants.attention`), feature maps
-(:mod:`kernel_verify.verify.mutants.features`), Nyström
-(:mod:`kernel_verify.verify.mutants.nystrom`), gradients
-(:mod:`kernel_verify.verify.mutants.gradients`: forward right, backward wrong). ``expected_killers``
+Families: random-matrix constructions (:mod:`kernel_verify.mutants.matrices`), attention
+(:mod:`kernel_verify.mutants.attention`), feature maps
+(:mod:`kernel_verify.mutants.features`), Nyström
+(:mod:`kernel_verify.mutants.nystrom`), gradients
+(:mod:`kernel_verify.mutants.gradients`: forward right, backward wrong). ``expected_killers``
 records which property family (``properties/test_<family>.py``) is meant to catch each one; the
 runner's kill matrix shows which actually did.
 """
 
 from __future__ import annotations
 
-from kernel_verify.verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
-from kernel_verify.verify.mutants.base import Mutant
-from kernel_verify.verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
-from kernel_verify.verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
-from kernel_verify.verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
-from kernel_verify.verify.mutants.matrices import MATRIX_MUTANTS, target
-from kernel_verify.verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
-from kernel_verify.verify.mutants.nystrom import target as nystrom_target
-from kernel_verify.verify.thirdparty.protocol import Target
+from kernel_verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
+from kernel_verify.mutants.base import Mutant
+from kernel_verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
+from kernel_verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
+from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
+from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
+from kernel_verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
+from kernel_verify.mutants.nystrom import target as nystrom_target
+from kernel_verify.properties.protocol import Target
 
 MATRICES_FAMILY = "random_matrices"
 ATTENTION_FAMILY = "attention_identities"
@@ -72,7 +72,7 @@ def _gradient(name: str) -> Mutant:
 
 
 def _forms(name: str) -> Mutant:
-    """Forms of causal attention (:mod:`kernel_verify.verify.mutants.forms`; controls: its
+    """Forms of causal attention (:mod:`kernel_verify.mutants.forms`; controls: its
     ``FORMS_CONTROLS``)."""
     return Mutant(name, "attention", FORMS_MUTANTS[name][0], lambda: mutant_targets(name),
                   FORMS_KILLERS.get(name, ("attention_forms",)))

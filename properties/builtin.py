@@ -20,8 +20,8 @@ from kernel_verify.impls.random_matrices import (
 )
 from kernel_verify.impls.registry import FeatureMap, all_maps, get
 from kernel_verify.impls.systems import get_system
-from kernel_verify.verify.thirdparty.builtin_forms import registry_forms
-from kernel_verify.verify.thirdparty.protocol import (
+from kernel_verify.properties.builtin_forms import registry_forms
+from kernel_verify.properties.protocol import (
     ATTENTION_CLAIMS,
     MATRIX_CLAIMS,
     AttentionTarget,
@@ -75,7 +75,7 @@ def _matrix_target(kind: str) -> RandomMatrixTarget:
 
 
 def _builtin_approximations() -> list[KernelApproxTarget]:
-    from kernel_verify.verify.thirdparty.builtin_approx import approximation_targets
+    from kernel_verify.properties.builtin_approx import approximation_targets
 
     return approximation_targets()
 

@@ -19,8 +19,8 @@ from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.numpy import random_features as np_rf
 from kernel_verify.impls.numpy.attention import linear_attention, log_linear_attention
 from kernel_verify.impls.registry import get
+from kernel_verify.properties.protocol import AttentionTarget, FeatureMapTarget, Target
 from kernel_verify.verify import seeds
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
 
 Fn = Callable[[np.ndarray, Mapping[str, np.ndarray], Mapping[str, Any]], np.ndarray]
 
@@ -371,7 +371,7 @@ def _blackbox_of(name: str, entry_name: str, fn: Fn) -> list[Target]:
     """The white-box mutant ``fn`` of ``entry_name`` seen only through ``sample_fn`` (declared
     family kept), as a library exposing no parameters would be; a NumPy ``sample_fn`` has no
     autograd, so the gradient claims are dropped."""
-    from kernel_verify.verify.mutants.blackbox import as_black_box
+    from kernel_verify.mutants.blackbox import as_black_box
 
     (white,) = feature_mutant(name, entry_name, fn)
     black = as_black_box(white, name=f"mutant:{name}")

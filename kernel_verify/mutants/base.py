@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kernel_verify.verify.thirdparty.protocol import Target
+from kernel_verify.properties.protocol import Target
 
 #: Mutant families (the kind of implementation broken).
 FAMILIES = ("random_matrix", "attention", "feature_map", "nystrom")
@@ -19,10 +19,10 @@ class Mutant:
     the mutant runs). ``expected_killers`` names the property families (file stems of
     ``properties/test_<family>.py``) or single properties (``stem::test_name``) written to catch
     it; a kill counts as intended only when one of them fails with a property assertion (not a
-    crash, a NaN or an input check: :mod:`kernel_verify.verify.mutants.kills`). When the defect is
+    crash, a NaN or an input check: :mod:`kernel_verify.mutants.kills`). When the defect is
     invisible to the suite by design, ``expected_survivor_reason`` says why. ``loader``: the spec
     prefix that, followed by the name, loads the targets (controls:
-    :mod:`kernel_verify.verify.mutants.controls`)."""
+    :mod:`kernel_verify.mutants.controls`)."""
 
     name: str
     family: str
@@ -30,7 +30,7 @@ class Mutant:
     make: Callable[[], list[Target]]
     expected_killers: tuple[str, ...] = ()
     expected_survivor_reason: str | None = None
-    loader: str = "kernel_verify.verify.mutants.catalogue:target_"
+    loader: str = "kernel_verify.mutants.catalogue:target_"
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:

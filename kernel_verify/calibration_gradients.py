@@ -21,8 +21,8 @@ def gradient_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
     """One ladder row: ``n`` trials, each a fresh point and fresh parameter draws."""
     import torch
 
+    from kernel_verify import calibration as cal
     from kernel_verify.impls.registry import get
-    from kernel_verify.verify import calibration as cal
     from kernel_verify.verify.gradient_stats import (
         draws_for_alpha,
         median_of_means_test,

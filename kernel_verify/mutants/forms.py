@@ -6,7 +6,7 @@ One correct skeleton, FAVOR+ positive features ``φ(x) = exp(Wx − ‖x‖²/2)
 with every form of the protocol: ``attention`` (the stable log-space kernel of ``impls``),
 ``chunked``/``stateful`` (chunk loop with the plain state ``(S, z)``), ``step``, ``varlen``,
 ``padded``. Each mutant flips one switch; the controls (:data:`FORMS_CONTROLS`, spec
-``kernel_verify.verify.mutants.forms:control_<name>``) run the same code with every switch off
+``kernel_verify.mutants.forms:control_<name>``) run the same code with every switch off
 (also behind a BTHD interface, and once with the recurrence as its full-sequence form, claiming
 ``state_bitwise``).
 
@@ -38,8 +38,8 @@ import numpy as np
 
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.numpy.attention import log_linear_attention
+from kernel_verify.properties.protocol import AttentionTarget, Target
 from kernel_verify.verify import seeds
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget, Target
 
 M = 16
 CLAIMS = frozenset({"causal", "validates_input"})

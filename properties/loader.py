@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Iterable
 
 from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, Target
+from kernel_verify.properties.protocol import FeatureMapTarget, Target
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget")
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_verify.verify.checks.estimates import estimates as shared_estimates
+from kernel_verify.properties.checks.estimates import estimates as shared_estimates
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.stats import StatResult, mean_test
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import reference_rounding
 
 #: Finite-difference step and rejection level of the float64-accuracy check.
@@ -35,7 +35,7 @@ PILOT, INFLATION, DRAWS = 200, 4.0, 500
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
               draws: int, m: int | None = None) -> np.ndarray:
     """``draws`` i.i.d. estimates ``φ(x)ᵀφ(y)``, each from an independent draw (the one sampler
-    of :func:`kernel_verify.verify.checks.estimates.estimates`, in this module's argument
+    of :func:`kernel_verify.properties.checks.estimates.estimates`, in this module's argument
     order)."""
     return shared_estimates(target, x, y, m, seed, draws)
 

@@ -31,7 +31,7 @@ does not match the bound it cites.
 
 **Model assumptions** (a stated level, measured at that level):
 
-* convergence (``verify/checks/convergence.py``): a trial fails to halve its error with
+* convergence (``properties/checks/convergence.py``): a trial fails to halve its error with
   probability ≤ ``P0`` = 0.1; ``P0`` is the number the binomial threshold is computed from, so
   the row at level P0 *is* its operating level. Run on every built-in attention claiming
   ``approximates_softmax``, on every backend × dtype it accepts here and in every mode it claims;
@@ -182,7 +182,7 @@ def _seed(entropy: int, *key: object) -> int:
 def matrix_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The nine row-law checks (``properties/test_random_matrices.py``) on one built-in
     construction claiming Gaussian rows (d = m = 4, the property's draws), at every rung."""
-    from kernel_verify.verify.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
+    from kernel_verify.properties.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
 
     target = _builtin(name)
     d = m = 4
@@ -207,7 +207,7 @@ def matrix_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
 
 
 def _builtin(name: str):
-    from kernel_verify.verify.thirdparty.builtin import builtin_targets
+    from kernel_verify.properties.builtin import builtin_targets
 
     (target,) = [t for t in builtin_targets() if t.name == name]
     return target
@@ -228,7 +228,7 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
     ``max(MIN_SEEDS, n // 3)`` trials, its quadrature costs ~1 s a point), at random points as
     the properties draw them, on one correct built-in map."""
     from kernel_verify.impls.registry import get
-    from kernel_verify.verify.checks.estimates import (
+    from kernel_verify.properties.checks.estimates import (
         DRAWS,
         VARIANCE_DRAWS,
         estimates,
@@ -238,9 +238,9 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
         random_pair,
         range_bound,
     )
+    from kernel_verify.properties.protocol import FeatureMapTarget
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test, variance_test
-    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
     target = FeatureMapTarget.from_entry(get(name))
     levels = rungs(n)
@@ -297,11 +297,11 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
     ``mean_test`` against ``mean_kernel`` at random points (``test_biased_mean_is_mean_kernel``,
     Hoeffding in the proven range), and the bias-visibility check
     (``test_bias_is_visible_where_theory_says_it_is_large``: at the point of
-    :func:`~kernel_verify.verify.checks.estimates.bias_point` for the rung's α, the mean test
+    :func:`~kernel_verify.properties.checks.estimates.bias_point` for the rung's α, the mean test
     against the mean kernel and ``|sample mean − kernel| > t``; a trial rejects when either
     fails), on ``max(MIN_SEEDS, n // 3)`` trials (2000 draws each)."""
     from kernel_verify.impls.registry import get
-    from kernel_verify.verify.checks.estimates import (
+    from kernel_verify.properties.checks.estimates import (
         BIAS_DRAWS,
         DRAWS,
         bias_point,
@@ -310,9 +310,9 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         random_pair,
         range_bound,
     )
+    from kernel_verify.properties.protocol import FeatureMapTarget
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test
-    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 
     target = FeatureMapTarget.from_entry(get(name))
     levels = rungs(n)
@@ -375,7 +375,7 @@ def convergence_rows(name: str, n: int, entropy: int, assumption_trials: int) ->
     small test run below MIN_SEEDS; inputs as the property draws them), and the binomial
     test's rejections at every rung, all places pooled, where the pooled blocks can certify a
     rung (the test's level follows from P0 by the exact binomial tail)."""
-    from kernel_verify.verify.checks.convergence import (
+    from kernel_verify.properties.checks.convergence import (
         CONV_SEEDS,
         P0,
         convergence_failures,
@@ -416,7 +416,7 @@ def convergence_rows(name: str, n: int, entropy: int, assumption_trials: int) ->
 # --------------------------------------------------------------------------- black-box maps
 def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The black-box feature-map checks (``properties/test_blackbox_maps.py``) on one correct
-    registry map wrapped black-box (:data:`kernel_verify.verify.mutants.blackbox.CONTROLS`):
+    registry map wrapped black-box (:data:`kernel_verify.mutants.blackbox.CONTROLS`):
 
     * float64 accuracy (``|Δ⁴φ|`` noise > ``NOISE_LEVEL``), deterministic identity (64-ulp
       feature assumption), per-draw family identities at ``IDENTITY_LEVEL`` and at a 1000×
@@ -424,7 +424,8 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
     * the undeclared-family mean test (pilot variance ×4) and the declared-family mean test
       (median of means with the exact variance) on the α ladder; the pilot assumption's own
       failure rate (``σ² > 4·s²``) measured, without a certified level."""
-    from kernel_verify.verify.checks.blackbox import (
+    from kernel_verify.mutants.blackbox import control_targets
+    from kernel_verify.properties.checks.blackbox import (
         DRAWS,
         FAMILY_IDENTITY_FORMULAS,
         IDENTITY_LEVEL,
@@ -436,9 +437,8 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
         pilot_mean_tests,
         pilot_variance,
     )
-    from kernel_verify.verify.checks.estimates import random_pair
+    from kernel_verify.properties.checks.estimates import random_pair
     from kernel_verify.verify.moments import exact_moments
-    from kernel_verify.verify.mutants.blackbox import control_targets
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test
 
@@ -513,14 +513,14 @@ def orthogonal_rows(name: str, n: int, entropy: int, assumption_trials: int) -> 
     """The orthogonal-claim variance test (one-sided Bernstein against the exact ORF variance,
     ``properties/test_blackbox_maps.py``, its 20000 draws at d = 8, ‖x − y‖ = 1.5) on
     ``max(14, n // 7)`` trials (14 can certify the 0.2 rung; each trial costs seconds)."""
-    from kernel_verify.verify.checks.estimates import (
+    from kernel_verify.mutants.blackbox import control_targets
+    from kernel_verify.properties.checks.estimates import (
         estimates,
         exact_variance,
         feature_m,
         random_pair,
         range_bound,
     )
-    from kernel_verify.verify.mutants.blackbox import control_targets
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import variance_test
 
@@ -568,9 +568,9 @@ PARTS = ("matrices", "estimators", "convergence", "blackbox")
 def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     """Every calibration unit of ``parts`` (the built-in targets, the calibrated maps, the
     black-box controls)."""
-    from kernel_verify.verify.mutants.blackbox import CONTROLS
-    from kernel_verify.verify.thirdparty.builtin import builtin_targets
-    from kernel_verify.verify.thirdparty.protocol import AttentionTarget, RandomMatrixTarget
+    from kernel_verify.mutants.blackbox import CONTROLS
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarget
 
     out = []
     if "matrices" in parts:
@@ -579,7 +579,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "estimators" in parts:
         out += [Unit("estimators", name, estimator_rows) for name in ESTIMATOR_TARGETS]
         out += [Unit("estimators", name, biased_rows) for name in BIASED_TARGETS]
-        from kernel_verify.verify.calibration_gradients import GRADIENT_TARGET, gradient_rows
+        from kernel_verify.calibration_gradients import GRADIENT_TARGET, gradient_rows
 
         out.append(Unit("estimators", GRADIENT_TARGET, gradient_rows))
     if "convergence" in parts:
@@ -679,8 +679,9 @@ def git_commit() -> str:
         if out.returncode != 0:
             return "unknown (not a git checkout)"
         dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "verify",
-                                "impls", "properties"], capture_output=True, text=True,
-                               check=False, timeout=10).stdout.split("\n")
+                                "kernel_verify", "impls", "properties"],
+                               capture_output=True, text=True, check=False,
+                               timeout=10).stdout.split("\n")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     changed = sorted(line[3:] for line in dirty if line.strip())
@@ -717,7 +718,7 @@ def run_calibration(args: argparse.Namespace) -> int:
         "rate is ≤ the level, at every level of the row. Checks with a derived threshold run at "
         f"every rung of {LADDER} that their trial count can certify (e.g. 0.2 / 0.1 / 0.05: "
         "the rejections, rates and bounds are listed in that order); the properties use them at "
-        "α_op = α_total/N, which the derivation covers (verify/calibration.py). Model "
+        "α_op = α_total/N, which the derivation covers (kernel_verify/calibration.py). Model "
         f"assumptions run at their stated level: P0 for convergence, {ASSUMPTION_LEVEL:g} per "
         f"example for the deterministic thresholds ({assumption_trials} trials). A *measured* "
         "row has no certified level (the pilot-variance assumption: it adds its rate q to the "

@@ -15,7 +15,7 @@ backward), so every forward property passes and only ``properties/test_gradients
 Feature-map mutants come white-box (``draw`` + ``torch_fn``, formula ``softmax_positive``) and
 black-box (``sample_fn`` taking torch tensors); attention mutants are black-box
 ``AttentionTarget``s on torch float64. Controls (:data:`GRADIENT_CONTROLS`, spec
-``kernel_verify.verify.mutants.gradients:control_<name>``) are the same custom functions with the
+``kernel_verify.mutants.gradients:control_<name>``) are the same custom functions with the
 right backward: they must pass.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.properties.protocol import AttentionTarget, FeatureMapTarget, Target
 from kernel_verify.verify import seeds
-from kernel_verify.verify.thirdparty.protocol import AttentionTarget, FeatureMapTarget, Target
 
 _CLAIMS = frozenset({"unbiased", "positive", "gaussian_rows", "psd_kernel", "differentiable",
                      "deterministic_backward"})

@@ -11,7 +11,7 @@ import numpy as np
 from scipy.linalg import hadamard
 
 from kernel_verify.impls.random_matrices import draw_matrix, haar_orthogonal
-from kernel_verify.verify.thirdparty.protocol import RandomMatrixTarget
+from kernel_verify.properties.protocol import RandomMatrixTarget
 
 Draw = Callable[[np.random.Generator, int, int], np.ndarray]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import (
     FOURTH_MOMENT_FORMULAS,
     MOMENT_FORMULAS,
@@ -13,7 +14,6 @@ from kernel_verify.verify.moments import (
     exact_moments,
     fourth_central_moment,
 )
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
 from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53

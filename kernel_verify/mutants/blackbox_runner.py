@@ -1,10 +1,10 @@
 """``kernel-verify mutants --blackbox``: the feature-map mutants a second time, black-box.
 
 Every feature-map mutant of the catalogue is wrapped by
-:func:`kernel_verify.verify.mutants.blackbox.as_black_box` (only ``sample_fn``; kernel, claims and
+:func:`kernel_verify.mutants.blackbox.as_black_box` (only ``sample_fn``; kernel, claims and
 ``m`` kept) and run through the same suite as the white-box catalogue, twice: with the estimator
 family declared (``formula``, ``matrix``, ``config``) and without it. The registry's correct maps
-(:data:`kernel_verify.verify.mutants.blackbox.CONTROLS`) are wrapped the same way; a control must
+(:data:`kernel_verify.mutants.blackbox.CONTROLS`) are wrapped the same way; a control must
 never fail (any failure there is a bug in the suite). The result is a side-by-side table white-box |
 black-box with family | black-box without family, appended to ``reports/mutants.md`` and stored
 under ``"blackbox"`` in ``reports/mutants.json``.
@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from kernel_verify.verify.mutants.base import Mutant
-from kernel_verify.verify.mutants.blackbox import CONTROLS, control_key
-from kernel_verify.verify.mutants.kills import control_failed, describe, intended, killed
-from kernel_verify.verify.thirdparty.cli import SuiteRun, target_property_files
+from kernel_verify.mutants.base import Mutant
+from kernel_verify.mutants.blackbox import CONTROLS, control_key
+from kernel_verify.mutants.kills import control_failed, describe, intended, killed
+from kernel_verify.runner import SuiteRun, target_property_files
 
-MODULE = "kernel_verify.verify.mutants.blackbox"
+MODULE = "kernel_verify.mutants.blackbox"
 #: (column, spec prefix for mutants, spec prefix for controls)
 MODES = (("family declared", "mutant_", "control_"),
          ("no family", "mutant_nofamily_", "control_nofamily_"))
@@ -39,7 +39,7 @@ def feature_property_files() -> tuple[str, ...]:
 
 def _state(run: SuiteRun | None, m: Mutant | None = None) -> str:
     """``killed`` (as intended, when the mutant ``m`` is given:
-    :mod:`kernel_verify.verify.mutants.kills`),
+    :mod:`kernel_verify.mutants.kills`),
     ``killed (not as intended)``, ``survived``, ``crashed`` or ``-`` (not run)."""
     if run is None:
         return "-"

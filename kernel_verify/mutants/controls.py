@@ -4,30 +4,30 @@ skeleton that would make their kills meaningless).
 
 Each twin runs the *same code path* as the mutants of its family with every defect switched off:
 
-* attention (:mod:`kernel_verify.verify.mutants.attention`): exact softmax attention (the skeleton
+* attention (:mod:`kernel_verify.mutants.attention`): exact softmax attention (the skeleton
 of the
   mask/shift mutants), FAVOR+ through the stable log-space kernel (the skeleton of the FAVOR+
   mutants, float64), Nyströmformer with per-matrix norms;
-* random matrices (:mod:`kernel_verify.verify.mutants.matrices`): the built-in i.i.d., orthogonal
+* random matrices (:mod:`kernel_verify.mutants.matrices`): the built-in i.i.d., orthogonal
 and Fastfood
   draws behind the mutants' ``RandomMatrixTarget`` wrapper, claiming what the mutants claim;
-* Nyström (:mod:`kernel_verify.verify.mutants.nystrom`): the mutants' skeleton with the
+* Nyström (:mod:`kernel_verify.mutants.nystrom`): the mutants' skeleton with the
 pseudo-inverse and
   its eigenvalue cutoff;
-* feature maps (:mod:`kernel_verify.verify.mutants.features`): the registry's own NumPy functions
+* feature maps (:mod:`kernel_verify.mutants.features`): the registry's own NumPy functions
 behind the
-  mutants' wrapper (:func:`kernel_verify.verify.mutants.features.feature_mutant`: white-box,
+  mutants' wrapper (:func:`kernel_verify.mutants.features.feature_mutant`: white-box,
   parameters from the registry draw, attached FAVOR-style attention);
 * black-box feature maps (the skeleton of ``blackbox_positive_*``,
-  :func:`kernel_verify.verify.mutants.features.blackbox_positive` with no defect);
-* gradients (:data:`kernel_verify.verify.mutants.gradients.GRADIENT_CONTROLS`): the hand-written
+  :func:`kernel_verify.mutants.features.blackbox_positive` with no defect);
+* gradients (:data:`kernel_verify.mutants.gradients.GRADIENT_CONTROLS`): the hand-written
   backwards with the right formula;
-* forms of causal attention: :data:`kernel_verify.verify.mutants.forms.FORMS_CONTROLS`.
+* forms of causal attention: :data:`kernel_verify.mutants.forms.FORMS_CONTROLS`.
 
-The black-box pass has its own controls (:data:`kernel_verify.verify.mutants.blackbox.CONTROLS`:
+The black-box pass has its own controls (:data:`kernel_verify.mutants.blackbox.CONTROLS`:
 registry maps through ``sample_fn`` only); both are judged by
-:func:`kernel_verify.verify.mutants.kills.control_failed`. Loader spec of one control:
-``kernel_verify.verify.mutants.controls:target_<name>``.
+:func:`kernel_verify.mutants.kills.control_failed`. Loader spec of one control:
+``kernel_verify.mutants.controls:target_<name>``.
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from kernel_verify.verify.mutants import attention as att
-from kernel_verify.verify.mutants.base import Mutant
-from kernel_verify.verify.mutants.features import _blackbox_of
-from kernel_verify.verify.mutants.features import blackbox_positive as _blackbox_positive
-from kernel_verify.verify.mutants.matrices import _builtin
-from kernel_verify.verify.mutants.matrices import target as matrix_target
-from kernel_verify.verify.mutants.nystrom import target as nystrom_target
-from kernel_verify.verify.thirdparty.protocol import Target
+from kernel_verify.mutants import attention as att
+from kernel_verify.mutants.base import Mutant
+from kernel_verify.mutants.features import _blackbox_of
+from kernel_verify.mutants.features import blackbox_positive as _blackbox_positive
+from kernel_verify.mutants.matrices import _builtin
+from kernel_verify.mutants.matrices import target as matrix_target
+from kernel_verify.mutants.nystrom import target as nystrom_target
+from kernel_verify.properties.protocol import Target
 
-LOADER = "kernel_verify.verify.mutants.controls:target_"
+LOADER = "kernel_verify.mutants.controls:target_"
 
 
 def _renamed(targets: list[Target]) -> list[Target]:
@@ -55,8 +55,8 @@ def _renamed(targets: list[Target]) -> list[Target]:
 def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]]:
     def make() -> list[Target]:
         from kernel_verify.impls.registry import get
-        from kernel_verify.verify.mutants.features import feature_mutant
-        from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+        from kernel_verify.mutants.features import feature_mutant
+        from kernel_verify.properties.protocol import FeatureMapTarget
 
         base = FeatureMapTarget.from_entry(get(entry_name))
         return _renamed(feature_mutant(entry_name, entry_name, base.numpy_fn,
@@ -67,14 +67,14 @@ def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]
 
 def _registry_fn(entry_name: str):
     from kernel_verify.impls.registry import get
-    from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget
+    from kernel_verify.properties.protocol import FeatureMapTarget
 
     return FeatureMapTarget.from_entry(get(entry_name)).numpy_fn
 
 
 def _gradient_twin(name: str) -> Callable[[], list[Target]]:
     def make() -> list[Target]:
-        from kernel_verify.verify.mutants.gradients import GRADIENT_CONTROLS
+        from kernel_verify.mutants.gradients import GRADIENT_CONTROLS
 
         return GRADIENT_CONTROLS[name]()
 
@@ -88,7 +88,7 @@ def _attention_twin(name: str, fn: Callable, claims: frozenset[str],
 
 def _forms() -> dict[str, Callable[[], list[Target]]]:
     try:
-        from kernel_verify.verify.mutants.forms import FORMS_CONTROLS
+        from kernel_verify.mutants.forms import FORMS_CONTROLS
     except ImportError:  # pragma: no cover - the forms mutants are optional
         return {}
     return dict(FORMS_CONTROLS)
@@ -142,7 +142,7 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
 CONTROLS: list[Mutant] = [
     *(Mutant(f"control_{n}", fam, desc, make, loader=LOADER) for n, fam, desc, make in _SPECS),
     *(Mutant(n, "attention", "forms of causal attention with every switch off", make,
-             loader="kernel_verify.verify.mutants.forms:control_")
+             loader="kernel_verify.mutants.forms:control_")
       for n, make in _forms().items()),
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kernel_verify.verify.thirdparty.protocol import FeatureMapTarget, Target
+from kernel_verify.properties.protocol import FeatureMapTarget, Target
 
 #: Claims that describe white-box internals a ``sample_fn`` cannot provide.
 _WHITE_ONLY_CLAIMS = frozenset({"log_features", "positional", "learned"})
@@ -91,11 +91,11 @@ _CONTROL_KEYS = {control_key(n): n for n in CONTROLS}
 
 
 def __getattr__(attr: str) -> list[Target]:
-    """Loader specs (``kernel_verify.verify.mutants.blackbox:<attr>``):
+    """Loader specs (``kernel_verify.mutants.blackbox:<attr>``):
     ``mutant_<name>`` / ``mutant_nofamily_<name>``: a catalogue feature-map mutant wrapped
     black-box with / without its declared family; ``control_<key>`` /
     ``control_nofamily_<key>``: a correct registry map likewise (key: :func:`control_key`)."""
-    from kernel_verify.verify.mutants.catalogue import get_mutant
+    from kernel_verify.mutants.catalogue import get_mutant
 
     for prefix, family in (("mutant_nofamily_", False), ("mutant_", True)):
         if attr.startswith(prefix):

@@ -1,10 +1,10 @@
 """What a kill means: the failing verdicts of one suite run, classified, and whether they are the
 kill a mutant was written for. Shared by the white-box runner
-(:mod:`kernel_verify.verify.mutants.runner`), the black-box pass
-(:mod:`kernel_verify.verify.mutants.blackbox_runner`) and the controls.
+(:mod:`kernel_verify.mutants.runner`), the black-box pass
+(:mod:`kernel_verify.mutants.blackbox_runner`) and the controls.
 
 Every failing verdict gets one *kind*, from its evidence (the exception lines the check runner
-keeps, :func:`kernel_verify.verify.thirdparty.cli.fold`):
+keeps, :func:`kernel_verify.runner.fold`):
 
 * ``property`` — an ``AssertionError`` raised by the property's own assertion: the defect the
   property is about;
@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from kernel_verify.verify.thirdparty.cli import SuiteRun, Verdict
+from kernel_verify.runner import SuiteRun, Verdict
 
 #: Name of the exception class the properties raise for a non-finite output that is not the
 #: property's subject (``kernel_verify.properties.evidence.NonFiniteOutputError``; the layers

@@ -1,5 +1,5 @@
 """The built-in kernel approximations as
-:class:`~kernel_verify.verify.thirdparty.protocol.KernelApproxTarget`.
+:class:`~kernel_verify.properties.protocol.KernelApproxTarget`.
 
 Landmark Nyström ``K̃ = C W⁺ Cᵀ`` (docs/math.md §8) from :mod:`kernel_verify.impls.numpy.nystrom` and
 :mod:`kernel_verify.impls.torch.nystrom` (torch on the CPU, float64), with ``rank`` landmarks chosen
@@ -22,7 +22,7 @@ import numpy as np
 
 from kernel_verify.impls.numpy import nystrom as np_nystrom
 from kernel_verify.impls.validation import check_array, check_positive_int
-from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
+from kernel_verify.properties.protocol import KernelApproxTarget
 
 __all__ = ["CLAIMS", "approximation_targets", "nystrom_target"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_verify.verify.thirdparty.protocol import KernelApproxTarget
+from kernel_verify.properties.protocol import KernelApproxTarget
 
 LANDMARKS = 4
 #: Relative size of the diagonal regulariser of ``"jitter_subtracted"`` (times the mean of
@@ -21,7 +21,7 @@ def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) ->
     """Uniform landmarks without replacement; ``inverse``: ``"W"`` (W itself instead of W⁺) or
     ``"no_cutoff"`` (pseudo-inverse without an eigenvalue cutoff: rounding-level eigenvalues of
     a (numerically) singular W are inverted); ``"pinv"`` is the correct twin (the control of
-    :mod:`kernel_verify.verify.mutants.controls`): ``numpy.linalg.pinv`` of the symmetric W with its
+    :mod:`kernel_verify.mutants.controls`): ``numpy.linalg.pinv`` of the symmetric W with its
     default
     cutoff (singular values below ``1e-15·max`` dropped); ``"pinv_drops_landmark"``: the correct
     ``K̃`` with the landmark list returned by an off-by-one slice (``idx[1:]``), so ``K̃`` has

@@ -27,7 +27,7 @@ and exits 1 when any property fails (2 when the suite could not run at all or a 
 crashed).
 
 :func:`run_suite` is shared with ``kernel-verify mutants``
-(:mod:`kernel_verify.verify.mutants.runner`).
+(:mod:`kernel_verify.mutants.runner`).
 """
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def _default_profile() -> str:
 
 def _validate_target(spec: str) -> tuple[str, ...]:
     """Load the adapter in this process first: a broken spec gets a clear error at once."""
-    from kernel_verify.verify.thirdparty.loader import load_targets
+    from kernel_verify.properties.loader import load_targets
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
