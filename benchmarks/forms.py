@@ -1,9 +1,16 @@
 """The recurrent form of causal linear attention (docs/math.md §13): one decode step.
 
-``DecodeStep``: the cost of one token of :func:`impls.{numpy,torch}.forms.log_linear_attention_step`
-(one head, ``softmax_positive[iid]`` log-features, m = 256, d = 64) from the state left by a
-prefill of ``position`` tokens. The state is ``(L, V̄)`` of size ``m × (d_v + 1)`` whatever the
-position, so the time must not grow with it: asv tracks the curve over ``position``.
+``DecodeStep``: the cost of :func:`impls.{numpy,torch}.forms.log_linear_attention_step` (one
+head, ``softmax_positive[iid]`` log-features, m = 256, d = 64) from the state left by a prefill
+of ``position`` tokens. The state is ``(L, V̄)`` of size ``m × (d_v + 1)`` whatever the position,
+so the time must not grow with it: asv tracks the curve over ``position``.
+
+* ``time_decode_step``: the first step after the prefill. asv re-runs ``setup`` before every timed
+  call of a class with a setup (asv_runner: ``number`` resolves to 1), so each sample is one step
+  right after a prefill, on caches the prefill has just filled with its ``position × m`` arrays:
+  it includes that one-off cold start, which grows with the prefill.
+* ``time_decode_64_steps``: :data:`STEPS` = 64 consecutive steps, each from the state the
+  previous one returned (a decode loop); the per-step cost in steady state is the time / 64.
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ CASES: list[str] = smoke([f"{b}/{t}" for b in BACKENDS for t in DTYPES[b]
                           if t in ("float64", "float32") and (t != "float64" or b == "numpy")])
 
 
+#: Consecutive tokens of ``time_decode_64_steps``.
+STEPS = 64
+
+
 class DecodeStep(BackendBenchmark):
     """One log-space decode step after a prefill of ``position`` tokens (time independent of
     ``position``)."""
@@ -36,7 +47,7 @@ class DecodeStep(BackendBenchmark):
         self.backend = backend
         entry = get(LINEAR_ENTRY)
         p = linear_params(backend, M)
-        q, k, v = qkv(backend, dtype, position + 1)
+        q, k, v = qkv(backend, dtype, position + STEPS)
         scale = q.shape[-1] ** -0.25
         lq = map_features(entry, q * scale, p, log=True)
         lk = map_features(entry, k * scale, p, log=True)
@@ -45,7 +56,14 @@ class DecodeStep(BackendBenchmark):
         _, self.state = self.forms.log_linear_attention_chunked(
             lq[:position], lk[:position], v[:position])
         self.token = (lq[position], lk[position], v[position])
+        self.tokens = [(lq[t], lk[t], v[t]) for t in range(position, position + STEPS)]
 
     def time_decode_step(self, case: str, position: int) -> None:
         self.forms.log_linear_attention_step(self.state, *self.token)
+        sync(self.backend)
+
+    def time_decode_64_steps(self, case: str, position: int) -> None:
+        state = self.state
+        for token in self.tokens:
+            state, _ = self.forms.log_linear_attention_step(state, *token)
         sync(self.backend)
