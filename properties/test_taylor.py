@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
 from kernel_verify.verify.compare import assert_close
@@ -118,31 +119,33 @@ def check_kernel_identity(target, X, Y, params, backend) -> tuple[np.ndarray, np
 @pytest.mark.kv_builtin_only
 @pytest.mark.parametrize("target", TAYLOR)
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([0.1, 1.0, 3.0]))
-def test_taylor_identity_in_mp(target, seed, d, scale):
+@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([0.1, 1.0, 3.0]), data=st.data())
+def test_taylor_identity_in_mp(target, seed, d, scale, data):
     entry = need_white(target)
-    x = scale * np.random.default_rng(seed).standard_normal((3, d))
-    params = target.draw_params(np.random.default_rng(seed), d, 1)
+    x = data.draw(points((3, d), scale), label="x")
+    params = target.draw_params(generator(seed, "params"), d, 1)
     with working_precision(40):
         phi = features_mp(entry, x, params, dps=40)
         gram = phi @ phi.T
         exact = gram_mp("taylor", x, x, dps=40, order=order_of(target, d))
         worst = max(abs(gram[i, j] - exact[i, j]) / (1 + abs(exact[i, j]))
                     for i in range(3) for j in range(3))
-    assert worst < mpmath.mpf(10) ** -35, f"{target.name}: off by {worst} (seed {seed})"
+    assert worst < mpmath.mpf(10) ** -35, (f"{target.name}: off by {worst} (seed {seed}, "
+                                             f"x={x.tolist()})")
 
 
 # ------------------------------------------------------------------- float, every exact map
 @pytest.mark.parametrize("target", EXACT)
 @pytest.mark.parametrize("backend", ["numpy", "torch:cpu"])
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([1e-3, 0.3, 1.0, 2.5]))
-def test_exact_map_equals_kernel(target, backend, seed, d, scale):
+@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([1e-3, 0.3, 1.0, 2.5]),
+       data=st.data())
+def test_exact_map_equals_kernel(target, backend, seed, d, scale, data):
     """φ(x)ᵀφ(y) = k(x, y) within the derived float64 bound (exact finite/deterministic maps)."""
     need_white(target)
-    rng = np.random.default_rng(seed)
-    X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((2, d))
-    params = target.draw_params(np.random.default_rng(seed), d, 2)
+    X = data.draw(points((3, d), scale), label="X")
+    Y = data.draw(points((2, d), scale), label="Y")
+    params = target.draw_params(generator(seed, "params"), d, 2)
     check_kernel_identity(target, X, Y, params, backend)
 
 
@@ -159,18 +162,19 @@ PAIRS = [
 
 @pytest.mark.parametrize(("first", "second"), PAIRS)
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 5), scale=st.sampled_from([1e-3, 0.5, 2.0]))
-def test_taylor_forms_agree(first, second, seed, d, scale):
+@given(seed=seeds, d=st.integers(1, 5), scale=st.sampled_from([1e-3, 0.5, 2.0]),
+       data=st.data())
+def test_taylor_forms_agree(first, second, seed, d, scale, data):
     """Full and compressed forms give the same inner products within the sum of both bounds."""
-    X = scale * np.random.default_rng(seed).standard_normal((3, d))
+    X = data.draw(points((3, d), scale), label="X")
     out = []
     for t in (first, second):
-        params = t.draw_params(np.random.default_rng(seed), d, 1)
+        params = t.draw_params(generator(seed, "params"), d, 1)
         out.append(check_kernel_identity(t, X, X, params, "numpy"))
     (g1, b1), (g2, b2) = out
     assert_close(g2, g1, b1 + b2, inputs={"X": X},
                  label=f"{second.name} vs {first.name}", how="sum of both inner-product bounds",
-                 repro=f"seed={seed}, d={d}, scale={scale}")
+                 repro=f"seed={seed} (parameter draws), X={X.tolist()}")
 
 
 # ------------------------------------------------------------------------------- positivity
@@ -180,15 +184,16 @@ ORDER2 = feature_maps("exact_finite", predicate=lambda t: is_taylor(t)
 
 @pytest.mark.parametrize("target", ORDER2)
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 6), scale=st.sampled_from([0.3, 1.0, 2.0]))
-def test_second_order_taylor_kernel_is_at_least_half(target, seed, d, scale):
-    """T₂(t) = ½((1+t)² + 1) ≥ ½: the computed φ(q)ᵀφ(k) ≥ ½ − bound (k near −q so t ≈ −1)."""
+@given(seed=seeds, d=st.integers(1, 6), scale=st.sampled_from([0.3, 1.0, 2.0]),
+       data=st.data())
+def test_second_order_taylor_kernel_is_at_least_half(target, seed, d, scale, data):
+    """T₂(t) = ½((1+t)² + 1) ≥ ½: the computed φ(q)ᵀφ(k) ≥ ½ − bound (k near −q so t ≈ −1;
+    q's rows off 0, |entries| ≥ 2⁻¹⁰·scale, so that k is defined)."""
     need_white(target)
-    rng = np.random.default_rng(seed)
-    q = scale * rng.standard_normal((2, d))
+    q = data.draw(points((2, d), scale, off_zero=True), label="q")
     k = -q * (d**0.5 / np.sum(q * q, axis=-1))[:, None]  # qᵢᵀkᵢ/√d = −1 on the diagonal
-    k = k + 0.05 * rng.standard_normal(k.shape)
-    params = target.draw_params(rng, d, 1)
+    k = k + data.draw(points((2, d), 0.05), label="k − k₋₁ (k₋₁: t = −1)")
+    params = target.draw_params(generator(seed, "params"), d, 1)
     got, bound = check_kernel_identity(target, q, k, params, "numpy")
     assert np.all(got >= 0.5 - bound), f"{target.name}: φ(q)ᵀφ(k) = {got.min()} < ½"
 
@@ -198,7 +203,7 @@ def test_second_order_taylor_minimum_is_half_at_t_minus_one(target):
     """At t = −1 exactly (d = 16, q = ½·1, k = −q: qᵀk/√d = −4/4) the kernel is exactly ½."""
     need_white(target)
     q = np.full((1, 16), 0.5)
-    params = target.draw_params(np.random.default_rng(0), 16, 1)
+    params = target.draw_params(generator(0, "params"), 16, 1)
     got, bound = check_kernel_identity(target, q, -q, params, "numpy")
     assert abs(got[0, 0] - 0.5) <= bound[0, 0]
 
