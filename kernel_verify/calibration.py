@@ -49,7 +49,10 @@ does not match the bound it cites.
 Each row names the backend, dtype and mode it ran in. Seeds come from fresh OS entropy, recorded
 in the report with the commit the code came from. The run is split into units (one group of
 checks on one target) that run in ``min(2, CPU count)`` processes. Writes
-``reports/calibration.md``; exit status 1 if any row is not ok.
+``reports/calibration.md``, one section per part (:data:`PARTS`) with the command, commit, time
+and entropy of the run that produced it: ``--part P …`` reruns only those parts and replaces their
+sections, keeping the others with their own stamps (:func:`merge_report`); exit status 1 if any
+row of the run is not ok.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -562,7 +566,7 @@ class Unit:
 
 
 #: The groups of checks ``--part`` selects.
-PARTS = ("matrices", "estimators", "convergence", "blackbox")
+PARTS = ("matrices", "estimators", "convergence", "blackbox", "gradients")
 
 
 def units(parts: Sequence[str] = PARTS) -> list[Unit]:
@@ -579,15 +583,16 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "estimators" in parts:
         out += [Unit("estimators", name, estimator_rows) for name in ESTIMATOR_TARGETS]
         out += [Unit("estimators", name, biased_rows) for name in BIASED_TARGETS]
-        from kernel_verify.calibration_gradients import GRADIENT_TARGET, gradient_rows
-
-        out.append(Unit("estimators", GRADIENT_TARGET, gradient_rows))
     if "convergence" in parts:
         out += [Unit("convergence", t.name, convergence_rows) for t in builtin_targets()
                 if isinstance(t, AttentionTarget) and t.has("approximates_softmax")]
     if "blackbox" in parts:
         out += [Unit("blackbox", name, blackbox_rows) for name in CONTROLS]
         out.append(Unit("blackbox", "rff_pairs[orthogonal]", orthogonal_rows))
+    if "gradients" in parts:
+        from kernel_verify.calibration_gradients import GRADIENT_TARGET, gradient_rows
+
+        out.append(Unit("gradients", GRADIENT_TARGET, gradient_rows))
     return out
 
 
@@ -624,8 +629,9 @@ def _run_unit(args: tuple[Unit, int, int, int]) -> tuple[list[Row], float]:
 
 
 def run_units(todo: Sequence[Unit], n: int, entropy: int, assumption_trials: int,
-              jobs: int = 1) -> list[Row]:
-    """The rows of every unit, in order; ``jobs > 1``: in that many processes."""
+              jobs: int = 1, *, per_unit: bool = False) -> list:
+    """The rows of every unit, in order (``per_unit``: one list of rows per unit); ``jobs > 1``:
+    in that many processes."""
     work = [(u, n, entropy, assumption_trials) for u in todo]
     if jobs <= 1 or len(work) <= 1:
         results = [_run_unit(w) for w in work]
@@ -634,10 +640,13 @@ def run_units(todo: Sequence[Unit], n: int, entropy: int, assumption_trials: int
         from concurrent.futures import ProcessPoolExecutor
 
         # the slow units first, so that the two processes finish together
-        order = sorted(range(len(work)), key=lambda i: work[i][0].part != "estimators")
+        order = sorted(range(len(work)),
+                       key=lambda i: work[i][0].part not in ("estimators", "gradients"))
         with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
             done = dict(zip(order, pool.map(_run_unit, [work[i] for i in order]), strict=True))
         results = [done[i] for i in range(len(work))]
+    if per_unit:
+        return [rows for rows, _ in results]
     return [r for rows, _ in results for r in rows]
 
 
@@ -689,6 +698,75 @@ def git_commit() -> str:
                                  if changed else "")
 
 
+#: ``## Part `name` `` opens the section of one part in reports/calibration.md.
+SECTION = re.compile(r"^## Part `(\w+)`$", re.M)
+
+
+def _ok_line(rows: Sequence[Row]) -> str:
+    stated = [r for r in rows if r.levels]
+    bad = [r for r in stated if not r.ok]
+    return (f"**{len(stated) - len(bad)}/{len(stated)} ok**"
+            + (f"; not ok: {', '.join(f'{r.check} ({r.target}, {r.where})' for r in bad)}"
+               if bad else ""))
+
+
+def section(part: str, stamp: str, rows: Sequence[Row]) -> str:
+    """The section of one part: its heading, the stamp of the run, its table and its verdict."""
+    return "\n".join([f"## Part `{part}`", "", stamp, "", *table(rows), "", _ok_line(rows)])
+
+
+def _verdicts(section_text: str) -> tuple[int, int]:
+    """``(ok rows, rows with a stated level)`` of a section, from the table's last column."""
+    ok = stated = 0
+    for line in section_text.splitlines():
+        if line.startswith("| ") and not line.startswith(("| check ", "|---")):
+            verdict = line.rstrip(" |").rsplit("| ", 1)[-1]
+            if verdict.startswith("measured"):
+                continue
+            stated += 1
+            ok += verdict.startswith("yes")
+    return ok, stated
+
+
+def merge_report(old: str, sections: dict[str, str], assumption_trials: int) -> str:
+    """reports/calibration.md with ``sections`` (part → section text) replacing the sections of
+    those parts in ``old`` and the other parts' sections kept as they are (with their own
+    stamps), in :data:`PARTS` order; the head states the criterion and the total."""
+    kept: dict[str, str] = {}
+    found = list(SECTION.finditer(old))
+    for i, match in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(old)
+        kept[match.group(1)] = old[match.start():end].strip()
+    kept.update(sections)
+    order = [p for p in PARTS if p in kept] + [p for p in kept if p not in PARTS]
+    body = [kept[p] for p in order]
+    counts = [_verdicts(b) for b in body]
+    ok, stated = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    missing = [p for p in PARTS if p not in kept]
+    head = [
+        "# Calibration of the statistical and assumption-based checks",
+        "",
+        "Each row runs one check on correct code, as the property runs it. **ok** means the "
+        f"one-sided {CONFIDENCE:.0%} Clopper–Pearson upper bound of the measured false-alarm "
+        "rate is ≤ the level, at every level of the row. Checks with a derived threshold run at "
+        f"every rung of {LADDER} that their trial count can certify (e.g. 0.2 / 0.1 / 0.05: "
+        "the rejections, rates and bounds are listed in that order); the properties use them at "
+        "α_op = α_total/N, which the derivation covers (kernel_verify/calibration.py). Model "
+        f"assumptions run at their stated level: P0 for convergence, {ASSUMPTION_LEVEL:g} per "
+        f"example for the deterministic thresholds ({assumption_trials} trials). A *measured* "
+        "row has no certified level (the pilot-variance assumption: it adds its rate q to the "
+        "test's α).",
+        "",
+        "Each part (`--part`) is a section with the command, commit and entropy of the run that "
+        "wrote it; `kernel-verify calibrate --part P` replaces only the sections of P.",
+        "",
+        f"**{ok}/{stated} ok** over the parts {', '.join(order)}"
+        + (f" (not run yet: {', '.join(missing)})" if missing else ""),
+        "",
+    ]
+    return "\n".join(head) + "\n" + "\n\n".join(body) + "\n"
+
+
 def run_calibration(args: argparse.Namespace) -> int:
     """``kernel-verify calibrate [--seeds N] [--part …]``; exit 1 if any row is not ok."""
     n = int(args.seeds)
@@ -701,39 +779,27 @@ def run_calibration(args: argparse.Namespace) -> int:
     jobs = int(getattr(args, "jobs", None) or min(2, os.cpu_count() or 1))
     entropy = seeds.fresh_entropy()
     assumption_trials = max(n, trials_to_certify(ASSUMPTION_LEVEL))
+    todo = units(parts)
     start = time.monotonic()
-    rows = run_units(units(parts), n, entropy, assumption_trials, jobs)
+    per_unit = run_units(todo, n, entropy, assumption_trials, jobs, per_unit=True)
     seconds = time.monotonic() - start
+    rows = [r for unit_rows in per_unit for r in unit_rows]
     stated = [r for r in rows if r.levels]
     bad = [r for r in stated if not r.ok]
-    text = [
-        "# Calibration of the statistical and assumption-based checks",
-        "",
-        f"`kernel-verify calibrate --seeds {n} --part {' '.join(parts)}` at commit "
-        f"{git_commit()}: {seconds:.0f} s in {jobs} processes, entropy {entropy} (seed of a "
-        "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`).",
-        "",
-        f"Each row runs one check on correct code, as the property runs it. **ok** means the "
-        f"one-sided {CONFIDENCE:.0%} Clopper–Pearson upper bound of the measured false-alarm "
-        "rate is ≤ the level, at every level of the row. Checks with a derived threshold run at "
-        f"every rung of {LADDER} that their trial count can certify (e.g. 0.2 / 0.1 / 0.05: "
-        "the rejections, rates and bounds are listed in that order); the properties use them at "
-        "α_op = α_total/N, which the derivation covers (kernel_verify/calibration.py). Model "
-        f"assumptions run at their stated level: P0 for convergence, {ASSUMPTION_LEVEL:g} per "
-        f"example for the deterministic thresholds ({assumption_trials} trials). A *measured* "
-        "row has no certified level (the pilot-variance assumption: it adds its rate q to the "
-        "test's α).",
-        "",
-        *table(rows),
-        "",
-        f"**{len(stated) - len(bad)}/{len(stated)} ok**"
-        + (f"; not ok: {', '.join(f'{r.check} ({r.target}, {r.where})' for r in bad)}"
-           if bad else ""),
-    ]
-    # A partial run is written beside the full one, never over it.
-    suffix = "" if set(parts) == set(PARTS) else "_" + "_".join(parts)
-    out = reports_dir() / f"calibration{suffix}.md"
-    atomic.write_text(out, "\n".join(text) + "\n")
-    print("\n".join(text))
-    print(f"\n(written to {out})")
+    stamp = (f"`kernel-verify calibrate --seeds {n} --part {' '.join(parts)}` at commit "
+             f"{git_commit()}: {seconds:.0f} s in {jobs} processes, entropy {entropy} (seed of a "
+             "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`).")
+    sections = {}
+    for part in dict.fromkeys(u.part for u in todo):
+        part_rows = [r for u, unit_rows in zip(todo, per_unit, strict=True) if u.part == part
+                     for r in unit_rows]
+        sections[part] = section(part, stamp, part_rows)
+    out = reports_dir() / "calibration.md"
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    text = merge_report(old, sections, assumption_trials)
+    atomic.write_text(out, text)
+    print(text)
+    print(f"\n(written to {out}; parts {', '.join(sections)} replaced)")
+    if bad:
+        print("not ok: " + ", ".join(f"{r.check} ({r.target}, {r.where})" for r in bad))
     return 1 if bad else 0

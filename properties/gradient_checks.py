@@ -12,7 +12,11 @@ functions; importing it reads no environment variable and imports no test module
   the same bound with the upstream ``φ̂(y)`` carrying its forward error bound;
 * :func:`estimator_gradients` — ``B`` independent draws of ``∇ₓ φ_ω(x)ᵀφ_ω(y)`` (one parameter
   draw each, float64), the samples of the unbiasedness test of the gradient
-  (:mod:`kernel_verify.verify.gradient_stats`).
+  (:mod:`kernel_verify.verify.gradient_stats`);
+* :func:`unbiased_gradient_trial` / :func:`unbiased_gradient_test` — one example of
+  ``properties/test_gradients.py::test_gradient_of_unbiased_estimator_is_unbiased`` (its point,
+  its draw seeds, its gradients, the median-of-means test at ``α``); ``kernel-verify calibrate``
+  (part ``gradients``) runs the same functions on fresh seeds.
 
 Each check returns a :class:`GradientCheck` (computed, exact, bound, the inputs as the backend
 saw them); ``ratio`` is the worst ``|computed − exact| / bound`` (≤ 1 passes, non-finite
@@ -39,8 +43,9 @@ from kernel_verify.verify.references.gradients import feature_jacobian_mp
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.tolerance import budget_for, native_budget_for, ulp
 
-__all__ = ["GradientCheck", "draw", "estimator_gradients", "feature_vjp_check", "half_cast",
-           "kernel_gradient_check", "map_budget", "rule_entry", "tensor", "twin"]
+__all__ = ["STAT_D", "GradientCheck", "UnbiasedTrial", "draw", "estimator_gradients",
+           "feature_vjp_check", "half_cast", "kernel_gradient_check", "map_budget", "rule_entry",
+           "tensor", "twin", "unbiased_gradient_test", "unbiased_gradient_trial"]
 
 U64 = 2.0**-53
 
@@ -205,3 +210,54 @@ def estimator_gradients(target, x: np.ndarray, y: np.ndarray, m: int, seeds: lis
         loss.backward()  # not autograd.grad: reentrant checkpointing supports only backward
         out.append(to_numpy(xt.grad)[0])
     return np.array(out, dtype=np.float64)
+
+#: Dimension of the unbiasedness test's points (one statistical assertion per component).
+STAT_D = 3
+#: Features per parameter draw of a white-box map in the unbiasedness test.
+STAT_M = 64
+
+
+@dataclass
+class UnbiasedTrial:
+    """The point and the ``B`` gradient draws of one example of the unbiasedness test, with the
+    exact per-draw moments (:func:`~kernel_verify.verify.gradient_stats.positive_gradient_moments`,
+    variance of one draw of ``m`` iid rows: ``Var T/m``)."""
+
+    x: np.ndarray
+    y: np.ndarray
+    m: int
+    draws: np.ndarray
+    mean: np.ndarray
+    sigma: np.ndarray
+
+
+def unbiased_gradient_trial(target, seed: int, n_draws: int) -> UnbiasedTrial:
+    """One example of the unbiasedness test of the gradient, as the property draws it: ``x, y``
+    Gaussian directions of norm 0.8 and 0.5 (``STAT_D`` = 3) from ``seed``; ``n_draws`` draw
+    seeds from the child generator ``SeedSequence(seed, spawn_key=(7,))``, each one parameter
+    draw of ``m`` features (``STAT_M`` = 64 for a white-box map, ``target.m`` for a black-box
+    one) and its float64 gradient ``∇ₓ φ_ω(x)ᵀφ_ω(y)`` (:func:`estimator_gradients`). The first
+    ``B`` draws of a longer trial are the draws of a trial of ``B`` (prefix-stable)."""
+    from kernel_verify.verify.gradient_stats import positive_gradient_moments
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(STAT_D)
+    y = rng.standard_normal(STAT_D)
+    x *= 0.8 / np.linalg.norm(x)
+    y *= 0.5 / np.linalg.norm(y)
+    m = STAT_M if target.white_box else int(target.m)
+    child = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
+    seeds = [int(child.integers(2**31)) for _ in range(n_draws)]
+    grads = estimator_gradients(target, x, y, m, seeds)
+    mean, var = positive_gradient_moments(x, y)
+    return UnbiasedTrial(x, y, m, grads, mean, np.sqrt(var / m))
+
+
+def unbiased_gradient_test(trial: UnbiasedTrial, alpha: float):
+    """The median-of-means test of ``E ∇ₓ φ(x)ᵀφ(y) = SM(x, y)·y`` at ``α`` per component on the
+    first ``B = ⌈8 ln(1/α)⌉`` draws of ``trial`` (false alarm ≤ ``exp(−B/8) ≤ α`` per component,
+    any distribution of the draws; docs/math.md §14)."""
+    from kernel_verify.verify.gradient_stats import draws_for_alpha, median_of_means_test
+
+    b = draws_for_alpha(alpha)
+    return median_of_means_test(trial.draws[:b], trial.mean, trial.sigma, alpha)

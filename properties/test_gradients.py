@@ -70,12 +70,15 @@ from hypothesis import strategies as st
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.properties.backends import backend_params, params_to_backend, to_numpy
 from kernel_verify.properties.gradient_checks import (  # shared with the report
-    draw as _draw,
-)
-from kernel_verify.properties.gradient_checks import (  # shared with the report
+    STAT_D,
     feature_vjp_check,
     kernel_gradient_check,
     rule_entry,
+    unbiased_gradient_test,
+    unbiased_gradient_trial,
+)
+from kernel_verify.properties.gradient_checks import (  # shared with the report
+    draw as _draw,
 )
 from kernel_verify.properties.gradient_checks import half_cast as _half_cast
 from kernel_verify.properties.gradient_checks import map_budget as _map_budget
@@ -744,7 +747,6 @@ UNBIASED_POSITIVE = feature_maps(
     and (t.white_box or t.sample_fn is not None),
     none_reason="no differentiable feature map declares formula 'softmax_positive' with iid "
                 "rows (the family whose gradient moments are exact)")
-STAT_D = 3
 
 
 @pytest.mark.statistical(assertions=STAT_D)
@@ -754,39 +756,23 @@ STAT_D = 3
 def test_gradient_of_unbiased_estimator_is_unbiased(target, seed):
     """``E ∇ₓ φ(x)ᵀφ(y) = ∇ₓ SM(x, y) = SM·y`` (docs/math.md §14) by the median-of-means test of
     :mod:`kernel_verify.verify.gradient_stats` with the exact per-frequency variance (false alarm ≤
-    α per
-    component, any distribution)."""
+    α per component, any distribution). The example is
+    :func:`~kernel_verify.properties.gradient_checks.unbiased_gradient_trial` and the test
+    :func:`~kernel_verify.properties.gradient_checks.unbiased_gradient_test`, the functions
+    ``kernel-verify calibrate --part gradients`` runs on fresh seeds."""
     from kernel_verify.properties import alpha as alpha_budget
-    from kernel_verify.verify.gradient_stats import (
-        draws_for_alpha,
-        median_of_means_test,
-        positive_gradient_moments,
-    )
+    from kernel_verify.verify.gradient_stats import draws_for_alpha
 
     if target is None:
         pytest.skip("no target")
+    if target.white_box and target.torch_fn is None:
+        pytest.skip(f"{target.name} provides no torch feature function")
     alpha = alpha_budget.per_assertion()
-    n_draws = draws_for_alpha(alpha)
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(STAT_D)
-    y = rng.standard_normal(STAT_D)
-    x *= 0.8 / np.linalg.norm(x)
-    y *= 0.5 / np.linalg.norm(y)
-    m = 64 if target.white_box else target.m
-    grads = []
-    child = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7,)))
-    for _ in range(n_draws):
-        draw_seed = int(child.integers(2**31))
-        fn = _map_fn(target, draw_seed, STAT_D, m)
-        xt = torch.tensor(x[None, :], requires_grad=True)
-        phi_y = fn(torch.tensor(y[None, :])).detach()
-        (g,) = _vjp((fn(xt) * phi_y).sum(), [xt])
-        grads.append(to_numpy(g)[0])
-    mean, var = positive_gradient_moments(x, y)
-    result = median_of_means_test(np.array(grads), mean, np.sqrt(var / m), alpha)
+    trial = unbiased_gradient_trial(target, seed, draws_for_alpha(alpha))
+    result = unbiased_gradient_test(trial, alpha)
     assert result.ok, (f"{target.name}: the gradient of φ(x)ᵀφ(y) is biased for ∇ₓ SM(x, y) = "
-                       f"{mean.tolist()} at x={x.tolist()}, y={y.tolist()} (m={m}): "
-                       f"{result.describe()}")
+                       f"{trial.mean.tolist()} at x={trial.x.tolist()}, y={trial.y.tolist()} "
+                       f"(m={trial.m}, seed={seed}): {result.describe()}")
 
 
 @pytest.mark.parametrize("target", _attn_params())
