@@ -22,6 +22,7 @@ import numpy as np
 from kernel_verify.properties.checks.estimates import estimates as shared_estimates
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.seeds import child_seeds
+from kernel_verify.verify.seeds import rng as seeded_rng
 from kernel_verify.verify.stats import StatResult, mean_test
 from kernel_verify.verify.tolerance import reference_rounding
 
@@ -42,8 +43,11 @@ def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
 
 def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: float,
                             points: int = 3) -> float:
-    """The float64-accuracy statistic (module docstring)."""
-    rng = np.random.default_rng(seed)
+    """The float64-accuracy statistic (module docstring). Its points and directions are a
+    statistical sample (the level's false-alarm rate is measured over them by ``kernel-verify
+    calibrate``), drawn from the seed's stream ``"fourth_difference.points"`` — not from
+    ``default_rng(seed)``, the stream the target's own parameter draw uses."""
+    rng = seeded_rng(seed, "fourth_difference.points")
     ratios = []
     for _ in range(points):
         x = rng.standard_normal(d)
@@ -112,11 +116,13 @@ def gram_bound(fx: np.ndarray, ex: np.ndarray, fy: np.ndarray, ey: np.ndarray,
 
 
 def deterministic_excess(target: FeatureMapTarget, seed: int, d: int, scale: float) -> float:
-    """``max |φ(X)φ(Y)ᵀ − K| / bound`` under the 64-ulp feature assumption (> 1: rejected)."""
+    """``max |φ(X)φ(Y)ᵀ − K| / bound`` under the 64-ulp feature assumption (> 1: rejected), at
+    Gaussian ``X, Y`` (``scale·N(0, 1)``) of the seed's stream ``"deterministic_excess.points"``
+    (the calibration's sample; the property draws its inputs by Hypothesis)."""
     from kernel_verify.verify.references.kernels import gram_mp
     from kernel_verify.verify.references.mp import to_float
 
-    rng = np.random.default_rng(seed)
+    rng = seeded_rng(seed, "deterministic_excess.points")
     X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((3, d))
     F = target.features(np.concatenate([X, Y]), seed=seed)
     e = FEATURE_ULPS * U64 * np.abs(F)
@@ -151,17 +157,22 @@ IDENTITY_LEVEL = 1e-9
 
 
 def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
-                             shift: float = 2.0, level: float = IDENTITY_LEVEL) -> list[str]:
+                             shift: float = 2.0, level: float = IDENTITY_LEVEL,
+                             inputs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                             ) -> list[str]:
     """Every violated per-draw identity of the declared family (module constants), for one draw
-    (``seed``) at random ``x``, ``y`` (norms ≤ 1) and a common shift of norm ``shift``; empty
-    when all hold. ``level``: the relative level (the property uses :data:`IDENTITY_LEVEL`; the
-    calibration also runs tighter levels to measure the margin). Raises KeyError for a formula
-    without identities here."""
+    (``seed``) at ``x``, ``y`` (scaled to norms ≤ 1) and a common shift ``c`` (scaled to norm
+    ``shift``); empty when all hold. ``inputs``: the raw ``(x, y, c)`` (``c ≠ 0``; the property
+    draws them by Hypothesis), default Gaussian ones from the seed's stream
+    ``"family_identity.points"`` (the calibration's sample). ``level``: the relative level (the
+    property uses :data:`IDENTITY_LEVEL`; the calibration also runs tighter levels to measure
+    the margin). Raises KeyError for a formula without identities here."""
     formula = target.formula
     if formula not in FAMILY_IDENTITY_FORMULAS:
         raise KeyError(f"no per-draw identities for formula {formula!r}")
-    rng = np.random.default_rng(seed)
-    x, y, c = rng.standard_normal((3, d))
+    if inputs is None:
+        inputs = tuple(seeded_rng(seed, "family_identity.points").standard_normal((3, d)))
+    x, y, c = (np.array(a, dtype=np.float64) for a in inputs)
     x, y = x / max(1.0, np.linalg.norm(x)), y / max(1.0, np.linalg.norm(y))
     c *= shift / np.linalg.norm(c)
     pts = np.stack([x, y, x + c, y + c, x + y, np.zeros(d)])
