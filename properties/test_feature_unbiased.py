@@ -35,6 +35,14 @@ Biased maps: the mean matches ``mean_kernel``, and — where ``|mean_kernel − 
 test's threshold, computed before sampling) — the sample mean is more than ``t`` away from the
 target kernel, which fails only if the sample mean is ``t`` away from its true mean
 (probability ≤ α), so this check has the same known false-alarm rate.
+
+Biased maps without a declared mean kernel (SORF rows; the fixed-norm GERF and trigonometric
+maps): the mean equals the reference mean of the declared construction, the exact mean of one
+frequency row's estimate under the construction's row law (the enumerated SORF law; the
+uniform-sphere ₀F₁ moments), within its stated error ``e``; the same law gives a proven range of
+every estimate and the one-row variance bound ``V₁`` (verify/references/biased_means.py). The
+test: two one-sided Bernstein/Hoeffding tests at ``α/2`` against ``μ_ref ± e`` — false-alarm
+rate ≤ α from independent draws alone.
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from kernel_verify.properties.unbiased_checks import (
     Degenerate,
     bias_is_visible,
     check_mean,
+    check_reference_mean,
     kernel_value,
     unbiased_on_grid,
 )
@@ -121,15 +130,21 @@ NO_MEAN_KERNEL = feature_maps("biased", predicate=lambda t: t.mean_kernel is Non
                               none_reason="every biased feature map declares its mean kernel")
 
 
+@pytest.mark.statistical(assertions=1)
 @pytest.mark.parametrize("target", NO_MEAN_KERNEL)
-def test_biased_map_without_mean_kernel_is_reported_not_tested(target):
-    """A map claiming ``biased`` without a ``mean_kernel`` (SORF, the orthogonal fixed-norm GERF
-    and trigonometric maps) states no value its mean should have: no property checks its mean,
-    and this case records that verdict with its reason instead of dropping the map (it fails if
-    a map in this list does declare a mean kernel, i.e. the selection is wrong)."""
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=norms, ny=norms)
+def test_biased_mean_is_reference_mean(target, seed, d, m, nx, ny):
+    """A map claiming ``biased`` without a ``mean_kernel`` (SORF rows, the orthogonal fixed-norm
+    GERF and trigonometric maps): its mean equals the reference mean of its construction, the
+    exact mean of one row of the declared row law (verify/references/biased_means.py: the
+    enumerated SORF law, the uniform-sphere moments), within the reference's stated error.
+    Mean test with a derived false-alarm rate (``check_reference_mean``); it detects a target
+    whose rows do not follow the declared construction (another row law: Gaussian rows, a
+    missing or wrong √p scale, fewer HD stages) or whose formula differs, wherever the two means
+    differ by more than the threshold. "not tested" with the reason for a target without a
+    formula and construction covered there (black-box maps)."""
     if target is None:
         pytest.skip("no target")
-    assert target.has("biased") and target.mean_kernel is None, target.name
-    pytest.skip(f"not tested: {target.name} claims 'biased' but declares no mean_kernel, so its "
-                "mean has no reference value here (a reference mean for this construction, or a "
-                "declared mean_kernel, would add the check)")
+    x, y = random_pair(seed, d, nx, ny)
+    check_reference_mean(target, x, y, m, seed)

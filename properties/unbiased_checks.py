@@ -34,6 +34,11 @@ from kernel_verify.properties.checks.estimates import (  # shared with kernel-ve
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError
+from kernel_verify.verify.references.biased_means import (
+    estimate_range,
+    not_covered,
+    row_moments,
+)
 from kernel_verify.verify.references.kernels import kernel_mp
 from kernel_verify.verify.stats import hoeffding_threshold, mean_test
 
@@ -179,3 +184,50 @@ def bias_is_visible(target: FeatureMapTarget) -> None:
         f"kernel {kern:.6g} at ‖δ‖ = {dist:.3g}, although the declared mean kernel is "
         f"{mean:.6g} (|bias| ≥ 2t): the estimator is not biased as declared (seed 77)"
     )
+
+
+def reference_mean_reason(target: FeatureMapTarget) -> str | None:
+    """Why a biased map without a declared mean kernel gets no reference-mean test ("not
+    tested" with this reason), or None. A function of the target alone (its formula and
+    construction; every d the properties draw, 2…5, has a row law)."""
+    if not target.white_box:
+        return (f"not tested: {target.name} claims 'biased' without a mean_kernel and is "
+                "black-box: no formula and construction to compute a reference mean from")
+    why = not_covered(target.formula, target.matrix, 5)
+    if why is not None:
+        return (f"not tested: {target.name} claims 'biased' without a mean_kernel, and no "
+                f"reference mean exists for it: {why} (verify/references/biased_means.py)")
+    return None
+
+
+def check_reference_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int,
+                         seed: int, *, draws: int | None = None) -> None:
+    """``E φ(x)ᵀφ(y)`` equals the reference mean of the target's construction
+    (:func:`kernel_verify.verify.references.biased_means.row_moments`: the exact mean of one
+    frequency row of the declared law, within its stated error ``e``).
+
+    Test: the estimates of independent draws lie in the proven range ``[lo, hi]`` of that law
+    (:func:`~kernel_verify.verify.references.biased_means.estimate_range`, rounding included),
+    and two one-sided mean tests at level ``α/2`` each (Bernstein with the variance bound ``V₁``
+    of one row, or Hoeffding with the range, whichever is smaller) against ``μ_ref + e`` (upper
+    side) and ``μ_ref − e`` (lower side): since ``|μ − μ_ref| ≤ e``, a correct target is
+    rejected with probability ≤ α (Bernstein/Hoeffding need only independent draws with the
+    stated range and variance bound: no further assumption). A sample outside the range is a
+    rejection."""
+    reason = reference_mean_reason(target)
+    if reason is not None:
+        pytest.skip(reason)
+    m = feature_m(target, m)
+    mom = row_moments(target.formula, target.matrix, x, y, target.config)
+    bounds = estimate_range(mom, x.shape[-1], m)
+    samples = estimates(target, x, y, m, seed, draws or default_draws())
+    half = per_assertion() / 2
+    for side, claimed in (("greater", mom.mean + mom.mean_error),
+                          ("less", mom.mean - mom.mean_error)):
+        mean_test(samples, claimed, alpha=half, bounds=bounds, variance=mom.variance,
+                  alternative=side,
+                  label=(f"{target.name}: E φ(x)ᵀφ(y) = reference mean {mom.mean:.10g} "
+                         f"(± {mom.mean_error:.2g}; {mom.how})"),
+                  seed=seed,
+                  repro=f"estimates(target, x={x.tolist()}, y={y.tolist()}, m={m}, seed={seed})"
+                  ).check()

@@ -1,0 +1,145 @@
+"""The reference means of biased constructions (verify/references/biased_means.py).
+
+* the enumerated SORF row law is a probability law with ``E wwᵀ = I`` (isotropic rows, as every
+  row of ``√p·HD₁HD₂HD₃`` restricted to d columns), and its support is exactly the set of rows
+  that the construction draws (checked against many draws of ``draw_matrix("sorf")``);
+* the per-row estimates of the table equal the mpmath twin's ``φ(x)ᵀφ(y)`` for an explicit W
+  (the reference and the registry formula agree term by term);
+* the fixed-norm moments equal the declared fixed-norm kernels where those exist
+  (``gaussian_fixed_norm``, ``softmax_fixed_norm``): the ₀F₁ route is checked on the maps whose
+  mean is known independently;
+* power: a target whose construction differs from its claim (SORF rows scaled by ``√d`` instead
+  of ``√p``; Gaussian rows claimed as SORF) fails ``check_reference_mean`` at a fixed seed, and
+  the correct target passes there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from kernel_verify.impls.random_matrices import draw_matrix
+from kernel_verify.impls.registry import get
+from kernel_verify.verify.references.biased_means import (
+    FORMULAS,
+    _h,
+    _params,
+    estimate_range,
+    not_covered,
+    row_moments,
+    sorf_row_law,
+)
+from kernel_verify.verify.references.features import features_mp
+from kernel_verify.verify.references.kernels import kernel_mp
+from kernel_verify.verify.references.mp import to_float
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5])
+def test_sorf_law_is_isotropic_and_covers_the_draws(d):
+    rows, prob = sorf_row_law(d)
+    assert prob.sum() == 1.0 and (prob > 0).all()
+    np.testing.assert_allclose((rows.T * prob) @ rows, np.eye(d), atol=1e-15)
+    rng = np.random.default_rng(d)
+    for _ in range(50):
+        w = draw_matrix("sorf", rng, 8, d)  # float products of H/√p: within 1e-12 of exact
+        gap = np.abs(w[:, None, :] - rows[None, :, :]).max(axis=-1).min(axis=-1)
+        assert (gap <= 1e-12).all(), "a drawn SORF row is outside the law"
+
+
+@pytest.mark.parametrize("formula", sorted(FORMULAS - {"rff_phase"}))
+def test_per_row_estimate_matches_the_twin(formula):
+    entry = get(f"{formula}[iid]")
+    rng = np.random.default_rng(3)
+    d, m = 3, 5
+    x, y = rng.uniform(-1, 1, d), rng.uniform(-1, 1, d)
+    params = entry.draw(rng, d, m, entry.config)
+    phi = to_float(features_mp(entry, np.stack([x, y]), params, entry.config, dps=30))
+    w = params["W"]
+    c, a, kappa = _params(formula, entry.config, d)
+    h, _, _ = _h(formula, w @ x, w @ y, np.einsum("kd,kd->k", w, w), float(x @ x + y @ y) / 2,
+                 c, a, kappa)
+    assert h.mean() == pytest.approx(float(phi[0] @ phi[1]), rel=1e-12, abs=1e-14)
+
+
+def test_phase_estimate_averages_to_the_pairs_estimate():
+    """rff_phase: ``2cos(P+b)cos(Q+b)`` averaged over b ∈ {0, 2π/3, 4π/3} (exact for the degree-2
+    trigonometric polynomial in b) is ``cos(P − Q)``, the table's ``E_b h``."""
+    entry = get("rff_phase[iid]")
+    rng = np.random.default_rng(4)
+    x, y = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3)
+    params = entry.draw(rng, 3, 1, entry.config)
+    vals = []
+    for b in (0.0, 2 * np.pi / 3, 4 * np.pi / 3):
+        phi = entry.numpy_fn(np.stack([x, y]), {**params, "b": np.array([b])}, entry.config)
+        vals.append(float(phi[0] @ phi[1]))
+    w = params["W"][0]
+    assert np.mean(vals) == pytest.approx(np.cos(w @ x - w @ y), abs=1e-14)
+
+
+@pytest.mark.parametrize(("formula", "kernel"), [
+    ("rff_pairs", "gaussian_fixed_norm"), ("rff_phase", "gaussian_fixed_norm"),
+    ("softmax_positive", "softmax_fixed_norm"), ("softmax_hyperbolic", "softmax_fixed_norm")])
+@pytest.mark.parametrize("d", [2, 3, 5])
+def test_fixed_norm_moments_equal_declared_kernels(formula, kernel, d):
+    rng = np.random.default_rng(d)
+    x, y = rng.uniform(-0.8, 0.8, d), rng.uniform(-0.8, 0.8, d)
+    config = {"sigma": 1.0}
+    mom = row_moments(formula, "orthogonal_fixed_norm", x, y, config)
+    args = {"sigma": 1.0} if kernel == "gaussian_fixed_norm" else {}
+    want = float(kernel_mp(kernel, x, y, **args))
+    assert abs(mom.mean - want) <= mom.mean_error + 2**-53 * abs(want)
+    assert mom.lo <= mom.mean <= mom.hi and mom.variance >= 0
+
+
+def test_sorf_moments_match_monte_carlo_of_the_construction():
+    """Exact enumeration vs 4000 draws of the built-in SORF matrix (Hoeffding at 1e-6)."""
+    entry = get("softmax_positive[sorf]")
+    x, y = np.array([0.5, -0.3, 0.6]), np.array([0.4, 0.2, 0.7])
+    mom = row_moments("softmax_positive", "sorf", x, y, {})
+    rng = np.random.default_rng(5)
+    est = []
+    for _ in range(4000):
+        phi = entry.numpy_fn(np.stack([x, y]), entry.draw(rng, 3, 4, entry.config), entry.config)
+        est.append(float(phi[0] @ phi[1]))
+    lo, hi = estimate_range(mom, 3, 4)
+    assert lo <= min(est) and max(est) <= hi
+    t = (hi - lo) * np.sqrt(np.log(2 / 1e-6) / (2 * len(est)))
+    assert abs(np.mean(est) - mom.mean) <= t
+
+
+def test_coverage_reasons():
+    assert not_covered("softmax_positive", "iid", 3) is not None
+    assert not_covered("relu_features", "orthogonal_fixed_norm", 3) is not None
+    assert not_covered("gerf", "sorf", 9) is not None  # p = 16: not enumerated
+    assert not_covered("gerf", "sorf", 8) is None
+
+
+def _target(name):
+    from kernel_verify.properties.targets import feature_maps
+    return next(p.values[0] for p in feature_maps("biased",
+                                                  predicate=lambda t: t.name == name))
+
+
+def _scaled_sqrt_d(rng, d, m, config):
+    """SORF rows scaled by √d instead of √p (a plausible slip for d < p)."""
+    return {"W": draw_matrix("sorf", rng, m, d) * np.sqrt(d / 4)}
+
+
+def _gaussian(rng, d, m, config):
+    return {"W": rng.standard_normal((m, d))}
+
+
+@pytest.mark.parametrize(("name", "draw", "x", "y"), [
+    ("rff_pairs[sorf]", _scaled_sqrt_d, [1.2, 0.0, 0.0], [-1.2, 0.0, 0.0]),
+    ("softmax_positive[sorf]", _gaussian, [1.2, 0.0, 0.0], [1.2, 0.0, 0.0]),
+])
+def test_wrong_construction_fails_the_reference_mean(name, draw, x, y):
+    from kernel_verify.properties.unbiased_checks import check_reference_mean
+    target = _target(name)
+    x, y = np.array(x), np.array(y)
+    check_reference_mean(target, x, y, 4, 11)  # the correct construction passes here
+    wrong = replace(target, name=f"{name} (wrong draw)", draw=draw)
+    with pytest.raises(AssertionError, match="reference mean"):
+        check_reference_mean(wrong, x, y, 4, 11)

@@ -1,0 +1,305 @@
+"""Reference means of biased random-feature estimators that declare no mean kernel.
+
+SORF rows (every formula) and fixed-norm orthogonal rows (the formulas without a fixed-norm
+kernel in :mod:`kernel_verify.verify.references.kernels`) make the estimator ``φ(x)ᵀφ(y)``
+biased, and its mean has no closed form among the kernels. This module computes that mean, an
+upper bound on the variance of one estimate and a proven range of the estimate from the exact
+law of one frequency row, each with a stated error, for the mean test of
+``properties/test_feature_unbiased.py::test_biased_mean_is_reference_mean``.
+
+Why one row suffices
+--------------------
+For every formula here one draw's estimate is an average over the m frequency rows,
+``φ(x)ᵀφ(y) = (1/m)·Σᵢ h(wᵢ[, bᵢ]; x, y)`` (table below). Every row of both constructions has
+the same marginal law (below), so ``E φ(x)ᵀφ(y) = E h(w; x, y)`` for one row ``w`` of that law,
+for every m and whatever the dependence between the rows of a block. Every row lies in the
+support of that law, so every estimate lies in ``[inf h, sup h]`` over the support; and by
+Cauchy–Schwarz the variance of an average of m identically distributed terms is at most the
+variance ``V₁`` of one term (``Var(Σhᵢ/m) = Σᵢⱼ Cov(hᵢ, hⱼ)/m² ≤ (Σᵢ σ)²/m² = V₁``).
+
+Per-row estimates (``P = wᵀx/σ``, ``Q = wᵀy/σ``, ``S = ‖w‖²``, ``N = (‖x‖² + ‖y‖²)/2``;
+docs/math.md §1–§4, the mpmath twins of ``verify/references/features.py``; ``σ = 1`` where the
+formula has no bandwidth):
+
+==================  =================================================================
+rff_pairs           ``cos(P − Q)``
+rff_phase           ``2cos(P + b)cos(Q + b) = cos(P − Q) + cos(P + Q + 2b)``, ``b ~ U[0, 2π)``
+                    independent of W: ``E_b h = cos(P − Q)``, ``E_b h² = cos²(P − Q) + ½``,
+                    ``h ∈ [cos(P − Q) − 1, cos(P − Q) + 1]``
+softmax_trig        ``e^N·cos(P − Q)``
+softmax_positive    ``e^(−N)·exp(P + Q)``
+softmax_hyperbolic  ``e^(−N)·cosh(P + Q)``
+relu_features       ``relu(P)·relu(Q)``
+gerf                ``e^(−N + (d/2)·log(1 − 4A))·exp(B(P + Q) + 2A·S)``, ``B = √(1 − 4A)``
+==================  =================================================================
+
+Row laws
+--------
+* ``sorf``: row i of ``√p·(H D₁)(H D₂)(H D₃)``, first d columns (``H = H₊/√p``, ``H₊`` the
+  Sylvester ±1 Hadamard matrix of size ``p = 2^⌈log₂ d⌉``, ``Dⱼ`` independent Rademacher
+  diagonals; docs/math.md §3). ``eᵢᵀH₊D₁`` is a uniform random sign vector whatever ``i`` (``D₁``
+  flips each sign independently with probability ½), so every row has the law of
+  ``p⁻¹·(((s H₊) ∘ s₂) H₊ ∘ s₃)[:d]`` with ``s, s₂, s₃`` independent uniform sign vectors: a
+  discrete law on at most ``2^(2p+d)`` points, enumerated exactly by :func:`sorf_row_law` in
+  integer arithmetic (one exact division by ``p = 2^k`` at the end), for ``p ≤ 8``.
+* ``orthogonal_fixed_norm``: a row of a Haar-orthogonal block scaled by ``√d`` is uniform on the
+  sphere of radius ``√d`` (``S = d``). For a fixed ``s``, ``wᵀs`` then has the law of ``R·t``,
+  ``R = √d‖s‖``, ``t`` the first coordinate of a uniform unit vector, and
+  ``E exp(c·wᵀs) = ₀F₁(; d/2; c²R²/4)``, ``E cos(c·wᵀs) = ₀F₁(; d/2; −c²R²/4)`` (the Bessel
+  series, as ``gaussian_fixed_norm`` and ``softmax_fixed_norm``); ``E cosh = E exp`` (the law is
+  symmetric), ``cos² = (1 + cos 2z)/2`` and ``cosh² = (1 + cosh 2z)/2`` give the second moments.
+  The range: ``|wᵀs| ≤ R``. ``relu_features`` (two projections) is not covered here: it is
+  unbiased with fixed norms (homogeneous of degree 2).
+
+Errors
+------
+* Fixed-norm moments: computed in mpmath at 40 digits from the exact inputs (``mpmath.hyp0f1``,
+  exp, cos) and rounded once to float64: relative error ``≤ u`` (plus ``10⁻³⁸``), charged as
+  ``2u·|value|``. (The parameters ``c``, ``a``, ``κ`` are the float64 values a float64
+  implementation uses too: ``1/σ``, ``√(1 − 4A)``.)
+* SORF moments: each support point is exact; ``h`` at a point is evaluated in float64 from
+  arguments (``P``, ``Q``, ``S``, ``N`` and the formula's constant) that are sums of at most
+  ``2d + 8`` rounded terms whose absolute values add to at most ``A`` (:func:`_argument`), so
+  each argument is within ``γ_(2d+8)·A`` (Higham Lemma 3.1) and ``h`` within
+  ``G·(expm1(γ_(2d+8)·A) + γ_8)`` of its exact value, ``G ≥ |h|`` and ``≥`` the factor in front
+  of cos/cosh/exp (exp: relative ``expm1(|ε|)``; cos: absolute ``≤ |ε|`` times the factor;
+  ``γ_8`` for the elementary functions (≤ 2 ulps each) and the products). The weighted sum is
+  :func:`math.fsum` of products ``πₖ·hₖ`` (``πₖ`` exact dyadic), each rounded once: ``u`` per term
+  plus ``u`` for the correctly rounded sum. :func:`row_moments` returns the total as
+  ``mean_error``; the variance bound adds the second moment's error.
+
+A float64 implementation's computed estimate differs from the exact estimate of its draw by at
+most ``H·(expm1(γ_(2d+8)·A) + γ_(m+16))`` (``H`` the largest factor/|h| over the support: the
+same argument analysis, plus the sum over ``m`` rows and the ``1/√m`` scalings):
+:func:`estimate_range` widens the exact range by it.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mpmath
+import numpy as np
+
+from kernel_verify.verify.tolerance import EVALUATION_SLACK, gamma
+
+__all__ = ["CONSTRUCTIONS", "FORMULAS", "RowMoments", "estimate_range", "not_covered",
+           "row_moments", "sorf_row_law"]
+
+U = 2.0**-53
+#: Formulas whose estimate is an average of per-row terms (module docstring, table).
+FORMULAS = frozenset({"rff_pairs", "rff_phase", "softmax_trig", "softmax_positive",
+                      "softmax_hyperbolic", "relu_features", "gerf"})
+#: Constructions with a row law here.
+CONSTRUCTIONS = ("sorf", "orthogonal_fixed_norm")
+#: Largest padded size whose SORF law is enumerated (2^(2p+d) ≤ 2^24 points before merging).
+SORF_MAX_P = 8
+
+
+@dataclass(frozen=True)
+class RowMoments:
+    """Moments of one row's estimate ``h`` (module docstring), with their errors.
+
+    ``mean``: ``E h`` within ``mean_error``; ``variance``: an upper bound on ``Var h`` (errors
+    included); ``lo, hi``: every exact ``h`` on the support lies in ``[lo, hi]``; ``magnitude``
+    and ``argument``: ``H`` and ``A`` of the rounding analysis (:func:`estimate_range`)."""
+
+    mean: float
+    mean_error: float
+    variance: float
+    lo: float
+    hi: float
+    magnitude: float
+    argument: float
+    how: str
+
+
+def not_covered(formula: str | None, matrix: str | None, d: int) -> str | None:
+    """Why no reference mean exists for this (formula, construction, d), or None."""
+    if formula not in FORMULAS:
+        return (f"formula {formula!r} is not one whose estimate is a per-row average with a "
+                f"reference here ({', '.join(sorted(FORMULAS))})")
+    if matrix not in CONSTRUCTIONS:
+        return f"construction {matrix!r} has no row law here ({', '.join(CONSTRUCTIONS)})"
+    if matrix == "orthogonal_fixed_norm" and formula == "relu_features":
+        return "relu_features with fixed-norm rows depends on two projections (and is unbiased)"
+    if matrix == "sorf" and _padded(d) > SORF_MAX_P:
+        return f"SORF at d = {d} (p = {_padded(d)} > {SORF_MAX_P}): the law is not enumerated"
+    return None
+
+
+def _padded(d: int) -> int:
+    return 1 << max(0, (d - 1).bit_length())
+
+
+def _sylvester(p: int) -> np.ndarray:
+    h = np.ones((1, 1), dtype=np.int64)
+    while h.shape[0] < p:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def _merge(points: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    uniq, inv = np.unique(points, axis=0, return_inverse=True)
+    return uniq, np.bincount(inv.ravel(), weights=counts, minlength=len(uniq))
+
+
+@functools.lru_cache(maxsize=8)
+def sorf_row_law(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, probabilities)``: the exact law of one SORF row at dimension ``d`` (module
+    docstring): distinct support points ``(K, d)`` (exact dyadic values) and their
+    probabilities (exact: integer counts over ``2^(2p+d)``)."""
+    p = _padded(d)
+    if p > SORF_MAX_P:
+        raise ValueError(f"SORF law enumerated for p <= {SORF_MAX_P}, got d = {d} (p = {p})")
+    h = _sylvester(p)
+    signs = np.array(list(itertools.product((1, -1), repeat=p)), dtype=np.int64)
+    a1, c1 = _merge(signs @ h, np.ones(len(signs)))                   # s H₊
+    a2 = ((a1[:, None, :] * signs[None, :, :]) @ h)[..., :d].reshape(-1, d)  # ((sH₊)∘s₂)H₊
+    a2, c2 = _merge(a2, np.repeat(c1, len(signs)))
+    s3 = np.array(list(itertools.product((1, -1), repeat=d)), dtype=np.int64)
+    a3, c3 = _merge((a2[:, None, :] * s3[None, :, :]).reshape(-1, d), np.repeat(c2, len(s3)))
+    total = float(len(signs)) ** 2 * len(s3)
+    assert c3.sum() == total
+    return a3.astype(np.float64) / p, c3 / total
+
+
+def _params(formula: str, config: Mapping[str, Any], d: int) -> tuple[float, float, float]:
+    """``(c, a, κ)``: projection factor (``1/σ``, or ``B`` for GERF), the coefficient of ``S``
+    and the additive log-constant of the formula."""
+    if formula in ("rff_pairs", "rff_phase"):
+        sigma = float(config["sigma"])
+        if not sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {sigma}")
+        return 1.0 / sigma, 0.0, 0.0
+    if formula == "gerf":
+        a = float(config["A"])
+        if not a < 0.25:
+            raise ValueError(f"GERF needs A < 1/4, got {a}")
+        return math.sqrt(1 - 4 * a), 2 * a, d / 2 * math.log1p(-4 * a)
+    return 1.0, 0.0, 0.0
+
+
+def _argument(formula: str, c: float, a: float, kappa: float, s_max: float, x, y) -> float:
+    """``A``: a bound on the sum of the absolute values of every term in ``h``'s arguments
+    (``|wᵀx| ≤ √S‖x‖`` by Cauchy–Schwarz), at least 3 (so that ``expm1(γA) ≥ 3γ`` also covers
+    ``relu(P)relu(Q)``'s product rule ``|P|ε_Q + |Q|ε_P + ε_Pε_Q``)."""
+    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
+    big = c * math.sqrt(s_max) * (nx + ny) + abs(a) * s_max + (nx * nx + ny * ny) / 2 + abs(kappa)
+    return max(big, 3.0)
+
+
+def _h(formula: str, P, Q, S, N: float, c: float, a: float, kappa: float):
+    """``(E_b h, E_b h², G)`` per support point (rff_phase averaged over b; G ≥ |h| and the
+    factor in front of the elementary function)."""
+    if formula in ("rff_pairs", "rff_phase", "softmax_trig"):
+        pre = math.exp(N) if formula == "softmax_trig" else 1.0
+        cz = np.cos(c * (P - Q))
+        if formula == "rff_phase":
+            return cz, cz * cz + 0.5, np.full_like(cz, 2.0)
+        return pre * cz, (pre * cz) ** 2, np.full_like(cz, pre)
+    if formula == "relu_features":
+        v = np.maximum(P, 0.0) * np.maximum(Q, 0.0)
+        return v, v * v, np.maximum(np.abs(P) * np.abs(Q), 1.0)
+    if formula == "softmax_hyperbolic":
+        v = math.exp(-N) * np.cosh(P + Q)
+        return v, v * v, v
+    v = np.exp(c * (P + Q) + a * S + kappa - N)  # softmax_positive (c = 1, a = κ = 0), gerf
+    return v, v * v, v
+
+
+def _sorf_moments(formula, x, y, c, a, kappa) -> RowMoments:
+    d = x.shape[-1]
+    rows, prob = sorf_row_law(d)
+    P, Q = rows @ x, rows @ y
+    S = np.einsum("kd,kd->k", rows, rows)
+    N = float(x @ x + y @ y) / 2
+    h, h2, g = _h(formula, P, Q, S, N, c, a, kappa)
+    big_a = _argument(formula, c, a, kappa, float(S.max()), x, y)
+    rel = math.expm1(gamma(2 * d + 8, U) * big_a) + gamma(8, U)
+    err = g * rel                                   # |ĥ − h| per point
+    mean = math.fsum(prob * h)
+    mean_err = (float(prob @ err) + U * float(prob @ np.abs(h)) + U * abs(mean)) * EVALUATION_SLACK
+    second = math.fsum(prob * h2)
+    # |ĥ² − h²| ≤ 2|h|·err + err² per point (plus the phase term's exact ½ for rff_phase)
+    err2 = 2 * np.abs(h) * err + err * err
+    second_err = (float(prob @ err2) + U * float(prob @ np.abs(h2)) + U * second) * EVALUATION_SLACK
+    low_mean = max(abs(mean) - mean_err, 0.0)
+    var = max(second + second_err - low_mean * low_mean, 0.0) * EVALUATION_SLACK
+    if formula == "rff_phase":  # h = cos(P − Q) + cos(P + Q + 2b)
+        lo = max(float((h - err).min()) - 1.0, -2.0)
+        hi = min(float((h + err).max()) + 1.0, 2.0)
+    else:
+        lo, hi = float((h - err).min()), float((h + err).max())
+    return RowMoments(mean, mean_err, var, lo, hi, float(g.max()), big_a,
+                      f"exact SORF row law ({len(prob)} support points, p = {_padded(d)})")
+
+
+def _fixed_norm_moments(formula, x, y, c, a, kappa) -> RowMoments:
+    """Every quantity in mpmath at 40 digits from the exact inputs, rounded once at the end."""
+    d = x.shape[-1]
+    with mpmath.workdps(40):
+        xm, ym = [mpmath.mpf(float(v)) for v in x], [mpmath.mpf(float(v)) for v in y]
+        big_n = mpmath.fsum(v * v for v in xm + ym) / 2
+        trig = formula in ("rff_pairs", "rff_phase", "softmax_trig")
+        s = [u - v if trig else u + v for u, v in zip(xm, ym, strict=True)]
+        r2 = d * mpmath.fsum(v * v for v in s) * mpmath.mpf(c) ** 2   # (c·√d‖s‖)², c exact
+        r = mpmath.sqrt(r2)                                              # |c·wᵀs| ≤ r
+        sign = -1 if trig else 1
+        b = mpmath.mpf(d) / 2
+        e1, e2 = mpmath.hyp0f1(b, sign * r2 / 4), mpmath.hyp0f1(b, sign * r2)  # E f(z), E f(2z)
+        if trig:
+            pre = mpmath.exp(big_n) if formula == "softmax_trig" else mpmath.mpf(1)
+            mean, second = pre * e1, pre * pre * (1 + e2) / 2
+            lo_c = mpmath.cos(r) if r < mpmath.pi else mpmath.mpf(-1)
+            lo, hi, g = pre * lo_c, pre, pre
+            if formula == "rff_phase":
+                second += mpmath.mpf(1) / 2
+                lo, hi, g = max(lo_c - 1, mpmath.mpf(-2)), mpmath.mpf(2), mpmath.mpf(2)
+        elif formula == "softmax_hyperbolic":
+            pre = mpmath.exp(-big_n)
+            mean, second = pre * e1, pre * pre * (1 + e2) / 2
+            lo, hi = pre, pre * mpmath.cosh(r)
+            g = hi
+        else:  # softmax_positive, gerf: e^(κ − N + a·d)·exp(c·wᵀs); a, κ float64 constants
+            pre = mpmath.exp(mpmath.mpf(kappa) - big_n + mpmath.mpf(a) * d)
+            mean, second = pre * e1, pre * pre * e2
+            lo, hi = pre * mpmath.exp(-r), pre * mpmath.exp(r)
+            g = hi
+        var = second - mean * mean
+        vals = [float(v) for v in (mean, var, lo, hi, g)]
+    mean_f, var_f, lo_f, hi_f, g_f = vals
+    # each value rounded once from 40 digits: relative ≤ u (+ 1e-38); charged as 2u
+    mean_err = 2 * U * abs(mean_f)
+    var_f = max(var_f * (1 + 2 * U) + 2 * U * abs(var_f), 0.0)
+    big_a = _argument(formula, c, a, kappa, float(d), x, y)
+    return RowMoments(mean_f, mean_err, var_f, lo_f - 2 * U * abs(lo_f), hi_f + 2 * U * abs(hi_f),
+                      g_f, big_a, "uniform-sphere row law (₀F₁ moments, 40 digits)")
+
+
+def row_moments(formula: str, matrix: str, x: np.ndarray, y: np.ndarray,
+                config: Mapping[str, Any]) -> RowMoments:
+    """The moments of one row's estimate at ``(x, y)`` (module docstring); ``ValueError`` where
+    :func:`not_covered` gives a reason."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    reason = not_covered(formula, matrix, x.shape[-1])
+    if reason is not None:
+        raise ValueError(reason)
+    c, a, kappa = _params(formula, config, x.shape[-1])
+    if matrix == "sorf":
+        return _sorf_moments(formula, x, y, c, a, kappa)
+    return _fixed_norm_moments(formula, x, y, c, a, kappa)
+
+
+def estimate_range(mom: RowMoments, d: int, m: int) -> tuple[float, float]:
+    """A proven range of one float64-computed estimate with m rows: ``[lo, hi]`` widened by the
+    rounding of a float64 implementation, ``H·(expm1(γ_(2d+8)·A) + γ_(m+16))`` (module
+    docstring)."""
+    slack = mom.magnitude * (math.expm1(gamma(2 * d + 8, U) * mom.argument)
+                             + gamma(m + 16, U)) * EVALUATION_SLACK
+    return mom.lo - slack, mom.hi + slack
