@@ -94,6 +94,7 @@ from kernel_verify.properties.checks.estimates import (
     range_bound,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.properties.strategies import fixed_input, generator, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.test_feature_reference import inner_bound, twin_entry
 from kernel_verify.verify.compare import assert_close
@@ -122,7 +123,7 @@ def features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
 def raw_features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarray:
     """What the target returns, before the suite's float64 view (the dtype it chose)."""
     if target.white_box:
-        params = target.draw_params(np.random.default_rng(seed), x.shape[-1])
+        params = target.draw_params(generator(seed), x.shape[-1])  # the protocol's draw
         kw = {"positions": np.arange(x.shape[-2])} if target.has("positional") else {}
         if target.numpy_fn is None:  # a torch-only map: its own torch function, float64 in
             import torch
@@ -148,12 +149,12 @@ ALL = feature_maps(predicate=_not_positional)
 # ---------------------------------------------------------------------------- reproducibility
 @pytest.mark.parametrize("target", ALL)
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 5))
-def test_same_seed_gives_the_same_draw(target, seed, d):
+@given(seed=seeds, d=st.integers(1, 5), data=st.data())
+def test_same_seed_gives_the_same_draw(target, seed, d, data):
     """The protocol: the same seed means the same parameter draw."""
     if target is None:
         pytest.skip("no target")
-    x = np.random.default_rng(seed).standard_normal((3, d))
+    x = data.draw(points((3, d)), label="x")
     a, b = features(target, x, seed), features(target, x, seed)
     tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(a), np.abs(b))
     bad = ~(np.abs(a - b) <= tol)
@@ -168,7 +169,7 @@ def test_float64_input_gives_float64_output(target):
     """A float64 input must not come back narrower (dtype rule of the adapter protocol)."""
     if target is None:
         pytest.skip("no target")
-    x = np.random.default_rng(0).standard_normal((3, 3))
+    x = fixed_input("test_float64_input_gives_float64_output", (3, 3))
     out = raw_features(target, x, 0)
     assert np.issubdtype(out.dtype, np.floating) and np.finfo(out.dtype).bits >= 64, (
         f"{target.name}: float64 input gave {out.dtype} features (the protocol allows a wider "
@@ -179,12 +180,13 @@ def test_float64_input_gives_float64_output(target):
 @pytest.mark.parametrize("target", feature_maps("positive", predicate=_not_positional)
                          + feature_maps("nonnegative", predicate=_not_positional))
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 5), scale=st.sampled_from([0.1, 1.0, 3.0]))
-def test_claimed_sign_of_features(target, seed, d, scale):
+@given(seed=seeds, d=st.integers(1, 5), scale=st.sampled_from([0.1, 1.0, 3.0]),
+       data=st.data())
+def test_claimed_sign_of_features(target, seed, d, scale, data):
     """claim positive: every feature > 0; nonnegative: ≥ 0 (a violation is a counterexample)."""
     if target is None:
         pytest.skip("no target")
-    x = scale * np.random.default_rng(seed).standard_normal((6, d))
+    x = data.draw(points((6, d), scale), label="x")
     f = features(target, x, seed)
     strict = target.has("positive")
     bad = ~(f > 0) if strict else ~(f >= 0)
@@ -205,7 +207,7 @@ def derived_feature_bounds(target: FeatureMapTarget, X: np.ndarray, F: np.ndarra
     """``(e, how)``: per-feature error bounds of a correct implementation (module docstring)."""
     twin = twin_entry(target)
     if twin is not None:
-        params = twin.draw(np.random.default_rng(0), X.shape[-1], target.m, twin.config)
+        params = twin.draw(generator(0, "params"), X.shape[-1], target.m, twin.config)
         if not params:  # no parameters: the twin's bound applies to any correct implementation
             try:
                 e = feature_error_bound(twin, X, params, None, U64, 1.0)
@@ -222,14 +224,15 @@ def derived_feature_bounds(target: FeatureMapTarget, X: np.ndarray, F: np.ndarra
 
 @pytest.mark.parametrize("target", DETERMINISTIC_BLACK)
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([1e-3, 0.3, 1.0, 2.5]))
-def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale):
+@given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([1e-3, 0.3, 1.0, 2.5]),
+       data=st.data())
+def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data):
     """φ(x)ᵀφ(y) = k(x, y) for a deterministic map seen through ``sample_fn`` (any seed), and
     two seeds give the same features."""
     if target is None:
         pytest.skip("no target")
-    rng = np.random.default_rng(seed)
-    X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((3, d))
+    X = data.draw(points((3, d), scale), label="X")
+    Y = data.draw(points((3, d), scale), label="Y")
     F = features(target, np.concatenate([X, Y]), seed)
     G = features(target, np.concatenate([X, Y]), seed + 1)
     tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(F), np.abs(G))
@@ -245,7 +248,7 @@ def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale):
     assert_close(fx @ fy.T, ref, bound, inputs={"X": X, "Y": Y},
                  label=f"{target.name} (black-box): φ(x)ᵀφ(y) = {target.kernel}(x, y)",
                  how=f"{how}; propagated through the inner product + γ_D + u₆₄|ref|",
-                 repro=f"seed={seed}, d={d}, scale={scale}")
+                 repro=f"seed={seed}, X={X.tolist()}, Y={Y.tolist()}")
 
 
 # ------------------------------------------------------------------------- float64 accuracy
@@ -284,14 +287,17 @@ def undeclared(t: FeatureMapTarget) -> bool:
                  "variance or proven range): feature_unbiased runs the derived-bound tests")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(2, 5), nx=st.sampled_from([0.2, 0.5, 0.8]),
-       ny=st.sampled_from([0.2, 0.5, 0.8]))
-def test_unbiased_without_declared_family(target, seed, d, nx, ny):
-    """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption)."""
+       ny=st.sampled_from([0.2, 0.5, 0.8]), data=st.data())
+def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
+    """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption).
+    The points x, y (directions drawn by Hypothesis, norms nx, ny) are inputs; the estimates
+    are the seed's independent parameter draws (the Monte Carlo sample)."""
     if target is None:
         pytest.skip("no target")
     from kernel_verify.verify.references.kernels import kernel_mp
 
-    x, y = random_pair(seed, d, nx, ny)
+    x = nx * data.draw(unit_vectors(d), label="x/‖x‖")
+    y = ny * data.draw(unit_vectors(d), label="y/‖y‖")
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()
@@ -307,15 +313,21 @@ def _with_family_identities(t: FeatureMapTarget) -> bool:
     none_reason=(f"no target declares one of the formulas {sorted(FAMILY_IDENTITY_FORMULAS)} "
                  "(declare formula= to add the per-draw identities of its family)")))
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 8), shift=st.sampled_from([0.5, 2.0, 5.0]))
-def test_declared_family_identities_hold_for_every_draw(target, seed, d, shift):
+@given(seed=seeds, d=st.integers(1, 8), shift=st.sampled_from([0.5, 2.0, 5.0]),
+       data=st.data())
+def test_declared_family_identities_hold_for_every_draw(target, seed, d, shift, data):
     """Per-draw identities of the declared formula (module docstring): pair norm, stationarity,
-    the softmax norm factor, log-affine exponential features."""
+    the softmax norm factor, log-affine exponential features. x, y (scaled to norms ≤ 1) and the
+    shift's direction are drawn by Hypothesis."""
     if target is None:
         pytest.skip("no target")
-    bad = family_identity_failures(target, seed, d, shift)
+    x = data.draw(points((d,)), label="x")
+    y = data.draw(points((d,)), label="y")
+    c = data.draw(unit_vectors(d), label="c/‖c‖")
+    bad = family_identity_failures(target, seed, d, shift, inputs=(x, y, c))
     assert not bad, (
-        f"{target.name} (declared formula {target.formula!r}, seed {seed}, d {d}): "
+        f"{target.name} (declared formula {target.formula!r}, seed {seed}, d {d}, "
+        f"x={x.tolist()}, y={y.tolist()}, c/‖c‖={c.tolist()}): "
         + "; ".join(bad) + f" [level {IDENTITY_LEVEL:g} relative: ASSUMPTION that a correct "
         "float64 map meets these identities to 1e-9]")
 
@@ -386,7 +398,9 @@ def test_random_features_are_distinct(target, seed, d):
     a map with a single feature has nothing to compare and is skipped as such."""
     if target is None:
         pytest.skip("no target")
-    X = np.random.default_rng(seed).standard_normal((64, d))
+    # generic points (the claim holds almost surely, not at every input: Hypothesis' zeros and
+    # equal rows make features coincide legitimately), a sample of the seed's own stream
+    X = generator(seed, "generic_inputs").standard_normal((64, d))
     F = features(target, X, seed)
     if F.shape[1] < 2:
         pytest.skip(f"{target.name} returns {F.shape[1]} feature: nothing to compare")
