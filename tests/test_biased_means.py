@@ -132,7 +132,9 @@ def _gaussian(rng, d, m, config):
 
 
 @pytest.mark.parametrize(("name", "draw", "x", "y"), [
-    ("rff_pairs[sorf]", _scaled_sqrt_d, [1.2, 0.0, 0.0], [-1.2, 0.0, 0.0]),
+    # ‖x − y‖ = 4 along (1, 1, 0)/√2: reference mean 0.905, √d-scaled rows 0.593, threshold
+    # 0.032 at α = 1e-12 (Bernstein, 500 draws): fails at any α of the budget
+    ("rff_pairs[sorf]", _scaled_sqrt_d, [2**0.5, 2**0.5, 0.0], [-(2**0.5), -(2**0.5), 0.0]),
     ("softmax_positive[sorf]", _gaussian, [1.2, 0.0, 0.0], [1.2, 0.0, 0.0]),
 ])
 def test_wrong_construction_fails_the_reference_mean(name, draw, x, y):
