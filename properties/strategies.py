@@ -161,3 +161,9 @@ def fixed_input(stream: str, shape, scale: float = 1.0) -> np.ndarray:
     target (gradient identities of black-box attention: each example is a full forward and
     backward pass): there is no Hypothesis example to shrink."""
     return scale * generator(0, stream).standard_normal(shape)
+
+
+def point_pair(d: int, nx: float, ny: float) -> st.SearchStrategy:
+    """``(x, y)`` in R^d with ``‖x‖ = nx``, ``‖y‖ = ny``: two :func:`unit_vectors` scaled — the
+    points of ``checks.estimates.random_pair`` (seeded Gaussian directions) drawn by value."""
+    return st.tuples(unit_vectors(d), unit_vectors(d)).map(lambda uv: (nx * uv[0], ny * uv[1]))

@@ -38,7 +38,6 @@ m/2 distinct rows behind m outputs) or 0.5× (more rows than it says) is detecte
 from __future__ import annotations
 
 import mpmath
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -53,7 +52,7 @@ from kernel_verify.properties.checks.estimates import (
     range_bound,
     row_construction,
 )
-from kernel_verify.properties.checks.estimates import random_pair as points
+from kernel_verify.properties.strategies import point_pair, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import kernel_value
 from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
@@ -82,10 +81,10 @@ def leq(a, b, what: str, scale=0) -> None:
 
 # ----------------------------------------------------------------------- exact inequalities
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 6), m=st.integers(1, 8),
-       nx=st.floats(0.05, 1.5), ny=st.floats(0.05, 1.5))
-def test_hyperbolic_variance_is_half_one_minus_exp_of_positive(seed, d, m, nx, ny):
-    x, y = points(seed, d, nx, ny)
+@given(d=st.integers(1, 6), m=st.integers(1, 8),
+       nx=st.floats(0.05, 1.5), ny=st.floats(0.05, 1.5), data=st.data())
+def test_hyperbolic_variance_is_half_one_minus_exp_of_positive(d, m, nx, ny, data):
+    x, y = data.draw(point_pair(d, nx, ny), label="x, y")
     with mpmath.workdps(30):
         s2 = sum(v * v for v in to_mp(x) + to_mp(y))
         for method in ("closed", "quadrature"):
@@ -96,16 +95,16 @@ def test_hyperbolic_variance_is_half_one_minus_exp_of_positive(seed, d, m, nx, n
             scale = pos.variance + pos.mean**2
             assert abs(hyp.variance - ratio * pos.variance) <= SLACK * scale, (
                 f"{method}: Var(SM⁺ₕ) = {hyp.variance} ≠ ½(1 − e^(−‖s‖²))·Var(SM⁺) = "
-                f"{ratio * pos.variance} (seed {seed})")
+                f"{ratio * pos.variance} (x={x.tolist()}, y={y.tolist()})")
             leq(hyp.variance, pos.variance, "Var(SM⁺ₕ) ≤ Var(SM⁺)", pos.mean**2)
 
 
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 6), m=st.integers(1, 6),
+@given(d=st.integers(2, 6), m=st.integers(1, 6), data=st.data(),
        nx=st.floats(0.05, 1.2), ny=st.floats(0.05, 1.2))
-def test_orthogonal_positive_features_satisfy_performer_theorem_2(seed, d, m, nx, ny):
+def test_orthogonal_positive_features_satisfy_performer_theorem_2(d, m, nx, ny, data):
     m = min(m, d)  # the theorem is for one block, m ≤ d
-    x, y = points(seed, d, nx, ny)
+    x, y = data.draw(point_pair(d, nx, ny), label="x, y")
     iid = exact_moments("softmax_positive", x, y, {}, m, matrix="iid")
     orf = exact_moments("softmax_positive", x, y, {}, m, matrix="orthogonal")
     with mpmath.workdps(30):
@@ -113,17 +112,15 @@ def test_orthogonal_positive_features_satisfy_performer_theorem_2(seed, d, m, nx
         sm = mpmath.exp(sum(a * b for a, b in zip(xm, ym, strict=True)))
         lam = mpmath.exp(-(sum(a * a for a in xm) + sum(b * b for b in ym)) / 2)
         gain = (1 - mpmath.mpf(1) / m) * mpmath.mpf(2) / (d + 2) * (sm - lam) ** 2
-        leq(orf.variance, iid.variance - gain, f"Performer Thm 2 (d={d}, m={m}, seed={seed})",
-            sm**2)
+        leq(orf.variance, iid.variance - gain,
+            f"Performer Thm 2 (m={m}, x={x.tolist()}, y={y.tolist()})", sm**2)
 
 
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(3, 8), blocks=st.integers(1, 2), z=st.floats(0.05, 2.0))
-def test_orthogonal_rff_has_lower_variance_than_iid(seed, d, blocks, z):
-    rng = np.random.default_rng(seed)
-    delta = rng.standard_normal(d)
-    delta *= z / np.linalg.norm(delta)
-    x = rng.standard_normal(d)
+@given(d=st.integers(3, 8), blocks=st.integers(1, 2), z=st.floats(0.05, 2.0), data=st.data())
+def test_orthogonal_rff_has_lower_variance_than_iid(d, blocks, z, data):
+    delta = z * data.draw(unit_vectors(d), label="δ/‖δ‖")
+    x = data.draw(points((d,)), label="x")
     y = x - delta
     m = blocks * d
     iid = exact_moments("rff_pairs", x, y, {"sigma": 1.0}, m, matrix="iid")
@@ -133,10 +130,10 @@ def test_orthogonal_rff_has_lower_variance_than_iid(seed, d, blocks, z):
 
 
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 6), m=st.integers(1, 16), sigma=st.floats(0.3, 3.0),
+@given(d=st.integers(1, 6), m=st.integers(1, 16), sigma=st.floats(0.3, 3.0), data=st.data(),
        nx=st.floats(0.0, 3.0), ny=st.floats(0.0, 3.0))
-def test_rff_pairs_beat_random_phase_at_equal_output_size(seed, d, m, sigma, nx, ny):
-    x, y = points(seed, d, max(nx, 1e-3), max(ny, 1e-3))
+def test_rff_pairs_beat_random_phase_at_equal_output_size(d, m, sigma, nx, ny, data):
+    x, y = data.draw(point_pair(d, max(nx, 1e-3), max(ny, 1e-3)), label="x, y")
     cfg = {"sigma": sigma}
     pairs = exact_moments("rff_pairs", x, y, cfg, m)  # 2m outputs
     phase = exact_moments("rff_phase", x, y, cfg, 2 * m)  # 2m outputs
@@ -152,9 +149,9 @@ def test_rff_pairs_beat_random_phase_at_equal_output_size(seed, d, m, sigma, nx,
 
 
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 6), nx=st.floats(0.05, 1.5), ny=st.floats(0.05, 1.5))
-def test_gerf_at_optimal_a_beats_positive_features(seed, d, nx, ny):
-    x, y = points(seed, d, nx, ny)
+@given(d=st.integers(1, 6), nx=st.floats(0.05, 1.5), ny=st.floats(0.05, 1.5), data=st.data())
+def test_gerf_at_optimal_a_beats_positive_features(d, nx, ny, data):
+    x, y = data.draw(point_pair(d, nx, ny), label="x, y")
     with mpmath.workdps(30):
         xm, ym = to_mp(x), to_mp(y)
         a_star = optimal_gerf_a_mp(xm, ym)
@@ -173,15 +170,16 @@ BOUNDED_WITH_VARIANCE = feature_maps("unbiased", "bounded")
 @pytest.mark.statistical(assertions=1)
 @pytest.mark.parametrize("target", BOUNDED_WITH_VARIANCE)
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 6), z=st.floats(0.5, 2.0))
-def test_sample_variance_matches_exact_variance(target, seed, d, m, z):
-    """Measured variance of φ(x)ᵀφ(y) over independent draws = the exact (iid or ORF) one."""
+@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 6), z=st.floats(0.5, 2.0),
+       data=st.data())
+def test_sample_variance_matches_exact_variance(target, seed, d, m, z, data):
+    """Measured variance of φ(x)ᵀφ(y) over independent draws = the exact (iid or ORF) one.
+    x and the direction of x − y are drawn by Hypothesis; the estimates are the seed's
+    independent parameter draws."""
     if target is None:
         pytest.skip("no target")
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(d)
-    delta = rng.standard_normal(d)
-    y = x - z * delta / np.linalg.norm(delta)
+    x = data.draw(points((d,)), label="x")
+    y = x - z * data.draw(unit_vectors(d), label="(x − y)/‖x − y‖")
     m = feature_m(target, min(m, d) if target.has("orthogonal") else m)
     var = exact_variance(target, x, y, m)
     if var is None:
@@ -210,8 +208,9 @@ def _iid_with_formula(t) -> bool:
 @pytest.mark.statistical(assertions=1)
 @pytest.mark.parametrize("target", feature_maps("unbiased", predicate=_iid_with_formula))
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=SMALL_NORMS, ny=SMALL_NORMS)
-def test_iid_variance_matches_exact_variance_by_fourth_moment(target, seed, d, m, nx, ny):
+@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=SMALL_NORMS, ny=SMALL_NORMS,
+       data=st.data())
+def test_iid_variance_matches_exact_variance_by_fourth_moment(target, seed, d, m, nx, ny, data):
     """Var φ(x)ᵀφ(y) = the exact iid variance: median of means on ``(X − μ)²`` with the exact
     fourth central moment (module docstring). The only variance test of unbounded estimators
     (positive, hyperbolic, trigonometric, GERF, relu); for bounded ones (RFF) it complements the
@@ -219,7 +218,7 @@ def test_iid_variance_matches_exact_variance_by_fourth_moment(target, seed, d, m
     not what the map says."""
     if target is None:
         pytest.skip("no target")
-    x, y = points(seed, d, nx, ny)
+    x, y = data.draw(point_pair(d, nx, ny), label="x, y")
     m = feature_m(target, m)
     moments = exact_fourth_moment(target, x, y, m)
     if moments is None:
