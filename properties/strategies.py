@@ -130,7 +130,8 @@ _magnitude = st.floats(OFF_ZERO, 2.0, allow_nan=False, allow_infinity=False,
 _off_zero = st.tuples(st.booleans(), _magnitude).map(lambda sm: -sm[1] if sm[0] else sm[1])
 
 
-def points(shape, scale: float = 1.0, off_zero: bool = False) -> st.SearchStrategy:
+def points(shape, scale: float = 1.0, off_zero: bool = False,
+           no_tiny: bool = False) -> st.SearchStrategy:
     """A float64 array of ``shape`` drawn value by value: each entry is its own Hypothesis
     choice in ``[−2, 2]`` (finite, float32-representable, no subnormals — the entries of
     :func:`qkv_sets`), times ``scale``; so a failing example shrinks entry by entry.
@@ -140,8 +141,11 @@ def points(shape, scale: float = 1.0, off_zero: bool = False) -> st.SearchStrate
     Hypothesis also tries the edges (0, ±2, equal entries) a seeded Gaussian almost never gives.
     Entries are drawn densely (``fill=st.nothing()``: no shared fill value), as independent
     Gaussian entries were. ``off_zero``: every ``|entry| ≥ 2⁻¹⁰·scale`` (:data:`OFF_ZERO`; inputs
-    off the kinks at 0 of piecewise maps)."""
-    elements = _off_zero if off_zero else _unit
+    off the kinks at 0 of piecewise maps). ``no_tiny``: every entry is 0 or ``|entry| ≥
+    2⁻¹⁰·scale``: for checks whose derived bounds model rounding without underflow (no absolute
+    term), where an entry of 1e-19 makes a float32 result subnormal (Hypothesis found
+    ``∇ₓ φ(x)ᵀφ(y) = 1.25e-40`` off by 62× its relative bound for the ``square`` map)."""
+    elements = _off_zero if off_zero else (st.just(0.0) | _off_zero) if no_tiny else _unit
     arrays = hnp.arrays(np.float64, shape, elements=elements, fill=st.nothing())
     return arrays if scale == 1.0 else arrays.map(lambda a: a * scale)
 
@@ -167,3 +171,19 @@ def point_pair(d: int, nx: float, ny: float) -> st.SearchStrategy:
     """``(x, y)`` in R^d with ``‖x‖ = nx``, ``‖y‖ = ny``: two :func:`unit_vectors` scaled — the
     points of ``checks.estimates.random_pair`` (seeded Gaussian directions) drawn by value."""
     return st.tuples(unit_vectors(d), unit_vectors(d)).map(lambda uv: (nx * uv[0], ny * uv[1]))
+
+
+class ValueDraws:
+    """A stand-in for the ``numpy.random.Generator`` a shared check draws an *input* from (the
+    upstream gradient ``G`` of ``gradient_checks.feature_vjp_check``, drawn once φ's shape is
+    known): ``standard_normal(size)`` is a :func:`points` draw from Hypothesis' ``data`` (entries
+    in ``[−2, 2]``, labelled ``label``; ``points_kw`` go to :func:`points`), so that input shrinks
+    in its values too. Only
+    ``standard_normal`` is provided: any other use of the generator fails loudly."""
+
+    def __init__(self, data, label: str, **points_kw) -> None:
+        self._data, self._label, self._kw = data, label, points_kw
+
+    def standard_normal(self, size=None) -> np.ndarray:
+        shape = () if size is None else tuple(np.atleast_1d(size).tolist())
+        return self._data.draw(points(shape, **self._kw), label=self._label)

@@ -84,6 +84,7 @@ from kernel_verify.properties.gradient_checks import half_cast as _half_cast
 from kernel_verify.properties.gradient_checks import map_budget as _map_budget
 from kernel_verify.properties.gradient_checks import tensor as _tensor
 from kernel_verify.properties.gradient_checks import twin as _twin
+from kernel_verify.properties.strategies import ValueDraws, generator, points
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.gradient_bounds import (
@@ -172,8 +173,8 @@ WHITE = feature_maps("differentiable", white_box=True, predicate=_one_per_formul
 @pytest.mark.parametrize("log", [False, True], ids=["phi", "logphi"])
 @settings(max_examples=FEW)
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([0.05, 0.5, 1.0, 2.0]))
-def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d, m, scale):
+       scale=st.sampled_from([0.05, 0.5, 1.0, 2.0]), data=st.data())
+def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d, m, scale, data):
     """``∂/∂x Σ G⊙φ(x)`` by autograd equals ``Σ_f G_f ∂φ_f/∂x`` (exact) within the derived
     backward bound (module docstring)."""
     if log and (target is None or not target.has("log_features")):
@@ -181,8 +182,8 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
     _need_torch_fn(target, backend, log)
     entry = _need_rule(target)
     params = _draw(target, seed, d, m)
-    rng = np.random.default_rng(seed + 1)
-    x = scale * rng.standard_normal((n, d))
+    x = data.draw(points((n, d), scale, off_zero=True), label="x")
+    rng = ValueDraws(data, "G", no_tiny=True)  # the upstream gradient G, drawn value by value
     x_r = _seen(_tensor(x, backend, dtype))
     assume(np.all(np.abs(x_r) > 1e-6 * scale))  # off the kinks (x = 0) of piecewise maps
     try:
@@ -199,7 +200,7 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
         label=f"{target.name}: ∂(G·{'log φ' if log else 'φ'})/∂x on {backend} {dtype}",
         how="feature_vjp_bound (u of the compute dtype, worst elementary ulps) + u₆₄|ref| "
             "(+ cast to a half type)",
-        repro=f"seed={seed}, n={n}, d={d}, m={m}, scale={scale}, log={log}",
+        repro=f"seed={seed} (parameters), log={log}; x and G: the Hypothesis draws",
     )
 
 
@@ -207,22 +208,22 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
 @pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float64", "float32")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([0.1, 0.7, 1.5]))
-def test_kernel_estimate_gradient_matches_exact(target, backend, dtype, seed, d, m, scale):
+       scale=st.sampled_from([0.1, 0.7, 1.5]), data=st.data())
+def test_kernel_estimate_gradient_matches_exact(target, backend, dtype, seed, d, m, scale, data):
     """``∇ₓ φ(x)ᵀφ(y)`` by autograd equals ``J(x)ᵀφ(y)`` (exact) within the derived bound with
     the upstream ``φ̂(y)`` carrying its forward error."""
     _need_torch_fn(target, backend)
     entry = _need_rule(target)
     params = _draw(target, seed, d, m)
-    rng = np.random.default_rng(seed + 2)
-    x, y = scale * rng.standard_normal((2, d)), scale * rng.standard_normal((2, d))
+    x = data.draw(points((2, d), scale, off_zero=True), label="x")
+    y = data.draw(points((2, d), scale, no_tiny=True), label="y")
     assume(np.all(np.abs(_seen(_tensor(x, backend, dtype))) > 1e-6 * scale))
     chk = kernel_gradient_check(target, entry, backend, dtype, x, y, params)
     assert_close(
         chk.got, chk.ref, chk.bound, inputs=chk.inputs,
         label=f"{target.name}: ∇ₓ φ(x)ᵀφ(y) on {backend} {dtype}",
         how="feature_vjp_bound with upstream φ̂(y) (forward bound of φ(y) as its error)",
-        repro=f"seed={seed}, d={d}, m={m}, scale={scale}",
+        repro=f"seed={seed} (parameters), x={x.tolist()}, y={y.tolist()}",
     )
 
 
@@ -305,9 +306,10 @@ def test_feature_attention_gradients_match_exact(target, backend, dtype, data):
                   label="d")
     m = data.draw(st.integers(2, 6), label="m")
     scale = data.draw(st.sampled_from([0.3, 1.0, 2.0]), label="scale")
-    rng = np.random.default_rng(seed + 3)
-    q, k = scale * rng.standard_normal((n, d)), scale * rng.standard_normal((n, d))
-    v, g = rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
+    q = data.draw(points((n, d), scale, no_tiny=True), label="q")
+    k = data.draw(points((n, d), scale, no_tiny=True), label="k")
+    v = data.draw(points((n, 2), no_tiny=True), label="v")
+    g = data.draw(points((n, 2), no_tiny=True), label="G")
     _feature_attention_check(target, q, k, v, g, _draw(target, seed, d, m), backend, dtype,
                              causal)
 
@@ -321,7 +323,7 @@ def test_attention_gradients_finite_along_scale_sweep(target, backend, dtype, no
     prescale)."""
     _need_torch_fn(target, backend, log=True)
     d, n = (16, 4) if target.attention_prescale else (4, 4)
-    rng = np.random.default_rng(int(norm * 100))
+    rng = generator(0, f"attention_gradients_finite_along_scale_sweep.norm={norm}")
     s = d**0.25 if target.attention_prescale else 1.0
     q, k = rng.standard_normal((n, d)), rng.standard_normal((n, d))
     q *= norm * s / np.linalg.norm(q, axis=-1, keepdims=True)
@@ -336,16 +338,17 @@ def test_attention_gradients_finite_along_scale_sweep(target, backend, dtype, no
 @pytest.mark.kv_builtin_only
 @pytest.mark.parametrize(("backend", "dtype"), _torch_backends(ALL_DTYPES))
 @settings(max_examples=FEW)
-@given(seed=seeds, causal=st.booleans(), n=st.integers(1, 5), d=st.integers(1, 6),
-       scale=st.sampled_from([0.3, 1.0, 3.0]))
-def test_softmax_attention_gradients_match_exact(backend, dtype, seed, causal, n, d, scale):
+@given(causal=st.booleans(), n=st.integers(1, 5), d=st.integers(1, 6),
+       scale=st.sampled_from([0.3, 1.0, 3.0]), data=st.data())
+def test_softmax_attention_gradients_match_exact(backend, dtype, causal, n, d, scale, data):
     """The built-in torch softmax attention: ∂L/∂(q, k, v) equal the exact gradients within
     ``attention_grad_bound`` with the weight error of ``softmax_weight_error``."""
     from kernel_verify.impls.torch.attention import softmax_attention
 
-    rng = np.random.default_rng(seed)
-    q, k = scale * rng.standard_normal((n, d)), scale * rng.standard_normal((n, d))
-    v, g = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+    q = data.draw(points((n, d), scale, no_tiny=True), label="q")
+    k = data.draw(points((n, d), scale, no_tiny=True), label="k")
+    v = data.draw(points((n, 3), no_tiny=True), label="v")
+    g = data.draw(points((n, 3), no_tiny=True), label="G")
     qt, kt, vt = (_tensor(a, backend, dtype, grad=True) for a in (q, k, v))
     gt = _tensor(g, backend, dtype)
     q_r, k_r, v_r, g_r = (_seen(t) for t in (qt, kt, vt, gt))
@@ -366,7 +369,7 @@ def test_softmax_attention_gradients_match_exact(backend, dtype, seed, causal, n
             to_numpy(g_hat), ref, _half_cast(bound, ref, dtype, backend), inputs={"q": q_r},
             label=f"softmax attention ∂L/∂{name} (causal={causal}) on {backend} {dtype}",
             how="attention_grad_bound with softmax_weight_error + u₆₄|ref| (+ half cast)",
-            repro=f"seed={seed}, causal={causal}, n={n}, d={d}, scale={scale}",
+            repro=f"causal={causal}, q, k, v, G: the Hypothesis draws",
         )
 
 
@@ -401,7 +404,7 @@ def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int 
     ``(4·D(h/2) − D(h))/3`` of ``D(h) = vᵀ(f(x + hu) − f(x − hu))/2h`` and ``(vᵀJ)u`` differ by
     at most ``‖v‖₁·100·u^(2/3)·F`` plus ``100·u^(2/3)`` relative (module docstring)."""
     step, tol = _fd_step_and_tol(dtype)
-    rng = np.random.default_rng(seed)
+    rng = generator(seed, "fd_check.directions")  # random probes of the check, not inputs
     base = [a.detach() for a in inputs]
     with torch.no_grad():
         out0 = fn(*base)
@@ -446,7 +449,7 @@ def _map_fn(target, seed: int, d: int, m: int = 4):
 
 
 def _map_input(seed: int, d: int, dtype=torch.float64):
-    x = np.random.default_rng(seed).standard_normal((3, d)) * 0.8
+    x = generator(seed, "map_input").standard_normal((3, d)) * 0.8
     return torch.tensor(x, dtype=dtype, requires_grad=True)
 
 
@@ -481,7 +484,7 @@ def _fwd_rev(fn, inputs: tuple, seed: int):
     """``(vᵀ(Ju), (vᵀJ)u, |v|ᵀ|J||u|)`` for random ``u, v``; skip without forward mode."""
     import torch.autograd.forward_ad as fwad
 
-    rng = np.random.default_rng(seed)
+    rng = generator(seed, "fwd_rev.directions")  # random probes of the check, not inputs
     us = [torch.tensor(rng.standard_normal(tuple(a.shape)), dtype=a.dtype) for a in inputs]
     try:
         with fwad.dual_level():
@@ -528,7 +531,7 @@ def test_feature_map_backward_is_deterministic(target):
         pytest.skip("no target")
     fn = _map_fn(target, 18, 3)
     x = _map_input(19, 3)
-    g = torch.tensor(np.random.default_rng(20).standard_normal(tuple(fn(x).shape)))
+    g = torch.tensor(generator(20, "upstream_gradient").standard_normal(tuple(fn(x).shape)))
     first = _vjp((fn(x) * g).sum(), [x])[0]
     second = _vjp((fn(x) * g).sum(), [x])[0]
     assert torch.equal(first, second), f"{target.name}: two backward passes differ"
@@ -567,7 +570,10 @@ def _attn_fn(target, causal: bool, seed: int = 0):
 
 
 def _qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: int = 4, d: int = 4):
-    rng = np.random.default_rng(seed)
+    """Fixed Gaussian ``q, k (b, h, n, d)``, ``v (b, h, n, 3)`` of the example-based attention
+    tests (one full forward and backward pass per target and check: no Hypothesis examples),
+    from the seed's named stream."""
+    rng = generator(seed, "qkv")
     arrays = [rng.standard_normal((b, h, n, d)) for _ in range(2)]
     arrays.append(rng.standard_normal((b, h, n, 3)))
     return [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
@@ -678,7 +684,7 @@ def test_attention_backward_is_deterministic(target):
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
         q, k, v = _qkv(26, dtype)
-        g = torch.tensor(np.random.default_rng(27).standard_normal((2, 2, 4, 3)),
+        g = torch.tensor(generator(27, "upstream_gradient").standard_normal((2, 2, 4, 3)),
                          dtype=getattr(torch, dtype))
         first = _vjp((fn(q, k, v) * g).sum(), (q, k, v))
         second = _vjp((fn(q, k, v) * g).sum(), (q, k, v))
@@ -710,7 +716,7 @@ def test_low_precision_gradients_near_float64(target, dtype):
         fn = _attn_fn(target, causal)
         lo = _qkv(28, dtype, b=1, h=2, n=4, d=4)
         hi = [a.detach().double().requires_grad_(True) for a in lo]  # the same rounded values
-        g = torch.tensor(np.random.default_rng(29).standard_normal((1, 2, 4, 3)))
+        g = torch.tensor(generator(29, "upstream_gradient").standard_normal((1, 2, 4, 3)))
         g_lo = g.to(getattr(torch, dtype))
         g = g_lo.double()
         got = _vjp((fn(*lo) * g_lo).sum(), lo)
