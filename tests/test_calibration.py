@@ -202,3 +202,26 @@ def test_a_failing_statistical_check_prints_its_seed() -> None:
     assert not result.ok
     with pytest.raises(AssertionError, match="seed: 424242"):
         result.check()
+
+
+def test_a_partial_run_replaces_only_its_sections(tmp_path, monkeypatch, capsys) -> None:
+    """``--part P`` rewrites the section of P and keeps every other part's section (with its own
+    stamp) and the total over all sections."""
+    monkeypatch.setenv("KV_REPORTS", str(tmp_path))
+    kept = calibration.section("matrices", "`old run` at commit abc",
+                               [calibration.ladder_row("fixed: old", "t", "none", 100,
+                                                       {0.2: 0, 0.1: 0})])
+    (tmp_path / "calibration.md").write_text(
+        calibration.merge_report("", {"matrices": kept, "gradients": "## Part `gradients`\n\nold"},
+                                 2995), encoding="utf-8")
+    monkeypatch.setattr(calibration, "units",
+                        lambda parts: [Unit("gradients", "never-rejects", _never_rejects)])
+    got = calibration.run_calibration(argparse.Namespace(seeds=100, parts=["gradients"], jobs=1))
+    text = (tmp_path / "calibration.md").read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert got == 0
+    assert kept in text and "`old run` at commit abc" in text
+    assert text.count("## Part `gradients`") == 1 and "\nold\n" not in text
+    assert "fixed: never rejects" in text and "--part gradients` at commit " in text
+    assert "**2/2 ok** over the parts matrices, gradients" in text
+    assert text.index("## Part `matrices`") < text.index("## Part `gradients`")
