@@ -105,9 +105,18 @@ class CheckResult:
                         (("crash", "crashed"), ("known", "known"), ("stale", "stale"),
                          ("not credited", "not credited (could not fail for this target)"))
                         if c[k])
-        return (f"{c['pass']} passed, {c['fail']} failed{extra}, {c['skip']} skipped — "
+        line = (f"{c['pass']} passed, {c['fail']} failed{extra}, {c['skip']} skipped — "
                 f"properties that exercised your target ({self.seconds:.0f} s; profile "
                 f"{self.profile})")
+        reduced = sum(bool(v.reduced) for v in self.verdicts)
+        if reduced:
+            from kernel_verify.properties.profiles import CI_CASE_SECONDS, MIN_EXAMPLES
+
+            line += (f"\n{reduced} verdict(s) from a reduced search ([reduced: n of N examples]):"
+                     f" a target declaring call_seconds gets at most max({MIN_EXAMPLES}, "
+                     f"⌊{CI_CASE_SECONDS:g} s / call_seconds⌋) Hypothesis examples per property "
+                     "in the ci profiles; every property still runs on it")
+        return line
 
     def table(self, *, show_passed: bool = True) -> str:
         return verdict_table(self.verdicts, show_passed=show_passed)
@@ -121,6 +130,8 @@ class CheckResult:
         rows = []
         for v in self.verdicts:
             detail = html.escape(v.evidence.splitlines()[0] if v.evidence else "")
+            if v.reduced:
+                detail += html.escape(f" [reduced: {v.reduced}]")
             rows.append(
                 f"<tr><td><code>{html.escape(v.family)}::{html.escape(v.prop)}</code></td>"
                 f"<td>{html.escape(v.target)}</td><td style='color:{colour[v.outcome]}'>"
@@ -228,9 +239,11 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
         if shrink_seconds is not None:
             os.environ["KV_SHRINK_SECONDS"] = str(shrink_seconds)
         args = [*target_property_files(), "-c", str(ini), "--rootdir", str(SUITE_DIR),
-                "-p", "no:cacheprovider", "-p", "no:xdist", "-q"]
-        if "kernel_verify.properties.results" not in sys.modules:
-            args += ["-p", "kernel_verify.properties.results"]
+                "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                # every run registers the results plugin in its own fresh plugin manager (a
+                # second in-process run in one process recorded nothing when this depended on
+                # whether an earlier run had imported the module)
+                "-p", "kernel_verify.properties.results"]
         if keyword:
             args += ["-k", keyword]
         start = time.monotonic()

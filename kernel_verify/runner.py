@@ -6,7 +6,8 @@ as the properties import it and a crashing adapter cannot take the command down.
 files are those that take their targets from :mod:`kernel_verify.properties.targets`
 (:func:`target_property_files`); files testing built-in code only are left out. Per-test
 outcomes come back as JSON records (:mod:`kernel_verify.properties.results`) and are folded into
-a verdict per (property, target):
+a verdict per (property, target) (with ``reduced`` when its cases ran fewer Hypothesis examples
+because the target declares ``call_seconds``, :mod:`kernel_verify.properties.profiles`):
 ``fail`` if any example/parametrisation failed (or errored), ``crash`` if a test worker died
 while running it (a crash, not a failed property), ``pass`` if some passed and none failed,
 ``skip`` (with the reason) if every one was skipped, ``known`` if it fails as the target
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import kernel_verify.properties as _suite
@@ -67,6 +68,7 @@ class Outcome:
     notes: tuple[str, ...] = ()
     repro: str = ""
     uncredited: tuple[str, ...] = ()  # why a passed case could not fail for this target
+    reduced: tuple[str, ...] = ()  # fewer examples than the property's own (call_seconds)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class Verdict:
     evidence: str = ""
     repro: str = ""
     notes: tuple[str, ...] = ()
+    reduced: str = ""  # the search was cut for cost: "n of N examples (call_seconds=…)"
 
 
 @dataclass
@@ -127,7 +130,7 @@ def load_results(path: Path, *, target_only: bool = False) -> list[Outcome]:
             continue
         o = Outcome(r["family"], r["prop"], r["target"], outcome, r["message"].strip(),
                     r.get("backend", ""), tuple(r.get("notes", ())), r.get("repro", ""),
-                    uncredited)
+                    uncredited, tuple(dict.fromkeys(r.get("reduced", ()))))
         old = worst.get(r["nodeid"])
         if old is None or rank[o.outcome] > rank[old.outcome]:
             worst[r["nodeid"]] = o
@@ -191,6 +194,8 @@ def fold(outcomes: list[Outcome]) -> list[Verdict]:
     verdicts = []
     for (family, prop, target), items in sorted(groups.items()):
         notes = tuple(dict.fromkeys(n for o in items for n in o.notes))
+        reduced = "; ".join(dict.fromkeys(r for o in items for r in o.reduced))
+        start = len(verdicts)
         crashed = [o for o in items if o.outcome == "crash"]
         bad = [o for o in items if o.outcome in ("failed", "error")]
         if bad:
@@ -226,6 +231,8 @@ def fold(outcomes: list[Outcome]) -> list[Verdict]:
                                     "; ".join(reasons), uncredited[0].repro, notes))
         else:
             verdicts.append(Verdict(family, prop, target, "skip", _skip_reason(items[0].message)))
+        if reduced:
+            verdicts[start:] = [replace(v, reduced=reduced) for v in verdicts[start:]]
     return verdicts
 
 
@@ -302,6 +309,8 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
         detail = ""
         if v.outcome in ("skip", "known", "stale", "not credited"):
             detail = f"  ({v.evidence.splitlines()[0] if v.evidence else ''})"
+        if v.reduced:
+            detail += f"  [reduced: {v.reduced}]"
         lines.append(f"{label}  {v.target.ljust(w_target)}  {v.outcome.upper()}{detail}")
         if v.outcome in ("fail", "crash"):
             lines.extend(f"{'':{w_prop}}    | {ln}" for ln in v.evidence.splitlines())

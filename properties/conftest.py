@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 
+import pytest
 import torch
 from hypothesis import Phase, settings
 
 from kernel_verify.properties import alpha, profiles
 from kernel_verify.properties.backends import header_lines
-from kernel_verify.properties.known import apply_known_failures
+from kernel_verify.properties.known import apply_known_failures, known_reason, target_of
 
 PROFILE = profiles.load()
 
@@ -25,7 +26,8 @@ def _examples(item) -> int:
     fn = getattr(item, "obj", None)
     if not getattr(fn, "is_hypothesis_test", False):
         return 1
-    own = getattr(fn, "_hypothesis_internal_use_settings", None)
+    own = getattr(item, "_kv_settings", None) or getattr(
+        fn, "_hypothesis_internal_use_settings", None)
     return (own or settings.default).max_examples
 
 
@@ -44,13 +46,56 @@ def _without_shrinking(item) -> None:
             own, phases=[p for p in own.phases if p in STATISTICAL_PHASES])
 
 
+def _case_settings(item) -> None:
+    """Settings of this one case (target × parametrisation), where they differ from the
+    function's: fewer examples for a target declaring ``call_seconds`` in the ci profiles
+    (:func:`~kernel_verify.properties.profiles.examples_for_cost`, recorded on the case as
+    ``kv_reduced``), no shrinking for a declared known failure. Stored as ``item._kv_settings``
+    and put in place around the call (:func:`pytest_runtest_call`): the function object is
+    shared by every case of the property."""
+    fn = getattr(item, "obj", None)
+    if not getattr(fn, "is_hypothesis_test", False):
+        return
+    own = getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default
+    new = own
+    target = target_of(item)
+    cost = getattr(target, "call_seconds", None)
+    n = profiles.examples_for_cost(cost, own.max_examples)
+    if n < own.max_examples:
+        new = settings(new, max_examples=n)
+        item.user_properties.append(
+            ("kv_reduced", profiles.reduction_note(cost, n, own.max_examples)))
+    if known_reason(item) is not None and Phase.shrink in new.phases:
+        new = settings(new, phases=[p for p in new.phases if p in profiles.KNOWN_PHASES])
+    if new is not own:
+        item._kv_settings = new
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    fn = getattr(item, "obj", None)
+    case = getattr(item, "_kv_settings", None)
+    if case is None or fn is None:
+        yield
+        return
+    saved = fn._hypothesis_internal_use_settings
+    fn._hypothesis_internal_use_settings = case
+    try:
+        yield
+    finally:
+        fn._hypothesis_internal_use_settings = saved
+
+
 def pytest_collection_modifyitems(session, config, items) -> None:
+    for item in items:
+        if item.get_closest_marker("statistical") is not None:
+            _without_shrinking(item)
     total = 0
     for item in items:
+        _case_settings(item)
         marker = item.get_closest_marker("statistical")
         if marker is not None:
             total += int(marker.kwargs.get("assertions", 1)) * _examples(item)
-            _without_shrinking(item)
     alpha.set_assertion_count(total)
     config._kv_alpha_assertions = total
     apply_known_failures(items)

@@ -26,7 +26,8 @@ KNOWN_PREFIX = "known defect: "
 XPASS_STRICT = "[XPASS(strict)]"
 
 
-def _target_of(item) -> object | None:
+def target_of(item) -> object | None:
+    """The target a collected case is parametrised with, or None."""
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
@@ -38,7 +39,7 @@ def _target_of(item) -> object | None:
 
 def known_reason(item) -> str | None:
     """The declared reason when ``item`` is a case of a property its target is known to fail."""
-    target = _target_of(item)
+    target = target_of(item)
     if target is None:
         return None
     known: Mapping[str, str] = target.known_failures

@@ -7,6 +7,18 @@ default is ``ci``):
 * ``mutants``: ``ci`` without shrinking (``kernel-verify mutants`` only needs to know *whether*
   a property fails, and shrinking a failure re-runs the property many times).
 
+**Slow targets in ``ci``** (issue #20: a library's check within 60 s on a 2-core machine). A target
+may declare ``call_seconds``, the wall time of one call at the suite's sizes (an
+:class:`~kernel_verify.properties.protocol.AttentionTarget` field). In the ``ci`` family of
+profiles (``ci``, ``mutants``) every Hypothesis property case of such a target runs at most
+:func:`examples_for_cost` examples: ``max(MIN_EXAMPLES, ⌊CI_CASE_SECONDS / call_seconds⌋)``,
+never more than the property's own count. Every property still runs on every such target; the
+search is smaller, each verdict says so (``reduced``: ``n of N examples`` and the declared cost),
+and the α budget counts the examples actually run, so statistical levels are unchanged. In every
+profile, a target's declared known failure is not shrunk (:data:`KNOWN_PHASES`): the verdict
+*known* needs only that it still fails; shrinking one re-ran a slow library's call for up to
+``KV_SHRINK_SECONDS`` per case and changed nothing but the example shown.
+
 :func:`load` registers them and loads the selected one; the property suite's and the unit
 tests' ``conftest.py`` both call it.
 """
@@ -21,6 +33,17 @@ PROFILES = ("dev", "ci", "nightly", "mutants")
 #: ``ci`` phases: no ``explain`` (it re-runs a failing example with every part varied, seconds
 #: per failure on a real library's attention, to print which parts did not matter).
 CI_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+#: Phases of a case of a declared known failure (any profile): no shrinking.
+KNOWN_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+#: Profiles that honour a target's ``call_seconds``.
+COST_PROFILES = ("ci", "mutants")
+#: ``ci``: the seconds of calls a Hypothesis example of a target declaring ``call_seconds`` is
+#: worth: such a target's property case runs ⌊CI_CASE_SECONDS / call_seconds⌋ examples (at least
+#: :data:`MIN_EXAMPLES`). Chosen for issue #20 (a library's check within 60 s on 2 cores).
+CI_CASE_SECONDS = 0.5
+#: Never fewer examples per property case: Hypothesis runs the simplest input first (all zeros,
+#: the smallest shape), so 3 examples are that one and two drawn at random.
+MIN_EXAMPLES = 3
 
 
 def selected() -> str:
@@ -83,6 +106,22 @@ def load() -> str:
         settings.load_profile(f"{name}-capped")
     limit_shrinking()
     return name
+
+
+def examples_for_cost(call_seconds: float | None, examples: int,
+                      profile: str | None = None) -> int:
+    """How many Hypothesis examples a property case with ``examples`` of its own runs for a
+    target declaring ``call_seconds`` in ``profile`` (default: the selected one): unchanged
+    outside :data:`COST_PROFILES` or without a declaration, else
+    ``min(examples, max(MIN_EXAMPLES, ⌊CI_CASE_SECONDS / call_seconds⌋))``."""
+    if call_seconds is None or (profile or selected()) not in COST_PROFILES:
+        return examples
+    return min(examples, max(MIN_EXAMPLES, int(CI_CASE_SECONDS / call_seconds)))
+
+
+def reduction_note(call_seconds: float, ran: int, own: int) -> str:
+    """The verdict's ``reduced`` text for a case cut from ``own`` to ``ran`` examples."""
+    return f"{ran} of {own} examples (call_seconds={call_seconds:g})"
 
 
 def max_examples_cap() -> int | None:

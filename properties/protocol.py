@@ -405,7 +405,14 @@ class AttentionTarget:
     ``features(x, seed) -> φ(x)`` (float64 NumPy ``(B, H, T, m)`` for ``x (B, H, T, d)`` in
     BHTD, the exact features behind the outputs, after any pre-scale) and
     ``state_sums(state) -> (S, z)`` (float64 NumPy ``S = Σ_j φ(k_j) v_jᵀ (B, H, m, d_v)`` and
-    ``z = Σ_j φ(k_j) (B, H, m)``, or None for a target without a normaliser state)."""
+    ``z = Σ_j φ(k_j) (B, H, m)``, or None for a target without a normaliser state).
+
+    **Cost** (issue #20): ``call_seconds``, the wall time of one ``attention`` call at the suite's
+    sizes (batch and heads ≤ 3, T ≤ 12, d ≤ 6) on a CPU core, for a target whose every call is
+    slow (Triton's interpreter, a layer with 256 landmarks). The ``ci`` profiles then run fewer
+    Hypothesis examples of each of its properties (never none;
+    :func:`kernel_verify.properties.profiles.examples_for_cost`) and every verdict obtained so
+    says how many (``reduced``). None (the default): calls are fast."""
 
     name: str
     attention: Callable[..., Any]
@@ -423,6 +430,7 @@ class AttentionTarget:
     chunk_sizes: tuple[int, ...] | None = None
     features: Callable[[np.ndarray, int], np.ndarray] | None = None
     state_sums: Callable[[tuple], tuple[np.ndarray, np.ndarray | None]] | None = None
+    call_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
@@ -441,6 +449,11 @@ class AttentionTarget:
             raise TypeError(f"target {self.name!r}: self_attention_only must be a bool, got "
                             f"{type(self.self_attention_only).__name__}")
         _validate_forms(self)
+        if self.call_seconds is not None and (
+                isinstance(self.call_seconds, bool)
+                or not isinstance(self.call_seconds, int | float) or not self.call_seconds > 0):
+            raise TypeError(f"target {self.name!r}: call_seconds must be a positive number of "
+                            f"seconds or None, got {self.call_seconds!r}")
 
     def has(self, claim: str) -> bool:
         return claim in self.claims

@@ -14,7 +14,10 @@ checks the suite's own code, not the target), ``notes`` (``record_property("kv_n
 input-policy observations), ``uncredited`` (``record_property("kv_uncredited", reason)``: the
 test passed but could not fail for this target in this case, e.g. an input-policy property for a
 target that does not claim ``validates_input``; the verdict is then ``not credited`` with the
-reason, never ``pass``), ``crashed`` (a pytest-xdist worker died while running it: a crash,
+reason, never ``pass``), ``reduced`` (``kv_reduced``: the case ran fewer Hypothesis examples
+than the property's own count because its target declares ``call_seconds``,
+:mod:`kernel_verify.properties.profiles`), ``crashed`` (a pytest-xdist worker died while
+running it: a crash,
 not a failed property), ``known`` (``"known"``: a declared known failure that still fails;
 ``"stale"``: one that passed, :mod:`kernel_verify.properties.known`) and ``repro``: one shell
 command that re-runs exactly this case (target,
@@ -131,6 +134,7 @@ def pytest_runtest_logreport(report) -> None:
     props = dict(pairs)
     notes = [str(v) for k, v in pairs if k == "kv_note"]
     uncredited = [str(v) for k, v in pairs if k == "kv_uncredited"]
+    reduced = [str(v) for k, v in pairs if k == "kv_reduced"]
     module = report.nodeid.split("::", 1)[0]
     family = Path(module).stem.removeprefix("test_")
     if report.skipped and isinstance(report.longrepr, tuple):
@@ -165,6 +169,7 @@ def pytest_runtest_logreport(report) -> None:
         "message": message,
         "notes": notes,
         "uncredited": uncredited,
+        "reduced": reduced,
         "repro": repro,
         "seconds": report.duration,
     }

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import time
@@ -40,9 +39,6 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "fast_transformers": (),
 }
 COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
-#: Libraries whose every call is slow (fla: Triton's interpreter, ~0.5 s a call): at most this
-#: many Hypothesis examples per property (``KV_MAX_EXAMPLES``; the page says so).
-MAX_EXAMPLES: dict[str, int] = {"fla": 5}
 
 
 def code_fingerprint(key: str) -> str:
@@ -156,6 +152,17 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
     lines += [f"Property suite: {counts['pass']} passed, {counts['fail']} failed{extra}, "
               f"{counts['skip']} skipped in {run.seconds:.0f} s; independent measurements: "
               f"{seconds.get('confirm', 0.0):.0f} s.", ""]
+    reduced = [v for v in verdicts if v.reduced]
+    if reduced:
+        from kernel_verify.properties.profiles import CI_CASE_SECONDS, MIN_EXAMPLES
+
+        slow = sorted({v.target for v in reduced})
+        lines += [f"Reduced search: {len(reduced)} verdicts come from fewer Hypothesis examples "
+                  f"than the property's own count, on the targets that declare the cost of a "
+                  f"call (`call_seconds`): {', '.join(slow)}. The `{profile}` profile gives "
+                  f"such a target at most max({MIN_EXAMPLES}, ⌊{CI_CASE_SECONDS:g} s / "
+                  "call_seconds⌋) examples per property; every property still runs on it, and "
+                  "the table's note says `reduced: n of N examples`.", ""]
     if run.crashed:
         lines += ["**The suite did not run**:", "", "```", run.output_tail, "```", ""]
     lines += ["## What it does right", "", notes.RIGHT[key] or "(see the verdicts)", ""]
@@ -201,6 +208,8 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
     for v in verdicts:
         note = _cell(v.evidence.splitlines()[0]) if v.evidence else ""
         note = f"{tagged(v).strip()} {note}".strip()
+        if v.reduced:
+            note = f"{note} [reduced: {v.reduced}]".strip()
         lines.append(f"| `{v.family}::{v.prop}` | {v.target or '—'} | {v.outcome} | {note} |")
     return "\n".join(lines) + "\n"
 
@@ -236,18 +245,9 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
         else:
             provenance = {"commit": git_commit(), "fingerprint": code_fingerprint(key),
                           "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
-            cap = MAX_EXAMPLES.get(key)
-            saved_cap = os.environ.get("KV_MAX_EXAMPLES")
-            if cap is not None:
-                os.environ["KV_MAX_EXAMPLES"] = str(cap)
-                provenance["max_examples"] = str(cap)
-            try:
-                run = run_suite(_spec(key), profile=profile, jobs=jobs)
-            finally:
-                if saved_cap is None:
-                    os.environ.pop("KV_MAX_EXAMPLES", None)
-                else:
-                    os.environ["KV_MAX_EXAMPLES"] = saved_cap
+            # Slow targets declare call_seconds (fla's kernels, NystromAttention's padded
+            # layer): the profile cuts their examples per property and each verdict says so.
+            run = run_suite(_spec(key), profile=profile, jobs=jobs)
             start = time.monotonic()
             for name in (*(f.confirm for f in notes.FINDINGS[key]),
                          *notes.MEASURED.get(key, ())):

@@ -247,7 +247,14 @@ REBASED_EPS = (
     "— with V ≡ 1 it is below 1, and 0 where q ⊥ every visible key")
 REBASED_KNOWN = {"test_partition_of_unity": REBASED_EPS,
                  "test_outputs_are_convex_combinations_of_visible_values": REBASED_EPS}
-_ATTN_KW: dict[str, Any] = {"backends": ("torch",), "dtypes": ("float32",), "layout": "BTHD"}
+#: Seconds of one kernel call under the interpreter at the suite's largest sizes (B = H = 3,
+#: T = 12, d = 6): measured 0.04–0.10 s of CPU per call (the six kernels, 2-core machine; B = H
+#: = 1 costs a fifth of it: one program per batch element and head). Declared as the target's
+#: ``call_seconds``, so the ci profile runs fewer Hypothesis examples of each property on these
+#: kernels (kernel_verify.properties.profiles.examples_for_cost) and each verdict says so.
+CALL_SECONDS = 0.1
+_ATTN_KW: dict[str, Any] = {"backends": ("torch",), "dtypes": ("float32",), "layout": "BTHD",
+                            "call_seconds": CALL_SECONDS}
 
 
 def _linear_attn_target(kernel: str) -> AttentionTarget:
