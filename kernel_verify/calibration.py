@@ -35,8 +35,10 @@ does not match the bound it cites.
   probability ≤ ``P0`` = 0.1; ``P0`` is the number the binomial threshold is computed from, so
   the row at level P0 *is* its operating level. Run on every built-in attention claiming
   ``approximates_softmax``, on every backend × dtype it accepts here and in every mode it claims;
-* the float64-accuracy noise level, the 64-ulp feature assumption of the deterministic identity
-  and the per-draw family identities (``IDENTITY_LEVEL``): a deterministic threshold whose
+* the float64-accuracy noise level, the 64-ulp feature assumption of the deterministic identity,
+  the per-draw family identities (``IDENTITY_LEVEL``) and the fifth-derivative assumption of the
+  gradients' float64 finite differences (per map, ``calibration_gradients.fd_rows``): a
+  deterministic threshold whose
   false-alarm rate per example is stated as :data:`ASSUMPTION_LEVEL` = 1e-3 and measured with
   at least :func:`trials_to_certify` (1e-3) = 2995 trials, with the *margin* (the largest
   statistic seen over the threshold, or the rate at a 1000× tighter level);
@@ -590,9 +592,15 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
         out += [Unit("blackbox", name, blackbox_rows) for name in CONTROLS]
         out.append(Unit("blackbox", "rff_pairs[orthogonal]", orthogonal_rows))
     if "gradients" in parts:
-        from kernel_verify.calibration_gradients import GRADIENT_TARGET, gradient_rows
+        from kernel_verify.calibration_gradients import (
+            GRADIENT_TARGET,
+            fd_rows,
+            fd_targets,
+            gradient_rows,
+        )
 
         out.append(Unit("gradients", GRADIENT_TARGET, gradient_rows))
+        out += [Unit("gradients", name, fd_rows) for name in fd_targets()]
     return out
 
 

@@ -21,6 +21,8 @@ trial costs ~1 ms per draw (37 draws at 0.01).
 
 from __future__ import annotations
 
+import numpy as np
+
 #: The calibrated map (the one built-in map the property runs on).
 GRADIENT_TARGET = "softmax_positive[iid]"
 CHECK = "gradients: median-of-means test of E ∇ₓ φ(x)ᵀφ(y) = ∇ₓ k(x, y)"
@@ -57,3 +59,55 @@ def gradient_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
         for a in levels:
             counts[a] += not unbiased_gradient_test(trial, a).ok
     return [cal.ladder_row(CHECK, name, WHERE, trials, counts)]
+
+
+# --------------------------------------------------------------------------- finite differences
+FD_CHECK = ("gradients: float64 finite differences within 100·u^(2/3)·F "
+            "(fifth-derivative assumption)")
+
+
+def fd_targets() -> list[str]:
+    """The maps ``test_gradcheck_float64_feature_map`` runs on in the shipped suite: built-in
+    feature maps claiming ``differentiable``, one per formula (the iid or matrix-free variant;
+    variants differing only in their frequency matrix share one backward)."""
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.protocol import FeatureMapTarget
+
+    return [t.name for t in builtin_targets() if isinstance(t, FeatureMapTarget)
+            and t.has("differentiable") and t.matrix in (None, "iid")]
+
+
+def fd_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
+    """The stated assumption of the gradcheck property on one map, measured at its stated level
+    (``ASSUMPTION_LEVEL`` = 1e-3 per example, ``assumption_trials`` examples): each trial draws
+    the map's parameters (d = 3, m = 4) and a 3 × 3 input (``0.8·N(0, 1)``) from fresh seeds, as
+    the property draws them from its fixed seeds, and runs
+    :func:`~kernel_verify.properties.gradient_checks.directional_differences` (3 directions) on
+    torch CPU float64; a trial rejects when any direction exceeds its tolerance. Margin: the
+    largest ``|numeric − analytic| / allowed`` seen."""
+    import torch
+
+    from kernel_verify import calibration as cal
+    from kernel_verify.impls.torch.convert import to_torch
+    from kernel_verify.properties.gradient_checks import directional_differences, draw
+
+    target = cal._builtin(name)
+    kw = {"positions": np.arange(3)} if target.has("positional") else {}
+    rejections, worst = 0, 0.0
+    for i in range(assumption_trials):
+        p_seed = cal._seed(entropy, "gradients_fd", name, i, "params")
+        x_seed = cal._seed(entropy, "gradients_fd", name, i, "input")
+        params = to_torch(draw(target, p_seed, 3, 4), device="cpu", dtype=torch.float64)
+
+        def fn(x, params=params):
+            return target.torch_fn(x, params, target.config, **kw)
+
+        x = torch.tensor(np.random.default_rng(x_seed).standard_normal((3, 3)) * 0.8,
+                         dtype=torch.float64)
+        ratio = max(r.ratio for r in directional_differences(fn, (x,), "float64", x_seed))
+        rejections += not ratio <= 1
+        worst = max(worst, ratio)
+    return [cal.Row(FD_CHECK, name, "torch:cpu float64", assumption_trials,
+                    (cal.ASSUMPTION_LEVEL,), (rejections,),
+                    f"stated {cal.ASSUMPTION_LEVEL:g} per example (model assumption)",
+                    f"max error / tolerance = {worst:.2g}")]

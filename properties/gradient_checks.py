@@ -16,7 +16,10 @@ functions; importing it reads no environment variable and imports no test module
 * :func:`unbiased_gradient_trial` / :func:`unbiased_gradient_test` — one example of
   ``properties/test_gradients.py::test_gradient_of_unbiased_estimator_is_unbiased`` (its point,
   its draw seeds, its gradients, the median-of-means test at ``α``); ``kernel-verify calibrate``
-  (part ``gradients``) runs the same functions on fresh seeds.
+  (part ``gradients``) runs the same functions on fresh seeds;
+* :func:`directional_differences` — float64 central differences (Richardson over ``h`` and
+  ``h/2``) against the backward along random directions, with the tolerance of the
+  fifth-derivative assumption (the gradcheck properties; calibrated per map).
 
 Each check returns a :class:`GradientCheck` (computed, exact, bound, the inputs as the backend
 saw them); ``ratio`` is the worst ``|computed − exact| / bound`` (≤ 1 passes, non-finite
@@ -43,9 +46,10 @@ from kernel_verify.verify.references.gradients import feature_jacobian_mp
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.tolerance import budget_for, native_budget_for, ulp
 
-__all__ = ["STAT_D", "GradientCheck", "UnbiasedTrial", "draw", "estimator_gradients",
-           "feature_vjp_check", "half_cast", "kernel_gradient_check", "map_budget", "rule_entry",
-           "tensor", "twin", "unbiased_gradient_test", "unbiased_gradient_trial"]
+__all__ = ["STAT_D", "Directional", "GradientCheck", "UnbiasedTrial", "directional_differences",
+           "draw", "estimator_gradients", "fd_step_and_tol", "feature_vjp_check", "half_cast",
+           "kernel_gradient_check", "map_budget", "rule_entry", "tensor", "twin",
+           "unbiased_gradient_test", "unbiased_gradient_trial"]
 
 U64 = 2.0**-53
 
@@ -261,3 +265,68 @@ def unbiased_gradient_test(trial: UnbiasedTrial, alpha: float):
 
     b = draws_for_alpha(alpha)
     return median_of_means_test(trial.draws[:b], trial.mean, trial.sigma, alpha)
+
+
+def fd_step_and_tol(dtype: str) -> tuple[float, float]:
+    """``(u^(1/3), 100·u^(2/3))`` of ``dtype``: the relative step of the central differences and
+    the tolerance of :func:`directional_differences` (float64 ≈ 6e-6, 2e-9; docs/math.md §14)."""
+    from kernel_verify.verify.tolerance import FORMATS
+
+    u = FORMATS[dtype].u
+    return u ** (1 / 3), 100 * u ** (2 / 3)
+
+
+@dataclass(frozen=True)
+class Directional:
+    """One random direction of :func:`directional_differences`: ``vᵀJu`` from Richardson-
+    extrapolated central differences and from the backward, and the allowed difference."""
+
+    numeric: float
+    analytic: float
+    allowed: float
+    step: float
+
+    @property
+    def ratio(self) -> float:
+        """``|numeric − analytic| / allowed`` (≤ 1 passes; non-finite: inf)."""
+        err = abs(self.numeric - self.analytic)
+        return err / self.allowed if np.isfinite(err) else float("inf")
+
+
+def directional_differences(fn, inputs: tuple, dtype: str, seed: int, trials: int = 3
+                            ) -> list[Directional]:
+    """Directional central differences against the backward (gradcheck's fast mode, with
+    ``loss.backward()``, which targets using reentrant checkpointing need): for ``trials`` random
+    ``u`` (``max|u| = 1``) and ``v`` from ``seed``, the Richardson-extrapolated
+    ``(4·D(h/2) − D(h))/3`` of ``D(h) = vᵀ(f(x + hu) − f(x − hu))/2h`` (``h = u^(1/3)·s``,
+    ``s = max(1, max|x|)``) against ``(vᵀJ)u``, allowed ``‖v‖₁·100·u^(2/3)·F + 100·u^(2/3)`` ×
+    the numeric value (``F = max(1, max|f|)``; the fifth-derivative assumption of docs/math.md
+    §14). ``properties/test_gradients.py`` asserts every ratio ≤ 1; ``kernel-verify calibrate
+    --part gradients`` measures how often it is not, on correct maps."""
+    step, tol = fd_step_and_tol(dtype)
+    rng = np.random.default_rng(seed)
+    base = [a.detach() for a in inputs]
+    with torch.no_grad():
+        out0 = fn(*base)
+    f_scale = max(1.0, float(out0.abs().max()))
+    h = step * max(1.0, max(float(a.abs().max()) for a in base))
+    out = []
+    for _ in range(trials):
+        us = [torch.as_tensor(rng.uniform(-1, 1, tuple(a.shape)), dtype=a.dtype) for a in base]
+        v = torch.as_tensor(rng.standard_normal(tuple(out0.shape)), dtype=out0.dtype)
+
+        def central(step: float, us=us, v=v) -> float:
+            with torch.no_grad():
+                plus = fn(*[a + step * u for a, u in zip(base, us, strict=True)])
+                minus = fn(*[a - step * u for a, u in zip(base, us, strict=True)])
+            return float(((plus - minus) * v).sum()) / (2 * step)
+
+        # Richardson: (4·D(h/2) − D(h))/3 cancels the h² term of the central difference
+        numeric = (4 * central(h / 2) - central(h)) / 3
+        xs = [a.clone().requires_grad_(True) for a in base]
+        (fn(*xs) * v).sum().backward()
+        grads = [torch.zeros_like(a) if a.grad is None else a.grad for a in xs]
+        analytic = float(sum((g * u).sum() for g, u in zip(grads, us, strict=True)))
+        allowed = tol * f_scale * float(v.abs().sum()) + tol * abs(numeric)
+        out.append(Directional(numeric, analytic, allowed, h))
+    return out

@@ -71,6 +71,7 @@ from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.properties.backends import backend_params, params_to_backend, to_numpy
 from kernel_verify.properties.gradient_checks import (  # shared with the report
     STAT_D,
+    directional_differences,
     feature_vjp_check,
     kernel_gradient_check,
     rule_entry,
@@ -399,36 +400,16 @@ def _vjp(loss, inputs, *, retain_graph: bool = False) -> list:
 
 
 def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int = 3) -> None:
-    """Directional central differences against the backward (gradcheck's fast mode, written
-    with :func:`_vjp`): for random ``u`` (``max|u| = 1``) and ``v``, the Richardson-extrapolated
-    ``(4·D(h/2) − D(h))/3`` of ``D(h) = vᵀ(f(x + hu) − f(x − hu))/2h`` and ``(vᵀJ)u`` differ by
-    at most ``‖v‖₁·100·u^(2/3)·F`` plus ``100·u^(2/3)`` relative (module docstring)."""
-    step, tol = _fd_step_and_tol(dtype)
-    rng = generator(seed, "fd_check.directions")  # random probes of the check, not inputs
-    base = [a.detach() for a in inputs]
-    with torch.no_grad():
-        out0 = fn(*base)
-    f_scale = max(1.0, float(out0.abs().max()))
-    h = step * max(1.0, max(float(a.abs().max()) for a in base))
-    for _ in range(trials):
-        us = [torch.as_tensor(rng.uniform(-1, 1, tuple(a.shape)), dtype=a.dtype) for a in base]
-        v = torch.as_tensor(rng.standard_normal(tuple(out0.shape)), dtype=out0.dtype)
-        def central(step: float, us=us, v=v) -> float:
-            with torch.no_grad():
-                plus = fn(*[a + step * u for a, u in zip(base, us, strict=True)])
-                minus = fn(*[a - step * u for a, u in zip(base, us, strict=True)])
-            return float(((plus - minus) * v).sum()) / (2 * step)
-
-        # Richardson: (4·D(h/2) − D(h))/3 cancels the h² term of the central difference
-        numeric = (4 * central(h / 2) - central(h)) / 3
-        xs = [a.clone().requires_grad_(True) for a in base]
-        grads = _vjp((fn(*xs) * v).sum(), xs)
-        analytic = float(sum((g * u).sum() for g, u in zip(grads, us, strict=True)))
-        allowed = tol * f_scale * float(v.abs().sum()) + tol * abs(numeric)
-        assert abs(numeric - analytic) <= allowed, (
+    """Directional central differences against the backward (gradcheck's fast mode,
+    :func:`~kernel_verify.properties.gradient_checks.directional_differences`): for random ``u``
+    (``max|u| = 1``) and ``v``, the Richardson-extrapolated ``(4·D(h/2) − D(h))/3`` of
+    ``D(h) = vᵀ(f(x + hu) − f(x − hu))/2h`` and ``(vᵀJ)u`` differ by at most
+    ``‖v‖₁·100·u^(2/3)·F`` plus ``100·u^(2/3)`` relative (module docstring)."""
+    for r in directional_differences(fn, inputs, dtype, seed, trials):
+        assert r.ratio <= 1, (
             f"{label}: the backward is not the derivative of the forward: central differences "
-            f"give vᵀJu = {numeric!r}, the backward {analytic!r} (allowed {allowed:.3g}; "
-            f"{dtype}, step {h:.3g})")
+            f"give vᵀJu = {r.numeric!r}, the backward {r.analytic!r} (allowed {r.allowed:.3g}; "
+            f"{dtype}, step {r.step:.3g})")
 
 
 def _map_fn(target, seed: int, d: int, m: int = 4):
@@ -590,12 +571,6 @@ def _work_dtype(target) -> str:
     pytest.skip(f"{target.name} accepts neither torch float64 nor float32 "
                 "(AttentionTarget.dtypes)")
     raise AssertionError  # unreachable
-
-
-def _fd_step_and_tol(dtype: str) -> tuple[float, float]:
-    """``(u^(1/3), 100·u^(2/3))`` of ``dtype`` (module docstring: float64 ≈ 6e-6, 2e-9)."""
-    u = FORMATS[dtype].u
-    return u ** (1 / 3), 100 * u ** (2 / 3)
 
 
 def _need_dtype(target, dtype: str) -> None:
