@@ -56,7 +56,8 @@ def test_feature_mutants_lie_like_the_correct_map(mutant):
     assert target.claims == correct.claims
 
 
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.name.startswith("blackbox_")],
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.name.startswith("blackbox_")
+                                     and not m.name.startswith("blackbox_nofamily_")],
                          ids=lambda m: m.name)
 def test_blackbox_feature_mutants_are_black_box_with_a_declared_formula(mutant):
     """The black-box feature mutants expose ``sample_fn`` only and declare their family, so
@@ -64,6 +65,17 @@ def test_blackbox_feature_mutants_are_black_box_with_a_declared_formula(mutant):
     (target,) = mutant.targets
     assert isinstance(target, FeatureMapTarget) and not target.white_box
     assert target.formula is not None and target.sample_fn is not None
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS
+                                     if m.name.startswith("blackbox_nofamily_")],
+                         ids=lambda m: m.name)
+def test_blackbox_nofamily_mutants_declare_no_family(mutant):
+    """``blackbox_nofamily_*`` mutants expose ``sample_fn`` only and no estimator family
+    (formula, matrix, config): the properties for maps without a declared family judge them."""
+    (target,) = mutant.targets
+    assert isinstance(target, FeatureMapTarget) and not target.white_box
+    assert target.formula is None and target.matrix is None and not target.config
 
 
 def _registry_entries():

@@ -1,10 +1,16 @@
 """Every property credited to a target catches a planted defect: the table property × target
 kind → mutants (``credit_table`` of ``reports/mutants.json``, written by ``kernel-verify
 mutants``) lists, for every property that runs on a target (a ``test_*`` function of a
-target property file with a ``target`` argument, not marked ``kv_builtin_only``), at least one
-mutant it kills by its own assertion — or the property is listed in :data:`UNCOVERED` with the
-reason no mutant of the catalogue shows its power yet. The list is kept honest both ways: a
-property that gains a kill must leave it.
+target property file with a ``target`` argument), at least one mutant it kills by its own
+assertion — or the property is listed in :data:`UNCOVERED` with the reason no mutant of the
+catalogue shows its power yet. The list is kept honest both ways: a property that gains a kill
+must leave it.
+
+Not credited to targets, so not in the table: properties marked ``kv_builtin_only`` (they check
+the suite's own truth, e.g. the PSD of the suite's reference Gram matrix of the declared kernel)
+and properties whose body records ``kv_uncredited`` unconditionally (they cannot fail for any
+target, e.g. ``ΦΦᵀ ⪰ 0`` formed by the suite from real features: the verdict is ``not credited``
+with the reason).
 
 The table is the committed report's: regenerate it (``kernel-verify mutants --blackbox``) after
 adding a property or a mutant.
@@ -24,51 +30,44 @@ from kernel_verify.verify.paths import reports_dir
 #: Credited properties without a planted defect they kill (``family::test``) and why.
 UNCOVERED: dict[str, str] = {
     'attention_forms::test_forms_meet_the_exact_recurrence': (
-        'no mutant of the catalogue reaches it (it never ran on one): needs white-box '
-        'features on a forms target; the forms mutants expose none'
+        'the committed matrix predates mutant eps_in_every_denominator, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'attention_forms::test_gradients_flow_through_the_state': (
-        'no mutant of the catalogue reaches it (it never ran on one): needs a differentiable '
-        'torch forms target; the forms mutants are NumPy'
+        'the committed matrix predates mutant initial_state_log_normaliser_detached, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'blackbox_maps::test_unbiased_without_declared_family': (
-        'no mutant of the catalogue reaches it (it never ran on one): black-box maps without '
-        'a declared family only'
+        'the committed matrix predates mutant blackbox_nofamily_rff_phase_missing_sqrt2, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large': (
-        'no mutant of the catalogue reaches it (it never ran on one): biased maps only; the '
-        "catalogue's feature mutants claim unbiased"
+        'the committed matrix predates mutant rff_pairs_fixed_norm_rows_not_fixed, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'feature_unbiased::test_biased_mean_is_reference_mean': (
-        'no mutant of the catalogue reaches it (it never ran on one): biased maps without a '
-        'mean kernel only; tests/test_biased_means.py shows it fails for SORF rows scaled by '
-        '√d and for Gaussian rows claimed as SORF'
+        'the committed matrix predates mutant rff_pairs_sorf_missing_sqrt_d, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'feature_unbiased::test_biased_mean_is_mean_kernel': (
-        'no mutant of the catalogue reaches it (it never ran on one): biased maps with a '
-        'declared mean kernel only'
+        'the committed matrix predates mutant rff_pairs_fixed_norm_unit_rows, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'gradients::test_attention_gradients_finite_along_scale_sweep': (
-        'no mutant of the catalogue reaches it (it never ran on one)'
+        'the committed matrix predates mutant grad_log_positive_via_phi, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'gradients::test_feature_attention_gradients_match_exact': (
-        'no mutant of the catalogue reaches it (it never ran on one)'
+        'the committed matrix predates mutant grad_log_positive_drops_minus_x, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'gradients::test_low_precision_gradients_near_float64': (
-        'no mutant of the catalogue reaches it (it never ran on one): low-precision torch '
-        'targets only'
+        'the committed matrix predates mutant grad_causal_lowp_backward_unscaled, '
+        'which kills it by assertion in kernel-verify check'
     ),
     'gradients::test_padded_inputs_get_zero_gradient': (
-        'no mutant of the catalogue reaches it (it never ran on one): padded torch forms only'
-    ),
-    'psd_properties::test_exact_kernel_gram_is_psd': (
-        "checks the declared kernel's Gram matrix; no mutant declares a non-PSD kernel yet"
-    ),
-    'psd_properties::test_exact_kernel_gram_is_psd_on_edge_sets': (
-        "checks the declared kernel's Gram matrix; no mutant declares a non-PSD kernel yet"
-    ),
-    'psd_properties::test_feature_gram_is_psd': (
-        'ΦΦᵀ is PSD for any real Φ: it can fail only by rounding, a defect no mutant plants'
+        'the committed matrix predates mutant padded_gather_backward_left_aligned, '
+        'which kills it by assertion in kernel-verify check'
     ),
 }
 
@@ -77,17 +76,41 @@ def _builtin_only(fn: ast.FunctionDef) -> bool:
     return any("kv_builtin_only" in ast.unparse(d) for d in fn.decorator_list)
 
 
-def credited_properties() -> list[str]:
+def _never_credited(fn: ast.FunctionDef) -> bool:
+    """The body records ``kv_uncredited`` unconditionally (a top-level statement
+    ``record_property("kv_uncredited", …)``): the property cannot fail for any target, so every
+    passing case folds to ``not credited`` with its reason, never ``pass``."""
+    for stmt in fn.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "record_property" and call.args
+                and isinstance(call.args[0], ast.Constant)
+                and call.args[0].value == "kv_uncredited"):
+            return True
+    return False
+
+
+def _test_functions() -> list[tuple[str, ast.FunctionDef]]:
     out = []
     for path in target_property_files():
         family = Path(path).stem.removeprefix("test_")
         tree = ast.parse(Path(path).read_text(encoding="utf-8"))
         for node in tree.body:
             if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
-                    and "target" in {a.arg for a in node.args.args}
-                    and not _builtin_only(node)):
-                out.append(f"{family}::{node.name}")
-    return sorted(out)
+                    and "target" in {a.arg for a in node.args.args}):
+                out.append((f"{family}::{node.name}", node))
+    return out
+
+
+def never_credited_properties() -> list[str]:
+    """Properties that run on targets but record ``kv_uncredited`` for every one of them."""
+    return sorted(p for p, fn in _test_functions()
+                  if not _builtin_only(fn) and _never_credited(fn))
+
+
+def credited_properties() -> list[str]:
+    return sorted(p for p, fn in _test_functions()
+                  if not _builtin_only(fn) and not _never_credited(fn))
 
 
 def _table() -> dict[str, dict[str, list[str]]]:

@@ -24,6 +24,7 @@ from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
 from kernel_verify.mutants.nystrom import target as nystrom_target
+from kernel_verify.mutants.torch_forms import TORCH_FORMS_KILLERS, TORCH_FORMS_MUTANTS
 from kernel_verify.properties.protocol import Target
 
 MATRICES_FAMILY = "random_matrices"
@@ -78,12 +79,20 @@ def _forms(name: str) -> Mutant:
                   FORMS_KILLERS.get(name, ("attention_forms",)))
 
 
+def _torch_forms(name: str) -> Mutant:
+    """Differentiable torch forms (:mod:`kernel_verify.mutants.torch_forms`; control:
+    ``forms_torch_correct``)."""
+    description, make = TORCH_FORMS_MUTANTS[name]
+    return Mutant(name, "attention", description, make, TORCH_FORMS_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
     *(_feature(n) for n in FEATURE_MUTANTS),
     *(_nystrom(n) for n in NYSTROM_MUTANTS),
     *(_forms(n) for n in FORMS_MUTANTS),
+    *(_torch_forms(n) for n in TORCH_FORMS_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}

@@ -125,6 +125,16 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
      lambda: _renamed(_blackbox_positive("blackbox_positive"))),
     ("blackbox_taylor2", "feature_map", "Taylor-2 (registry function) seen through sample_fn",
      lambda: _renamed(_blackbox_of("blackbox_taylor2", "taylor2", _registry_fn("taylor2")))),
+    ("blackbox_nofamily_rff_phase", "feature_map",
+     "random-phase RFF (registry function) seen through sample_fn, no family declared",
+     lambda: _renamed(_blackbox_of("blackbox_nofamily_rff_phase", "rff_phase[iid]",
+                                   _registry_fn("rff_phase[iid]"), family=False))),
+    ("rff_pairs_fixed_norm", "feature_map",
+     "fixed-norm RFF pairs (registry function; biased, mean kernel gaussian_fixed_norm)",
+     _feature_twin("rff_pairs[orthogonal_fixed_norm]", False)),
+    ("rff_pairs_sorf", "feature_map",
+     "SORF RFF pairs (registry function; biased, no mean kernel: reference mean)",
+     _feature_twin("rff_pairs[sorf]", False)),
     *((name, family, desc, _gradient_twin(name)) for name, family, desc in (
         ("grad_positive_custom_backward", "feature_map",
          "SM⁺ features with the right hand-written backward"),
@@ -135,7 +145,11 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
         ("grad_positive_custom_jvp", "feature_map",
          "SM⁺ features with the right hand-written forward-mode rule"),
         ("grad_causal_custom_jvp", "attention",
-         "causal softmax attention with the right hand-written forward-mode rule"))),
+         "causal softmax attention with the right hand-written forward-mode rule"),
+        ("grad_causal_float32_backward", "attention",
+         "causal softmax attention taking float32, the backward in the input's dtype"),
+        ("grad_log_positive_custom_backward", "feature_map",
+         "SM⁺ map with log features and the right hand-written backward of log φ"))),
 ]
 
 #: Every white-box control (forms controls keep their own loader).

@@ -132,6 +132,22 @@ def rff_phase_missing_sqrt2(x, params, config):
     return np.cos(u + params["b"]) / np.sqrt(u.shape[-1])
 
 
+def rff_pairs_unit_rows(x, params, config):
+    """Fixed-norm RFF pairs whose rows are normalised to the unit sphere (radius 1) where the
+    construction puts them on the sphere of radius √d: the mean is the fixed-norm kernel at
+    ``σ·√d``, not the declared ``gaussian_fixed_norm(σ)``."""
+    w = params["W"]
+    unit = w / np.linalg.norm(w, axis=-1, keepdims=True)
+    return get("rff_pairs[orthogonal_fixed_norm]").numpy_fn(x, {**params, "W": unit}, config)
+
+
+def rff_pairs_sorf_missing_sqrt_d(x, params, config):
+    """SORF RFF pairs without the ``√d`` of ``√d·HD₁HD₂HD₃``: rows of unit norm where the
+    construction's rows have norm ``√d`` (the frequencies ``√d`` times too small)."""
+    w = params["W"]
+    return get("rff_pairs[sorf]").numpy_fn(x, {**params, "W": w / np.sqrt(w.shape[-1])}, config)
+
+
 def relu_features_abs(x, params, config):
     """``|Wx|/√m`` instead of ``relu(Wx)/√m``."""
     u = _proj(x, params)
@@ -367,14 +383,15 @@ def blackbox_positive(name: str, *, global_rng: bool = False,
                              m=BLACKBOX_M, formula="softmax_positive", matrix="iid")]
 
 
-def _blackbox_of(name: str, entry_name: str, fn: Fn) -> list[Target]:
+def _blackbox_of(name: str, entry_name: str, fn: Fn, *, family: bool = True) -> list[Target]:
     """The white-box mutant ``fn`` of ``entry_name`` seen only through ``sample_fn`` (declared
-    family kept), as a library exposing no parameters would be; a NumPy ``sample_fn`` has no
-    autograd, so the gradient claims are dropped."""
+    family kept, or dropped with ``family=False``: no ``formula``, ``matrix`` or ``config``), as
+    a library exposing no parameters would be; a NumPy ``sample_fn`` has no autograd, so the
+    gradient claims are dropped."""
     from kernel_verify.mutants.blackbox import as_black_box
 
     (white,) = feature_mutant(name, entry_name, fn)
-    black = as_black_box(white, name=f"mutant:{name}")
+    black = as_black_box(white, family=family, name=f"mutant:{name}")
     return [replace(black, claims=black.claims - {"differentiable", "deterministic_backward"})]
 
 
@@ -390,6 +407,28 @@ FEATURE_MUTANTS.update({
         "black-box SM⁺ map computing in float32 and returning float32 features for float64 "
         "input",
         lambda: blackbox_positive("blackbox_positive_returns_float32", dtype=np.float32)),
+    "blackbox_nofamily_rff_phase_missing_sqrt2": (
+        "black-box random-phase RFF claiming unbiased, no family declared, scaled by √(1/m) "
+        "instead of √(2/m) (estimates k/2)",
+        lambda: _blackbox_of("blackbox_nofamily_rff_phase_missing_sqrt2", "rff_phase[iid]",
+                             rff_phase_missing_sqrt2, family=False)),
+    "rff_pairs_fixed_norm_unit_rows": (
+        "fixed-norm RFF pairs (biased, declared mean kernel gaussian_fixed_norm) whose rows are "
+        "normalised to radius 1 instead of √d",
+        lambda: feature_mutant("rff_pairs_fixed_norm_unit_rows",
+                               "rff_pairs[orthogonal_fixed_norm]", rff_pairs_unit_rows)),
+    "rff_pairs_fixed_norm_rows_not_fixed": (
+        "RFF pairs claiming the fixed-norm construction (biased, declared mean kernel "
+        "gaussian_fixed_norm) whose orthogonal rows keep their χ_d norms: unbiased for the "
+        "Gaussian kernel, not biased as declared",
+        lambda: feature_mutant("rff_pairs_fixed_norm_rows_not_fixed",
+                               "rff_pairs[orthogonal_fixed_norm]", np_rf.rff_pairs,
+                               draw_from="rff_pairs[orthogonal]")),
+    "rff_pairs_sorf_missing_sqrt_d": (
+        "SORF RFF pairs (biased, no mean kernel declared) without the √d of √d·HD₁HD₂HD₃: "
+        "unit-norm rows",
+        lambda: feature_mutant("rff_pairs_sorf_missing_sqrt_d", "rff_pairs[sorf]",
+                               rff_pairs_sorf_missing_sqrt_d)),
 })
 
 _B = "blackbox_maps::test_"
@@ -399,4 +438,9 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "blackbox_taylor2_missing_sqrt2": (f"{_B}deterministic_black_box_map_equals_kernel",),
     "blackbox_positive_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_returns_float32": (f"{_B}float64_input_gives_float64_output",),
+    "blackbox_nofamily_rff_phase_missing_sqrt2": (f"{_B}unbiased_without_declared_family",),
+    "rff_pairs_fixed_norm_unit_rows": ("feature_unbiased::test_biased_mean_is_mean_kernel",),
+    "rff_pairs_fixed_norm_rows_not_fixed": (
+        "feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large",),
+    "rff_pairs_sorf_missing_sqrt_d": ("feature_unbiased::test_biased_mean_is_reference_mean",),
 }

@@ -25,7 +25,15 @@ with every form of the protocol: ``attention`` (the stable log-space kernel of `
 * ``padding_keys_in_normaliser``: padded positions are zero-filled and still enter the
   normaliser through ``φ(0)`` (fla issue 1263);
 * ``state_keeps_every_chunk``: the returned state is the stack of every chunk's prefix state
-  (the cumulative sums without their last-chunk index), so it grows with the length.
+  (the cumulative sums without their last-chunk index), so it grows with the length;
+* ``eps_in_every_denominator``: every form (the full-sequence one evaluated as one chunk, the
+  chunked one, the decode step) divides by ``φ(q)ᵀz + 10⁻⁶``: the forms agree with each other,
+  the outputs are off the exact recurrence by ``≈ 10⁻⁶/φ(q)ᵀz`` relative. This target is
+  white-box (``features``, ``state_sums``: the exact recurrence is compared), as is its control
+  ``forms_correct_whitebox``.
+
+Differentiable torch forms (gradients through the state, padded gradients):
+:mod:`kernel_verify.mutants.torch_forms`.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ class Switches:
     cumsum_heads: bool = False
     padding_in_normaliser: bool = False
     state_per_chunk: bool = False
+    den_eps: float = 0.0
 
 
 def _log_features(x: np.ndarray, seed: int, scale: float) -> np.ndarray:
@@ -113,7 +122,7 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
         z_prev = z0[..., None, :] + z_inc - ks
         within = np.tril(fq @ np.swapaxes(fk, -1, -2))
         num = fq @ s_prev + within @ vv
-        den = (fq @ z_prev[..., None])[..., 0] + within.sum(axis=-1)
+        den = (fq @ z_prev[..., None])[..., 0] + within.sum(axis=-1) + sw.den_eps
         out = (num / den[..., None]).reshape(*lead, nc * c, dv)[..., :n, :]
         if sw.state_per_chunk:  # every chunk's prefix state kept: grows with the length
             return out, (s0[..., None, :, :] + s_inc, z0[..., None, :] + z_inc)
@@ -133,7 +142,7 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
         s = s + fk[..., :, None] * v_t[..., None, :]
         z = z + fk
         num = (fq[..., None, :] @ s)[..., 0, :]
-        den = np.sum(fq * z, axis=-1, keepdims=True) + sw.decode_eps
+        den = np.sum(fq * z, axis=-1, keepdims=True) + sw.decode_eps + sw.den_eps
         return (s, z), num / den
 
     def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0):
@@ -168,8 +177,22 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
             states.append(st)
         return out, tuple(np.concatenate([s[j] for s in states]) for j in range(2))
 
-    return {"attention": attention, "stateful": stateful, "chunked": chunked, "step": step,
-            "varlen": varlen, "padded": padded}
+    def one_chunk(q, k, v, *, causal, seed=0, **_):
+        # the full-sequence form as one chunk of the chunked form (the same denominator)
+        return chunked(q, k, v, chunk_size=max(q.shape[-2], 1), seed=seed)[0]
+
+    return {"attention": one_chunk if sw.den_eps else attention, "stateful": stateful,
+            "chunked": chunked, "step": step, "varlen": varlen, "padded": padded}
+
+
+def _features_of(x: np.ndarray, seed: int) -> np.ndarray:
+    """The features every form uses, float64 (white-box targets)."""
+    return _features(np.asarray(x, dtype=np.float64), seed)
+
+
+def _state_sums(state) -> tuple[np.ndarray, np.ndarray]:
+    s, z = state
+    return np.asarray(s, dtype=np.float64), np.asarray(z, dtype=np.float64)
 
 
 def _sequential(fns: dict[str, Callable]) -> dict[str, Callable]:
@@ -191,8 +214,10 @@ def _sequential(fns: dict[str, Callable]) -> dict[str, Callable]:
 
 
 def _target(name: str, sw: Switches, layout: str = "BHTD", *,
-            sequential: bool = False) -> AttentionTarget:
+            sequential: bool = False, whitebox: bool = False) -> AttentionTarget:
     fns = make_forms(sw)
+    if whitebox:
+        fns = {**fns, "features": _features_of, "state_sums": _state_sums}
     claims = CLAIMS
     if sequential:
         fns, claims = _sequential(fns), CLAIMS | {"state_bitwise"}
@@ -239,12 +264,19 @@ FORMS_MUTANTS: dict[str, tuple[str, Switches]] = {
     "state_keeps_every_chunk": (
         "the returned state stacks every chunk's prefix state (the cumulative sums without "
         "their last index): it grows with the sequence length", Switches(state_per_chunk=True)),
+    "eps_in_every_denominator": (
+        "every form divides by φ(q)ᵀz + 1e-6 (white-box target: features and state sums "
+        "exposed): the forms agree, the exact recurrence does not",
+        Switches(den_eps=1e-6)),
 }
+#: Mutants whose target is white-box (``features``, ``state_sums``).
+_WHITEBOX = {"eps_in_every_denominator"}
 
 #: The property each forms mutant is written for, where it is one property (the others: the
 #: whole attention_forms family, the catalogue's default).
 FORMS_KILLERS: dict[str, tuple[str, ...]] = {
     "state_keeps_every_chunk": ("attention_forms::test_state_size_does_not_grow_with_length",),
+    "eps_in_every_denominator": ("attention_forms::test_forms_meet_the_exact_recurrence",),
 }
 
 #: Correct controls: the same code with every switch off (BHTD, and behind a BTHD interface).
@@ -254,12 +286,21 @@ FORMS_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     # claims state_bitwise: its full-sequence form is the recurrence itself
     "forms_sequential_bitwise": lambda: [_target("control:forms_sequential_bitwise", Switches(),
                                                  sequential=True)],
+    "forms_correct_whitebox": lambda: [_target("control:forms_correct_whitebox", Switches(),
+                                               whitebox=True)],
+    "forms_torch_correct": lambda: _torch_control(),
 }
+
+
+def _torch_control() -> list[Target]:
+    from kernel_verify.mutants.torch_forms import control
+
+    return control()
 
 
 def mutant_targets(name: str) -> list[Target]:
     _, sw = FORMS_MUTANTS[name]
-    return [_target(f"mutant:{name}", sw)]
+    return [_target(f"mutant:{name}", sw, whitebox=name in _WHITEBOX)]
 
 
 def __getattr__(attr: str) -> list[Target]:

@@ -144,7 +144,10 @@ def _causal_softmax_function(mode: str):
     recomputes the softmax as ``exp(s)/Σexp(s)`` without subtracting the row maximum, so it
     overflows where the forward does not; ``atomic_order``: ``∂L/∂v = Aᵀg`` accumulated over the
     queries in a call-dependent order; ``jvp_right``/``jvp_weights_constant``: the right backward
-    and a hand-written forward-mode rule, right or with the attention weights held constant)."""
+    and a hand-written forward-mode rule, right or with the attention weights held constant;
+    ``lowp_unscaled``: inputs narrower than float64 (float32 included) take a separate backward
+    path, as a kernel dispatching per dtype does, whose chain rule through ``S = QKᵀ/√d`` leaves
+    out the ``1/√d`` in ``∂L/∂q`` and ``∂L/∂k``; the float64 path is right)."""
     import torch
 
     def plain(q, k, v, causal, shift=True):
@@ -193,6 +196,9 @@ def _causal_softmax_function(mode: str):
             with torch.enable_grad():
                 out = plain(q, k, v, mode != "future", shift=mode != "unshifted")
                 gq, gk, gv = torch.autograd.grad(out, (q, k, v), g)
+            if mode == "lowp_unscaled" and g.dtype != torch.float64:
+                # the reduced-precision kernel's chain rule through S = QKᵀ/√d without the 1/√d
+                gq, gk = gq * np.sqrt(q.shape[-1]), gk * np.sqrt(q.shape[-1])
             if mode == "batch_summed":
                 gk, gv = (a.sum(0, keepdim=True).expand_as(a) for a in (gk, gv))
             if mode == "atomic_order":
@@ -213,16 +219,83 @@ def _attention_call(fn: Callable) -> Callable:
         if isinstance(q, np.ndarray):
             tq, tk, tv = (torch.as_tensor(a, dtype=torch.float64) for a in (q, k, v))
             with torch.no_grad():
-                return fn(tq, tk, tv, seed).numpy()
+                return fn(tq, tk, tv, seed).numpy().astype(q.dtype, copy=False)
         return fn(q, k, v, seed)
 
     return attention
 
 
-def _softmax_target(name: str, mode: str) -> list[Target]:
+def _softmax_target(name: str, mode: str,
+                    dtypes: tuple[str, ...] = ("float64",)) -> list[Target]:
     return [AttentionTarget(name, _attention_call(
         lambda q, k, v, seed: _causal_softmax_function(mode)(q, k, v)), _ATT,
-        backends=("numpy", "torch"))]
+        backends=("numpy", "torch"), dtypes=dtypes)]
+
+
+_LOG_CLAIMS = _CLAIMS | {"log_features"}
+
+
+def _log_positive_function(mode: str):
+    """``log φ = Wx − ‖x‖²/2 − ½ log m`` with a hand-written backward (``mode``: ``right``,
+    ``∂/∂x Σ_f g_f log φ_f = Σ_f g_f (w_f − x)``; ``no_minus_x``: ``Σ_f g_f w_f``, the ``−x`` of
+    ``−‖x‖²/2`` dropped; ``via_phi``: the chain rule of the logarithm through the plain
+    features, ``∂ log φ = ∂φ/φ``: the upstream gradient ``g/φ`` handed to the plain map's
+    backward ``(g/φ ⊙ φ)W − Σ_f (g/φ ⊙ φ)_f·x``, with ``φ = exp(log φ)`` recomputed in the
+    compute dtype. Mathematically the right gradient; where ``φ`` underflows (float32 at
+    input norms ≳ 13: ``exp(−‖x‖²/2)`` below the smallest subnormal) it is ``0/0``)."""
+    import torch
+
+    class LogPositive(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)  # not the output: callers may update it in place
+            return x @ w.T - 0.5 * (x * x).sum(-1, keepdim=True) - 0.5 * np.log(w.shape[0])
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            if mode == "via_phi":
+                phi = torch.exp(x @ w.T - 0.5 * (x * x).sum(-1, keepdim=True)
+                                - 0.5 * np.log(w.shape[0]))
+                gp = (g / phi) * phi
+                return gp @ w - gp.sum(-1, keepdim=True) * x, None
+            grad = g @ w
+            if mode != "no_minus_x":
+                grad = grad - g.sum(-1, keepdim=True) * x
+            return grad, None
+
+    return LogPositive.apply
+
+
+def _log_positive_targets(name: str, mode: str) -> list[Target]:
+    """A white-box SM⁺ map offering ``log φ`` (claim ``log_features``: the suite's attention
+    runs the log-space path on it) whose torch ``log φ`` has the hand-written backward of
+    :func:`_log_positive_function`; ``φ = exp(log φ)``. Half types are computed in float32 and
+    cast back (the forward is right in every dtype)."""
+    import torch
+
+    def draw(rng: np.random.Generator, d: int, m: int, config: Any) -> dict:
+        return {"W": rng.standard_normal((m, d))}
+
+    def log_torch_fn(x, params, config):
+        work = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+        w = torch.as_tensor(params["W"]).to(dtype=work, device=x.device)
+        return _log_positive_function(mode)(x.to(work), w).to(x.dtype)
+
+    def torch_fn(x, params, config):
+        return torch.exp(log_torch_fn(x, params, config))
+
+    def log_numpy_fn(x, params, config):
+        w = params["W"]
+        return x @ w.T - 0.5 * np.sum(x * x, -1, keepdims=True) - 0.5 * np.log(w.shape[0])
+
+    def numpy_fn(x, params, config):
+        return np.exp(log_numpy_fn(x, params, config))
+
+    return [FeatureMapTarget(f"{name}@whitebox", "softmax", _LOG_CLAIMS, draw=draw,
+                             numpy_fn=numpy_fn, torch_fn=torch_fn, log_numpy_fn=log_numpy_fn,
+                             log_torch_fn=log_torch_fn, formula="softmax_positive",
+                             matrix="iid", m=16)]
 
 
 def _linear_detached(q, k, v, seed: int, detach: bool):
@@ -304,6 +377,21 @@ GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
         "causal softmax attention claiming a deterministic backward whose ∂L/∂v = Aᵀg is "
         "accumulated in a call-dependent order (atomic adds)", "attention",
         lambda: _softmax_target("mutant:grad_causal_atomic_order", "atomic_order")),
+    "grad_causal_lowp_backward_unscaled": (
+        "causal softmax attention taking float32 whose reduced-precision backward path (inputs "
+        "narrower than float64) leaves the 1/√d of the scores out of ∂L/∂q and ∂L/∂k; float64 "
+        "is right", "attention",
+        lambda: _softmax_target("mutant:grad_causal_lowp_backward_unscaled", "lowp_unscaled",
+                                ("float64", "float32"))),
+    "grad_log_positive_drops_minus_x": (
+        "SM⁺ map with log features: the hand-written backward of log φ drops the −x of "
+        "−‖x‖²/2 (the suite's log-space attention runs on it)", "feature_map",
+        lambda: _log_positive_targets("mutant:grad_log_positive_drops_minus_x", "no_minus_x")),
+    "grad_log_positive_via_phi": (
+        "SM⁺ map with log features: the backward of log φ goes through the plain features "
+        "(∂ log φ = ∂φ/φ, φ recomputed): 0/0 where φ underflows, at large input norms in "
+        "float32, while the log-space forward stays finite", "feature_map",
+        lambda: _log_positive_targets("mutant:grad_log_positive_via_phi", "via_phi")),
 }
 
 _G = "gradients::test_"
@@ -317,6 +405,9 @@ GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
     "grad_causal_atomic_order": (f"{_G}attention_backward_is_deterministic",),
     "grad_positive_jvp_drops_minus_x": (f"{_G}forward_mode_matches_reverse_mode_feature_map",),
     "grad_causal_jvp_weights_constant": (f"{_G}forward_mode_matches_reverse_mode_attention",),
+    "grad_causal_lowp_backward_unscaled": (f"{_G}low_precision_gradients_near_float64",),
+    "grad_log_positive_drops_minus_x": (f"{_G}feature_attention_gradients_match_exact",),
+    "grad_log_positive_via_phi": (f"{_G}attention_gradients_finite_along_scale_sweep",),
 }
 
 #: Correct custom backwards: must pass every property.
@@ -331,6 +422,11 @@ GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
         lambda: _positive_targets("control:grad_positive_custom_jvp", "jvp_right"),
     "grad_causal_custom_jvp":
         lambda: _softmax_target("control:grad_causal_custom_jvp", "jvp_right"),
+    "grad_causal_float32_backward":
+        lambda: _softmax_target("control:grad_causal_float32_backward", "right",
+                                ("float64", "float32")),
+    "grad_log_positive_custom_backward":
+        lambda: _log_positive_targets("control:grad_log_positive_custom_backward", "right"),
 }
 
 

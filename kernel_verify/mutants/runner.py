@@ -108,7 +108,7 @@ def credit_table(mutants: list[Mutant],
 
 
 def _markdown(mutants: list[Mutant], runs: dict[str, SuiteRun], seconds: float,
-              controls: list[Mutant] | None = None) -> str:
+              controls: list[Mutant] | None = None, commit: str = "unknown") -> str:
     killed_any = [m for m in mutants if killed(runs[m.name])]
     as_meant = [m for m in mutants if _intended(m, runs[m.name])]
     families = _families(runs)
@@ -123,6 +123,8 @@ def _markdown(mutants: list[Mutant], runs: dict[str, SuiteRun], seconds: float,
         "only)`: only by NaN/Inf outputs, or by an exception (the target's, or the suite's own "
         "input checks) — not counted as killed. *Killed by*: every failing property with the "
         "kind of its failure.",
+        "",
+        f"Source: commit `{commit}` (the checkout the command ran from).",
         "",
         "| mutant | family | " + " | ".join(families) + " | verdict | intended | killed by |",
         "|---|---|" + "---|" * len(families) + "---|---|---|",
@@ -197,9 +199,11 @@ def run_mutants(args: argparse.Namespace) -> int:
     except KeyError as err:
         print(f"kernel-verify mutants: {err.args[0]}", file=sys.stderr)
         return 2
+    from kernel_verify.calibration import git_commit
     from kernel_verify.mutants.controls import CONTROLS
 
     controls = [] if args.only else list(CONTROLS)
+    commit = git_commit()  # stamped on the report: the code the matrix came from
     jobs = max(1, int(args.jobs or 1))
     start = time.monotonic()
     runs: dict[str, SuiteRun] = {}
@@ -227,7 +231,8 @@ def run_mutants(args: argparse.Namespace) -> int:
     for name in crashed:
         print(f"\n{name}: the suite did not run:\n{runs[name].output_tail}", file=sys.stderr)
     payload = {
-        "profile": PROFILE, "seconds": seconds, "killed": n_killed, "total": len(mutants),
+        "profile": PROFILE, "commit": commit, "seconds": seconds, "killed": n_killed,
+        "total": len(mutants),
         "killed_any": sum(killed(runs[m.name]) for m in mutants),
         "mutants": [
             {"name": m.name, "family": m.family, "description": m.description,
@@ -250,7 +255,7 @@ def run_mutants(args: argparse.Namespace) -> int:
         "property_kills": property_kills({m.name: runs[m.name] for m in mutants}),
         "credit_table": credit_table(mutants, runs),
     }
-    markdown = _markdown(mutants, runs, seconds, controls)
+    markdown = _markdown(mutants, runs, seconds, controls, commit)
     bb_lines: list[str] = []
     if getattr(args, "blackbox", False):
         from kernel_verify.mutants.blackbox_runner import run_blackbox
