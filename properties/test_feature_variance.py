@@ -60,14 +60,25 @@ from kernel_verify.verify.references.mp import to_mp
 from kernel_verify.verify.stats import variance_test
 
 FEW = max(3, settings.default.max_examples // 5)
-#: Relative slack of the exact inequalities. :mod:`kernel_verify.verify.moments` evaluates the
-#: moments at 40 digits and returns them at 30 (unit roundoff 2⁻¹⁰³ ≈ 1e-31), so each variance is
-#: within ~1e-29 of its exact value *relative to E h² = Var + mean²* (the cancellation of
-#: ``Var = E h² − (E h)²`` is bounded by ``E h²``). Comparing a and b therefore needs a slack
-#: of ~1e-29·(|a| + |b| + mean²); 1e-20 leaves nine orders of magnitude for the closed forms'
-#: own evaluation error, and is far below any real violation (an inequality broken by a wrong
-#: formula is off by ≳ 1e-6 relative).
-SLACK = mpmath.mpf(10) ** -20
+#: Relative slack of the exact inequalities, derived from the precision of the compared values
+#: (relative to ``E h² = Var + mean²``, which every comparison below passes as its scale:
+#: ``|a| + |b| + mean² ≥ E h²``). :mod:`kernel_verify.verify.moments` evaluates at ``dps + 10``
+#: digits and returns at ``dps = 30`` (mpmath keeps 103 bits at 30 digits: unit roundoff
+#: ``U30 = 2⁻¹⁰³``); its series and quadratures stop once two orders agree to
+#: ``10^-(dps+3)`` of their scale, the loosest check (a cancelled imaginary part) at
+#: ``QUAD = 10^-dps`` (their stated accuracy; the closed forms at 40 digits err by ~10⁻³⁸). A
+#: returned mean, second moment or variance (``E h² − mean²``: the cancellation is bounded by
+#: ``E h²``) is therefore within ``(QUAD + 2·U30)·E h²`` of its exact value. Each side of a
+#: comparison combines at most 2 such values with at most 8 roundings at 30 digits (each
+#: ``≤ U30`` relative to a magnitude ``≤ E h²``: the gain of Theorem 2, the ratio of the
+#: hyperbolic identity, the phase gap), so both sides together differ from the exact inequality
+#: by at most ``2·(2·(QUAD + 2·U30) + 8·U30) = 4·QUAD + 24·U30 ≈ 6.4e-30``. (Measured: the
+#: hyperbolic identity and the phase gap hold to ≤ 5e-32 of ``E h²`` over 25 random points each,
+#: both methods. An inequality broken by a wrong formula is off by ≳ 1e-6 relative. Was the
+#: literal ``1e-20``.)
+_U30 = mpmath.mpf(2) ** -103
+_QUAD = mpmath.mpf(10) ** -30
+SLACK = 4 * _QUAD + 24 * _U30
 DRAWS = VARIANCE_DRAWS
 
 seeds = st.integers(0, 2**32 - 1)
@@ -143,8 +154,8 @@ def test_rff_pairs_beat_random_phase_at_equal_output_size(d, m, sigma, nx, ny, d
         # (docs/math.md §1)
         k = pairs.mean
         gap = (1 - (1 - k * k) ** 2) / (4 * m)
-        # the scale of the cancellation is E h² = Var + mean² ≤ Var + 1 (|k| ≤ 1 for the
-        # Gaussian kernel), the "+ 1" below; see SLACK
+        # the scale of the cancellation is E h² = Var + mean² ≤ Var + 1: the mean is the
+        # Gaussian kernel, |k| ≤ 1, so mean² ≤ 1 — the "+ 1" below (derived; see SLACK)
         assert abs((phase.variance - pairs.variance) - gap) <= SLACK * (phase.variance + 1)
 
 
@@ -157,10 +168,12 @@ def test_gerf_at_optimal_a_beats_positive_features(d, nx, ny, data):
         a_star = optimal_gerf_a_mp(xm, ym)
         v_star = gerf_per_feature_variance(a_star, xm, ym)
         v_zero = gerf_per_feature_variance(0, xm, ym)
-        leq(v_star, v_zero, f"V₁(A*) ≤ V₁(0) = Var(SM⁺), A* = {a_star}")
+        # the scale of the cancellation: E h² = V₁ + SM², SM = exp(xᵀy) the mean (see SLACK)
+        sm2 = mpmath.exp(2 * sum(a * b for a, b in zip(xm, ym, strict=True)))
+        leq(v_star, v_zero, f"V₁(A*) ≤ V₁(0) = Var(SM⁺), A* = {a_star}", sm2)
         h = mpmath.mpf(10) ** -4
         for a in (a_star - h, a_star + h):
-            leq(v_star, gerf_per_feature_variance(a, xm, ym), f"A* is a minimum (A = {a})")
+            leq(v_star, gerf_per_feature_variance(a, xm, ym), f"A* is a minimum (A = {a})", sm2)
 
 
 # ------------------------------------------------------------- implementation, statistical

@@ -12,8 +12,12 @@ by LAPACK ``dsyevd`` (``numpy.linalg.eigh``). Then, if the exact K is PSD,
 * first term: Weyl's inequality, ``|λᵢ(K̂ₛ) − λᵢ(K)| ≤ ‖K̂ₛ − K‖₂ ≤ ‖K̂ₛ − K‖_F``;
 * second term: the eigensolver's backward error. The computed decomposition ``ÛΛ̂Ûᵀ`` satisfies
   ``‖K̂ₛ − ÛΛ̂Ûᵀ‖₁ ≤ c·n·ε·‖K̂ₛ‖₁`` and ``‖I − ÛᵀÛ‖₁ ≤ c·n·ε`` (LAPACK Users' Guide §4.7: backward
-  error ``p(n)·ε·‖A‖``; LAPACK's own test suite checks exactly these two ratios, with
-  ``TESTING/sep.in`` stating a theoretical limit of about 500 for them, so c = 500).
+  error ``p(n)·ε·‖A‖`` with ``p(n)`` "a modestly growing function of n", not a stated constant).
+  LAPACK's own test suite checks exactly these two ratios and reports a failure above the
+  threshold of its input file ``TESTING/sep.in``, 50.0; c = 500 is ten times that threshold.
+  So c is an assumption, not a theorem: the eigensolver keeps both ratios below 10× the level
+  LAPACK's tests demand of it (measured with ``numpy.linalg.eigh``: at most 1.3 and 2.3 over
+  240 random symmetric and near-singular PSD matrices, n from 2 to 300).
   ``ÛΛ̂Ûᵀ`` has eigenvalues ``λ̂ᵢ·θᵢ`` with ``θᵢ`` within ``c·n·ε`` of 1 (Ostrowski), so the
   non-orthogonality costs at most ``c·n·ε·|λ̂_min| ≤ c·n·ε·‖K̂ₛ‖₁``; hence the factor 2.
   (``‖·‖₂ ≤ ‖·‖₁`` for symmetric matrices.)
@@ -52,7 +56,9 @@ from kernel_verify.verify.tolerance import FORMATS, dtype_name
 
 __all__ = ["EIGH_BACKWARD_C", "PsdResult", "psd_float", "psd_mp"]
 
-#: LAPACK's limit for ``‖A − UΛUᵀ‖/(n·‖A‖·ε)`` and ``‖I − UᵀU‖/(n·ε)`` (TESTING/sep.in).
+#: Assumed bound on ``‖A − UΛUᵀ‖/(n·‖A‖·ε)`` and ``‖I − UᵀU‖/(n·ε)``: ten times the threshold
+#: (50.0) above which LAPACK's test suite reports these ratios as failures (TESTING/sep.in);
+#: module docstring.
 EIGH_BACKWARD_C = 500.0
 _EPS64 = 2.0**-52  # LAPACK's "ulp" = eps·base
 
@@ -143,7 +149,7 @@ def psd_float(K: Any, dtype: Any, *, entry_error: Any = None) -> PsdResult:
     lam_min = float(lam[0])
     derivation = (
         f"τ = ‖E‖_F {tau_entries:.3g} ({entry_how}) + 2·{EIGH_BACKWARD_C:g}·n·ε·‖K‖₁ "
-        f"{tau_eig:.3g} (syevd backward error, LAPACK sep.in limit)"
+        f"{tau_eig:.3g} (syevd backward error, c = 10× LAPACK's sep.in test threshold)"
     )
     reason = ""
     symmetric = bool((asym <= allowed).all())

@@ -24,13 +24,17 @@ from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.seeds import rng as seeded_rng
 from kernel_verify.verify.stats import StatResult, mean_test
-from kernel_verify.verify.tolerance import reference_rounding
+from kernel_verify.verify.tolerance import gamma, reference_rounding
 
 #: Finite-difference step and rejection level of the float64-accuracy check.
 STEP = 2.0**-12
 NOISE_LEVEL = 1e-10
 #: Assumption-based mean test: pilot size, variance inflation, main sample size.
 PILOT, INFLATION, DRAWS = 200, 4.0, 500
+#: Relative error of each feature of a correct float64 map: the stated assumption of the
+#: black-box checks (properties/test_blackbox_maps.py, "float64 accuracy").
+FEATURE_REL_ERROR = 1e-12
+U64 = 2.0**-53
 
 
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
@@ -77,18 +81,60 @@ def pilot_variance(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed:
     return INFLATION * float(np.var(pilot, ddof=1))
 
 
+def estimates_and_products(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
+                           draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(estimates, Σᵢ|φᵢ(x)φᵢ(y)|)`` per draw: the very draws of :func:`estimates` (the shared
+    sampler's seed derivation), with the sum of absolute products the rounding bound needs."""
+    xy = np.stack([x, y])
+    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
+    est, absprod = np.empty(draws), np.empty(draws)
+    for r, child in enumerate(children):
+        if target.white_box:
+            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], None)
+            f = target.features(xy, params=params)
+        else:
+            f = target.features(xy, seed=int(child))
+        est[r] = f[0] @ f[1]
+        absprod[r] = float(np.abs(f[0] * f[1]).sum()) * (
+            2 * FEATURE_REL_ERROR + FEATURE_REL_ERROR**2 + gamma(f.shape[-1], U64)
+        ) * (1 + FEATURE_REL_ERROR) ** 2
+    return est, absprod
+
+
+def rounding_variance(bound: float, mean: float, alphas) -> float:
+    """The smallest variance the assumption-based mean test uses, derived from the rounding a
+    correct map may show, so that a sample whose only spread or offset is rounding is never
+    rejected.
+
+    Per draw, with features of relative error ``≤ ρ`` (:data:`FEATURE_REL_ERROR`, the black-box
+    suite's stated assumption) and the float64 sum of ``D`` products
+    (``|fl(Σaᵢbᵢ) − Σaᵢbᵢ| ≤ γ_D·Σ|aᵢbᵢ|``, Higham Lemma 3.1), the computed estimate is within
+    ``(2ρ + ρ² + γ_D)(1 + ρ)²·Σ|φ̂ᵢ(x)φ̂ᵢ(y)|`` of the exact one (the computed products bound
+    the exact ones within ``(1 + ρ)²``); ``bound`` is its maximum over the sample's draws
+    (:func:`estimates_and_products`). The claimed mean, a reference rounded once, adds
+    ``reference_rounding(mean)``. The median-of-means threshold is ``t = c_α·σ`` (``c_α = t/σ``
+    of :func:`kernel_verify.verify.stats.median_of_means_threshold` for :data:`DRAWS` samples,
+    smallest at the largest α), so ``σ = R/c_α`` gives ``t ≥ R`` at every level.
+
+    It matters where the pilot is (nearly) constant: an exactly constant pilot has variance 0,
+    and ``np.var`` of equal values may return ``~1e-34`` instead (its mean is rounded); either
+    way a correct map whose estimate is one ulp from the rounded kernel was rejected. (It
+    replaces the fallback ``max(|k|, 1)·1e-24`` used only at an exactly zero pilot variance:
+    no derivation, and it scaled with ``|k|`` instead of ``k²``.)"""
+    from kernel_verify.verify.stats import median_of_means_threshold
+
+    r = bound + float(reference_rounding(mean))
+    c = min(median_of_means_threshold(DRAWS, alpha, 1.0)[0] for alpha in alphas)
+    return (r / c) ** 2
+
+
 def pilot_mean_tests(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
                      mean: float, alphas) -> list[StatResult]:
     """:func:`pilot_mean_test` at each level of ``alphas`` on the same pilot and sample (the
     calibration's α ladder runs the property's check this way)."""
-    var = pilot_variance(target, x, y, seed)
-    if not var > 0:
-        # A constant pilot (every draw gave the same estimate): any spread in the main sample is
-        # then a rejection. The smallest variance that keeps the test defined is used: a
-        # relative 1e-12 standard deviation (1e-24 in variance), far below any spread a real
-        # random estimator shows and above the rounding of a constant one (≤ 2u relative).
-        var = max(abs(mean), 1.0) * 1e-24
-    samples = estimates(target, x, y, seed, DRAWS)
+    samples, absprod = estimates_and_products(target, x, y, seed, DRAWS)
+    var = max(pilot_variance(target, x, y, seed), rounding_variance(float(absprod.max()), mean,
+                                                                    alphas))
     return [mean_test(
         samples, mean, alpha=alpha, variance=var,
         label=(f"{target.name}: E φ(x)ᵀφ(y) = {target.kernel}(x, y) [ASSUMPTION: variance ≤ "
