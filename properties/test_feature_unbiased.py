@@ -42,7 +42,9 @@ frequency row's estimate under the construction's row law (the enumerated SORF l
 uniform-sphere ₀F₁ moments), within its stated error ``e``; the same law gives a proven range of
 every estimate and the one-row variance bound ``V₁`` (verify/references/biased_means.py). The
 test: two one-sided Bernstein/Hoeffding tests at ``α/2`` against ``μ_ref ± e`` — false-alarm
-rate ≤ α from independent draws alone.
+rate ≤ α from independent draws alone. The same row law gives the range and variance bound
+that the declared-mean test of the fixed-norm exponential maps (``softmax_positive``,
+``softmax_hyperbolic`` with ``orthogonal_fixed_norm`` rows) lacked: their mean test runs with it.
 """
 
 from __future__ import annotations

@@ -66,6 +66,8 @@ def untested_reason(target: FeatureMapTarget, label: str) -> str | None:
     one point (a quadrature that fails at one point is :class:`Degenerate`, that case only)."""
     if range_bound(target, 2, feature_m(target, 2)) is not None:
         return None
+    if target.has("biased") and reference_mean_reason(target) is None:
+        return None  # the row law of its construction gives a range at every point
     if target.has("unbiased") and variance_covered(target):
         return None
     other = ("blackbox_maps::test_unbiased_without_declared_family runs instead (stated "
@@ -91,6 +93,16 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
     bounds = range_bound(target, x.shape[-1], m)
     found = mean_test_variance(target, x, y, m) if target.has("unbiased") else None
     var, how = found if found is not None else (None, "")
+    if bounds is None and target.has("biased") and reference_mean_reason(target) is None:
+        # no range from the formula (exponential features), but the construction's row law
+        # bounds every estimate and its one-row variance (verify/references/biased_means.py)
+        mom = row_moments(target.formula, target.matrix, x, y, target.config)
+        bounds, var = estimate_range(mom, x.shape[-1], m), mom.variance
+        how = f"range and variance bound of the row law: {mom.how}"
+        if not bounds[0] <= mean <= bounds[1]:
+            raise AssertionError(
+                f"{target.name}: the declared mean {label} = {mean:.10g} lies outside the proven "
+                f"range {bounds} of every estimate of its construction ({mom.how})")
     if bounds is None and var is None:
         # the family has an exact variance (untested_reason is None), but its quadrature did
         # not converge at this point: this case is skipped (Degenerate), never the property
