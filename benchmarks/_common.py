@@ -1,7 +1,10 @@
 """Backends, dtypes, seeded inputs and thread pinning shared by the asv benchmark classes.
 
-A backend is ``"numpy"``, ``"torch:cpu"`` or ``"torch:cuda"`` (the names of
-``properties/backends.py``). Parameter lists hold only combinations that can run: impossible
+A backend is a :class:`~kernel_verify.verify.backends.Backend` of the one axis; asv keeps its
+parameter strings ``"numpy"``, ``"torch:cpu"``, ``"torch:cuda"`` (``Backend.name``) and dtype
+names, so the dashboards' history survives, and converts them at the edge with :func:`point`:
+every conversion below (arrays, parameter draws, devices, skip reasons) is the Backend's own.
+Parameter lists hold only combinations that can run: impossible
 ones (float16 on NumPy, ``m`` below a map's minimum) are never generated, and ``torch:cuda``
 appears only where ``torch.cuda.is_available()`` — elsewhere the one benchmark
 :class:`benchmarks.devices.CudaDevice` skips once with the reason. A CUDA machine's results
@@ -28,7 +31,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernel_verify.impls.torch.convert import to_torch
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.seeds import rng as seeded_rng
 
@@ -87,8 +89,7 @@ def skip_reason(backend: str, dtype: str = "float64") -> str | None:
 
 def device(backend: str) -> str | None:
     """The torch device of ``backend`` (None for NumPy)."""
-    b = point(backend)
-    return None if b.library == "numpy" else b.device
+    return point(backend).torch_device
 
 
 def rng_for(*key: Any) -> np.random.Generator:
@@ -104,8 +105,7 @@ def to_backend(x: np.ndarray, backend: str, dtype: str) -> Any:
 
 def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
     """The float64 draw as the backend's maps take it (torch: float64 tensors on the device)."""
-    dev = device(backend)
-    return params if dev is None else to_torch(params, device=dev, dtype=torch.float64)
+    return point(backend).from_numpy_params(params)
 
 
 def positions_for(n: int, backend: str) -> Any:

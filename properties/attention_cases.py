@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.strategies import QKV
 from kernel_verify.properties.targets import attentions_with
 from kernel_verify.verify.backends import AXIS, Backend
@@ -77,13 +78,8 @@ def cases(*claims: str) -> list[Any]:
         return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
     out = []
     for t in targets:
-        for b in AXIS:
-            if not t.accepts(b.library, b.dtype):
-                continue
-            marks = [pytest.mark.skip(reason=b.skip_reason)] if b.skip_reason else []
-            if b.device == "cuda":
-                marks.append(pytest.mark.cuda)
-            out.append(pytest.param(t, for_target(t, b), marks=marks, id=f"{t.name}-{b.id}"))
+        out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
+                   for b in AXIS if t.accepts(b.library, b.dtype))
     return out
 
 

@@ -3,9 +3,12 @@
 Every backend is always a test parameter; one that is unavailable here is *skipped with its
 reason*, never silently dropped, so the pytest summary shows what was not tested.
 
-Two spellings, one axis: :func:`backend_axis` gives :class:`~kernel_verify.verify.backends.Backend`
-objects (new code); :func:`backend_params` gives the ``(backend name, dtype)`` string pairs that
-older properties and unit tests take.
+One spelling: a property takes one ``backend`` argument, a
+:class:`~kernel_verify.verify.backends.Backend` (library × device × dtype), parametrised by
+:func:`backend_axis` (or :func:`backend_param` for a case that pairs it with a target). Arrays go
+to it with ``backend.from_numpy``, parameter draws with ``backend.from_numpy_params``, results
+come back with :func:`to_numpy`; ``backend.id`` (``torch:cpu-float32``) is the pytest id and
+``get_backend(id)`` its inverse for reproduction commands.
 """
 
 from __future__ import annotations
@@ -15,12 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel_verify.impls.torch.convert import to_torch
-from kernel_verify.verify.backends import AXIS, DTYPES, Backend, as_float64, get_backend
+from kernel_verify.verify.backends import AXIS, DTYPES, LIBRARIES, Backend, as_float64
 
-BACKENDS = ("numpy", "torch:cpu", "torch:cuda")
-__all__ = ["BACKENDS", "DTYPES", "backend_axis", "backend_params", "header_lines",
-           "params_to_backend", "to_backend", "to_numpy", "unavailable_reason"]
+__all__ = ["DTYPES", "backend_axis", "backend_param", "header_lines", "to_numpy"]
 
 
 def _marks(b: Backend) -> list:
@@ -30,41 +30,18 @@ def _marks(b: Backend) -> list:
     return marks
 
 
-def backend_axis(dtypes: tuple[str, ...] = DTYPES) -> list[Any]:
-    """``pytest.param(Backend)`` for every backend of the axis in ``dtypes``, marked skip (with
-    the reason) where unavailable."""
-    return [pytest.param(b, marks=_marks(b), id=b.id) for b in AXIS if b.dtype in dtypes]
+def backend_param(*values: Any, backend: Backend, id: str | None = None) -> Any:
+    """``pytest.param(*values, backend)`` marked skip (with the reason) where ``backend`` is
+    unavailable and ``cuda`` on a CUDA device; id ``backend.id`` unless given."""
+    return pytest.param(*values, backend, marks=_marks(backend), id=id or backend.id)
 
 
-def unavailable_reason(backend: str) -> str | None:
-    """Why ``backend`` (``numpy``, ``torch:cpu``, ``torch:cuda``) cannot run here, or None."""
-    return get_backend(f"{backend}:float64").skip_reason
-
-
-def supports_dtype(backend: str, dtype: str) -> bool:
-    """NumPy has no bfloat16, and its float16 is not a compute type for these maps."""
-    return any(b.name == backend and b.dtype == dtype for b in AXIS)
-
-
-def backend_params(dtypes: tuple[str, ...] = ("float64",)) -> list[Any]:
-    """``pytest.param(backend, dtype)`` for every pair, marked skip where unavailable."""
-    return [pytest.param(b.name, b.dtype, marks=_marks(b), id=b.id)
-            for b in AXIS if b.dtype in dtypes]
-
-
-def to_backend(x: np.ndarray, backend: str, dtype: str) -> Any:
-    """A float64 NumPy array on ``backend`` in ``dtype`` (rounded once)."""
-    return get_backend(f"{backend}:{dtype}").from_numpy(x)
-
-
-def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
-    """The float64 parameter draw as the backend wants it (torch converts to float64 tensors on
-    the device; the maps convert to their compute dtype)."""
-    if backend == "numpy":
-        return params
-    import torch
-
-    return to_torch(params, device=backend.split(":", 1)[1], dtype=torch.float64)
+def backend_axis(dtypes: tuple[str, ...] = DTYPES,
+                 libraries: tuple[str, ...] = LIBRARIES) -> list[Any]:
+    """``pytest.param(Backend)`` for every backend of the axis in ``dtypes`` and ``libraries``,
+    marked skip (with the reason) where unavailable."""
+    return [backend_param(backend=b) for b in AXIS
+            if b.dtype in dtypes and b.library in libraries]
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -73,8 +50,9 @@ def to_numpy(x: Any) -> np.ndarray:
 
 
 def header_lines() -> list[str]:
+    """One line per backend name of the axis: available, or why not."""
     lines = []
-    for backend in BACKENDS:
-        reason = unavailable_reason(backend)
-        lines.append(f"  {backend}: {'available' if reason is None else reason}")
+    for name in dict.fromkeys(b.name for b in AXIS):
+        reason = next(b.skip_reason for b in AXIS if b.name == name)
+        lines.append(f"  {name}: {'available' if reason is None else reason}")
     return lines

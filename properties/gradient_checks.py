@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from kernel_verify.impls.registry import all_maps
-from kernel_verify.properties.backends import params_to_backend, to_numpy
+from kernel_verify.properties.backends import to_numpy
+from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.gradient_bounds import BACKWARD_RULES, feature_vjp_bound
 from kernel_verify.verify.references.features import (
     MP_FEATURES,
@@ -85,28 +86,26 @@ def draw(target, seed: int, d: int, m: int) -> dict:
     return target.draw_params(np.random.default_rng(seed), d, max(m, min_m))
 
 
-def tensor(x: np.ndarray, backend: str, dtype: str, grad: bool = False):
-    """``x`` as a tensor of ``dtype`` on the backend's device (rounded to the dtype once)."""
-    t = torch.as_tensor(x, dtype=torch.float64).to(device=backend.split(":")[1],
-                                                 dtype=getattr(torch, dtype))
-    return t.requires_grad_(grad)
+def tensor(x: np.ndarray, backend: Backend, grad: bool = False):
+    """``x`` as a tensor of the (torch) backend (rounded to its dtype once)."""
+    return backend.from_numpy(x).requires_grad_(grad)
 
 
-def map_budget(target, dtype: str, backend: str):
+def map_budget(target, backend: Backend):
     """The rounding budget of a feature map's forward and backward: the registry's maps compute
     half types in float32 and round once (:func:`budget_for`); a third-party map may compute in
     the half type itself (:func:`native_budget_for`, the same for float32/float64)."""
     own = getattr(target, "entry", None) is not None
-    return (budget_for if own else native_budget_for)(dtype, backend)
+    return (budget_for if own else native_budget_for)(backend.dtype, backend.device)
 
 
-def half_cast(bound: np.ndarray, ref: np.ndarray, dtype: str, device: str) -> np.ndarray:
+def half_cast(bound: np.ndarray, ref: np.ndarray, backend: Backend) -> np.ndarray:
     """``bound + u₆₄|ref|`` (the reference's rounding) and, for a half type cast back from
     float32, ``output_round`` ulps of the half type at ``|ref| + bound``."""
-    b = budget_for(dtype, device)
+    b = budget_for(backend.dtype, backend.device)
     bound = bound + 1.0000001 * U64 * np.abs(ref)
     if b.output_round:
-        bound = bound + b.output_round * ulp(np.abs(ref) + bound, dtype)
+        bound = bound + b.output_round * ulp(np.abs(ref) + bound, backend.dtype)
     return bound
 
 
@@ -140,17 +139,17 @@ def _positions(target, n: int):
     return np.arange(n) if target.has("positional") else None
 
 
-def feature_vjp_check(target, entry, backend: str, dtype: str, x: np.ndarray, params: dict,
+def feature_vjp_check(target, entry, backend: Backend, x: np.ndarray, params: dict,
                       rng: np.random.Generator, *, log: bool = False) -> GradientCheck:
     """``∂/∂x Σ G⊙φ(x)`` (``log``: of ``log φ``) with ``G ~ N(0, 1)`` drawn from ``rng`` after
     the forward (module docstring). Raises what the target's forward raises (e.g. the documented
     ValueError of a float16 overflow)."""
     fn = target.log_torch_fn if log else target.torch_fn
-    x_t = tensor(x, backend, dtype, grad=True)
+    x_t = tensor(x, backend, grad=True)
     x_r = to_numpy(x_t)
     pos = _positions(target, x.shape[0])
     kw = {"positions": pos} if pos is not None else {}
-    out = fn(x_t, params_to_backend(params, backend), target.config, **kw)
+    out = fn(x_t, backend.from_numpy_params(params), target.config, **kw)
     g64 = rng.standard_normal(tuple(out.shape))
     g_t = torch.as_tensor(g64, dtype=torch.float64).to(device=out.device, dtype=out.dtype)
     g_r = to_numpy(g_t)
@@ -158,22 +157,22 @@ def feature_vjp_check(target, entry, backend: str, dtype: str, x: np.ndarray, pa
     (grad,) = torch.autograd.grad((out * g_t).sum(), x_t)
     jac = feature_jacobian_mp(entry, x_r, params, log=log, positions=pos)
     ref = to_float(np.einsum("nf,nfd->nd", g_r.astype(object), jac))
-    b = map_budget(target, dtype, backend)
+    b = map_budget(target, backend)
     ulps = max(b.ulps.values())
     bound = feature_vjp_bound(entry, x_r, params, None, np.abs(g_r), b.u_compute, ulps, log=log)
-    bound = half_cast(bound, ref, dtype, backend)
+    bound = half_cast(bound, ref, backend)
     return GradientCheck(to_numpy(grad), ref, bound, {"x": x_r}, finite)
 
 
-def kernel_gradient_check(target, entry, backend: str, dtype: str, x: np.ndarray, y: np.ndarray,
+def kernel_gradient_check(target, entry, backend: Backend, x: np.ndarray, y: np.ndarray,
                           params: dict) -> GradientCheck:
     """``∇ₓ φ(x)ᵀφ(y)`` by autograd against ``J(x)ᵀφ(y)`` (exact) within
     ``feature_vjp_bound`` with upstream ``φ̂(y)`` (its forward bound as its error)."""
     fn = target.torch_fn
     pos = _positions(target, x.shape[0])
     kw = {"positions": pos} if pos is not None else {}
-    pt = params_to_backend(params, backend)
-    x_t, y_t = tensor(x, backend, dtype, grad=True), tensor(y, backend, dtype)
+    pt = backend.from_numpy_params(params)
+    x_t, y_t = tensor(x, backend, grad=True), tensor(y, backend)
     x_r, y_r = to_numpy(x_t), to_numpy(y_t)
     phi_y = fn(y_t, pt, target.config, **kw).detach()
     out = fn(x_t, pt, target.config, **kw)
@@ -181,13 +180,13 @@ def kernel_gradient_check(target, entry, backend: str, dtype: str, x: np.ndarray
     jac = feature_jacobian_mp(entry, x_r, params, positions=pos)
     fy = features_mp(entry, y_r, params, positions=pos)
     ref = to_float(np.einsum("nf,nfd->nd", fy, jac))
-    b = map_budget(target, dtype, backend)
+    b = map_budget(target, backend)
     ulps = max(b.ulps.values())
     fy64 = to_float(fy)
     e_y = feature_error_bound(entry, y_r, params, entry.config, b.u_compute, ulps, pos)
     bound = feature_vjp_bound(entry, x_r, params, None, np.abs(fy64) * (1 + U64), b.u_compute,
                               ulps, g_err=e_y)
-    bound = half_cast(bound, ref, dtype, backend)
+    bound = half_cast(bound, ref, backend)
     return GradientCheck(to_numpy(grad), ref, bound, {"x": x_r, "y": y_r},
                          bool(torch.isfinite(out).all()))
 
@@ -200,7 +199,7 @@ def estimator_gradients(target, x: np.ndarray, y: np.ndarray, m: int, seeds: lis
     out = []
     for s in seeds:
         if target.white_box:
-            params = params_to_backend(draw(target, s, d, m), "torch:cpu")
+            params = get_backend("torch:cpu-float64").from_numpy_params(draw(target, s, d, m))
             kw = {"positions": np.arange(1)} if target.has("positional") else {}
 
             def fn(t, params=params, kw=kw):

@@ -58,11 +58,7 @@ def _backend_id(item) -> str:
         return ""
     params = callspec.params
     b = params.get("backend")
-    if b is not None and hasattr(b, "id"):
-        return str(b.id)
-    if isinstance(b, str):
-        return f"{b}-{params.get('dtype', '')}".rstrip("-")
-    return ""
+    return str(b.id) if hasattr(b, "id") else ""
 
 
 def repro_command(item) -> str:

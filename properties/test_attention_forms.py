@@ -52,6 +52,7 @@ from kernel_verify.properties.attention_cases import (
     output_error_bound,
     seen,
 )
+from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.evidence import nonfinite, observed
 from kernel_verify.properties.strategies import QKV, generator, seeds
 from kernel_verify.properties.targets import attentions_with
@@ -89,13 +90,8 @@ def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
                 reason=f"{t.name} does not offer what this property needs: "
                        f"{'; '.join(missing)} (the forms protocol, docs/math.md §13)")))
             continue
-        for b in AXIS:
-            if not t.accepts(b.library, b.dtype):
-                continue
-            marks = [pytest.mark.skip(reason=b.skip_reason)] if b.skip_reason else []
-            if b.device == "cuda":
-                marks.append(pytest.mark.cuda)
-            out.append(pytest.param(t, for_target(t, b), marks=marks, id=f"{t.name}-{b.id}"))
+        out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
+                   for b in AXIS if t.accepts(b.library, b.dtype))
     return out
 
 

@@ -68,7 +68,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.impls.attention import feature_map_attention
-from kernel_verify.properties.backends import backend_params, params_to_backend, to_numpy
+from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.properties.gradient_checks import (  # shared with the report
     STAT_D,
     directional_differences,
@@ -87,6 +87,7 @@ from kernel_verify.properties.gradient_checks import tensor as _tensor
 from kernel_verify.properties.gradient_checks import twin as _twin
 from kernel_verify.properties.strategies import ValueDraws, generator, points
 from kernel_verify.properties.targets import feature_maps
+from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.gradient_bounds import (
     BACKWARD_RULES,
@@ -104,20 +105,19 @@ from kernel_verify.verify.references.gradients import (
     softmax_attention_grads_mp,
 )
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.tolerance import FORMATS, budget_for, gamma
+from kernel_verify.verify.tolerance import FORMATS, gamma
 
 torch = pytest.importorskip("torch")
 
 U64 = 2.0**-53
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
-TORCH = ("torch:cpu", "torch:cuda")
 FEW = max(3, settings.default.max_examples // 5)
 seeds = st.integers(0, 2**32 - 1)
 NO_CLAIM = "claims no `differentiable` (add the claim to get the gradient tests)"
 
 
 def _torch_backends(dtypes: tuple[str, ...]) -> list:
-    return [p for p in backend_params(dtypes) if p.values[0] in TORCH]
+    return backend_axis(dtypes, libraries=("torch",))
 
 
 def _stub(*_: Any, **__: Any):
@@ -136,7 +136,7 @@ def _run_entry(target, twin):
     )
 
 
-def _need_torch_fn(target, backend: str, log: bool = False):
+def _need_torch_fn(target, backend: Backend, log: bool = False):
     if target is None:
         pytest.skip("no target")
     fn = target.log_torch_fn if log else target.torch_fn
@@ -170,12 +170,12 @@ WHITE = feature_maps("differentiable", white_box=True, predicate=_one_per_formul
 
 
 @pytest.mark.parametrize("target", WHITE)
-@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(ALL_DTYPES))
+@pytest.mark.parametrize("backend", _torch_backends(ALL_DTYPES))
 @pytest.mark.parametrize("log", [False, True], ids=["phi", "logphi"])
 @settings(max_examples=FEW)
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
        scale=st.sampled_from([0.05, 0.5, 1.0, 2.0]), data=st.data())
-def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d, m, scale, data):
+def test_feature_gradient_matches_exact(target, backend, log, seed, n, d, m, scale, data):
     """``∂/∂x Σ G⊙φ(x)`` by autograd equals ``Σ_f G_f ∂φ_f/∂x`` (exact) within the derived
     backward bound (module docstring)."""
     if log and (target is None or not target.has("log_features")):
@@ -185,20 +185,21 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
     params = _draw(target, seed, d, m)
     x = data.draw(points((n, d), scale, off_zero=True), label="x")
     rng = ValueDraws(data, "G", no_tiny=True)  # the upstream gradient G, drawn value by value
-    x_r = _seen(_tensor(x, backend, dtype))
+    x_r = _seen(_tensor(x, backend))
     assume(np.all(np.abs(x_r) > 1e-6 * scale))  # off the kinks (x = 0) of piecewise maps
     try:
-        chk = feature_vjp_check(target, entry, backend, dtype, x, params, rng, log=log)
+        chk = feature_vjp_check(target, entry, backend, x, params, rng, log=log)
     except ValueError as err:  # the documented overflow error of the half type's range
-        assume(dtype != "float16" or "overflow" not in str(err))
+        assume(backend.dtype != "float16" or "overflow" not in str(err))
         raise
-    if dtype == "float16":
+    if backend.dtype == "float16":
         assume(chk.out_finite)
         # a gradient beyond float16's range is its range limit, not tested
         assume(float(np.max(np.abs(chk.ref) + chk.bound)) < float(np.finfo(np.float16).max))
     assert_close(
         chk.got, chk.ref, chk.bound, inputs=chk.inputs,
-        label=f"{target.name}: ∂(G·{'log φ' if log else 'φ'})/∂x on {backend} {dtype}",
+        label=f"{target.name}: ∂(G·{'log φ' if log else 'φ'})/∂x on {backend.name} "
+              f"{backend.dtype}",
         how="feature_vjp_bound (u of the compute dtype, worst elementary ulps) + u₆₄|ref| "
             "(+ cast to a half type)",
         repro=f"seed={seed} (parameters), log={log}; x and G: the Hypothesis draws",
@@ -206,11 +207,11 @@ def test_feature_gradient_matches_exact(target, backend, dtype, log, seed, n, d,
 
 
 @pytest.mark.parametrize("target", WHITE)
-@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float64", "float32")))
+@pytest.mark.parametrize("backend", _torch_backends(("float64", "float32")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
        scale=st.sampled_from([0.1, 0.7, 1.5]), data=st.data())
-def test_kernel_estimate_gradient_matches_exact(target, backend, dtype, seed, d, m, scale, data):
+def test_kernel_estimate_gradient_matches_exact(target, backend, seed, d, m, scale, data):
     """``∇ₓ φ(x)ᵀφ(y)`` by autograd equals ``J(x)ᵀφ(y)`` (exact) within the derived bound with
     the upstream ``φ̂(y)`` carrying its forward error."""
     _need_torch_fn(target, backend)
@@ -218,11 +219,11 @@ def test_kernel_estimate_gradient_matches_exact(target, backend, dtype, seed, d,
     params = _draw(target, seed, d, m)
     x = data.draw(points((2, d), scale, off_zero=True), label="x")
     y = data.draw(points((2, d), scale, no_tiny=True), label="y")
-    assume(np.all(np.abs(_seen(_tensor(x, backend, dtype))) > 1e-6 * scale))
-    chk = kernel_gradient_check(target, entry, backend, dtype, x, y, params)
+    assume(np.all(np.abs(_seen(_tensor(x, backend))) > 1e-6 * scale))
+    chk = kernel_gradient_check(target, entry, backend, x, y, params)
     assert_close(
         chk.got, chk.ref, chk.bound, inputs=chk.inputs,
-        label=f"{target.name}: ∇ₓ φ(x)ᵀφ(y) on {backend} {dtype}",
+        label=f"{target.name}: ∇ₓ φ(x)ᵀφ(y) on {backend.name} {backend.dtype}",
         how="feature_vjp_bound with upstream φ̂(y) (forward bound of φ(y) as its error)",
         repro=f"seed={seed} (parameters), x={x.tolist()}, y={y.tolist()}",
     )
@@ -237,17 +238,17 @@ LOG_MAPS = feature_maps(
                 "`differentiable`")
 
 
-def _feature_attention_check(target, q, k, v, g, params, backend, dtype, causal, *,
+def _feature_attention_check(target, q, k, v, g, params, backend: Backend, causal, *,
                              hypothesis: bool = True) -> None:
     entry = _twin(target)
     run_entry = _run_entry(target, entry)
     n, d = q.shape
-    b = _map_budget(target, dtype, backend)
+    b = _map_budget(target, backend)
     u_c, ulps = b.u_compute, max(b.ulps.values())
-    qt, kt, vt = (_tensor(a, backend, dtype, grad=True) for a in (q, k, v))
-    gt = _tensor(g, backend, dtype)
+    qt, kt, vt = (_tensor(a, backend, grad=True) for a in (q, k, v))
+    gt = _tensor(g, backend)
     q_r, k_r, v_r, g_r = (_seen(t) for t in (qt, kt, vt, gt))
-    out = feature_map_attention(run_entry, params_to_backend(params, backend), qt, kt, vt,
+    out = feature_map_attention(run_entry, backend.from_numpy_params(params), qt, kt, vt,
                                 causal=causal)
     got = torch.autograd.grad((out * gt).sum(), (qt, kt, vt))
     refs = [to_float(r) for r in feature_attention_grads_mp(
@@ -279,24 +280,24 @@ def _feature_attention_check(target, q, k, v, g, params, backend, dtype, causal,
     bk = s * feature_vjp_bound(entry, xk, params, None, alk, u_c, ulps, log=True, g_err=dlk)
     bounds = (bq, bk, parts["v"])
     for name, g_hat, ref, bound in zip("qkv", got, refs, bounds, strict=True):
-        bound = _half_cast(bound, ref, dtype, backend)
+        bound = _half_cast(bound, ref, backend)
         assert np.isfinite(bound).all(), f"{target.name}: gradient bound not finite (ρ > 1/2)"
         assert_close(
             to_numpy(g_hat), ref, bound, inputs={"q": q_r, "k": k_r},
             label=f"{target.name}: attention ∂L/∂{name} ({'causal' if causal else 'non-causal'})"
-                  f" on {backend} {dtype}",
+                  f" on {backend.name} {backend.dtype}",
             how="attention_grad_bound (ρ = expm1(2E + 4δ) of the log path) through the "
                 "log-feature Jacobian (feature_vjp_bound) + u₆₄|ref|",
             repro=f"_feature_attention_check(target {target.name!r}, q, k, v, G, params, "
-                  f"{backend!r}, {dtype!r}, causal={causal})",
+                  f"get_backend({backend.id!r}), causal={causal})",
         )
 
 
 @pytest.mark.parametrize("target", LOG_MAPS)
-@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float64", "float32")))
+@pytest.mark.parametrize("backend", _torch_backends(("float64", "float32")))
 @settings(max_examples=FEW)
 @given(data=st.data())
-def test_feature_attention_gradients_match_exact(target, backend, dtype, data):
+def test_feature_attention_gradients_match_exact(target, backend, data):
     """∂L/∂(q, k, v) of linear attention with the map (log-space path) equal the exact
     gradients of the same estimator within the derived bound."""
     _need_torch_fn(target, backend, log=True)
@@ -311,14 +312,13 @@ def test_feature_attention_gradients_match_exact(target, backend, dtype, data):
     k = data.draw(points((n, d), scale, no_tiny=True), label="k")
     v = data.draw(points((n, 2), no_tiny=True), label="v")
     g = data.draw(points((n, 2), no_tiny=True), label="G")
-    _feature_attention_check(target, q, k, v, g, _draw(target, seed, d, m), backend, dtype,
-                             causal)
+    _feature_attention_check(target, q, k, v, g, _draw(target, seed, d, m), backend, causal)
 
 
 @pytest.mark.parametrize("target", LOG_MAPS)
-@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(("float32",)))
+@pytest.mark.parametrize("backend", _torch_backends(("float32",)))
 @pytest.mark.parametrize("norm", [1.0, 5.0, 12.0, 20.0])
-def test_attention_gradients_finite_along_scale_sweep(target, backend, dtype, norm):
+def test_attention_gradients_finite_along_scale_sweep(target, backend, norm):
     """Issue 20: at pre-scaled norms up to 20 (float32, where the plain path underflows) the
     log-space path's gradients are finite and within the derived bound (d = 16: exact
     prescale)."""
@@ -331,17 +331,17 @@ def test_attention_gradients_finite_along_scale_sweep(target, backend, dtype, no
     k *= norm * s / np.linalg.norm(k, axis=-1, keepdims=True)
     v, g = rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
     for causal in (False, True):
-        _feature_attention_check(target, q, k, v, g, _draw(target, 5, d, 8), backend, dtype,
-                                 causal, hypothesis=False)
+        _feature_attention_check(target, q, k, v, g, _draw(target, 5, d, 8), backend, causal,
+                                 hypothesis=False)
 
 
 # ------------------------------------------------------------------ exact softmax attention
 @pytest.mark.kv_builtin_only
-@pytest.mark.parametrize(("backend", "dtype"), _torch_backends(ALL_DTYPES))
+@pytest.mark.parametrize("backend", _torch_backends(ALL_DTYPES))
 @settings(max_examples=FEW)
 @given(causal=st.booleans(), n=st.integers(1, 5), d=st.integers(1, 6),
        scale=st.sampled_from([0.3, 1.0, 3.0]), data=st.data())
-def test_softmax_attention_gradients_match_exact(backend, dtype, causal, n, d, scale, data):
+def test_softmax_attention_gradients_match_exact(backend, causal, n, d, scale, data):
     """The built-in torch softmax attention: ∂L/∂(q, k, v) equal the exact gradients within
     ``attention_grad_bound`` with the weight error of ``softmax_weight_error``."""
     from kernel_verify.impls.torch.attention import softmax_attention
@@ -350,13 +350,13 @@ def test_softmax_attention_gradients_match_exact(backend, dtype, causal, n, d, s
     k = data.draw(points((n, d), scale, no_tiny=True), label="k")
     v = data.draw(points((n, 3), no_tiny=True), label="v")
     g = data.draw(points((n, 3), no_tiny=True), label="G")
-    qt, kt, vt = (_tensor(a, backend, dtype, grad=True) for a in (q, k, v))
-    gt = _tensor(g, backend, dtype)
+    qt, kt, vt = (_tensor(a, backend, grad=True) for a in (q, k, v))
+    gt = _tensor(g, backend)
     q_r, k_r, v_r, g_r = (_seen(t) for t in (qt, kt, vt, gt))
     out = softmax_attention(qt, kt, vt, causal=causal)
     got = torch.autograd.grad((out * gt).sum(), (qt, kt, vt))
     refs = [to_float(r) for r in softmax_attention_grads_mp(q_r, k_r, v_r, g_r, causal=causal)]
-    b = budget_for(dtype, backend)
+    b = backend.budget
     sc = 1 / math.sqrt(d)
     rho = softmax_weight_error(q_r, k_r, sc, b.u_compute, max(b.ulps.values()), causal=causal)
     s = np.exp((q_r @ k_r.T) * sc)
@@ -367,8 +367,9 @@ def test_softmax_attention_gradients_match_exact(backend, dtype, causal, n, d, s
     bq, bk = softmax_qk_bounds(parts, q_r, k_r, sc)
     for name, g_hat, ref, bound in zip("qkv", got, refs, (bq, bk, parts["v"]), strict=True):
         assert_close(
-            to_numpy(g_hat), ref, _half_cast(bound, ref, dtype, backend), inputs={"q": q_r},
-            label=f"softmax attention ∂L/∂{name} (causal={causal}) on {backend} {dtype}",
+            to_numpy(g_hat), ref, _half_cast(bound, ref, backend), inputs={"q": q_r},
+            label=f"softmax attention ∂L/∂{name} (causal={causal}) on {backend.name} "
+                  f"{backend.dtype}",
             how="attention_grad_bound with softmax_weight_error + u₆₄|ref| (+ half cast)",
             repro=f"causal={causal}, q, k, v, G: the Hypothesis draws",
         )
@@ -422,8 +423,8 @@ def _map_fn(target, seed: int, d: int, m: int = 4):
         kw = {"positions": np.arange(3)} if target.has("positional") else {}
 
         def fn(x):
-            return target.torch_fn(x, params_to_backend(params, f"torch:{x.device.type}"),
-                                   target.config, **kw)
+            on = get_backend(f"torch:{x.device.type}-float64")
+            return target.torch_fn(x, on.from_numpy_params(params), target.config, **kw)
 
         return fn
     return lambda x: target.sample_fn(x, seed)

@@ -21,7 +21,7 @@ from kernel_verify.impls.attention import feature_map_attention, map_features
 from kernel_verify.impls.numpy import attention as np_att
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.impls.torch import attention as torch_att
-from kernel_verify.properties.backends import backend_params, to_backend, to_numpy
+from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.verify.attention_bounds import gamma, linear_attention_error_bound
 
 U64 = float(np.finfo(np.float64).eps / 2)
@@ -31,8 +31,8 @@ POSITIVE_MAPS = [
 SIGNED_MAPS = ["softmax_trig[iid]", "rff_pairs[iid]", "rff_phase[orthogonal]"]
 
 
-def _attention(backend: str):
-    return np_att if backend == "numpy" else torch_att
+def _attention(backend):
+    return np_att if backend.library == "numpy" else torch_att
 
 
 def _quadratic(phi_q, phi_k, v, causal):
@@ -57,11 +57,11 @@ shapes = st.tuples(
 )
 
 
-@pytest.mark.parametrize(("backend", "dtype"), backend_params())
+@pytest.mark.parametrize("backend", backend_axis(("float64",)))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", POSITIVE_MAPS + SIGNED_MAPS)
 @given(shape=shapes, chunk=st.integers(1, 50))
-def test_linear_attention_equals_quadratic_form(backend, dtype, causal, name, shape, chunk):
+def test_linear_attention_equals_quadratic_form(backend, causal, name, shape, chunk):
     seed, n, d, m = shape
     phi_q, phi_k, v = _features(name, seed, n, d, m, 0.5)
     expected = _quadratic(phi_q, phi_k, v, causal)
@@ -71,7 +71,7 @@ def test_linear_attention_equals_quadratic_form(backend, dtype, causal, name, sh
         return  # denominator sign not decidable in float64 at these points: identity undefined
     att = _attention(backend)
     got = att.linear_attention(
-        *(to_backend(a, backend, dtype) for a in (phi_q, phi_k, v)),
+        *(backend.from_numpy(a) for a in (phi_q, phi_k, v)),
         causal=causal, chunk_size=chunk, zero_denominator=policy,
     )
     err = np.abs(to_numpy(got) - expected)
@@ -82,11 +82,11 @@ def test_linear_attention_equals_quadratic_form(backend, dtype, causal, name, sh
     )
 
 
-@pytest.mark.parametrize(("backend", "dtype"), backend_params())
+@pytest.mark.parametrize("backend", backend_axis(("float64",)))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", POSITIVE_MAPS)
 @given(shape=shapes, chunk=st.integers(1, 50))
-def test_log_space_path_equals_plain_path(backend, dtype, causal, name, shape, chunk):
+def test_log_space_path_equals_plain_path(backend, causal, name, shape, chunk):
     """Bound for the log path (float64): every logit (a sum of at most 3 log-features plus a
     logsumexp over ≤ max(n, m) terms) carries an absolute error ≤ δ = γ_(n+m+6)·(Z + 1) with
     Z = max|log φ(q)| + max|log φ(k)| + log(n·m); the softmax weights then have relative errors
@@ -109,26 +109,26 @@ def test_log_space_path_equals_plain_path(backend, dtype, causal, name, shape, c
         phi_q, phi_k, v, causal=causal, u=U64
     )
     got = _attention(backend).log_linear_attention(
-        *(to_backend(a, backend, dtype) for a in (lq, lk, v)), causal=causal, chunk_size=chunk
+        *(backend.from_numpy(a) for a in (lq, lk, v)), causal=causal, chunk_size=chunk
     )
     err = np.abs(to_numpy(got) - expected)
     assert np.all(err <= bound), f"{name}: max err {err.max():.3e}, bound {bound.min():.3e}"
 
 
-@pytest.mark.parametrize(("backend", "dtype"), backend_params())
+@pytest.mark.parametrize("backend", backend_axis(("float64",)))
 @given(shape=shapes)
-def test_causal_softmax_attention_sees_only_the_past(backend, dtype, shape):
+def test_causal_softmax_attention_sees_only_the_past(backend, shape):
     seed, n, d, _ = shape
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((1, n, d)) for _ in range(3))
     att = _attention(backend)
-    out = to_numpy(att.softmax_attention(*(to_backend(a, backend, dtype) for a in (q, k, v)),
+    out = to_numpy(att.softmax_attention(*(backend.from_numpy(a) for a in (q, k, v)),
                                          causal=True))
     k2, v2 = k.copy(), v.copy()
     cut = n // 2
     k2[:, cut + 1 :] += 3.0
     v2[:, cut + 1 :] -= 5.0
-    out2 = to_numpy(att.softmax_attention(*(to_backend(a, backend, dtype) for a in (q, k2, v2)),
+    out2 = to_numpy(att.softmax_attention(*(backend.from_numpy(a) for a in (q, k2, v2)),
                                           causal=True))
     # Rows 0..cut read exactly the same keys and values: the computations are identical.
     np.testing.assert_array_equal(out[:, : cut + 1], out2[:, : cut + 1])

@@ -20,6 +20,7 @@ from kernel_verify.mutants.catalogue import load
 from kernel_verify.properties.checks.blackbox import NOISE_LEVEL, fourth_difference_noise
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.test_feature_reference import check_attention
+from kernel_verify.verify.backends import get_backend
 from tests import whitebox_adapters as adapters
 
 USER = adapters.targets + adapters.variants
@@ -37,7 +38,8 @@ def test_correct_user_adapters_pass_the_attention_reference(target, dtype, causa
         k[0] = q[0]
     v = rng.standard_normal((3, 2))
     params = target.draw_params(np.random.default_rng(1), d, 4)
-    check_attention(target, q, k, v, params, "numpy", dtype, causal, hypothesis=False)
+    check_attention(target, q, k, v, params, get_backend(f"numpy-{dtype}"), causal,
+                    hypothesis=False)
 
 
 def test_float32_features_for_float32_input_are_widened_not_refused():

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.impls.torch.deterministic_maps import Hedgehog
-from kernel_verify.properties.backends import backend_params
+from kernel_verify.properties.backends import backend_axis
+from kernel_verify.verify.backends import get_backend
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
@@ -45,37 +46,37 @@ def drawn(entry, d: int) -> dict:
 
 
 @pytest.mark.parametrize("name", DETERMINISTIC)
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(ALL_DTYPES))
+@pytest.mark.parametrize("backend", backend_axis(ALL_DTYPES))
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), scale=scales)
-def test_features_match_mp_twin(name, backend, dtype, seed, n, d, scale):
+def test_features_match_mp_twin(name, backend, seed, n, d, scale):
     entry = get(name)
-    check_against_mp(entry, inputs(seed, n, d, scale), drawn(entry, d), backend, dtype)
+    check_against_mp(entry, inputs(seed, n, d, scale), drawn(entry, d), backend)
 
 
 @pytest.mark.parametrize("name", ["hedgehog", "elu_plus_one"])
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(("float64", "float32")))
+@pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
 @given(seed=seeds, d=st.integers(1, 4), scale=scales)
-def test_log_features_match_mp_twin(name, backend, dtype, seed, d, scale):
+def test_log_features_match_mp_twin(name, backend, seed, d, scale):
     entry = get(name)
-    check_against_mp(entry, inputs(seed, 3, d, scale), drawn(entry, d), backend, dtype, log=True)
+    check_against_mp(entry, inputs(seed, 3, d, scale), drawn(entry, d), backend, log=True)
 
 
 @pytest.mark.parametrize("nu", [1, 2, 3])
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(("float64", "float32")))
-def test_dpfp_orders_match_mp_twin(nu, backend, dtype):
+@pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
+def test_dpfp_orders_match_mp_twin(nu, backend):
     entry = get("dpfp").with_config(nu=nu)
     x = inputs(nu, 3, 3, 1.0)
-    check_against_mp(entry, x, {}, backend, dtype)
+    check_against_mp(entry, x, {}, backend)
     assert entry.output_dim(3, 1) == 2 * 3 * nu
 
 
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(ALL_DTYPES))
+@pytest.mark.parametrize("backend", backend_axis(ALL_DTYPES))
 @given(seed=seeds, n=st.integers(1, 4), d=st.integers(1, 4), scale=scales,
        big_m=st.sampled_from([4, 7, 256]))
-def test_cosformer_matches_mp_twin(backend, dtype, seed, n, d, scale, big_m):
+def test_cosformer_matches_mp_twin(backend, seed, n, d, scale, big_m):
     entry = get("cosformer").with_config(M=big_m)
     pos = np.random.default_rng(seed).integers(0, big_m + 1, size=n)
-    check_against_mp(entry, inputs(seed, n, d, scale), {}, backend, dtype, positions=pos)
+    check_against_mp(entry, inputs(seed, n, d, scale), {}, backend, positions=pos)
 
 
 @given(seed=seeds, d=st.integers(1, 4), scale=st.sampled_from([0.3, 1.0, 3.0]))
@@ -166,7 +167,7 @@ def test_hedgehog_with_given_weights():
     z = x
     expect = np.concatenate([np.exp(z) / np.exp(z).sum(-1, keepdims=True),
                              np.exp(-z) / np.exp(-z).sum(-1, keepdims=True)], axis=-1)
-    check_against_mp(entry, x, drawn(entry, d), "numpy", "float64")
+    check_against_mp(entry, x, drawn(entry, d), get_backend("numpy-float64"))
     bound = feature_error_bound(entry, x, drawn(entry, d), None, U64, 1.0) + 6 * U64 * expect
     assert_close(entry.numpy_fn(x, {}, entry.config), expect, bound, label="hedgehog W = I",
                  how="feature bound + the naive softmax's own 3-rounding error", repro="seed 5")

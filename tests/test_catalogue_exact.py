@@ -32,13 +32,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernel_verify.impls.registry import FeatureMap, get
-from kernel_verify.properties.backends import (
-    backend_params,
-    params_to_backend,
-    to_backend,
-    to_numpy,
-    unavailable_reason,
-)
+from kernel_verify.properties.backends import backend_axis, to_numpy
+from kernel_verify.verify.backends import Backend
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import (
     feature_error_bound,
@@ -47,7 +42,7 @@ from kernel_verify.verify.references.features import (
 )
 from kernel_verify.verify.references.kernels import gram_mp, gram_reference
 from kernel_verify.verify.references.mp import to_float, working_precision
-from kernel_verify.verify.tolerance import budget_for, gamma, reference_rounding, ulp
+from kernel_verify.verify.tolerance import gamma, reference_rounding, ulp
 
 U64 = 2.0**-53
 EXACT = ("taylor2", "taylor3", "taylor2_compressed", "polynomial", "linear", "cosine")
@@ -60,8 +55,8 @@ def inputs(seed: int, n: int, d: int, scale: float) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, d)) * scale
 
 
-def backend_fn(entry: FeatureMap, backend: str, log: bool = False):
-    if backend == "numpy":
+def backend_fn(entry: FeatureMap, backend: Backend, log: bool = False):
+    if backend.library == "numpy":
         return entry.log_numpy_fn if log else entry.numpy_fn
     return entry.log_torch_fn if log else entry.torch_fn
 
@@ -70,23 +65,21 @@ def check_against_mp(
     entry: FeatureMap,
     x64: np.ndarray,
     params: dict[str, np.ndarray],
-    backend: str,
-    dtype: str,
+    backend: Backend,
     *,
     positions: np.ndarray | None = None,
     log: bool = False,
     label: str = "",
 ) -> None:
     """Backend features of ``entry`` against its twin, within the derived bound (module doc)."""
-    reason = unavailable_reason(backend)
-    if reason:
-        pytest.skip(reason)
+    if backend.skip_reason:
+        pytest.skip(backend.skip_reason)
     kw: dict[str, Any] = {"positions": positions} if entry.has("positional") else {}
-    x_in = to_backend(x64, backend, dtype)
+    x_in = backend.from_numpy(x64)
     x_r = to_numpy(x_in)  # the rounded input, exactly, in float64
-    got = to_numpy(backend_fn(entry, backend, log)(x_in, params_to_backend(params, backend),
+    got = to_numpy(backend_fn(entry, backend, log)(x_in, backend.from_numpy_params(params),
                                                    entry.config, **kw))
-    budget = budget_for(dtype, backend)
+    budget = backend.budget
     ulps = max(budget.ulps.values())
     ref = features_reference(entry, x_r, params, positions=positions, log=log)
     bound = feature_error_bound(
@@ -94,13 +87,14 @@ def check_against_mp(
     )
     bound = bound + reference_rounding(ref)
     if budget.output_round:
-        bound = bound + budget.output_round * ulp(np.abs(ref) + bound, dtype)
+        bound = bound + budget.output_round * ulp(np.abs(ref) + bound, backend.dtype)
     assert got.shape == ref.shape, (got.shape, ref.shape)
     assert_close(
-        got, ref, bound, inputs={"x": x_r}, label=label or f"{entry.name} {backend} {dtype}",
+        got, ref, bound, inputs={"x": x_r},
+        label=label or f"{entry.name} {backend.name} {backend.dtype}",
         how="a-priori forward error bound of the formula (features_catalogue) + reference "
         "rounding (+ cast to a half type)",
-        repro=f"check_against_mp(get({entry.name!r}), x, params, {backend!r}, {dtype!r})",
+        repro=f"check_against_mp(get({entry.name!r}), x, params, get_backend({backend.id!r}))",
     )
 
 
@@ -141,13 +135,13 @@ scales = st.sampled_from([1e-3, 0.3, 1.0, 2.0])
 
 # --------------------------------------------------------------------------- backends vs mp
 @pytest.mark.parametrize("name", EXACT)
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(ALL_DTYPES))
+@pytest.mark.parametrize("backend", backend_axis(ALL_DTYPES))
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), scale=scales)
-def test_features_match_mp_twin(name, backend, dtype, seed, n, d, scale):
+def test_features_match_mp_twin(name, backend, seed, n, d, scale):
     entry = get(name)
     x = inputs(seed, n, d, scale)
     check_against_mp(entry, x, entry.draw(np.random.default_rng(seed), d, 1, entry.config),
-                     backend, dtype)
+                     backend)
 
 
 @pytest.mark.parametrize(
@@ -155,12 +149,12 @@ def test_features_match_mp_twin(name, backend, dtype, seed, n, d, scale):
     [("taylor2", {"order": 0}), ("taylor2", {"order": 4}), ("polynomial", {"p": 0}),
      ("polynomial", {"p": 3, "c": 0.5}), ("polynomial", {"p": 2, "c": 0.0})],
 )
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(("float64", "float32")))
-def test_other_orders_match_mp_twin(name, overrides, backend, dtype):
+@pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
+def test_other_orders_match_mp_twin(name, overrides, backend):
     entry = get(name).with_config(**overrides)
     x = inputs(7, 3, 3, 0.8)
     params: dict[str, np.ndarray] = {}
-    check_against_mp(entry, x, params, backend, dtype)
+    check_against_mp(entry, x, params, backend)
     assert entry.numpy_fn(x, params, entry.config).shape[-1] == entry.output_dim(3, 1)
 
 

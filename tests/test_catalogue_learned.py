@@ -31,7 +31,7 @@ from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.registry import get
 from kernel_verify.impls.torch.learned_maps import GMMPRF, GMMRKS, Fastfood, Generative
 from kernel_verify.properties import alpha
-from kernel_verify.properties.backends import backend_params
+from kernel_verify.properties.backends import backend_axis
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_reference, kernel_mp
@@ -44,23 +44,23 @@ seeds = st.integers(0, 2**32 - 1)
 
 
 @pytest.mark.parametrize("name", LEARNED)
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(("float64", "float32", "bfloat16")))
+@pytest.mark.parametrize("backend", backend_axis(("float64", "float32", "bfloat16")))
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 5), m=st.integers(2, 6),
        scale=st.sampled_from([0.1, 0.5, 1.0]))
-def test_features_match_mp_twin(name, backend, dtype, seed, n, d, m, scale):
+def test_features_match_mp_twin(name, backend, seed, n, d, m, scale):
     entry = get(name)
     params = entry.draw(np.random.default_rng(seed), d, m, entry.config)
     x = inputs(seed, n, d, scale)
-    check_against_mp(entry, x, params, backend, dtype)
+    check_against_mp(entry, x, params, backend)
     assert entry.numpy_fn(x, params, entry.config).shape[-1] == entry.output_dim(d, m)
 
 
-@pytest.mark.parametrize(("backend", "dtype"), backend_params(("float64", "float32")))
+@pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
 @given(seed=seeds, d=st.integers(1, 4))
-def test_gmm_prf_log_features_match_mp_twin(backend, dtype, seed, d):
+def test_gmm_prf_log_features_match_mp_twin(backend, seed, d):
     entry = get("gmm_prf")
     params = entry.draw(np.random.default_rng(seed), d, 4, entry.config)
-    check_against_mp(entry, inputs(seed, 3, d, 0.5), params, backend, dtype, log=True)
+    check_against_mp(entry, inputs(seed, 3, d, 0.5), params, backend, log=True)
 
 
 @given(seed=seeds, d=st.integers(1, 5))

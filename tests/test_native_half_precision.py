@@ -18,7 +18,10 @@ torch = pytest.importorskip("torch")
 
 from kernel_verify import FeatureMapTarget  # noqa: E402
 from kernel_verify.properties.test_feature_reference import check_features  # noqa: E402
+from kernel_verify.verify.backends import get_backend  # noqa: E402
 from kernel_verify.verify.tolerance import budget_for, native_budget_for  # noqa: E402
+
+FP16 = get_backend("torch:cpu-float16")
 
 
 def _draw(rng, d, m, config):
@@ -57,15 +60,13 @@ def test_native_budget_is_the_budget_where_nothing_is_upcast(dtype):
 
 
 def test_correct_map_computing_in_float16_passes():
-    check_features(_target("favor_fp16", 1.0), X, PARAMS, "torch:cpu", "float16",
-                   hypothesis=False)
+    check_features(_target("favor_fp16", 1.0), X, PARAMS, FP16, hypothesis=False)
 
 
 def test_a_two_percent_scale_error_in_float16_still_fails():
     # 2 % is ≈ 40 float16 ulps at 0.577 (ulp 2^-11): far outside a few roundings
     with pytest.raises(AssertionError, match="FAILED"):
-        check_features(_target("favor_fp16_scaled", 1.02), X, PARAMS, "torch:cpu", "float16",
-                       hypothesis=False)
+        check_features(_target("favor_fp16_scaled", 1.02), X, PARAMS, FP16, hypothesis=False)
 
 
 # ------------------------------------------------------------------ attention targets

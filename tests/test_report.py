@@ -21,6 +21,7 @@ from kernel_verify.properties.checks import estimates as props
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report import measure, theory, verdicts
 from kernel_verify.report.settings import QUICK, Settings
+from kernel_verify.verify.backends import get_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Settings("tiny", ms=(8, 32), draws=200, boot=100, ref_draws=400, geo_draws=40,
@@ -205,13 +206,14 @@ def test_gradient_section_uses_the_property_checks():
         phi, kern = [], []
         for seed in range(grad.SEEDS):
             params = gradient_checks.draw(target, seed, grad.D, grad.M)
-            x, y = grad._inputs(seed, "torch:cpu", dtype)
+            b = get_backend(f"torch:cpu-{dtype}")
+            x, y = grad._inputs(seed, b)
             phi.append(gradient_checks.feature_vjp_check(
-                target, entry, "torch:cpu", dtype, x, params,
+                target, entry, b, x, params,
                 np.random.default_rng(20_000 + seed)).ratio)
             if dtype in grad.KERNEL_DTYPES:
                 kern.append(gradient_checks.kernel_gradient_check(
-                    target, entry, "torch:cpu", dtype, x, y, params).ratio)
+                    target, entry, b, x, y, params).ratio)
         assert row.phi_ratio == max(phi)
         assert row.kernel_ratio == (max(kern) if kern else None)
         assert row.status == "pass" and 0 < row.phi_ratio <= 1

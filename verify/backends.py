@@ -109,6 +109,25 @@ class Backend:
         return torch.as_tensor(a, dtype=torch.float64).to(device=self.device,
                                                           dtype=self.native_dtype())
 
+    def from_numpy_params(self, params: Any) -> Any:
+        """A float64 parameter draw (``name → array``) as this backend's maps take it: NumPy
+        arrays unchanged; torch float64 tensors on the device (tensors are moved). The maps
+        convert parameters to their compute dtype themselves, so the draw stays float64 here."""
+        if self.library == "numpy":
+            return params
+        import torch
+
+        return {key: (value.to(device=self.device, dtype=torch.float64)
+                      if isinstance(value, torch.Tensor)
+                      else torch.as_tensor(np.asarray(value), dtype=torch.float64,
+                                           device=self.device))
+                for key, value in params.items()}
+
+    @property
+    def torch_device(self) -> str | None:
+        """The torch device (``cpu``, ``cuda``) of a torch backend; None for NumPy."""
+        return None if self.library == "numpy" else self.device
+
     def to_numpy(self, x: Any) -> np.ndarray:
         """Any result of this (or another) backend as a float64 NumPy array, exactly."""
         return as_float64(x)

@@ -17,16 +17,15 @@ import torch
 
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.torch.convert import to_torch
-from kernel_verify.verify.backends import AXIS
+from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.references.features import feature_error_bound, features_reference
 from kernel_verify.verify.tolerance import budget_for, unit_roundoff
 
 
-def available_cases() -> tuple[tuple[str, str], ...]:
-    """(backend name, dtype) of every point of the one backend axis this machine runs
+def available_cases() -> tuple[Backend, ...]:
+    """Every point of the one backend axis this machine runs
     (:data:`kernel_verify.verify.backends.AXIS`; CUDA only where a device exists)."""
-    return tuple((b.name, b.dtype) for b in AXIS if b.available)
+    return tuple(b for b in AXIS if b.available)
 
 
 @dataclass
@@ -43,21 +42,19 @@ def _subnormal(dtype: str) -> float:
     return float(info.tiny * info.eps)
 
 
-def _compute(entry: FeatureMap, x: np.ndarray, params, backend: str, dtype: str, pos):
-    if backend == "numpy":
-        return map_features(entry, x.astype(dtype), params, positions=pos).astype(np.float64)
-    device = backend.split(":", 1)[1]
-    xt = torch.as_tensor(x).to(device=device, dtype=getattr(torch, dtype))
-    out = map_features(entry, xt, to_torch(params, device=device), positions=pos)
-    return out.to("cpu", torch.float64).numpy()
+def _compute(entry: FeatureMap, x: np.ndarray, params, backend: Backend, pos):
+    out = map_features(entry, backend.from_numpy(x), backend.from_numpy_params(params),
+                       positions=pos)
+    return backend.to_numpy(out)
 
 
 def accuracy_rows(entry: FeatureMap, *, seeds: int = 3, n: int = 4, d: int = 4, m: int = 8,
                   scale: float = 0.7) -> list[AccuracyRow]:
     rows = []
-    for backend, dtype in available_cases():
+    for backend in available_cases():
+        dtype = backend.dtype
         worst, max_err = 0.0, 0.0
-        budget = budget_for(dtype, backend.split(":")[-1] if ":" in backend else "cpu")
+        budget = budget_for(dtype, backend.device)
         u = budget.u_compute
         ulps = max(budget.ulps.values())
         for seed in range(seeds):
@@ -65,12 +62,9 @@ def accuracy_rows(entry: FeatureMap, *, seeds: int = 3, n: int = 4, d: int = 4, 
             mm = max(m, entry.min_m)
             params = entry.draw(rng, d, mm, entry.config)
             # Inputs are rounded to the dtype first: the reference sees the same numbers.
-            x = (scale * rng.standard_normal((n, d))).astype(dtype if backend == "numpy" else
-                                                              np.float64)
-            if backend != "numpy":
-                x = torch.as_tensor(x).to(getattr(torch, dtype)).to(torch.float64).numpy()
+            x = backend.seen(scale * rng.standard_normal((n, d)))
             pos = np.arange(n) if entry.has("positional") else None
-            got = _compute(entry, x, params, backend, dtype, pos)
+            got = _compute(entry, x, params, backend, pos)
             ref = features_reference(entry, x, params, entry.config, positions=pos)
             bound = feature_error_bound(entry, x, params, entry.config, u, ulps, positions=pos)
             if budget.output_round:  # cast back to a half type: half an ulp, subnormals included
@@ -80,5 +74,5 @@ def accuracy_rows(entry: FeatureMap, *, seeds: int = 3, n: int = 4, d: int = 4, 
             worst = max(worst, float(np.max(err / np.where(bound > 0, bound, np.inf),
                                             initial=0.0)))
             max_err = max(max_err, float(err.max(initial=0.0)))
-        rows.append(AccuracyRow(backend, dtype, worst, max_err))
+        rows.append(AccuracyRow(backend.name, dtype, worst, max_err))
     return rows

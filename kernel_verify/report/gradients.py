@@ -49,7 +49,7 @@ from kernel_verify.properties.gradient_checks import (
     tensor,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
-from kernel_verify.verify.backends import AXIS
+from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.cache import file_cache_get, file_cache_put
 from kernel_verify.verify.gradient_stats import (
     draws_for_alpha,
@@ -83,27 +83,27 @@ class GradientRow:
     kernel_note: str = ""
 
 
-def _inputs(seed: int, backend: str, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def _inputs(seed: int, backend: Backend) -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)`` of seed: ``0.7·N(0, 1)`` (3, 4) each, redrawn while an entry of x rounds
     within ``1e-6·0.7`` of 0 (the kinks of piecewise maps, as the property's ``assume``)."""
     rng = np.random.default_rng(10_000 + seed)
     while True:
         x, y = SCALE * rng.standard_normal((N, D)), SCALE * rng.standard_normal((N, D))
-        if np.all(np.abs(to_numpy(tensor(x, backend, dtype))) > 1e-6 * SCALE):
+        if np.all(np.abs(to_numpy(tensor(x, backend))) > 1e-6 * SCALE):
             return x, y
 
 
-def case_checks(target: FeatureMapTarget, entry, backend: str, dtype: str, seed: int):
+def case_checks(target: FeatureMapTarget, entry, backend: Backend, seed: int):
     """The two checks of one seed (``kernel`` None outside :data:`KERNEL_DTYPES`): exactly the
     property's check functions on the report's inputs (``tests/test_report.py`` re-runs them)."""
     from kernel_verify.properties.gradient_checks import draw
 
     params = draw(target, seed, D, M)
-    x, y = _inputs(seed, backend, dtype)
-    phi = feature_vjp_check(target, entry, backend, dtype, x, params,
+    x, y = _inputs(seed, backend)
+    phi = feature_vjp_check(target, entry, backend, x, params,
                             np.random.default_rng(20_000 + seed))
-    kern = (kernel_gradient_check(target, entry, backend, dtype, x, y, params)
-            if dtype in KERNEL_DTYPES else None)
+    kern = (kernel_gradient_check(target, entry, backend, x, y, params)
+            if backend.dtype in KERNEL_DTYPES else None)
     return phi, kern
 
 
@@ -127,7 +127,7 @@ def gradient_rows(target: FeatureMapTarget) -> list[GradientRow]:
         phi_r = phi_e = 0.0
         kern_r = kern_e = 0.0 if b.dtype in KERNEL_DTYPES else None
         for seed in range(SEEDS):
-            phi, kern = case_checks(target, entry, b.name, b.dtype, seed)
+            phi, kern = case_checks(target, entry, b, seed)
             phi_r, phi_e = max(phi_r, phi.ratio), max(phi_e, phi.max_abs_error)
             if kern is not None:
                 kern_r, kern_e = max(kern_r, kern.ratio), max(kern_e, kern.max_abs_error)

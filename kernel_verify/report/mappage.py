@@ -283,7 +283,7 @@ def _accuracy_section(page, data) -> None:
     page.table(["backend", "dtype", "worst error / budget", "max abs error"],
                [[r["backend"], r["dtype"], f"{r['worst_ratio']:.3g}", f"{r['max_abs_error']:.3g}"]
                 for r in data["accuracy"]])
-    if not any(b.startswith("torch:cuda") for b, _ in available_cases()):
+    if not any(b.name == "torch:cuda" for b in available_cases()):
         page.p("CUDA: **not tested** — torch.cuda.is_available() is False on this machine.")
 
 
