@@ -239,11 +239,97 @@ def check_finite_result(name: str, out: Any, remedy: str) -> Any:
     return out
 
 
+# --- Fields of a target (issue 13) --------------------------------------------------------------
+# Every field of every target is checked at construction: a bad descriptor fails at once with a
+# ValueError/TypeError naming the target, the field and the problem (and the valid choices),
+# never later inside a property with an unrelated error.
+
+
+def target_error(kind: type[Exception], name: object, field_name: str, problem: str) -> Exception:
+    """``kind("target 'name': field problem")``."""
+    return kind(f"target {name!r}: {field_name} {problem}")
+
+
+def check_target_name(name: object) -> None:
+    """A target's name is a non-empty str."""
+    if not isinstance(name, str) or not name.strip():
+        raise TypeError(f"target name must be a non-empty str, got {name!r}")
+
+
+def check_claim_set(name: str, claims: object, vocabulary: Mapping[str, str]) -> None:
+    """``claims`` is a set of words of ``vocabulary``, never both 'biased' and 'unbiased'."""
+    if isinstance(claims, str | bytes) or not isinstance(claims, set | frozenset | list | tuple):
+        raise target_error(TypeError, name, "claims", "must be a set of claim names (e.g. "
+                           f"frozenset({{'unbiased'}})), got {type(claims).__name__} {claims!r}")
+    bad_types = [c for c in claims if not isinstance(c, str)]
+    if bad_types:
+        raise target_error(TypeError, name, "claims", f"must be strings, got {bad_types!r}")
+    unknown = set(claims) - set(vocabulary)
+    if unknown:
+        raise target_error(ValueError, name, "claims", f"has unknown claims {sorted(unknown)}; "
+                           f"known: {sorted(vocabulary)}")
+    if "biased" in claims and "unbiased" in claims:
+        raise target_error(ValueError, name, "claims", "cannot hold both 'biased' and 'unbiased'")
+
+
+def check_callable_field(name: str, field_name: str, value: object, *, optional: bool) -> None:
+    """``value`` is callable (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not callable(value):
+        what = "a callable or None" if optional else "a callable"
+        raise target_error(TypeError, name, field_name, f"must be {what}, got "
+                           f"{type(value).__name__} {value!r}")
+
+
+def check_choice_field(name: str, field_name: str, value: object, choices: set[str], *,
+                       optional: bool) -> None:
+    """``value`` is one of ``choices`` (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise target_error(TypeError, name, field_name, f"must be a str, got "
+                           f"{type(value).__name__}")
+    if value not in choices:
+        raise target_error(ValueError, name, field_name, f"{value!r} is unknown; choose one of "
+                           f"{', '.join(sorted(choices))}")
+
+
+def check_count_field(name: str, field_name: str, value: object) -> None:
+    """``value`` is an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise target_error(TypeError, name, field_name, f"must be an int, got "
+                           f"{type(value).__name__}")
+    if value < 1:
+        raise target_error(ValueError, name, field_name, f"must be >= 1, got {value}")
+
+
+def check_known_failures(name: str, known: object) -> None:
+    """``known_failures``: property (test function) name -> reason, with a link where there is
+    one (array-api-tests' expected-failures file, as data on the target)."""
+    if not isinstance(known, Mapping):
+        raise target_error(TypeError, name, "known_failures", "must be a mapping property name "
+                           f"-> reason, got {type(known).__name__} {known!r}")
+    for prop, reason in known.items():
+        if not isinstance(prop, str) or not prop.startswith("test_"):
+            raise target_error(ValueError, name, "known_failures", "keys must be property names "
+                               f"(test function names, 'test_…'), got {prop!r}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise target_error(TypeError, name, "known_failures", f"[{prop!r}] must be a "
+                               f"non-empty reason string, got {reason!r}")
+
+
+
 __all__ = [
     "check_array",
     "check_bool",
+    "check_callable_field",
+    "check_choice_field",
+    "check_claim_set",
     "check_config",
+    "check_count_field",
     "check_finite_result",
+    "check_known_failures",
     "check_last_dim",
     "check_one_backend",
     "check_params",
@@ -252,6 +338,8 @@ __all__ = [
     "check_same_dtype",
     "check_same_leading",
     "check_scalar",
+    "check_target_name",
     "config_value",
     "dtype_name",
+    "target_error",
 ]

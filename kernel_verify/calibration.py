@@ -244,11 +244,10 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
         random_pair,
         range_bound,
     )
-    from kernel_verify.properties.protocol import FeatureMapTarget
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test, variance_test
 
-    target = FeatureMapTarget.from_entry(get(name))
+    target = get(name)
     levels = rungs(n)
     mean_c, var_c = dict.fromkeys(levels, 0), dict.fromkeys(levels, 0)
     var_trials = 0
@@ -316,11 +315,10 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         random_pair,
         range_bound,
     )
-    from kernel_verify.properties.protocol import FeatureMapTarget
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test
 
-    target = FeatureMapTarget.from_entry(get(name))
+    target = get(name)
     levels = rungs(n)
     mean_c = dict.fromkeys(levels, 0)
     for i in range(n):

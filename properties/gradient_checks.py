@@ -28,13 +28,13 @@ computed values count as ``inf``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from kernel_verify.impls.registry import all_maps
+from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import to_numpy
 from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.gradient_bounds import BACKWARD_RULES, feature_vjp_bound
@@ -49,41 +49,26 @@ from kernel_verify.verify.tolerance import budget_for, native_budget_for, ulp
 
 __all__ = ["STAT_D", "Directional", "GradientCheck", "UnbiasedTrial", "directional_differences",
            "draw", "estimator_gradients", "fd_step_and_tol", "feature_vjp_check", "half_cast",
-           "kernel_gradient_check", "map_budget", "rule_entry", "tensor", "twin",
+           "kernel_gradient_check", "map_budget", "rule_entry", "tensor",
            "unbiased_gradient_test", "unbiased_gradient_trial"]
 
 U64 = 2.0**-53
 
 
-def twin(target):
-    """A registry entry carrying the target's formula and config (the mp twin's description),
-    or None (as ``test_feature_reference.twin_entry``)."""
-    if target.entry is not None:
-        return target.entry
-    if target.formula is None or target.formula not in MP_FEATURES:
-        return None
-    base = next((e for e in all_maps() if e.formula == target.formula), None)
-    if base is None:
-        return None
-    return replace(base, config={**base.config, **dict(target.config)})
-
-
 def rule_entry(target) -> tuple[Any, str | None]:
-    """``(twin entry, None)`` when the target's formula has an mpmath twin and a derived
-    backward bound, else ``(None, reason)``."""
-    entry = twin(target)
-    if entry is None:
+    """``(target, None)`` when the target's formula has an mpmath twin and a derived backward
+    bound (the truth then reads the target itself), else ``(None, reason)``."""
+    if target.formula is None or target.formula not in MP_FEATURES:
         return None, f"{target.name}: no mpmath twin for formula {target.formula!r}"
-    if entry.formula not in BACKWARD_RULES:
-        return None, (f"{target.name}: no derived backward bound for formula {entry.formula!r} "
+    if target.formula not in BACKWARD_RULES:
+        return None, (f"{target.name}: no derived backward bound for formula {target.formula!r} "
                       "(its gradient is checked by finite differences, test_gradcheck_float64)")
-    return entry, None
+    return target, None
 
 
 def draw(target, seed: int, d: int, m: int) -> dict:
     """The target's parameter draw for ``seed`` (at least the entry's ``min_m`` features)."""
-    min_m = target.entry.min_m if target.entry is not None else 1
-    return target.draw_params(np.random.default_rng(seed), d, max(m, min_m))
+    return target.draw_params(np.random.default_rng(seed), d, max(m, target.min_m))
 
 
 def tensor(x: np.ndarray, backend: Backend, grad: bool = False):
@@ -95,7 +80,7 @@ def map_budget(target, backend: Backend):
     """The rounding budget of a feature map's forward and backward: the registry's maps compute
     half types in float32 and round once (:func:`budget_for`); a third-party map may compute in
     the half type itself (:func:`native_budget_for`, the same for float32/float64)."""
-    own = getattr(target, "entry", None) is not None
+    own = is_registered(target)
     return (budget_for if own else native_budget_for)(backend.dtype, backend.device)
 
 

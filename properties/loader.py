@@ -6,20 +6,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.properties.protocol import FeatureMapTarget, Target
+from kernel_verify.properties.protocol import Target
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget")
 
 
 def _as_target(obj: object, where: str) -> Target:
-    if isinstance(obj, FeatureMap):
-        return FeatureMapTarget.from_entry(obj)
     if type(obj).__name__ in _TARGET_TYPES:
         return obj  # type: ignore[return-value]
     raise TypeError(
-        f"{where} is a {type(obj).__name__}; expected one of {', '.join(_TARGET_TYPES)}, a "
-        "registry FeatureMap, or a list of them"
+        f"{where} is a {type(obj).__name__}; expected one of {', '.join(_TARGET_TYPES)} (a "
+        "registry FeatureMap is a FeatureMapTarget), or a list of them"
     )
 
 

@@ -126,9 +126,10 @@ def reduction_note(call_seconds: float, ran: int, own: int) -> str:
 
 def max_examples_cap() -> int | None:
     """``KV_MAX_EXAMPLES=N`` (``kernel-verify check --max-examples N``): at most N examples per
-    property that takes the profile's count, for targets whose every call is slow (Triton's
-    interpreter: ~0.5 s a call). The α budget counts the examples actually run, so statistical
-    levels are unchanged; the search is smaller, and the verdict table says so."""
+    property that takes the profile's count, for every target of the run (``kernel-verify
+    check`` prints the cap; a target's own cost is declared with ``call_seconds`` instead, see
+    the module docstring). The α budget counts the examples actually run, so statistical levels
+    are unchanged; the search is smaller."""
     return _env_int("KV_MAX_EXAMPLES", 1)
 
 

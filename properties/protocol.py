@@ -3,13 +3,18 @@
 The suite runs the same properties against the built-in registry and against any third-party
 implementation (array-api-tests style). A *target* is one of four kinds:
 
-* :class:`FeatureMapTarget`: ``φ``. **White-box** when it exposes its random parameters
-  (``draw`` + ``numpy_fn``/``torch_fn`` taking them), so the exact reference comparison runs,
-  with ``formula`` naming the registry formula its parameters follow. **Black-box** when it only
-  gives features for a seed (``sample_fn(x, seed)``; the same seed must mean the same draw):
-  the statistical and identity properties run. A black-box map may **declare its estimator
-  family**: ``formula`` (a registry formula, e.g. ``"softmax_positive"``), ``matrix``
-  (``"iid"`` or ``"orthogonal"``) and ``config`` (the formula's constants, e.g. GERF's ``A``,
+* :class:`FeatureMapTarget`: ``φ``. One class for every feature map: it is defined in
+  :mod:`kernel_verify.impls.descriptor` and is the registry's ``FeatureMap`` too, so a built-in
+  map and a user's map are the same kind of object, read unchanged by every property (the
+  fields are listed there). **White-box** when it exposes its random parameters (``draw`` +
+  ``numpy_fn``/``torch_fn`` taking them; ``no_params`` for a map without any), so the exact
+  reference comparison runs, with ``formula`` naming the registry formula its parameters
+  follow. ``kernel_params`` is a mapping or a callable ``(config, d) -> mapping``.
+  **Black-box** when it only gives features for a seed (``sample_fn(x, seed)``; the same seed
+  must mean the same draw): the statistical and identity properties run. A black-box map
+  may **declare its estimator family**: ``formula`` (a registry formula, e.g.
+  ``"softmax_positive"``), ``matrix`` (``"iid"`` or ``"orthogonal"``) and ``config`` (the
+  formula's constants, e.g. GERF's ``A``,
   RFF's ``sigma``). The declaration adds the tests that need it: the exact-variance mean test,
   the range (Hoeffding/Bernstein) tests of bounded families, the variance tests (including
   "orthogonal rows have the ORF variance") and, for deterministic formulas, the derived
@@ -55,8 +60,19 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.registry import CLAIMS, FeatureMap
+from kernel_verify.impls.descriptor import FeatureMapTarget, add_vocabulary_check
+from kernel_verify.impls.validation import check_callable_field as _check_callable
+from kernel_verify.impls.validation import check_choice_field as _check_choice
+from kernel_verify.impls.validation import check_claim_set as _check_claims
+from kernel_verify.impls.validation import check_count_field as _check_count
+from kernel_verify.impls.validation import check_known_failures as _check_known_failures
+from kernel_verify.impls.validation import check_target_name as _check_name
+from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.verify.backends import as_float64
+
+__all__ = ["APPROX_CLAIMS", "ATTENTION_CLAIMS", "ATTENTION_FORMS", "LAYOUTS", "MATRIX_CLAIMS",
+           "AttentionTarget", "FeatureMapTarget", "KernelApproxTarget", "RandomMatrixTarget",
+           "Target"]
 
 ATTENTION_CLAIMS = {
     "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
@@ -98,72 +114,21 @@ APPROX_CLAIMS = {
 # --- Validation at construction (issue 13) -------------------------------------------------
 # Every field of every target is checked in ``__post_init__``: a bad adapter fails at once with
 # a ValueError/TypeError naming the target, the field and the problem (and the valid choices),
-# never later inside a property with an unrelated error.
-
-
-def _fail(kind: type[Exception], name: object, field_name: str, problem: str) -> Exception:
-    return kind(f"target {name!r}: {field_name} {problem}")
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not name.strip():
-        raise TypeError(f"target name must be a non-empty str, got {name!r}")
-
-
-def _check_claims(name: str, claims: object, vocabulary: Mapping[str, str]) -> None:
-    if isinstance(claims, str | bytes) or not isinstance(claims, set | frozenset | list | tuple):
-        raise _fail(TypeError, name, "claims", "must be a set of claim names (e.g. "
-                    f"frozenset({{'unbiased'}})), got {type(claims).__name__} {claims!r}")
-    bad_types = [c for c in claims if not isinstance(c, str)]
-    if bad_types:
-        raise _fail(TypeError, name, "claims", f"must be strings, got {bad_types!r}")
-    unknown = set(claims) - set(vocabulary)
-    if unknown:
-        raise _fail(ValueError, name, "claims", f"has unknown claims {sorted(unknown)}; known: "
-                    f"{sorted(vocabulary)}")
-    if "biased" in claims and "unbiased" in claims:
-        raise _fail(ValueError, name, "claims", "cannot hold both 'biased' and 'unbiased'")
-
-
-def _check_callable(name: str, field_name: str, value: object, *, optional: bool) -> None:
-    if value is None and optional:
-        return
-    if not callable(value):
-        what = "a callable or None" if optional else "a callable"
-        raise _fail(TypeError, name, field_name, f"must be {what}, got {type(value).__name__} "
-                    f"{value!r}")
-
-
-def _check_choice(name: str, field_name: str, value: object, choices: set[str], *,
-                  optional: bool) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        raise _fail(TypeError, name, field_name, f"must be a str, got {type(value).__name__}")
-    if value not in choices:
-        raise _fail(ValueError, name, field_name, f"{value!r} is unknown; choose one of "
-                    f"{', '.join(sorted(choices))}")
-
-
-def _check_count(name: str, field_name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise _fail(TypeError, name, field_name, f"must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise _fail(ValueError, name, field_name, f"must be >= 1, got {value}")
+# never later inside a property with an unrelated error. The field checks are shared with the
+# feature-map descriptor (``kernel_verify.impls.validation``); the names only the truth resolves
+# are checked here, for every feature map (:func:`_check_vocabulary`).
 
 
 def _known_kernels() -> set[str]:
-    from kernel_verify.impls.registry import all_maps
     from kernel_verify.verify.references.kernels import MP_KERNELS
 
-    return set(MP_KERNELS) | {e.kernel for e in all_maps()}
+    return set(MP_KERNELS)
 
 
 def _known_formulas() -> set[str]:
-    from kernel_verify.impls.registry import all_maps
     from kernel_verify.verify.references.features import MP_FEATURES
 
-    return set(MP_FEATURES) | {e.formula for e in all_maps()}
+    return set(MP_FEATURES)
 
 
 def _check_formula_config(t: FeatureMapTarget) -> None:
@@ -171,10 +136,10 @@ def _check_formula_config(t: FeatureMapTarget) -> None:
     ``config``: every key that all registry maps of that formula carry must be there (e.g.
     ``sigma`` of ``rff_pairs``), or the declaration fails here, naming it, instead of as a
     ``KeyError`` inside the properties."""
-    if t.formula is None:
-        return
-    from kernel_verify.impls.registry import all_maps
+    from kernel_verify.impls.registry import all_maps, catalogue_loading
 
+    if t.formula is None or catalogue_loading():  # the built-ins define the formulas' configs
+        return
     entries = [e for e in all_maps() if e.formula == t.formula]
     if not entries:
         return
@@ -187,42 +152,16 @@ def _check_formula_config(t: FeatureMapTarget) -> None:
                     f"config={example!r})")
 
 
-def _known_matrices() -> set[str]:
-    from kernel_verify.impls.random_matrices import MATRICES
-
-    return set(MATRICES)
-
-
-def _validate_feature_map_target(t: FeatureMapTarget) -> None:
-    _check_name(t.name)
-    _check_claims(t.name, t.claims, CLAIMS)
+def _check_vocabulary(t: FeatureMapTarget) -> None:
+    """The names of a feature map that the truth resolves: its kernel and mean kernel (mpmath
+    references), its formula (mpmath twin) and the constants that formula reads."""
     _check_choice(t.name, "kernel", t.kernel, _known_kernels(), optional=False)
     _check_choice(t.name, "mean_kernel", t.mean_kernel, _known_kernels(), optional=True)
     _check_choice(t.name, "formula", t.formula, _known_formulas(), optional=True)
-    _check_choice(t.name, "matrix", t.matrix, _known_matrices(), optional=True)
-    _check_count(t.name, "m", t.m)
-    if not isinstance(t.kernel_params, Mapping) and not callable(t.kernel_params):
-        raise _fail(TypeError, t.name, "kernel_params", "must be a mapping or a callable "
-                    f"d -> mapping, got {type(t.kernel_params).__name__}")
-    if not isinstance(t.config, Mapping):
-        raise _fail(TypeError, t.name, "config", f"must be a mapping, got "
-                    f"{type(t.config).__name__}")
     _check_formula_config(t)
-    for field_name in ("draw", "numpy_fn", "torch_fn", "log_numpy_fn", "log_torch_fn",
-                       "sample_fn"):
-        _check_callable(t.name, field_name, getattr(t, field_name), optional=True)
-    if not isinstance(t.attention_prescale, bool):
-        raise _fail(TypeError, t.name, "attention_prescale", "must be a bool, got "
-                    f"{type(t.attention_prescale).__name__}")
-    if t.entry is not None and not isinstance(t.entry, FeatureMap):
-        raise _fail(TypeError, t.name, "entry", "must be a registry FeatureMap or None, got "
-                    f"{type(t.entry).__name__}")
-    white = t.draw is not None and (t.numpy_fn is not None or t.torch_fn is not None)
-    if not white and t.sample_fn is None:
-        raise ValueError(
-            f"target {t.name!r} needs either draw + numpy_fn/torch_fn (white-box) or "
-            "sample_fn(x, seed) (black-box)"
-        )
+
+
+add_vocabulary_check(_check_vocabulary)
 
 
 def _validate_simple_target(t: object, fn_field: str, vocabulary: Mapping[str, str]) -> None:
@@ -230,21 +169,6 @@ def _validate_simple_target(t: object, fn_field: str, vocabulary: Mapping[str, s
     _check_name(name)
     _check_callable(name, fn_field, getattr(t, fn_field), optional=False)
     _check_claims(name, t.claims, vocabulary)  # type: ignore[attr-defined]
-
-
-def _check_known_failures(name: str, known: object) -> None:
-    """``known_failures``: property (test function) name -> reason, with a link where there is
-    one (array-api-tests' expected-failures file, as data on the target)."""
-    if not isinstance(known, Mapping):
-        raise _fail(TypeError, name, "known_failures", "must be a mapping property name -> "
-                    f"reason, got {type(known).__name__} {known!r}")
-    for prop, reason in known.items():
-        if not isinstance(prop, str) or not prop.startswith("test_"):
-            raise _fail(ValueError, name, "known_failures", "keys must be property names "
-                        f"(test function names, 'test_…'), got {prop!r}")
-        if not isinstance(reason, str) or not reason.strip():
-            raise _fail(TypeError, name, "known_failures", f"[{prop!r}] must be a non-empty "
-                        f"reason string, got {reason!r}")
 
 
 def _validate_forms(t: AttentionTarget) -> None:
@@ -272,87 +196,6 @@ def _validate_forms(t: AttentionTarget) -> None:
 
 
 # --- End of validation ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FeatureMapTarget:
-    """A feature map under test (see module docstring)."""
-
-    name: str
-    kernel: str
-    claims: frozenset[str]
-    kernel_params: Mapping[str, Any] | Callable[[int], Mapping[str, Any]] = field(
-        default_factory=dict
-    )
-    m: int = 64
-    config: Mapping[str, Any] = field(default_factory=dict)
-    draw: Callable[..., dict[str, np.ndarray]] | None = None
-    numpy_fn: Callable[..., Any] | None = None
-    torch_fn: Callable[..., Any] | None = None
-    log_numpy_fn: Callable[..., Any] | None = None
-    log_torch_fn: Callable[..., Any] | None = None
-    formula: str | None = None
-    sample_fn: Callable[[np.ndarray, int], np.ndarray] | None = None
-    matrix: str | None = None
-    mean_kernel: str | None = None
-    attention_prescale: bool = False
-    entry: FeatureMap | None = None
-    known_failures: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        _validate_feature_map_target(self)
-        _check_known_failures(self.name, self.known_failures)
-
-    @property
-    def white_box(self) -> bool:
-        return self.draw is not None and (self.numpy_fn or self.torch_fn) is not None
-
-    def has(self, claim: str) -> bool:
-        return claim in self.claims
-
-    def kernel_args(self, d: int) -> dict[str, Any]:
-        """Keyword arguments of the target kernel for inputs of dimension ``d``."""
-        kp = self.kernel_params
-        return dict(kp(d) if callable(kp) else kp)
-
-    def draw_params(self, rng: np.random.Generator, d: int, m: int | None = None) -> dict:
-        if self.draw is None:
-            raise TypeError(f"target {self.name!r} is black-box: it has no parameter draw")
-        return self.draw(rng, d, self.m if m is None else m, self.config)
-
-    def features(
-        self, x: np.ndarray, *, params: Mapping[str, Any] | None = None, seed: int | None = None,
-        positions: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """float64 NumPy features of ``x (..., n, d)``: from ``params`` (white-box) or from a
-        ``seed`` (both kinds: white-box draws its parameters from ``default_rng(seed)``)."""
-        if params is None:
-            if seed is None:
-                raise ValueError("features needs params= or seed=")
-            if not self.white_box:
-                return np.asarray(self.sample_fn(x, seed), dtype=np.float64)
-            params = self.draw_params(np.random.default_rng(seed), x.shape[-1])
-        kwargs = {"positions": positions} if self.has("positional") else {}
-        if self.numpy_fn is not None:
-            return np.asarray(self.numpy_fn(x, params, self.config, **kwargs), dtype=np.float64)
-        import torch
-
-        from kernel_verify.impls.torch.convert import to_torch
-
-        out = self.torch_fn(torch.as_tensor(x), to_torch(params), self.config, **kwargs)
-        return out.detach().to("cpu", torch.float64).numpy()
-
-    @classmethod
-    def from_entry(cls, entry: FeatureMap, m: int = 64) -> FeatureMapTarget:
-        return cls(
-            name=entry.name, kernel=entry.kernel, claims=entry.claims,
-            kernel_params=lambda d: entry.kernel_params(entry.config, d),
-            m=m, config=dict(entry.config), draw=entry.draw, numpy_fn=entry.numpy_fn,
-            torch_fn=entry.torch_fn, log_numpy_fn=entry.log_numpy_fn,
-            log_torch_fn=entry.log_torch_fn, formula=entry.formula, matrix=entry.matrix,
-            mean_kernel=entry.mean_kernel, attention_prescale=entry.attention_prescale,
-            entry=entry,
-        )
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,6 @@ log path) must give finite outputs within the same bound.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -49,7 +48,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.impls.attention import feature_map_attention
-from kernel_verify.impls.registry import FeatureMap, all_maps
+from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.targets import feature_maps
@@ -81,26 +80,19 @@ seeds = st.integers(0, 2**32 - 1)
 
 
 # ----------------------------------------------------------------------------- shared helpers
-def twin_entry(target: FeatureMapTarget) -> FeatureMap | None:
-    """A registry entry carrying the target's formula and config (for the mp twin), or None."""
-    if target.entry is not None:
-        return target.entry
-    if target.formula is None or target.formula not in MP_FEATURES:
-        return None
-    base = next((e for e in all_maps() if e.formula == target.formula), None)
-    if base is None:
-        return None
-    return replace(base, config={**base.config, **dict(target.config)})
+def has_twin(target: FeatureMapTarget) -> bool:
+    """Whether the target's formula has an mpmath twin. The truth then reads the target itself
+    (its formula, config and claims; :class:`kernel_verify.verify.references.spec.MapSpec`)."""
+    return target.formula is not None and target.formula in MP_FEATURES
 
 
-def need_twin(target: FeatureMapTarget | None) -> FeatureMap:
-    """The twin entry, or skip with the reason."""
+def need_twin(target: FeatureMapTarget | None) -> FeatureMapTarget:
+    """The target, once its formula is known to have an mpmath twin; skip with the reason."""
     if target is None:
         pytest.skip("no target")
-    entry = twin_entry(target)
-    if entry is None:
+    if not has_twin(target):
         pytest.skip(f"{target.name}: no mpmath twin for formula {target.formula!r}")
-    return entry
+    return target
 
 
 def backend_fn(target: FeatureMapTarget, backend: Backend, *, log: bool = False):
@@ -118,8 +110,7 @@ def backend_fn(target: FeatureMapTarget, backend: Backend, *, log: bool = False)
 
 
 def draw(target: FeatureMapTarget, seed: int, d: int, m: int) -> dict[str, np.ndarray]:
-    min_m = target.entry.min_m if target.entry is not None else 1
-    return target.draw_params(np.random.default_rng(seed), d, max(m, min_m))
+    return target.draw_params(np.random.default_rng(seed), d, max(m, target.min_m))
 
 
 def positions_for(target: FeatureMapTarget, n: int) -> np.ndarray | None:
@@ -132,7 +123,7 @@ def call(target: FeatureMapTarget, fn, x_in: Any, params: dict, backend: Backend
     return fn(x_in, backend.from_numpy_params(params), target.config, **kw)
 
 
-def feature_bound(entry: FeatureMap, x: np.ndarray, params: dict, backend: Backend,
+def feature_bound(entry: FeatureMapTarget, x: np.ndarray, params: dict, backend: Backend,
                   ref: np.ndarray, positions: np.ndarray | None = None, *,
                   log: bool = False, native: bool = False) -> np.ndarray:
     """Bound on ``|computed − ref|`` for features (module docstring). ``native``: the target's
@@ -174,7 +165,7 @@ def check_features(target: FeatureMapTarget, x64: np.ndarray, params: dict, back
     # a third-party map may compute in the half type itself: only the registry's maps are
     # known to upcast (kernel_verify.impls.torch.convert)
     bound = feature_bound(entry, x_r, params, backend, ref, pos, log=log,
-                          native=target.entry is None)
+                          native=not is_registered(target))
     if backend.dtype == "float16" and hypothesis:
         # overflow to ±inf of float16 is its documented range limit, not tested here
         assume(float(np.max(np.abs(ref) + bound)) < float(np.finfo(np.float16).max))
@@ -284,22 +275,6 @@ def test_kernel_estimate_matches_reference(target, backend, seed, d, m, scale):
 
 
 # -------------------------------------------------------------------------------- attention
-def _stub(*_: Any, **__: Any):
-    raise NotImplementedError("this backend function is not provided by the target")
-
-
-def attention_entry(target: FeatureMapTarget, twin: FeatureMap) -> FeatureMap:
-    """A registry-like entry running the target's own functions (for feature_map_attention)."""
-    if target.entry is not None:
-        return target.entry
-    return replace(
-        twin, numpy_fn=target.numpy_fn or _stub, torch_fn=target.torch_fn or _stub,
-        log_numpy_fn=target.log_numpy_fn or (_stub if target.has("log_features") else None),
-        log_torch_fn=target.log_torch_fn or (_stub if target.has("log_features") else None),
-        claims=target.claims, attention_prescale=target.attention_prescale,
-    )
-
-
 def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: np.ndarray,
                     params: dict, backend: Backend, causal: bool,
                     *, hypothesis: bool = True) -> None:
@@ -307,7 +282,6 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
     twin = need_twin(target)
     use_log = target.has("log_features")
     fn = backend_fn(target, backend, log=use_log)
-    entry = attention_entry(target, twin)
     n, d = q.shape
     budget = backend.budget
     u_c = budget.u_compute
@@ -325,11 +299,9 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         # the normalised output is defined by the implementations only for positive
         # denominators (a non-positive one is a documented ValueError)
         assume(bool(np.all(den > 0)))
-    # The reference applies the *target's* pre-scaling, not the twin's: a target declaring no
-    # ``attention_prescale`` runs its map on q, k as given (issue 10: the twin's d^(−1/4) was
-    # applied to the reference only, failing every correct unscaled softmax-family adapter).
-    ref_twin = replace(twin, attention_prescale=target.attention_prescale)
-    ref = estimator_attention_reference(ref_twin, params, q_r, k_r, v_r, causal=causal,
+    # The reference applies the *target's* pre-scaling (the twin is the target itself): a target
+    # declaring no ``attention_prescale`` runs its map on q, k as given (issue 10).
+    ref = estimator_attention_reference(twin, params, q_r, k_r, v_r, causal=causal,
                                         positions=pos)
     vmax = float(np.abs(v_r).max())
     if use_log:
@@ -376,7 +348,7 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
     # so all three are widened; widening is exact, and an adapter that promotes float32 input to
     # float64 internally computes the same features from the widened input.
     q_in, k_in, v_in = (widen_like(a, feat_dtype) for a in (q_in, k_in, v_in))
-    got = feature_map_attention(entry, backend.from_numpy_params(params), q_in, k_in, v_in,
+    got = feature_map_attention(target, backend.from_numpy_params(params), q_in, k_in, v_in,
                                 causal=causal, positions=pos)
     assert_close(
         to_numpy(got), ref, bound, inputs={"q": q_r, "k": k_r},

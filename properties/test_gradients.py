@@ -59,8 +59,6 @@ calibrated by ``kernel-verify calibrate``, row "gradients: median-of-means test"
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Any
 
 import numpy as np
 import pytest
@@ -68,6 +66,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.impls.attention import feature_map_attention
+from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.properties.gradient_checks import (  # shared with the report
     STAT_D,
@@ -84,7 +83,6 @@ from kernel_verify.properties.gradient_checks import (  # shared with the report
 from kernel_verify.properties.gradient_checks import half_cast as _half_cast
 from kernel_verify.properties.gradient_checks import map_budget as _map_budget
 from kernel_verify.properties.gradient_checks import tensor as _tensor
-from kernel_verify.properties.gradient_checks import twin as _twin
 from kernel_verify.properties.strategies import ValueDraws, generator, points
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.backends import Backend, get_backend
@@ -120,22 +118,6 @@ def _torch_backends(dtypes: tuple[str, ...]) -> list:
     return backend_axis(dtypes, libraries=("torch",))
 
 
-def _stub(*_: Any, **__: Any):
-    raise NotImplementedError("this backend function is not provided by the target")
-
-
-def _run_entry(target, twin):
-    """A registry-like entry running the target's own functions (for feature_map_attention)."""
-    if target.entry is not None:
-        return target.entry
-    return replace(
-        twin, numpy_fn=target.numpy_fn or _stub, torch_fn=target.torch_fn or _stub,
-        log_numpy_fn=target.log_numpy_fn or (_stub if target.has("log_features") else None),
-        log_torch_fn=target.log_torch_fn or (_stub if target.has("log_features") else None),
-        claims=target.claims, attention_prescale=target.attention_prescale,
-    )
-
-
 def _need_torch_fn(target, backend: Backend, log: bool = False):
     if target is None:
         pytest.skip("no target")
@@ -160,9 +142,9 @@ def _seen(t) -> np.ndarray:
 def _one_per_formula(t) -> bool:
     """Built-in maps that differ only in their frequency matrix share one backward code path:
     the iid variant stands for them (third-party targets are all kept)."""
-    if t.entry is None:
+    if not is_registered(t):
         return True
-    return t.entry.matrix in (None, "iid") and t.formula in BACKWARD_RULES
+    return t.matrix in (None, "iid") and t.formula in BACKWARD_RULES
 
 
 WHITE = feature_maps("differentiable", white_box=True, predicate=_one_per_formula,
@@ -240,15 +222,14 @@ LOG_MAPS = feature_maps(
 
 def _feature_attention_check(target, q, k, v, g, params, backend: Backend, causal, *,
                              hypothesis: bool = True) -> None:
-    entry = _twin(target)
-    run_entry = _run_entry(target, entry)
+    entry = target  # the twin reads the target itself (formula in EXP_AFFINE: it has one)
     n, d = q.shape
     b = _map_budget(target, backend)
     u_c, ulps = b.u_compute, max(b.ulps.values())
     qt, kt, vt = (_tensor(a, backend, grad=True) for a in (q, k, v))
     gt = _tensor(g, backend)
     q_r, k_r, v_r, g_r = (_seen(t) for t in (qt, kt, vt, gt))
-    out = feature_map_attention(run_entry, backend.from_numpy_params(params), qt, kt, vt,
+    out = feature_map_attention(target, backend.from_numpy_params(params), qt, kt, vt,
                                 causal=causal)
     got = torch.autograd.grad((out * gt).sum(), (qt, kt, vt))
     refs = [to_float(r) for r in feature_attention_grads_mp(
@@ -378,7 +359,7 @@ def test_softmax_attention_gradients_match_exact(backend, causal, n, d, scale, d
 # --------------------------------------------------- every differentiable target (black box)
 def _gradient_only_formula(t) -> bool:
     """Built-in maps differing only in their frequency matrix share one backward: one each."""
-    return t.entry is None or t.entry.matrix in (None, "iid")
+    return not is_registered(t) or t.matrix in (None, "iid")
 
 
 MAPS = feature_maps("differentiable", predicate=_gradient_only_formula, none_reason=NO_CLAIM)

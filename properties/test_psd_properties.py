@@ -103,8 +103,8 @@ def test_exact_kernel_gram_is_psd_on_edge_sets(target):
 def features(target: FeatureMapTarget, X: np.ndarray, seed: int) -> np.ndarray:
     pos = np.arange(X.shape[0]) if target.has("positional") else None
     if target.white_box:
-        min_m = target.entry.min_m if target.entry is not None else 1
-        params = target.draw_params(np.random.default_rng(seed), X.shape[-1], max(4, min_m))
+        params = target.draw_params(np.random.default_rng(seed), X.shape[-1],
+                                    max(4, target.min_m))
         return target.features(X, params=params, positions=pos)
     return target.features(X, seed=seed, positions=pos)
 

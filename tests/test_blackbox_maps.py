@@ -14,11 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernel_verify.impls.registry import get
+from kernel_verify.impls.registry import get, is_registered
 from kernel_verify.mutants.blackbox import CONTROLS, as_black_box, control_targets
 from kernel_verify.mutants.catalogue import load
 from kernel_verify.properties.checks.blackbox import NOISE_LEVEL, fourth_difference_noise
-from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.test_feature_reference import check_attention
 from kernel_verify.verify.backends import get_backend
 from tests import whitebox_adapters as adapters
@@ -50,9 +49,9 @@ def test_float32_features_for_float32_input_are_widened_not_refused():
 
 
 def test_black_box_wrapper_hides_the_draw_and_keeps_the_claims():
-    white = FeatureMapTarget.from_entry(get("softmax_positive[orthogonal]"))
+    white = get("softmax_positive[orthogonal]")
     black = as_black_box(white)
-    assert not black.white_box and black.entry is None and black.draw is None
+    assert not black.white_box and not is_registered(black) and black.draw is None
     assert black.kernel == white.kernel and black.m == white.m
     assert black.formula == "softmax_positive" and black.matrix == "orthogonal"
     assert "log_features" not in black.claims and "orthogonal" in black.claims
@@ -98,9 +97,8 @@ def test_orthogonal_claim_without_declared_matrix_gets_no_iid_moments():
         exact_variance,
         mean_test_variance,
     )
-    from kernel_verify.properties.protocol import FeatureMapTarget
 
-    declared = FeatureMapTarget.from_entry(get("softmax_positive[orthogonal]"))
+    declared = get("softmax_positive[orthogonal]")
     undeclared = replace(declared, matrix=None)
     x, y = np.array([0.3, 0.1, -0.2]), np.array([0.1, 0.2, 0.3])
     assert exact_variance(declared, x, y, 3) is not None

@@ -116,7 +116,7 @@ def check_induced_kernel(
 ) -> None:
     """float64 ``φ(X)φ(Y)ᵀ`` (NumPy) equals the declared kernel's exact Gram matrix within the
     inner-product bound (module docstring)."""
-    kp = entry.kernel_params(entry.config, X.shape[-1]) if kernel_params is None else kernel_params
+    kp = entry.kernel_args(X.shape[-1]) if kernel_params is None else kernel_params
     fx, fy = entry.numpy_fn(X, params, entry.config), entry.numpy_fn(Y, params, entry.config)
     ex = feature_error_bound(entry, X, params, None, U64, 1.0)
     ey = feature_error_bound(entry, Y, params, None, U64, 1.0)

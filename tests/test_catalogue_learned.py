@@ -133,7 +133,7 @@ def test_bounded_estimators_unbiased(name, d, m):
     rng = np.random.default_rng(seed)
     x, y = 0.6 * rng.standard_normal(d), 0.6 * rng.standard_normal(d)
     target = float(gram_reference(entry.kernel, x[None], y[None],
-                                  **entry.kernel_params(entry.config, d))[0, 0])
+                                  **entry.kernel_args(d))[0, 0])
     est = _estimates(entry, x, y, d, m, 4000, seed)
     mean_test(est, target, alpha=alpha.per_assertion(), bounds=(-1.0, 1.0),
               label=f"{name}: E φ(x)ᵀφ(y) = k(x, y)", seed=seed,
@@ -164,7 +164,7 @@ def test_gmm_prf_unbiased():
     rng = np.random.default_rng(seed)
     x, y = 0.4 * rng.standard_normal(d), 0.4 * rng.standard_normal(d)
     target = float(gram_reference("gmm_prf", x[None], y[None],
-                                  **entry.kernel_params(entry.config, d))[0, 0])
+                                  **entry.kernel_args(d))[0, 0])
     est = _estimates(entry, x, y, d, m, 4000, seed)
     mean_test(est, target, alpha=alpha.per_assertion(),
               variance=_gmm_prf_variance(entry, x, y, m), label="gmm_prf: E φ(x)ᵀφ(y) = k(x, y)",

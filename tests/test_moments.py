@@ -86,7 +86,7 @@ def test_mean_is_target_kernel(entry):
     x, y = np.array([0.3, -0.2, 0.5]), np.array([-0.1, 0.4, 0.2])
     mom = exact_moments(entry, x, y, None, 3, dps=DPS)
     with mpmath.workdps(DPS):
-        k = kernel_mp(entry.kernel, x, y, dps=DPS, **entry.kernel_params(entry.config, 3))
+        k = kernel_mp(entry.kernel, x, y, dps=DPS, **entry.kernel_args(3))
         assert _rel(mom.mean, k) <= AGREE
 
 

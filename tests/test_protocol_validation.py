@@ -29,13 +29,18 @@ GOOD_FM = {"name": "t", "kernel": "softmax", "claims": frozenset({"unbiased"}),
            "draw": _draw, "numpy_fn": _fn, "formula": "softmax_positive"}
 
 
+def _by_dimension(d):  # the one-argument form: kernel_params takes (config, d)
+    return {}
+
+
 def _fm(**changes):
     return FeatureMapTarget(**{**GOOD_FM, **changes})
 
 
 def test_good_targets_construct() -> None:
     assert _fm().white_box
-    assert FeatureMapTarget.from_entry(get("softmax_positive[iid]")).formula == "softmax_positive"
+    assert get("softmax_positive[iid]").formula == "softmax_positive"
+    assert isinstance(get("softmax_positive[iid]"), FeatureMapTarget)
     AttentionTarget("a", lambda q, k, v, **kw: v, frozenset({"causal"}))
     RandomMatrixTarget("r", lambda rng, m, d: rng.standard_normal((m, d)), frozenset())
     KernelApproxTarget("k", lambda x, kern, rng: (kern(x, x), np.arange(2)), frozenset(), rank=2)
@@ -62,7 +67,9 @@ FM_CASES = [
     ({"config": [("sigma", 1)]}, TypeError, ["config", "mapping"]),
     ({"kernel_params": 3}, TypeError, ["kernel_params", "mapping"]),
     ({"attention_prescale": "yes"}, TypeError, ["attention_prescale", "bool"]),
-    ({"entry": "softmax_positive[iid]"}, TypeError, ["entry", "FeatureMap"]),
+    ({"kernel_params": _by_dimension}, TypeError, ["kernel_params", "(config, d)"]),
+    ({"min_m": 0}, ValueError, ["min_m", ">= 1"]),
+    ({"family": ""}, TypeError, ["family", "non-empty str"]),
     ({"name": ""}, TypeError, ["name", "non-empty"]),
     ({"draw": None, "sample_fn": None}, ValueError, ["white-box", "sample_fn"]),
     # a declared formula is evaluated with the target's config: a missing constant is named
@@ -76,6 +83,8 @@ def _case_id(changes: dict) -> str:
     """A test id independent of hash randomisation (sets are printed sorted), so that every
     pytest-xdist worker collects the same ids."""
     def show(v: object) -> str:
+        if callable(v):
+            return getattr(v, "__name__", type(v).__name__)
         if isinstance(v, set | frozenset):
             return "{" + ", ".join(sorted(map(repr, v))) + "}"
         return repr(v)

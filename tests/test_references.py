@@ -10,6 +10,7 @@ Expected values are derived in each test's docstring; tolerances come from the w
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import mpmath
 import numpy as np
@@ -262,11 +263,10 @@ def test_features_reference_is_rounded_once():
 
 def test_missing_twin_and_bad_input():
     base = registry.get("relu_features[iid]")
-    fake = FeatureMap(
-        name="fake", family="x", formula="no_such_formula", kernel="softmax",
-        claims=frozenset(), numpy_fn=base.numpy_fn, torch_fn=base.torch_fn,
-        output_dim=base.output_dim,
-    )
+    # a description the truth has no twin for (a FeatureMap with this formula is rejected at
+    # construction, tests/test_protocol_validation.py): a bare structural MapSpec
+    fake = SimpleNamespace(name="fake", formula="no_such_formula", kernel="softmax",
+                           claims=frozenset(), config={}, has=lambda claim: False)
     with pytest.raises(KeyError, match="no_such_formula"):
         features_mp(fake, np.ones((1, 2)), {})
     params = base.draw(np.random.default_rng(0), 2, 3, base.config)

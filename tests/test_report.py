@@ -40,7 +40,7 @@ def test_report_uses_the_property_suites_functions():
     assert test_feature_unbiased.check_mean is unbiased_checks.check_mean
     assert verdicts.unbiased_on_grid is unbiased_checks.unbiased_on_grid
     assert test_feature_unbiased.unbiased_on_grid is unbiased_checks.unbiased_on_grid
-    target = FeatureMapTarget.from_entry(get("rff_pairs[orthogonal]"))
+    target = get("rff_pairs[orthogonal]")
     meas = measure.measure_target(target, TINY, alpha=1e-3, version="test", geometry=False)
     x, y = np.array(meas.x), np.array(meas.y)
     for i, p in enumerate(meas.points):
@@ -66,7 +66,7 @@ def test_report_verdicts_match_the_property_suite(name):
     """The report's property verdicts (same test functions, same seeds) equal what pytest says."""
     from kernel_verify.properties.alpha import set_assertion_count
 
-    target = FeatureMapTarget.from_entry(get(name))
+    target = get(name)
     set_assertion_count(6 if target.has("unbiased") else 2)  # the count pytest collects for it
     try:
         (mine,) = verdicts.property_verdicts(target)
@@ -89,7 +89,7 @@ def test_planted_bias_is_reported_with_its_size():
 
 
 def test_unbiased_map_is_not_reported_biased():
-    target = FeatureMapTarget.from_entry(get("softmax_positive[iid]"))
+    target = get("softmax_positive[iid]")
     meas = measure.measure_target(target, TINY, alpha=1e-3, version="test", geometry=False)
     assert all(p.test_ok for p in meas.points)
 
@@ -198,7 +198,7 @@ def test_gradient_section_uses_the_property_checks():
     assert grad.kernel_gradient_check is gradient_checks.kernel_gradient_check
     assert test_gradients.feature_vjp_check is gradient_checks.feature_vjp_check
     assert test_gradients.kernel_gradient_check is gradient_checks.kernel_gradient_check
-    target = FeatureMapTarget.from_entry(get("softmax_positive[iid]"))
+    target = get("softmax_positive[iid]")
     rows = grad.gradient_rows(target)
     entry, _ = gradient_checks.rule_entry(target)
     for dtype in ("float64", "float32", "bfloat16"):
@@ -277,7 +277,7 @@ def test_biased_gradient_estimator_is_flagged():
                               1, 0.999, 200, 1e-3)
     assert good.test_ok is True and grad.bias_flags(good.to_json()) == []
     assert np.allclose(good.exact, grad.kernel_gradient(
-        FeatureMapTarget.from_entry(get("softmax_positive[iid]")), x, y))
+        get("softmax_positive[iid]"), x, y))
 
 
 def test_gradient_section_renders():
@@ -288,7 +288,7 @@ def test_gradient_section_renders():
     from kernel_verify.report.mappage import _gradient_section
     from kernel_verify.report.pages import Page, to_markdown
 
-    target = FeatureMapTarget.from_entry(get("softmax_positive[iid]"))
+    target = get("softmax_positive[iid]")
     x, y = measure.pair(8)
     data = {"random": True, "gradients": [asdict(r) for r in grad.gradient_rows(target)],
             "gradient_bias": grad.gradient_bias(target, x, y, 120, 3, 0.999, 100,

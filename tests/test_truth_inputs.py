@@ -31,7 +31,7 @@ class Spec:
     mean_kernel: str | None = None
     attention_prescale: bool = True
 
-    def kernel_params(self, config, d):
+    def kernel_args(self, d):
         return {}
 
     def has(self, claim: str) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernel_verify.impls.numpy import deterministic_maps as np_det
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, no_params, register
 from kernel_verify.impls.torch import deterministic_maps as torch_det
 from kernel_verify.impls.validation import check_positive_int, config_value
 
@@ -44,6 +44,7 @@ def _simple(
         formula=name,
         kernel=kernel,
         claims=_BASE | claims,
+        draw=no_params,
         numpy_fn=getattr(np_det, name),
         torch_fn=getattr(torch_det, name),
         log_numpy_fn=getattr(np_det, f"log_{name}") if log else None,
@@ -97,6 +98,7 @@ register(
         formula="cosformer",
         kernel="cosformer",
         claims=_BASE | {"nonnegative", "positional"},
+        draw=no_params,
         numpy_fn=np_det.cosformer,
         torch_fn=torch_det.cosformer,
         output_dim=lambda d, m: 2 * d,
@@ -114,6 +116,7 @@ register(
         formula="dpfp",
         kernel="dpfp",
         claims=_BASE | {"nonnegative"},
+        draw=no_params,
         numpy_fn=np_det.dpfp,
         torch_fn=torch_det.dpfp,
         output_dim=lambda d, m: 2 * d,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernel_verify.impls.numpy import exact_maps as np_ex
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, no_params, register
 from kernel_verify.impls.torch import exact_maps as torch_ex
 from kernel_verify.impls.validation import config_value
 
@@ -41,6 +41,7 @@ def _taylor_entry(name: str, order: int, description: str) -> FeatureMap:
         formula="taylor",
         kernel="taylor",
         claims=_CLAIMS,
+        draw=no_params,
         numpy_fn=np_ex.taylor,
         torch_fn=torch_ex.taylor,
         output_dim=lambda d, m: np_ex.taylor_dim(d, order),
@@ -71,6 +72,7 @@ register(
         formula="taylor2_compressed",
         kernel="taylor",
         claims=_CLAIMS,
+        draw=no_params,
         numpy_fn=np_ex.taylor2_compressed,
         torch_fn=torch_ex.taylor2_compressed,
         output_dim=lambda d, m: 1 + d + d * (d + 1) // 2,
@@ -86,6 +88,7 @@ register(
         formula="polynomial",
         kernel="polynomial",
         claims=_CLAIMS,
+        draw=no_params,
         numpy_fn=np_ex.polynomial,
         torch_fn=torch_ex.polynomial,
         output_dim=lambda d, m: np_ex.polynomial_dim(d, 2),
@@ -104,6 +107,7 @@ register(
         formula="linear",
         kernel="linear",
         claims=_CLAIMS,
+        draw=no_params,
         numpy_fn=np_ex.linear,
         torch_fn=torch_ex.linear,
         output_dim=lambda d, m: d,
@@ -118,6 +122,7 @@ register(
         formula="cosine",
         kernel="cosine",
         claims=_CLAIMS,
+        draw=no_params,
         numpy_fn=np_ex.cosine,
         torch_fn=torch_ex.cosine,
         output_dim=lambda d, m: d,

@@ -57,7 +57,9 @@ def as_black_box(target: FeatureMapTarget, *, family: bool = True,
         name=name or f"{target.name}@blackbox",
         kernel=target.kernel,
         claims=frozenset(target.claims - _WHITE_ONLY_CLAIMS),
-        kernel_params=target.kernel_params,
+        # the kernel's arguments of the wrapped map, from its own config (the black-box
+        # version may declare no config at all)
+        kernel_params=lambda config, d, white=target: white.kernel_args(d),
         m=target.m,
         config=dict(target.config) if family else {},
         sample_fn=sampler(target),
@@ -78,7 +80,7 @@ def control_targets(name: str, *, family: bool = True) -> list[Target]:
     from kernel_verify.impls.registry import get
 
     entry = get(name)
-    return [as_black_box(FeatureMapTarget.from_entry(entry), family=family,
+    return [as_black_box(entry, family=family,
                          name=f"control:{name}@blackbox")]
 
 

@@ -56,9 +56,8 @@ def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]
     def make() -> list[Target]:
         from kernel_verify.impls.registry import get
         from kernel_verify.mutants.features import feature_mutant
-        from kernel_verify.properties.protocol import FeatureMapTarget
 
-        base = FeatureMapTarget.from_entry(get(entry_name))
+        base = get(entry_name)
         return _renamed(feature_mutant(entry_name, entry_name, base.numpy_fn,
                                        log_fn=base.log_numpy_fn, attention=attention))
 
@@ -67,9 +66,8 @@ def _feature_twin(entry_name: str, attention: bool) -> Callable[[], list[Target]
 
 def _registry_fn(entry_name: str):
     from kernel_verify.impls.registry import get
-    from kernel_verify.properties.protocol import FeatureMapTarget
 
-    return FeatureMapTarget.from_entry(get(entry_name)).numpy_fn
+    return get(entry_name).numpy_fn
 
 
 def _gradient_twin(name: str) -> Callable[[], list[Target]]:

@@ -248,10 +248,9 @@ def feature_mutant(name: str, entry_name: str, fn: Fn, *, log_fn: Fn | None = No
     entry = get(entry_name)
     if config:
         entry = entry.with_config(**config)
-    base = FeatureMapTarget.from_entry(entry)
-    draw = get(draw_from).draw if draw_from else base.draw
-    target = replace(base, name=f"mutant:{name}", numpy_fn=fn, torch_fn=None,
-                     log_numpy_fn=log_fn, log_torch_fn=None, entry=None, draw=draw)
+    draw = get(draw_from).draw if draw_from else entry.draw
+    target = replace(entry, name=f"mutant:{name}", numpy_fn=fn, torch_fn=None,
+                     log_numpy_fn=log_fn, log_torch_fn=None, draw=draw)
     return [target, _attention_from(name, target)] if attention else [target]
 
 

@@ -87,7 +87,7 @@ KRR_KERNELS = frozenset({"softmax", "gaussian", "arccos1", "spectral_mixture", "
 
 
 def _exact_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, tag: str) -> np.ndarray:
-    params = entry.kernel_params(entry.config, D)
+    params = entry.kernel_args(D)
     key = repr((entry.kernel, sorted((k, repr(v)) for k, v in params.items()), tag, X.shape))
     hit = file_cache_get("report-krr-gram", key)
     if hit is not None:

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.alpha import set_assertion_count
-from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report import mappage
 from kernel_verify.report.gradients import median_test_applies
 from kernel_verify.report.pages import Page, write_atomic, write_page
@@ -80,7 +79,7 @@ def run_report(args: argparse.Namespace) -> int:
     # ... and the exact-fourth-moment flag tests: one per m and per geometry point (≤ 4 axes)
     n_flags = len(random_maps) * (len(s.ms) + 4 * s.geo_points)
     # ... and the gradient-bias median-of-means test: one per component where it applies
-    n_grad = s.d * sum(median_test_applies(FeatureMapTarget.from_entry(e)) for e in random_maps)
+    n_grad = s.d * sum(median_test_applies(e) for e in random_maps)
     budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags
                                       + n_grad))
     set_assertion_count(budget.n_assertions)

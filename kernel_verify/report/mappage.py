@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report import figures
 from kernel_verify.report import gradients as grad
 from kernel_verify.report.accuracy import accuracy_rows, available_cases
@@ -36,7 +35,7 @@ def _scan(entry: FeatureMap, d: int = 8):
     s = np.linspace(-2.0, 2.0, 41)
     params = entry.draw(np.random.default_rng(0), d, 8, entry.config)
     vals, kern, scale = [], [], []
-    kp = entry.kernel_params(entry.config, d)
+    kp = entry.kernel_args(d)
     for t in s:
         f = entry.numpy_fn(np.stack([t * u, u]), params, entry.config)
         vals.append(float(f[0] @ f[1]))
@@ -53,7 +52,7 @@ def compute(entry: FeatureMap, s: Settings, alpha: float, version: str) -> dict:
     if hit is not None:
         hit["cached"] = True
         return hit
-    target = FeatureMapTarget.from_entry(entry)
+    target = entry
     random = not entry.has("deterministic")
     acc = [asdict(r) for r in accuracy_rows(entry)]
     data: dict = {"name": entry.name, "random": random, "accuracy": acc,
@@ -131,7 +130,7 @@ def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str,
     page.p(f"[← index](../index.md) · verdict **{data['verdict']}**"
            + (": " + "; ".join(data["reasons"]) if data["reasons"] else ""))
     page.h("What it is")
-    kp = entry.kernel_params(entry.config, s.d)
+    kp = entry.kernel_args(s.d)
     page.table(["field", "value"], [
         ["formula", f"`{entry.formula}`: {entry.description}"],
         ["target kernel", f"`{entry.kernel}` {kp if kp else ''}".strip()],

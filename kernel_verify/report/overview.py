@@ -19,7 +19,6 @@ import numpy as np
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.checks.estimates import estimates
-from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report.figures import _save, plt
 from kernel_verify.report.measure import pair
 from kernel_verify.report.pages import Page
@@ -43,7 +42,7 @@ def _gerf_optimal_rel(x, y, m: int) -> float:
 
 
 def _measured_rel(name: str, x, y, m: int, draws: int, seed: int) -> float:
-    t = FeatureMapTarget.from_entry(get(name))
+    t = get(name)
     k = float(np.exp(x @ y))
     s = estimates(t, x, y, m, seed, draws)
     return float(np.mean((s - k) ** 2) / k**2)
@@ -153,7 +152,7 @@ def gaussian_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
         iid_v.append(iid)
         orf_v.append(orf)
         for n in measured:
-            t = FeatureMapTarget.from_entry(get(n))
+            t = get(n)
             smp = estimates(t, x, y, m, 500 + j, draws)
             measured[n].append(float(np.mean((smp - np.exp(-z * z / 2)) ** 2)) / iid)
     ratio = np.array(orf_v) / np.array(iid_v)

@@ -54,8 +54,7 @@ def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, se
 
 def feature_m(target: FeatureMapTarget, m: int) -> int:
     """The m the samples use (black-box targets fix their own)."""
-    min_m = target.entry.min_m if target.entry is not None else 1
-    return max(m, min_m) if target.white_box else target.m
+    return max(m, target.min_m) if target.white_box else target.m
 
 
 def range_bound(target: FeatureMapTarget, d: int, m: int) -> tuple[float, float] | None:

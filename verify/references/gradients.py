@@ -206,7 +206,7 @@ class _Spec:
         self.mean_kernel = None
         self.attention_prescale = False
 
-    def kernel_params(self, config: Mapping[str, Any], d: int) -> dict:
+    def kernel_args(self, d: int) -> dict:
         return {}
 
     def has(self, claim: str) -> bool:

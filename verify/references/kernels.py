@@ -155,9 +155,9 @@ def _entry_check(entry: MapSpec) -> None:
 
 def target_gram(entry: MapSpec, X: np.ndarray, Y: np.ndarray, dps: int | None = None):
     """The mp Gram matrix of ``entry``'s target kernel (``entry.kernel`` with
-    ``entry.kernel_params(entry.config, d)``)."""
+    ``entry.kernel_args(d)``)."""
     _entry_check(entry)
-    params = entry.kernel_params(entry.config, np.shape(X)[-1])
+    params = entry.kernel_args(np.shape(X)[-1])
     return gram_mp(entry.kernel, X, Y, dps=dps, **params)
 
 
@@ -166,7 +166,7 @@ def mean_gram(entry: MapSpec, X: np.ndarray, Y: np.ndarray, dps: int | None = No
     one, the target kernel for an unbiased map; a ValueError otherwise."""
     _entry_check(entry)
     if entry.mean_kernel is not None:
-        params = entry.kernel_params(entry.config, np.shape(X)[-1])
+        params = entry.kernel_args(np.shape(X)[-1])
         return gram_mp(entry.mean_kernel, X, Y, dps=dps, **params)
     if entry.has("unbiased") or entry.has("deterministic") or entry.has("exact_finite"):
         return target_gram(entry, X, Y, dps=dps)

@@ -2,14 +2,16 @@
 
 The references and moments read a map's description (formula id, target kernel, claims, default
 configuration, …) but never its implementation, so they take any object with these attributes
-(:class:`MapSpec`) instead of importing the registry's class: a registry ``FeatureMap`` is one, and
-so is a white-box third-party target. :func:`require_map` checks the attributes up front so that a
-wrong argument fails with a clear ``TypeError`` rather than deep inside a twin.
+(:class:`MapSpec`) instead of importing the implementations' class: the one feature-map
+descriptor (``impls.descriptor.FeatureMapTarget``, also called ``impls.registry.FeatureMap``) is
+one, whether it is a built-in map or a third-party target; it is handed to the truth as it is.
+:func:`require_map` checks the attributes up front so that a wrong argument fails with a clear
+``TypeError`` rather than deep inside a twin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["MapSpec", "require_map"]
@@ -17,7 +19,8 @@ __all__ = ["MapSpec", "require_map"]
 
 @runtime_checkable
 class MapSpec(Protocol):
-    """A feature map's description: the fields of ``impls.registry.FeatureMap`` the truth reads."""
+    """A feature map's description: the fields of ``impls.descriptor.FeatureMapTarget`` the
+    truth reads."""
 
     name: str
     formula: str
@@ -27,9 +30,11 @@ class MapSpec(Protocol):
     matrix: str | None
     mean_kernel: str | None
     attention_prescale: bool
-    kernel_params: Callable[[Mapping[str, Any], int], dict[str, Any]]
-
     def has(self, claim: str) -> bool: ...
+
+    def kernel_args(self, d: int) -> dict[str, Any]:
+        """Keyword arguments of the target kernel for inputs of dimension ``d``."""
+        ...
 
 
 _REQUIRED = ("name", "formula", "kernel", "claims", "config", "has")
