@@ -37,7 +37,8 @@ does not match the bound it cites.
   ``approximates_softmax``, on every backend × dtype it accepts here and in every mode it claims;
 * the float64-accuracy noise level, the 64-ulp feature assumption of the deterministic identity,
   the per-draw family identities (``IDENTITY_LEVEL``) and the fifth-derivative assumption of the
-  gradients' float64 finite differences (per map, ``calibration_gradients.fd_rows``): a
+  gradients' finite differences (per map and attention target and mode,
+  ``calibration_gradients.fd_rows``, ``fd_attention_rows``): a
   deterministic threshold whose
   false-alarm rate per example is stated as :data:`ASSUMPTION_LEVEL` = 1e-3 and measured with
   at least :func:`trials_to_certify` (1e-3) = 2995 trials, with the *margin* (the largest
@@ -592,6 +593,8 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "gradients" in parts:
         from kernel_verify.calibration_gradients import (
             GRADIENT_TARGET,
+            fd_attention_rows,
+            fd_attention_targets,
             fd_rows,
             fd_targets,
             gradient_rows,
@@ -599,6 +602,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
 
         out.append(Unit("gradients", GRADIENT_TARGET, gradient_rows))
         out += [Unit("gradients", name, fd_rows) for name in fd_targets()]
+        out += [Unit("gradients", name, fd_attention_rows) for name in fd_attention_targets()]
     return out
 
 

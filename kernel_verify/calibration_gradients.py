@@ -111,3 +111,56 @@ def fd_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
                     (cal.ASSUMPTION_LEVEL,), (rejections,),
                     f"stated {cal.ASSUMPTION_LEVEL:g} per example (model assumption)",
                     f"max error / tolerance = {worst:.2g}")]
+
+
+def fd_attention_targets() -> list[str]:
+    """The attention targets ``test_gradcheck_float64_attention`` runs on in the shipped suite:
+    built-in attention targets claiming ``differentiable`` with a torch backend."""
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.protocol import AttentionTarget
+
+    return [t.name for t in builtin_targets() if isinstance(t, AttentionTarget)
+            and t.has("differentiable") and "torch" in t.backends]
+
+
+def fd_attention_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
+    """:func:`fd_rows` for an attention target, one row per mode it claims: each trial draws
+    ``q, k (1, 2, 4, 4)``, ``v (1, 2, 4, 3)`` from the named stream ``qkv`` of a fresh seed (as
+    the property's ``_qkv(21, b=1, h=2, n=4, d=4)`` does from seed 21) and a fresh attention seed
+    (the property uses 0), in the target's working dtype (float64, else float32), and runs
+    :func:`~kernel_verify.properties.gradient_checks.directional_differences` on ``∂o/∂(q, k,
+    v)``."""
+    import torch
+
+    from kernel_verify import calibration as cal
+    from kernel_verify.properties.gradient_checks import directional_differences
+    from kernel_verify.verify.seeds import rng as seeded_rng
+
+    target = cal._builtin(name)
+    dtype = next(t for t in ("float64", "float32") if target.accepts("torch", t))
+    modes = [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)]
+    rows = []
+    for causal in modes or [False]:
+        rejections, worst = 0, 0.0
+        for i in range(assumption_trials):
+            seed = cal._seed(entropy, "gradients_fd_attention", name, int(causal), i)
+            gen = seeded_rng(seed, "qkv")
+            arrays = [gen.standard_normal((1, 2, 4, 4)) for _ in range(2)]
+            arrays.append(gen.standard_normal((1, 2, 4, 3)))
+            qkv = tuple(torch.tensor(a, dtype=getattr(torch, dtype)) for a in arrays)
+
+            def fn(q, k, v, causal=causal, seed=seed):
+                t = target.to_layout
+                tq = t(q)
+                tk = tq if target.self_attention_only else t(k)
+                return t(target.attention(tq, tk, t(v), causal=causal, seed=seed % 2**31))
+
+            ratio = max(r.ratio for r in directional_differences(fn, qkv, dtype, seed))
+            rejections += not ratio <= 1
+            worst = max(worst, ratio)
+        mode = "causal" if causal else "non-causal"
+        rows.append(cal.Row(FD_CHECK, name, f"torch:cpu {dtype}, {mode}", assumption_trials,
+                            (cal.ASSUMPTION_LEVEL,), (rejections,),
+                            f"stated {cal.ASSUMPTION_LEVEL:g} per example (model assumption)",
+                            f"max error / tolerance = {worst:.2g}"))
+    return rows
