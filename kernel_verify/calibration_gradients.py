@@ -17,6 +17,13 @@ the per-component level (stricter than the property needs).
 Trials: ``max(n, 3·trials_to_certify(0.01))`` = 897 at the default 100 seeds, so that the row
 reaches the ladder's last rung (0.01) with room for rejections (:func:`calibration.rungs`); a
 trial costs ~1 ms per draw (37 draws at 0.01).
+
+The gradcheck properties (``test_gradcheck_float64_feature_map``,
+``test_gradcheck_float64_attention``) rest on a stated assumption (fifth derivatives
+``≤ 100·F/s⁵``, docs/math.md §14) rather than a bound: :func:`fd_rows` and
+:func:`fd_attention_rows` measure it as the other deterministic model assumptions are measured,
+at 1e-3 per example with 2995 fresh examples per map, attention target and mode, through the
+property's own :func:`~kernel_verify.properties.gradient_checks.directional_differences`.
 """
 
 from __future__ import annotations
