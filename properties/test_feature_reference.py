@@ -51,6 +51,7 @@ from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.attention_bounds import linear_attention_error_bound
 from kernel_verify.verify.backends import Backend
@@ -110,7 +111,7 @@ def backend_fn(target: FeatureMapTarget, backend: Backend, *, log: bool = False)
 
 
 def draw(target: FeatureMapTarget, seed: int, d: int, m: int) -> dict[str, np.ndarray]:
-    return target.draw_params(np.random.default_rng(seed), d, max(m, target.min_m))
+    return target.draw_params(generator(seed, "params"), d, max(m, target.min_m))
 
 
 def positions_for(target: FeatureMapTarget, n: int) -> np.ndarray | None:
@@ -191,12 +192,12 @@ LOGS = feature_maps("log_features", white_box=True)
 @pytest.mark.parametrize("backend", backend_axis(ALL_DTYPES))
 @settings(max_examples=FEW)
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([1e-3, 0.3, 1.0, 2.0]))
-def test_features_match_reference(target, backend, seed, n, d, m, scale):
+       scale=st.sampled_from([1e-3, 0.3, 1.0, 2.0]), data=st.data())
+def test_features_match_reference(target, backend, seed, n, d, m, scale, data):
     """φ(x; ω) of every backend and dtype equals the correctly rounded mp value within budget."""
     need_twin(target)
     params = draw(target, seed, d, m)
-    x = scale * np.random.default_rng(seed + 1).standard_normal((n, d))
+    x = data.draw(points((n, d), scale, no_tiny=True), label="x")
     check_features(target, x, params, backend)
 
 
@@ -204,12 +205,12 @@ def test_features_match_reference(target, backend, seed, n, d, m, scale):
 @pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
 @settings(max_examples=FEW)
 @given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([1e-3, 0.5, 2.0, 6.0]))
-def test_log_features_match_reference(target, backend, seed, n, d, m, scale):
+       scale=st.sampled_from([1e-3, 0.5, 2.0, 6.0]), data=st.data())
+def test_log_features_match_reference(target, backend, seed, n, d, m, scale, data):
     """log φ (the stable path's input) equals the mp log-features within its bound."""
     need_twin(target)
     params = draw(target, seed, d, m)
-    x = scale * np.random.default_rng(seed + 1).standard_normal((n, d))
+    x = data.draw(points((n, d), scale, no_tiny=True), label="x")
     check_features(target, x, params, backend, log=True)
 
 
@@ -240,14 +241,14 @@ def test_features_on_grid(target, backend):
 @pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([0.1, 0.7, 1.5]))
-def test_kernel_estimate_matches_reference(target, backend, seed, d, m, scale):
+       scale=st.sampled_from([0.1, 0.7, 1.5]), data=st.data())
+def test_kernel_estimate_matches_reference(target, backend, seed, d, m, scale, data):
     """φ̂(X)φ̂(Y)ᵀ computed by the backend equals the mp φ(X)φ(Y)ᵀ within the propagated bound."""
     entry = need_twin(target)
     fn = backend_fn(target, backend)
     params = draw(target, seed, d, m)
-    rng = np.random.default_rng(seed + 1)
-    X, Y = scale * rng.standard_normal((3, d)), scale * rng.standard_normal((2, d))
+    X = data.draw(points((3, d), scale, no_tiny=True), label="X")
+    Y = data.draw(points((2, d), scale, no_tiny=True), label="Y")
     budget = backend.budget
     feats, bounds, exact, mp_feats = [], [], [], []
     for Z in (X, Y):
@@ -270,7 +271,7 @@ def test_kernel_estimate_matches_reference(target, backend, seed, d, m, scale):
         to_numpy(got), ref_k, bound, inputs={},
         label=f"{target.name}: φ(X)φ(Y)ᵀ on {backend.name} {backend.dtype}",
         how="feature bounds propagated through the inner product + γ_D(u_c)·Σ|φ||ψ| + u₆₄|ref|",
-        repro=f"seed={seed}, d={d}, m={m}, scale={scale}",
+        repro=f"seed={seed} (parameters), X={X.tolist()}, Y={Y.tolist()}",
     )
 
 
@@ -388,15 +389,15 @@ def test_attention_matches_estimator_reference(target, backend, data):
     d = data.draw(_dims(target), label="d")
     m = data.draw(st.integers(2, 6), label="m")
     scale = data.draw(st.sampled_from([0.3, 1.0, 2.0]), label="scale")
-    rng = np.random.default_rng(seed + 1)
-    q, k = scale * rng.standard_normal((n, d)), scale * rng.standard_normal((n, d))
+    q = data.draw(points((n, d), scale, off_zero=True), label="q")
+    k = data.draw(points((n, d), scale, off_zero=True), label="k")
     if not target.has("positive"):
         # keep denominators > 0 (non-positive ones are a documented ValueError, zero rows of
         # nonnegative maps a separate policy): positive inputs and k₀ = q₀, so row 0 (all a
         # causal row 0 sees) has den ≥ ‖φ(q₀)‖²
         q, k = np.abs(q), np.abs(k)
         k[0] = q[0]
-    v = rng.standard_normal((n, 2))
+    v = data.draw(points((n, 2), no_tiny=True), label="v")
     check_attention(target, q, k, v, draw(target, seed, d, m), backend, causal)
 
 
@@ -412,7 +413,7 @@ def test_large_norm_attention_is_finite_and_accurate(target, backend, norm, caus
     """Issue 2: ‖q‖·d^(−1/4) up to 20 in float32 gives finite outputs equal to the mp estimator
     within the log-path bound (d = 16, so the prescale is exact)."""
     d, n = 16, 4
-    rng = np.random.default_rng(int(norm * 1000) + causal)
+    rng = generator(0, f"large_norm_attention.norm={norm}.causal={causal}")  # fixed inputs
     q, k = rng.standard_normal((n, d)), rng.standard_normal((n, d))
     q *= (norm * d**0.25) / np.linalg.norm(q, axis=-1, keepdims=True)
     k *= (norm * d**0.25) / np.linalg.norm(k, axis=-1, keepdims=True)
