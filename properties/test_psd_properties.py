@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import approximations, feature_maps
 from kernel_verify.properties.test_nystrom_properties import (
     KERNELS,
@@ -73,19 +74,19 @@ class NoReference(Exception):
 @pytest.mark.kv_builtin_only
 @pytest.mark.parametrize("target", feature_maps("psd_kernel"))
 @settings(max_examples=FEW)
-@given(seed=seeds, n=st.integers(2, 5), d=st.integers(1, 4),
-       scale=st.sampled_from([0.05, 0.3, 0.6]))
-def test_exact_kernel_gram_is_psd(target, seed, n, d, scale):
+@given(n=st.integers(2, 5), d=st.integers(1, 4),
+       scale=st.sampled_from([0.05, 0.3, 0.6]), data=st.data())
+def test_exact_kernel_gram_is_psd(target, n, d, scale, data):
     """Every Gram matrix of a kernel claimed PSD is PSD (mpmath pivoted LDLᵀ, 40 digits)."""
     if target is None:
         pytest.skip("no target")
-    X = scale * np.random.default_rng(seed).standard_normal((n, d))
+    X = data.draw(points((n, d), scale), label="X")
     try:
         gram = exact_gram(target, X)
     except NoReference:
         assume(False)
     result = psd_mp(gram, dps=40)
-    assert result.is_psd, f"{target.name}: kernel Gram not PSD (seed {seed})\n{result}"
+    assert result.is_psd, f"{target.name}: kernel Gram not PSD at X={X.tolist()}\n{result}"
 
 
 @pytest.mark.kv_builtin_only
@@ -103,7 +104,7 @@ def test_exact_kernel_gram_is_psd_on_edge_sets(target):
 def features(target: FeatureMapTarget, X: np.ndarray, seed: int) -> np.ndarray:
     pos = np.arange(X.shape[0]) if target.has("positional") else None
     if target.white_box:
-        params = target.draw_params(np.random.default_rng(seed), X.shape[-1],
+        params = target.draw_params(generator(seed), X.shape[-1],  # the protocol's draw
                                     max(4, target.min_m))
         return target.features(X, params=params, positions=pos)
     return target.features(X, seed=seed, positions=pos)
@@ -120,14 +121,14 @@ FEATURE_GRAM_UNCREDITED = (
 @settings(max_examples=FEW,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=seeds, n=st.integers(2, 8), d=st.integers(1, 4),
-       scale=st.sampled_from([1e-3, 0.5, 1.5]))
-def test_feature_gram_is_psd(target, seed, n, d, scale, record_property):
+       scale=st.sampled_from([1e-3, 0.5, 1.5]), data=st.data())
+def test_feature_gram_is_psd(target, seed, n, d, scale, data, record_property):
     """ΦΦᵀ ⪰ 0 within the float64 rounding of the product (module docstring); recorded
     ``kv_uncredited`` (:data:`FEATURE_GRAM_UNCREDITED`)."""
     record_property("kv_uncredited", FEATURE_GRAM_UNCREDITED)
     if target is None:
         pytest.skip("no target")
-    X = scale * np.random.default_rng(seed).standard_normal((n, d))
+    X = data.draw(points((n, d), scale), label="X")
     phi = features(target, X, seed)
     assert phi.ndim == 2 and phi.shape[0] == n, f"{target.name}: features of shape {phi.shape}"
     assert np.isrealobj(phi) and np.isfinite(phi).all(), f"{target.name}: non-finite features"
@@ -135,7 +136,7 @@ def test_feature_gram_is_psd(target, seed, n, d, scale, record_property):
     err = dot_error_bound(np.abs(phi) @ np.abs(phi).T, phi.shape[1],
                           budget_for("float64", "cpu"))
     result = psd_float(gram, "float64", entry_error=err)
-    assert result.is_psd, f"{target.name}: ΦΦᵀ not PSD (seed {seed})\n{result}"
+    assert result.is_psd, f"{target.name}: ΦΦᵀ not PSD (seed {seed}, X={X.tolist()})\n{result}"
 
 
 # ---------------------------------------------------------------------------------- Nyström
