@@ -217,6 +217,7 @@ def test_stabiliser_property_catches_an_unstabilised_kernel(monkeypatch):
     import kernel_verify.properties.test_attention_identities as prop
     from kernel_verify.impls.numpy import attention as np_att
     from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.verify.backends import get_backend
 
     def naive(lq, lk, v, *, causal=False, chunk_size=64):
         with np.errstate(over="ignore", invalid="ignore"):
@@ -224,7 +225,7 @@ def test_stabiliser_property_catches_an_unstabilised_kernel(monkeypatch):
 
     target = next(t for t in builtin_targets() if t.name == "softmax_positive[iid]")
     inner = prop.test_stabiliser_shifts_cancel_in_log_space_attention.hypothesis.inner_test
-    example = {"target": target, "backend": "numpy", "dtype": "float64", "seed": 3,
+    example = {"target": target, "backend": get_backend("numpy-float64"), "seed": 3,
                "shape": (1, 5, 3), "causal": False, "shift": 900.0}
     inner(**example)  # the real kernel passes
     monkeypatch.setattr(np_att, "log_linear_attention", naive)

@@ -10,7 +10,8 @@ Not credited to targets, so not in the table: properties marked ``kv_builtin_onl
 the suite's own truth, e.g. the PSD of the suite's reference Gram matrix of the declared kernel)
 and properties whose body records ``kv_uncredited`` unconditionally (they cannot fail for any
 target, e.g. ``ΦΦᵀ ⪰ 0`` formed by the suite from real features: the verdict is ``not credited``
-with the reason).
+with the reason; :func:`test_never_credited_properties_are_never_a_pass` checks it in the
+committed matrix).
 
 The table is the committed report's: regenerate it (``kernel-verify mutants --blackbox``) after
 adding a property or a mutant.
@@ -28,48 +29,7 @@ from kernel_verify.runner import target_property_files
 from kernel_verify.verify.paths import reports_dir
 
 #: Credited properties without a planted defect they kill (``family::test``) and why.
-UNCOVERED: dict[str, str] = {
-    'attention_forms::test_forms_meet_the_exact_recurrence': (
-        'the committed matrix predates mutant eps_in_every_denominator, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'attention_forms::test_gradients_flow_through_the_state': (
-        'the committed matrix predates mutant initial_state_log_normaliser_detached, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'blackbox_maps::test_unbiased_without_declared_family': (
-        'the committed matrix predates mutant blackbox_nofamily_rff_phase_missing_sqrt2, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large': (
-        'the committed matrix predates mutant rff_pairs_fixed_norm_rows_not_fixed, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'feature_unbiased::test_biased_mean_is_reference_mean': (
-        'the committed matrix predates mutant rff_pairs_sorf_missing_sqrt_d, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'feature_unbiased::test_biased_mean_is_mean_kernel': (
-        'the committed matrix predates mutant rff_pairs_fixed_norm_unit_rows, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'gradients::test_attention_gradients_finite_along_scale_sweep': (
-        'the committed matrix predates mutant grad_log_positive_via_phi, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'gradients::test_feature_attention_gradients_match_exact': (
-        'the committed matrix predates mutant grad_log_positive_drops_minus_x, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'gradients::test_low_precision_gradients_near_float64': (
-        'the committed matrix predates mutant grad_causal_lowp_backward_unscaled, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-    'gradients::test_padded_inputs_get_zero_gradient': (
-        'the committed matrix predates mutant padded_gather_backward_left_aligned, '
-        'which kills it by assertion in kernel-verify check'
-    ),
-}
+UNCOVERED: dict[str, str] = {}
 
 
 def _builtin_only(fn: ast.FunctionDef) -> bool:
@@ -137,3 +97,18 @@ def test_uncovered_list_is_current():
     stale = [p for p in UNCOVERED if p not in credited or any(table.get(p, {}).values())]
     assert not stale, f"UNCOVERED entries that are no longer uncovered properties: {stale}"
     assert all(reason.strip() for reason in UNCOVERED.values())
+
+
+def test_never_credited_properties_are_never_a_pass():
+    """A property that records ``kv_uncredited`` for every target is ``not credited`` on every
+    mutant it ran on (the verdict with its reason), never ``pass``: the mark is in force."""
+    path = reports_dir() / "mutants.json"
+    if not path.exists():
+        pytest.skip("no reports/mutants.json: run kernel-verify mutants")
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    never = set(never_credited_properties())
+    assert never, "expected at least psd_properties::test_feature_gram_is_psd"
+    seen = {f"{v['family']}::{v['prop']}": v["outcome"]
+            for m in payload["mutants"] for v in m["verdicts"]
+            if f"{v['family']}::{v['prop']}" in never and v["outcome"] == "pass"}
+    assert not seen, f"never-credited properties folded to pass: {sorted(seen)}"
