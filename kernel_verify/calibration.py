@@ -227,6 +227,10 @@ def _builtin(name: str):
 ESTIMATOR_TARGETS = ("rff_pairs[iid]", "softmax_positive[iid]", "softmax_positive[fastfood]")
 #: Biased maps with a declared mean kernel and a proven range: the biased-map properties.
 BIASED_TARGETS = ("rff_pairs[orthogonal_fixed_norm]", "rff_phase[orthogonal_fixed_norm]")
+#: Biased maps without a mean kernel (reference mean of the row law): a SORF map with the
+#: exponential formula, one bounded SORF map, a fixed-norm trigonometric map.
+REFERENCE_TARGETS = ("softmax_positive[sorf]", "rff_phase[sorf]",
+                     "softmax_trig[orthogonal_fixed_norm]")
 
 
 def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
@@ -360,6 +364,37 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         rows.append(ladder_row("feature_unbiased (biased map): bias visible where |mean − k| "
                                "≥ 2t", name, NUMPY64, vis_trials, shown))
     return rows
+
+
+def reference_mean_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    """``test_biased_mean_is_reference_mean`` on a correct biased map without a mean kernel:
+    :func:`~kernel_verify.properties.unbiased_checks.check_reference_mean`'s test (range of the
+    row law, two one-sided Bernstein/Hoeffding tests at ``α/2`` against ``μ_ref ± e``) at random
+    points as the property draws them; a trial rejects when either side rejects. Its threshold
+    is derived (no model assumption): the row checks that the derivation holds in practice."""
+    from kernel_verify.impls.registry import get
+    from kernel_verify.properties.checks.estimates import DRAWS, estimates, feature_m, random_pair
+    from kernel_verify.verify.references.biased_means import estimate_range, row_moments
+    from kernel_verify.verify.stats import mean_test
+
+    target = get(name)
+    levels = rungs(n)
+    counts = dict.fromkeys(levels, 0)
+    for i in range(n):
+        seed = _seed(entropy, "reference_mean", name, i)
+        d, m = 2 + i % 4, feature_m(target, 2 + i % 7)
+        x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
+        mom = row_moments(target.formula, target.matrix, x, y, target.config)
+        bounds = estimate_range(mom, d, m)
+        samples = estimates(target, x, y, m, seed, DRAWS)
+        for a in levels:
+            counts[a] += any(
+                not mean_test(samples, mu, alpha=a / 2, bounds=bounds, variance=mom.variance,
+                              alternative=side, seed=seed).ok
+                for side, mu in (("greater", mom.mean + mom.mean_error),
+                                 ("less", mom.mean - mom.mean_error)))
+    return [ladder_row("feature_unbiased (biased map): mean_test = reference mean", name,
+                       NUMPY64, n, counts)]
 
 
 # --------------------------------------------------------------------------- convergence
@@ -584,6 +619,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "estimators" in parts:
         out += [Unit("estimators", name, estimator_rows) for name in ESTIMATOR_TARGETS]
         out += [Unit("estimators", name, biased_rows) for name in BIASED_TARGETS]
+        out += [Unit("estimators", name, reference_mean_rows) for name in REFERENCE_TARGETS]
     if "convergence" in parts:
         out += [Unit("convergence", t.name, convergence_rows) for t in builtin_targets()
                 if isinstance(t, AttentionTarget) and t.has("approximates_softmax")]
@@ -615,6 +651,8 @@ CALIBRATED = {
     "test_feature_unbiased.py::test_unbiased_on_grid": "feature_unbiased: mean_test",
     "test_feature_unbiased.py::test_biased_mean_is_mean_kernel":
         "feature_unbiased (biased map): mean_test = mean_kernel",
+    "test_feature_unbiased.py::test_biased_mean_is_reference_mean":
+        "feature_unbiased (biased map): mean_test = reference mean",
     "test_feature_unbiased.py::test_bias_is_visible_where_theory_says_it_is_large":
         "feature_unbiased (biased map): bias visible",
     "test_feature_variance.py::test_sample_variance_matches_exact_variance":

@@ -46,7 +46,12 @@ from kernel_verify.verify.references.features import (
 from kernel_verify.verify.references.gradients import feature_jacobian_mp
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.seeds import rng as seeded_rng
-from kernel_verify.verify.tolerance import budget_for, native_budget_for, ulp
+from kernel_verify.verify.tolerance import (
+    budget_for,
+    native_budget_for,
+    reference_rounding,
+    ulp,
+)
 
 __all__ = ["STAT_D", "Directional", "GradientCheck", "UnbiasedTrial", "directional_differences",
            "draw", "estimator_gradients", "fd_step_and_tol", "feature_vjp_check", "half_cast",
@@ -89,7 +94,9 @@ def half_cast(bound: np.ndarray, ref: np.ndarray, backend: Backend) -> np.ndarra
     """``bound + u₆₄|ref|`` (the reference's rounding) and, for a half type cast back from
     float32, ``output_round`` ulps of the half type at ``|ref| + bound``."""
     b = budget_for(backend.dtype, backend.device)
-    bound = bound + 1.0000001 * U64 * np.abs(ref)
+    # the reference rounded once to float64: |ref − r| ≤ u/(1 − u)·|ref| < EVALUATION_SLACK·u·|ref|
+    # (verify.tolerance.reference_rounding, Higham (2.4)); was the literal 1.0000001·u₆₄·|ref|
+    bound = bound + reference_rounding(ref)
     if b.output_round:
         bound = bound + b.output_round * ulp(np.abs(ref) + bound, backend.dtype)
     return bound
@@ -199,6 +206,7 @@ def estimator_gradients(target, x: np.ndarray, y: np.ndarray, m: int, seeds: lis
         loss.backward()  # not autograd.grad: reentrant checkpointing supports only backward
         out.append(to_numpy(xt.grad)[0])
     return np.array(out, dtype=np.float64)
+
 
 #: Dimension of the unbiasedness test's points (one statistical assertion per component).
 STAT_D = 3
