@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from kernel_verify.impls.numpy import nystrom as np_nystrom
 from kernel_verify.impls.torch import nystrom as torch_nystrom
 from kernel_verify.properties.protocol import KernelApproxTarget
-from kernel_verify.properties.strategies import generator
+from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import approximations
 from kernel_verify.verify.psd import EIGH_BACKWARD_C
 from kernel_verify.verify.references.kernels import gram_reference
@@ -58,13 +58,15 @@ def kernel_fn(kernel: str):
 
 
 def point_set(seed: int, n: int, d: int, scale: float) -> np.ndarray:
-    return scale * np.random.default_rng(seed).standard_normal((n, d))
+    """A fixed Gaussian point set ``scale·N(0, 1)`` of an example-based test (the seed's
+    stream ``"point_set"``); properties draw theirs by value (:data:`cases`)."""
+    return scale * generator(seed, "point_set").standard_normal((n, d))
 
 
 def run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int):
     """``(K (rounded exact Gram), K̃, landmark indices)``."""
     k_ref = kernel_fn(kernel)(X, X)
-    k_tilde, idx = target.approximate(X, kernel_fn(kernel), np.random.default_rng(seed))
+    k_tilde, idx = target.approximate(X, kernel_fn(kernel), generator(seed, "landmarks"))
     k_tilde = np.asarray(k_tilde, dtype=np.float64)
     idx = np.asarray(idx)
     assert k_tilde.shape == k_ref.shape, f"{target.name}: K̃ shape {k_tilde.shape}"
@@ -105,8 +107,17 @@ def close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, what: str, repro
             f"{err.size} entries); reproduce: {repro}")
 
 
-cases = st.tuples(seeds, st.integers(5, 7), st.integers(2, 3),
-                  st.sampled_from([0.8, 1.2]), st.sampled_from(sorted(KERNELS)))
+@st.composite
+def _cases(draw) -> tuple[int, np.ndarray, str]:
+    """``(seed, X, kernel)``: the landmark draw's seed, 5–7 points in R^2 or R^3 drawn value by
+    value (:func:`~kernel_verify.properties.strategies.points`, scale 0.8 or 1.2) and a kernel."""
+    seed = draw(seeds, label="seed")
+    n, d = draw(st.integers(5, 7), label="n"), draw(st.integers(2, 3), label="d")
+    X = draw(points((n, d), draw(st.sampled_from([0.8, 1.2]), label="scale")), label="X")
+    return seed, X, draw(st.sampled_from(sorted(KERNELS)), label="kernel")
+
+
+cases = _cases()
 
 
 # -------------------------------------------------------------------------------- landmarks
@@ -115,8 +126,7 @@ cases = st.tuples(seeds, st.integers(5, 7), st.integers(2, 3),
 @given(case=cases)
 def test_exact_on_landmark_columns(target, case):
     """K̃[:, S] = K[:, S] within the derived bound (+ u|K| for the rounded reference)."""
-    seed, n, d, scale, kernel = case
-    X = point_set(seed, n, d, scale)
+    seed, X, kernel = case
     k_ref, k_tilde, idx = run(target, X, kernel, seed)
     bound, eta = nystrom_error_bound(k_ref, idx)
     assume(eta < 0.5)
@@ -126,22 +136,23 @@ def test_exact_on_landmark_columns(target, case):
 
 @pytest.mark.parametrize("target", approximations("exact_on_landmarks"))
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 3), kernel=st.sampled_from(sorted(KERNELS)))
-def test_exact_when_every_point_is_a_landmark(target, seed, d, kernel):
+@given(seed=seeds, d=st.integers(2, 3), kernel=st.sampled_from(sorted(KERNELS)),
+       data=st.data())
+def test_exact_when_every_point_is_a_landmark(target, seed, d, kernel, data):
     """With n = rank points every point is a landmark: K̃ = K (rank W = rank K)."""
-    X = point_set(seed, target.rank, d, 1.2)
+    X = data.draw(points((target.rank, d), 1.2), label="X")
     k_ref, k_tilde, idx = run(target, X, kernel, seed)
     assert sorted(idx.tolist()) == list(range(target.rank)), f"landmarks {idx}"
     bound, eta = nystrom_error_bound(k_ref, idx)
     assume(eta < 0.5)
     close(k_tilde, k_ref, bound + U64 * np.abs(k_ref), f"{target.name}: K̃ = K ({kernel})",
-          f"seed={seed}, d={d}")
+          f"seed={seed}, X={X.tolist()}")
 
 
 @pytest.mark.parametrize("target", approximations("exact_on_landmarks"))
 @settings(max_examples=FEW)
-@given(seed=seeds, n=st.integers(6, 9), d=st.integers(1, 2))
-def test_exact_for_a_rank_deficient_kernel(target, seed, n, d):
+@given(seed=seeds, n=st.integers(6, 9), d=st.integers(1, 2), data=st.data())
+def test_exact_for_a_rank_deficient_kernel(target, seed, n, d, data):
     """Linear kernel ``K = XXᵀ`` of rank d < number of landmarks: W is singular, rank W =
     rank K = d (landmarks span R^d almost surely), so K̃ = K exactly (docs/math.md §8) — provided
     the pseudo-inverse discards W's rounding-level eigenvalues instead of inverting them.
@@ -163,10 +174,10 @@ def test_exact_for_a_rank_deficient_kernel(target, seed, n, d):
     ones (the same backward error, Weyl), so requiring the computed ``λ_d > 4·c·s·ε·λ_max``
     suffices; cases below it are rank-deficient to working precision, where K̃ = K is not
     claimed."""
-    X = point_set(seed, n, d, 1.0)
+    X = data.draw(points((n, d)), label="X")
     linear = lambda A, B: A @ B.T  # noqa: E731  (exact products of the inputs' values)
     k_ref = linear(X, X)
-    k_tilde, idx = target.approximate(X, linear, np.random.default_rng(seed))
+    k_tilde, idx = target.approximate(X, linear, generator(seed, "landmarks"))
     idx = np.asarray(idx)
     assume(idx.size > d)
     lam = np.linalg.eigvalsh(k_ref[np.ix_(idx, idx)])[::-1]
@@ -175,7 +186,7 @@ def test_exact_for_a_rank_deficient_kernel(target, seed, n, d):
     kappa = lam[0] / lam[d - 1]
     bound = 4 * EIGH_BACKWARD_C * idx.size * EPS * kappa**2 * np.linalg.norm(k_ref, 2)
     close(np.asarray(k_tilde, dtype=np.float64), k_ref, np.full(k_ref.shape, bound),
-          f"{target.name}: K̃ = K for the rank-{d} linear kernel", f"seed={seed}, n={n}, d={d}")
+          f"{target.name}: K̃ = K for the rank-{d} linear kernel", f"seed={seed}, X={X.tolist()}")
 
 
 @pytest.mark.parametrize("target", approximations("psd"))
@@ -184,8 +195,8 @@ def test_exact_for_a_rank_deficient_kernel(target, seed, n, d):
 def test_error_is_at_least_eckart_young(target, case):
     """‖K − K̃‖₂ ≥ σ_(r+1)(K) for r = |S| (K̃ has rank ≤ r), up to the rounding slack
     ‖Err‖_F + ‖u|K|‖_F + 2·500·n·ε(‖K‖₁ + ‖K̃‖₁) (entry errors and the SVD's backward error)."""
-    seed, n, d, scale, kernel = case
-    X = point_set(seed, n, d, scale)
+    seed, X, kernel = case
+    n = X.shape[0]
     k_ref, k_tilde, idx = run(target, X, kernel, seed)
     r = idx.size
     assume(r < n)
@@ -219,14 +230,13 @@ def _iterate_mp(a: np.ndarray, z: np.ndarray):
 
 @pytest.mark.parametrize("backend", ["numpy", "torch:cpu"])
 @settings(max_examples=FEW)
-@given(seed=seeds, s=st.integers(2, 4), steps=st.integers(0, 3))
-def test_nystromformer_iteration_error_recursion(backend, seed, s, steps):
+@given(s=st.integers(2, 4), steps=st.integers(0, 3), data=st.data())
+def test_nystromformer_iteration_error_recursion(backend, s, steps, data):
     """E_(j+1) = ¼E_j³(3I + E_j) for the implementation's iterates: exactly in mp from Z_j, and
     the implementation's Z_(j+1) equals the exact step from its Z_j within
     γ_(4s+12)·¼|Z|(13 + |A||Z|(15 + |A||Z|(7 + |A||Z|))) (four nested products of length s,
     three subtractions, the ¼ scaling; componentwise, Higham §3.5)."""
-    rng = np.random.default_rng(seed)
-    logits = rng.standard_normal((s, s))
+    logits = data.draw(points((s, s)), label="logits")
     a = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)  # a softmax matrix A_S
     if backend == "numpy":
         z_j = np_nystrom.iterative_pinv(a, steps)
@@ -246,7 +256,7 @@ def test_nystromformer_iteration_error_recursion(backend, seed, s, steps):
     mag = abs_z @ (13 * eye_f + az @ (15 * eye_f + az @ (7 * eye_f + az))) / 4
     bound = gamma(4 * s + 12, U64) * mag + U64 * np.abs(z_exact_f)
     close(z_next, z_exact_f, bound, f"{backend}: Z_(j+1) is one Nyströmformer step from Z_j",
-          f"seed={seed}, s={s}, steps={steps}")
+          f"logits={logits.tolist()}, steps={steps}")
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch:cpu"])
