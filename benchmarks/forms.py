@@ -10,7 +10,12 @@ so the time must not grow with it: asv tracks the curve over ``position``.
   right after a prefill, on caches the prefill has just filled with its ``position × m`` arrays:
   it includes that one-off cold start, which grows with the prefill.
 * ``time_decode_64_steps``: :data:`STEPS` = 64 consecutive steps, each from the state the
-  previous one returned (a decode loop); the per-step cost in steady state is the time / 64.
+  previous one returned (a decode loop), the first of them cold as above.
+
+``DecodeLoop.time_decode_64_steps``: the same 64 steps after :data:`WARM` = 8 warm-up steps run
+in ``setup`` (on the state and the tokens, results discarded), so that the timed loop starts on
+warm caches as a running decode loop does: the steady-state cost per step is the time / 64, the
+number that must not depend on ``position``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ CASES: list[str] = smoke([f"{b}/{t}" for b in BACKENDS for t in DTYPES[b]
 
 #: Consecutive tokens of ``time_decode_64_steps``.
 STEPS = 64
+#: Warm-up steps of ``DecodeLoop.setup``.
+WARM = 8
 
 
 class DecodeStep(BackendBenchmark):
@@ -67,3 +74,21 @@ class DecodeStep(BackendBenchmark):
         for token in self.tokens:
             state, _ = self.forms.log_linear_attention_step(state, *token)
         sync(self.backend)
+
+
+class DecodeLoop(BackendBenchmark):
+    """64 decode steps after a prefill of ``position`` tokens and 8 untimed warm-up steps: the
+    steady-state cost of a token (time / 64, independent of ``position``)."""
+
+    params: ClassVar[list[Any]] = DecodeStep.params
+    param_names: ClassVar[list[str]] = DecodeStep.param_names
+    timeout = DecodeStep.timeout
+
+    def setup(self, case: str, position: int) -> None:
+        DecodeStep.setup(self, case, position)  # type: ignore[arg-type]
+        state = self.state
+        for token in self.tokens[:WARM]:
+            state, _ = self.forms.log_linear_attention_step(state, *token)
+        sync(self.backend)
+
+    time_decode_64_steps = DecodeStep.time_decode_64_steps
