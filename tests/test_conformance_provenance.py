@@ -43,3 +43,20 @@ def test_reuse_of_current_results_names_the_run(tmp_path, monkeypatch):
     path = conf.conformance(KEY, out_dir=tmp_path, profile="ci", quick=True, reuse=True)
     text = path.read_text()
     assert "commit `abc123`" in text and prov["fingerprint"] in text and "noon" in text
+
+
+@pytest.mark.skipif(missing_reason(KEY) is not None, reason=f"{KEY} adapter: library missing")
+def test_page_says_which_verdicts_come_from_a_reduced_search(monkeypatch):
+    """A verdict whose cases ran fewer examples (call_seconds) is marked in the table and
+    counted above it (issue #20: never a silent reduction)."""
+    from kernel_verify.runner import Outcome, SuiteRun
+
+    monkeypatch.setattr(conf.notes, "FINDINGS", {**conf.notes.FINDINGS, KEY: []})
+    run = SuiteRun("x", 0, 1.0, [
+        Outcome("attention_identities", "test_p", "slow", "passed",
+                reduced=("3 of 25 examples (call_seconds=0.2)",)),
+        Outcome("attention_identities", "test_p", "fast", "passed")])
+    text = conf.page(KEY, run, {}, {}, "ci", {"commit": "abc", "fingerprint": "f", "run_at": "t"})
+    assert "Reduced search: 1 verdicts" in text and "call_seconds" in text
+    assert "| slow | pass | [reduced: 3 of 25 examples (call_seconds=0.2)] |" in text
+    assert "| fast | pass |  |" in text
