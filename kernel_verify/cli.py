@@ -228,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_int_at_least(1), default=None,
                    help="processes (default: min(2, CPU count))")
     p.add_argument("--part", dest="parts", nargs="*", default=None,
-                   choices=["matrices", "estimators", "convergence", "blackbox", "gradients"],
+                   choices=["matrices", "estimators", "reference_means", "convergence",
+                            "blackbox", "gradients"],
                    help="only these groups of checks (default: all)")
     p.set_defaults(run=_lazy("kernel_verify.calibration", "run_calibration"))
 
