@@ -127,7 +127,7 @@ def test_html_index_renders_in_headless_chromium(tmp_path, monkeypatch):
     text = index.read_text()
     assert not re.search(r'(src|href)="(https?:)?//', text), "external reference in the index"
     assert "](" not in text, "a Markdown link was not rendered"
-    assert 'href="maps/softmax_trig_iid.html"' in text
+    assert 'href="maps/softmax_trig__iid.html"' in text  # impls.names.identifier
     for page in (out / "maps").glob("*.html"):
         assert not re.search(r'(src|href)="(https?:)?//', page.read_text())
     shot, net = tmp_path / "shot.png", tmp_path / "net.json"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kernel_verify.impls.names import from_identifier
 from kernel_verify.properties.protocol import FeatureMapTarget, Target
 
 #: Claims that describe white-box internals a ``sample_fn`` cannot provide.
@@ -84,25 +85,20 @@ def control_targets(name: str, *, family: bool = True) -> list[Target]:
                          name=f"control:{name}@blackbox")]
 
 
-def control_key(name: str) -> str:
-    """An identifier for a control: ``softmax_positive[iid]`` → ``softmax_positive__iid``."""
-    return name.replace("[", "__").replace("]", "")
-
-
-_CONTROL_KEYS = {control_key(n): n for n in CONTROLS}
 
 
 def __getattr__(attr: str) -> list[Target]:
     """Loader specs (``kernel_verify.mutants.blackbox:<attr>``):
     ``mutant_<name>`` / ``mutant_nofamily_<name>``: a catalogue feature-map mutant wrapped
     black-box with / without its declared family; ``control_<key>`` /
-    ``control_nofamily_<key>``: a correct registry map likewise (key: :func:`control_key`)."""
+    ``control_nofamily_<key>``: a correct registry map likewise (key: the map's registry name
+    in its identifier form, :func:`kernel_verify.impls.names.identifier`)."""
     from kernel_verify.mutants.catalogue import get_mutant
 
     for prefix, family in (("mutant_nofamily_", False), ("mutant_", True)):
         if attr.startswith(prefix):
             return wrap_targets(get_mutant(attr.removeprefix(prefix)).targets, family=family)
     for prefix, family in (("control_nofamily_", False), ("control_", True)):
-        if attr.startswith(prefix) and attr.removeprefix(prefix) in _CONTROL_KEYS:
-            return control_targets(_CONTROL_KEYS[attr.removeprefix(prefix)], family=family)
+        if attr.startswith(prefix) and from_identifier(attr.removeprefix(prefix)) in CONTROLS:
+            return control_targets(from_identifier(attr.removeprefix(prefix)), family=family)
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")

@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from kernel_verify.impls.names import identifier
 from kernel_verify.mutants.base import Mutant
-from kernel_verify.mutants.blackbox import CONTROLS, control_key
+from kernel_verify.mutants.blackbox import CONTROLS
 from kernel_verify.mutants.kills import control_failed, describe, intended, killed
 from kernel_verify.runner import SuiteRun, target_property_files
 
@@ -65,7 +66,7 @@ def run_blackbox(mutants: list[Mutant], white: dict[str, SuiteRun],
                 and not any(k.split("::", 1)[0] == "gradients" for k in m.expected_killers)]
     jobs_list = [(col, "mutant", m.name, f"{MODULE}:{pre}{m.name}")
                  for col, pre, _ in MODES for m in features]
-    jobs_list += [(col, "control", c, f"{MODULE}:{pre}{control_key(c)}")
+    jobs_list += [(col, "control", c, f"{MODULE}:{pre}{identifier(c)}")
                   for col, _, pre in MODES for c in CONTROLS]
     paths = feature_property_files()
     start = time.monotonic()

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from kernel_verify.impls.names import split_name
 from kernel_verify.verify.atomic import save_figure
 
 DPI = 100
@@ -141,8 +142,7 @@ def construction_figure(name: str, measurements: list[dict], path: Path) -> str:
         k2 = meas["kernel"] ** 2
         ms = np.array([p["m"] for p in meas["points"]], dtype=float)
         mse = np.array([p["mse"] for p in meas["points"]]) / k2
-        label = meas["name"].split("[", 1)[-1].rstrip("]") if "[" in meas["name"] \
-            else meas["name"]
+        label = split_name(meas["name"])[1] or meas["name"]
         own = meas["name"] == name
         ax.plot(ms, mse, "o", color=f"C{i}", ms=7 if own else 4,
                 label=f"{label} (measured){' ← this page' if own else ''}")

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from kernel_verify.impls.names import identifier
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.alpha import set_assertion_count
 from kernel_verify.report import mappage
@@ -110,7 +111,7 @@ def run_report(args: argparse.Namespace) -> int:
                     entry.name)]
                 page = mappage.render(entry, data, s, tmp / "figures", "../figures",
                                       siblings=siblings)
-                write_page(page, tmp / "maps", mappage.safe(entry.name))
+                write_page(page, tmp / "maps", identifier(entry.name))
         overview_ok = False
         if not args.maps and not args.no_plots:
             from kernel_verify.report import overview
@@ -200,7 +201,7 @@ def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool)
     page.h("Maps")
     table = []
     for entry, d in rows:
-        name = (f"[{entry.name}](maps/{mappage.safe(entry.name)}.md)" if with_pages
+        name = (f"[{entry.name}](maps/{identifier(entry.name)}.md)" if with_pages
                 else entry.name)
         verdict = d["verdict"] if d["verdict"] == "pass" else f"**{d['verdict']}**"
         bias, var = "—", "—"

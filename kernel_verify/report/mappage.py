@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernel_verify.impls.names import identifier, split_name
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.report import figures
 from kernel_verify.report import gradients as grad
@@ -22,10 +23,6 @@ from kernel_verify.report.verdicts import (
 )
 from kernel_verify.verify.cache import file_cache_get, file_cache_put
 from kernel_verify.verify.references.kernels import kernel_mp
-
-
-def safe(name: str) -> str:
-    return name.replace("[", "_").replace("]", "").replace("/", "_")
 
 
 def _scan(entry: FeatureMap, d: int = 8):
@@ -117,7 +114,7 @@ def _pct(a: float) -> str:
 
 def family(name: str) -> str:
     """The map's formula family: its name without the ``[matrix]`` suffix."""
-    return name.split("[", 1)[0]
+    return split_name(name)[0]
 
 
 def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str,
@@ -126,7 +123,7 @@ def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str,
     ``siblings``: the computed data of the same formula under every random-matrix construction
     in this run (this map's included), for the iid / orthogonal / structured comparison."""
     page = Page(entry.name)
-    stem = safe(entry.name)
+    stem = identifier(entry.name)
     page.p(f"[← index](../index.md) · verdict **{data['verdict']}**"
            + (": " + "; ".join(data["reasons"]) if data["reasons"] else ""))
     page.h("What it is")

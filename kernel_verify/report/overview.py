@@ -64,7 +64,10 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
     norms = np.linspace(0.2, 1.6, 15 if s.depth == "full" else 6)
     angles = np.linspace(0, 180, 19 if s.depth == "full" else 7)
     fig, axs = plt.subplots(1, 3, figsize=(15, 4.4))
-    curves: dict[str, np.ndarray] = {}
+    # keyed by (registry name, sweep tag); GERF at its per-input optimal A* is no registered
+    # map: its curves are apart, by tag
+    curves: dict[tuple[str, str], np.ndarray] = {}
+    optimal: dict[str, np.ndarray] = {}
     sweeps = ((axs[0], "n60", norms, lambda r: pair(d, r, r, 60.0)),
               (axs[1], "n120", norms, lambda r: pair(d, r, r, 120.0)),
               (axs[2], "a", angles, lambda a: pair(d, 1.2, 1.2, a)))
@@ -73,12 +76,12 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
             name = f"{f}[{matrix}]"
             for ax, tag, grid, mk in sweeps:
                 r = np.array([_exact_rel(name, *mk(v), m) for v in grid])
-                curves[f"{name}:{tag}"] = r
+                curves[name, tag] = r
                 ax.plot(grid, r, style, color=f"C{c}", label=f"{name} (exact)")
         if f == "gerf":
             for ax, tag, grid, mk in sweeps:
                 r = np.array([_gerf_optimal_rel(*mk(v), m) for v in grid])
-                curves[f"gerf[A*]:{tag}"] = r
+                optimal[tag] = r
                 ax.plot(grid, r, ":", color=f"C{c}", lw=2, label="gerf[iid] at A* (exact)")
         for ax, _tag, grid, mk in sweeps[:2]:
             sel = grid[:: max(1, len(grid) // 4)]
@@ -102,7 +105,7 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
     for tag, grid, what in (("n120", norms, "‖x‖ = ‖y‖ at 120°"), ("a", angles,
                                                                    "angle at ‖x‖ = ‖y‖ = 1.2"),
                             ("n60", norms, "‖x‖ = ‖y‖ at 60°")):
-        pos, trig = curves[f"softmax_positive[iid]:{tag}"], curves[f"softmax_trig[iid]:{tag}"]
+        pos, trig = curves["softmax_positive[iid]", tag], curves["softmax_trig[iid]", tag]
         x = _crossing(grid, pos, trig)
         if x is None and np.all(pos < trig):
             findings.append(f"{what}: positive features beat trigonometric ones on the whole grid.")
@@ -115,8 +118,8 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
                             f"{x:.3g} (d = m = 64, exact relative MSE; at the grid end "
                             f"{pos[-1]:.3g} vs {trig[-1]:.3g}).")
     fixed_a = float(get("gerf[iid]").config["A"])
-    g_fixed, g_opt = curves["gerf[iid]:n60"], curves["gerf[A*]:n60"]
-    pos = curves["softmax_positive[iid]:n60"]
+    g_fixed, g_opt = curves["gerf[iid]", "n60"], optimal["n60"]
+    pos = curves["softmax_positive[iid]", "n60"]
     findings.append(f"GERF at the registry's fixed A = {fixed_a:g} has {g_fixed[0] / pos[0]:.3g}× "
                     f"the relative MSE of positive features at ‖x‖ = ‖y‖ = {norms[0]:g} (60°) "
                     f"and {g_fixed[-1] / pos[-1]:.3g}× at {norms[-1]:g}: the optimal A* → 0 as "
@@ -125,7 +128,7 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
                     f"{g_opt[-1] / pos[-1]:.3g} (never above 1: A* minimises the variance).")
     j = int(np.argmin(np.abs(norms - 1.0)))
     for f in ("softmax_positive", "softmax_trig", "softmax_hyperbolic"):
-        iid, orf = curves[f"{f}[iid]:n60"], curves[f"{f}[orthogonal]:n60"]
+        iid, orf = curves[f"{f}[iid]", "n60"], curves[f"{f}[orthogonal]", "n60"]
         findings.append(f"Orthogonal rows lower the variance of {f} at d = m = 64, ‖x‖ = ‖y‖ = "
                         f"{norms[j]:.2f}, 60°, by {100 * (1 - orf[j] / iid[j]):.1f} % "
                         f"({orf[j]:.3g} vs {iid[j]:.3g} relative, exact).")
