@@ -13,6 +13,7 @@ from hypothesis import Phase, settings
 
 from kernel_verify.properties import alpha, profiles
 from kernel_verify.properties.backends import header_lines
+from kernel_verify.properties.builtin_attention import example_budget
 from kernel_verify.properties.known import apply_known_failures, known_reason, target_of
 
 PROFILE = profiles.load()
@@ -49,8 +50,10 @@ def _without_shrinking(item) -> None:
 def _case_settings(item) -> None:
     """Settings of this one case (target × parametrisation), where they differ from the
     function's: fewer examples for a target declaring ``call_seconds`` in the ci profiles
-    (:func:`~kernel_verify.properties.profiles.examples_for_cost`, recorded on the case as
-    ``kv_reduced``), no shrinking for a declared known failure. Stored as ``item._kv_settings``
+    (:func:`~kernel_verify.properties.profiles.examples_for_cost`) or for a built-in attention
+    target outside the hand-picked coverage
+    (:func:`~kernel_verify.properties.builtin_attention.example_budget`), recorded on the case as
+    ``kv_reduced``, no shrinking for a declared known failure. Stored as ``item._kv_settings``
     and put in place around the call (:func:`pytest_runtest_call`): the function object is
     shared by every case of the property."""
     fn = getattr(item, "obj", None)
@@ -61,10 +64,15 @@ def _case_settings(item) -> None:
     target = target_of(item)
     cost = getattr(target, "call_seconds", None)
     n = profiles.examples_for_cost(cost, own.max_examples)
+    note = profiles.reduction_note(cost, n, own.max_examples) if cost is not None else ""
+    budget = example_budget(target)
+    if budget is not None and budget < n and profiles.selected() in profiles.COST_PROFILES:
+        n = budget
+        note = (f"{n} of {own.max_examples} examples (built-in map outside the hand-picked "
+                "backend x dtype coverage, properties/builtin_attention.py)")
     if n < own.max_examples:
         new = settings(new, max_examples=n)
-        item.user_properties.append(
-            ("kv_reduced", profiles.reduction_note(cost, n, own.max_examples)))
+        item.user_properties.append(("kv_reduced", note))
     if known_reason(item) is not None and Phase.shrink in new.phases:
         new = settings(new, phases=[p for p in new.phases if p in profiles.KNOWN_PHASES])
     if new is not own:
