@@ -73,6 +73,11 @@ EXCUSED = {
     "transform; checked against the explicit matrix in tests/test_structured.py",
     "radices": "an internal factorisation of a power of two (p from the draw, not user input)",
     "draw_hedgehog": "Hedgehog's parameter draw; fuzzed through its registry entry's draw",
+    "add_vocabulary_check": "registers a check of feature-map names (installed by "
+    "properties.protocol); runs at every FeatureMapTarget construction, tests/"
+    "test_protocol_validation.py",
+    "math_section": "the docs/math.md sections a registry source string cites; checked by "
+    "tests/test_math_citations.py",
     "draw_generative": "the generative map's parameter draw; fuzzed through its registry "
     "entry's draw",
     "draw_gmm": "the GMM maps' parameter draw (one per tag); fuzzed through their registry "
@@ -355,7 +360,7 @@ def _draw(entry: FeatureMap, c: Ctx, config: Any = None) -> dict[str, Any]:
 
 
 def _map_fn_points() -> Iterator[EntryPoint]:
-    from kernel_verify.impls.registry import _no_params
+    from kernel_verify.impls.registry import no_params
 
     for entry in all_maps():
         fns = [("numpy_fn", entry.numpy_fn, "numpy"), ("torch_fn", entry.torch_fn, "torch"),
@@ -385,7 +390,7 @@ def _map_fn_points() -> Iterator[EntryPoint]:
             # A parameter-free (config-free) map ignores ``params`` (``config``): its result is
             # then the correct one.
             ignored = (frozenset(f"params:{b.label}" for b in _params_cases(backend)[0].bads)
-                       if entry.draw is _no_params else frozenset())
+                       if entry.draw is no_params else frozenset())
             # The map functions read the config keys they need and validate those; the
             # config as a whole (unknown or missing keys) is validated by map_features and
             # feature_map_attention. A bad value of a key the map does not read is accepted
@@ -397,10 +402,10 @@ def _map_fn_points() -> Iterator[EntryPoint]:
 
 
 def _draw_points() -> Iterator[EntryPoint]:
-    from kernel_verify.impls.registry import _no_params
+    from kernel_verify.impls.registry import no_params
 
     for entry in all_maps():
-        if entry.draw is _no_params:
+        if entry.draw is no_params:
             continue
 
         def build(c: Ctx, e=entry) -> dict[str, Any]:
