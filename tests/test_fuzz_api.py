@@ -90,6 +90,10 @@ EXCUSED = {
     "pinv_cutoff": "eigenvalues of a PSD block from eigh (internal to psd_pinv, fuzzed there)",
     "kernel_gram": "kernel argument is a name, an entry or a callable; covered in test_nystrom",
     "nystrom": "kernel argument is a name, an entry or a callable; covered in test_nystrom",
+    "identifier": "a registry name -> its identifier form; every registered name and the "
+    "refusals in tests/test_names.py",
+    "from_identifier": "the inverse of identifier; tests/test_names.py",
+    "split_name": "a registry name -> (family, variant); tests/test_names.py",
 }
 BAD_EXC = (ValueError, TypeError)
 STATS = {"entry_points": 0, "cases": 0}
