@@ -15,8 +15,8 @@ them). The property's threshold holds per component (three components, three ass
 the per-component level (stricter than the property needs).
 
 Trials: ``max(n, 3·trials_to_certify(0.01))`` = 897 at the default 100 seeds, so that the row
-reaches the ladder's last rung (0.01) with room for rejections (:func:`calibration.rungs`); a
-trial costs ~1 ms per draw (37 draws at 0.01).
+reaches the ladder's last rung (0.01) with room for rejections
+(:func:`kernel_verify.calibration.rungs`); a trial costs ~1 ms per draw (37 draws at 0.01).
 
 The gradcheck properties (``test_gradcheck_float64_feature_map``,
 ``test_gradcheck_float64_attention``) rest on a stated assumption (fifth derivatives

@@ -179,7 +179,10 @@ def fastfood(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     d = x.shape[-1]
     p = np_lm.padded_size(d)
     check_params("params", params, {k: (None, p) for k in ("S", "G", "B", "perm")})
-    perm = torch.as_tensor(np_lm.check_perm(np.asarray(params["perm"])), device=x.device)
+    raw_perm = params["perm"]
+    if isinstance(raw_perm, torch.Tensor):  # params may already live on x's device (CUDA)
+        raw_perm = raw_perm.detach().cpu().numpy()
+    perm = torch.as_tensor(np_lm.check_perm(np.asarray(raw_perm)), device=x.device)
     t = to_torch({k: params[k] for k in ("S", "G", "B")}, device=x.device, dtype=xw.dtype)
     w = _fastfood_matrix(t["S"], t["G"], t["B"], perm, d)
     return _fastfood_core(xw, w, sigma).to(x.dtype)
