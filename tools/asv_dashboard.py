@@ -148,6 +148,11 @@ def run(args: argparse.Namespace) -> None:
            "--show-stderr"]
     if args.quick:
         cmd.append("--quick")
+    if gpu_model() is not None:
+        # asv's default forkserver imports the benchmarks once and forks: CUDA cannot be
+        # re-initialised in a forked child ("Cannot re-initialize CUDA in forked subprocess"),
+        # so every torch:cuda case failed. Spawn gives each benchmark a fresh interpreter.
+        cmd.append("--launch-method=spawn")
     for regex in args.bench or []:
         cmd += ["-b", regex]
     code = asv(*cmd, check=False)
