@@ -35,6 +35,20 @@ from kernel_verify.impls.validation import check_positive_int, config_value
 _BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"}) | GRADIENT_CLAIMS
 
 
+#: The NumPy and torch implementation of each simple map, bound by object: a renamed function
+#: fails here at import, never silently at a lookup by name.
+_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "elu_plus_one": (np_det.elu_plus_one, torch_det.elu_plus_one),
+    "relu": (np_det.relu, torch_det.relu),
+    "square": (np_det.square, torch_det.square),
+    "identity": (np_det.identity, torch_det.identity),
+}
+#: The log-space implementations of the simple maps that have them (``log=True``).
+_LOG_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "elu_plus_one": (np_det.log_elu_plus_one, torch_det.log_elu_plus_one),
+}
+
+
 def _simple(
     name: str, kernel: str, claims: set[str], description: str, source: str, log: bool = False
 ) -> FeatureMap:
@@ -45,10 +59,10 @@ def _simple(
         kernel=kernel,
         claims=_BASE | claims,
         draw=no_params,
-        numpy_fn=getattr(np_det, name),
-        torch_fn=getattr(torch_det, name),
-        log_numpy_fn=getattr(np_det, f"log_{name}") if log else None,
-        log_torch_fn=getattr(torch_det, f"log_{name}") if log else None,
+        numpy_fn=_IMPLEMENTATIONS[name][0],
+        torch_fn=_IMPLEMENTATIONS[name][1],
+        log_numpy_fn=_LOG_IMPLEMENTATIONS[name][0] if log else None,
+        log_torch_fn=_LOG_IMPLEMENTATIONS[name][1] if log else None,
         output_dim=lambda d, m: d,
         description=description,
         source=source,

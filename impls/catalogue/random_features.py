@@ -160,6 +160,25 @@ _TEMPLATES = [
 ]
 
 
+#: The NumPy and torch implementation of each formula, bound by object: a renamed function fails
+#: here at import, never silently at a lookup by name.
+_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "rff_pairs": (np_rf.rff_pairs, torch_rf.rff_pairs),
+    "rff_phase": (np_rf.rff_phase, torch_rf.rff_phase),
+    "softmax_trig": (np_rf.softmax_trig, torch_rf.softmax_trig),
+    "softmax_positive": (np_rf.softmax_positive, torch_rf.softmax_positive),
+    "softmax_hyperbolic": (np_rf.softmax_hyperbolic, torch_rf.softmax_hyperbolic),
+    "relu_features": (np_rf.relu_features, torch_rf.relu_features),
+    "gerf": (np_rf.gerf, torch_rf.gerf),
+}
+#: The log-space implementations of the formulas that have them (``log=True`` templates).
+_LOG_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "softmax_positive": (np_rf.log_softmax_positive, torch_rf.log_softmax_positive),
+    "softmax_hyperbolic": (np_rf.log_softmax_hyperbolic, torch_rf.log_softmax_hyperbolic),
+    "gerf": (np_rf.log_gerf, torch_rf.log_gerf),
+}
+
+
 def _draw_for(matrix: str, with_phase: bool):
     def draw(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
         params = {"W": draw_matrix(matrix, rng, m, d)}
@@ -193,10 +212,10 @@ def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
         formula=t.formula,
         kernel=t.kernel,
         claims=frozenset(claims),
-        numpy_fn=getattr(np_rf, t.formula),
-        torch_fn=getattr(torch_rf, t.formula),
-        log_numpy_fn=getattr(np_rf, f"log_{t.formula}") if log else None,
-        log_torch_fn=getattr(torch_rf, f"log_{t.formula}") if log else None,
+        numpy_fn=_IMPLEMENTATIONS[t.formula][0],
+        torch_fn=_IMPLEMENTATIONS[t.formula][1],
+        log_numpy_fn=_LOG_IMPLEMENTATIONS[t.formula][0] if log else None,
+        log_torch_fn=_LOG_IMPLEMENTATIONS[t.formula][1] if log else None,
         output_dim=t.output_dim,
         draw=_draw_for(matrix, t.with_phase),
         config=dict(t.config),
