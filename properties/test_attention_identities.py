@@ -304,11 +304,14 @@ def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales
 # ------------------------------------------------------------------ batch and heads
 @pytest.mark.parametrize(("target", "backend"), cases())
 @given(data=st.data(), seed=seeds, which=st.integers(0, 2**16), axis=st.sampled_from([0, 1]),
-       scales=scale_pairs(((0.5, 30.0), (30.0, 0.5), (0.5, 0.5))))
+       scales=scale_pairs(((0.5, 30.0), (30.0, 0.5), (0.5, 0.5), (0.5, SCALE_SWEEP[-1]))))
 def test_batch_elements_and_heads_are_independent(target, backend, data, seed, which, axis,
                                                   scales, request):
     """Replace batch element b (axis 0) or head h (axis 1) by fresh inputs at another scale:
-    every other batch element / head must be unchanged."""
+    every other batch element / head must be unchanged. As for causality, one pair puts the
+    replacement at the top of the finiteness sweep (scale 300), where a stabiliser taken over
+    the batch or the heads underflows the others in every dtype; an example whose replaced
+    inputs exceed the dtype's range is left out."""
     base, new = scales
     x = data.draw(_inputs(target, shape=shapes(batch=(2, 3), heads=(2, 3)), dv=2,
                           scales=(base,), aligned=None))
@@ -318,6 +321,8 @@ def test_batch_elements_and_heads_are_independent(target, backend, data, seed, w
     fq, fk, fv = x.q.copy(), x.k.copy(), x.v.copy()
     fq[index], fk[index], fv[index] = y.q[index], y.k[index], y.v[index]
     fx = QKV(fq, fq if x.self_attention else fk, fv, x.scale, x.self_attention)
+    assume(float((np.abs(fx.q) @ np.abs(fx.k).swapaxes(-1, -2)).sum(-1).max())
+           < _dtype_max(backend))
     keep = np.flatnonzero(np.arange(x.shape[axis]) != j)
     xs, fxs = seen(x, backend), seen(fx, backend)
     tol = 2 * max(output_error_bound(xs, backend), output_error_bound(fxs, backend))
