@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernel_verify.properties.checks.estimates import estimates as shared_estimates
+from kernel_verify.properties.checks.estimates import feature_pairs
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.seeds import rng as seeded_rng
@@ -85,15 +86,8 @@ def estimates_and_products(target: FeatureMapTarget, x: np.ndarray, y: np.ndarra
                            draws: int) -> tuple[np.ndarray, np.ndarray]:
     """``(estimates, Σᵢ|φᵢ(x)φᵢ(y)|)`` per draw: the very draws of :func:`estimates` (the shared
     sampler's seed derivation), with the sum of absolute products the rounding bound needs."""
-    xy = np.stack([x, y])
-    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
     est, absprod = np.empty(draws), np.empty(draws)
-    for r, child in enumerate(children):
-        if target.white_box:
-            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], None)
-            f = target.features(xy, params=params)
-        else:
-            f = target.features(xy, seed=int(child))
+    for r, f in enumerate(feature_pairs(target, x, y, None, seed, draws)):
         est[r] = f[0] @ f[1]
         absprod[r] = float(np.abs(f[0] * f[1]).sum()) * (
             2 * FEATURE_REL_ERROR + FEATURE_REL_ERROR**2 + gamma(f.shape[-1], U64)

@@ -4,6 +4,8 @@ calibration measures the very check the properties run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from kernel_verify.properties.protocol import FeatureMapTarget
@@ -36,20 +38,26 @@ def random_pair(seed: int, d: int, nx: float, ny: float) -> tuple[np.ndarray, np
     return nx * x / np.linalg.norm(x), ny * y / np.linalg.norm(y)
 
 
+def feature_pairs(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int | None,
+                  seed: int, draws: int) -> Iterator[np.ndarray]:
+    """``draws`` feature pairs ``[φ(x), φ(y)]`` (shape ``(2, …)``), one independent parameter
+    draw each: white-box from ``default_rng(child)``, black-box from the seed ``child``, the
+    children drawn from ``default_rng(seed)``; ``m=None`` is the target's own ``m``."""
+    xy = np.stack([x, y])
+    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
+    for child in children:
+        if target.white_box:
+            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], m)
+            yield target.features(xy, params=params)
+        else:
+            yield target.features(xy, seed=int(child))
+
+
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, seed: int,
               draws: int = DRAWS) -> np.ndarray:
     """``draws`` i.i.d. estimates ``φ(x)ᵀφ(y)``, one independent parameter draw each."""
-    xy = np.stack([x, y])
-    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
-    out = np.empty(draws)
-    for r, child in enumerate(children):
-        if target.white_box:
-            params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], m)
-            f = target.features(xy, params=params)
-        else:
-            f = target.features(xy, seed=int(child))
-        out[r] = f[0] @ f[1]
-    return out
+    return np.array([f[0] @ f[1] for f in feature_pairs(target, x, y, m, seed, draws)],
+                    dtype=np.float64)
 
 
 def feature_m(target: FeatureMapTarget, m: int) -> int:
