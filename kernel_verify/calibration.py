@@ -398,23 +398,34 @@ def reference_mean_rows(name: str, n: int, entropy: int, assumption_trials: int)
 
 
 # --------------------------------------------------------------------------- convergence
-def _attention_places(target) -> list[tuple[object, bool]]:
-    """Every (backend, causal) the convergence property can run ``target`` in here: each
-    backend of the axis it accepts and that is available, each mode it claims."""
+def _attention_places(target, available: bool = True) -> list[tuple[object, bool]]:
+    """The cells ``test_error_to_softmax_attention_falls_as_m_grows`` runs ``target`` in:
+    ``(backend, causal)`` for each backend of the axis it accepts, as the property judges the
+    target there (:func:`~kernel_verify.properties.attention_cases.for_target`), in the one mode
+    the property runs (``modes(target)[0]``: non-causal when claimed, else causal); the
+    backends available here (``available=False``: those that are not, e.g. CUDA on a machine
+    without a GPU, which the report lists as not run)."""
+    from kernel_verify.properties.attention_cases import for_target, modes
     from kernel_verify.verify.backends import AXIS
 
-    modes = [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)]
-    return [(b, causal) for b in AXIS if b.available and target.accepts(b.library, b.dtype)
-            for causal in (modes or [False])]
+    causal = modes(target)[0]
+    return [(for_target(target, b), causal) for b in AXIS
+            if b.available == available and target.accepts(b.library, b.dtype)]
 
 
 def convergence_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The model assumption of the convergence property, ``P(error at m = 1024 ≥ ½·error at
-    m = 16) ≤ P0`` per trial, on one built-in attention in every place it runs
-    (:func:`_attention_places`; ``max(3, n // 40)`` blocks of 40 trials each, one block in a
-    small test run below MIN_SEEDS; inputs as the property draws them), and the binomial
-    test's rejections at every rung, all places pooled, where the pooled blocks can certify a
-    rung (the test's level follows from P0 by the exact binomial tail)."""
+    m = 16) ≤ P0`` per trial, on one built-in attention in every cell the property runs it in
+    here (:func:`_attention_places`: backend, dtype and mode; ``max(3, n // 4)`` blocks of 40
+    trials each, 1000 trials at the default 100 seeds — a block costs 0.1–0.7 s, and a rate of a
+    few percent then has an upper bound well inside P0; one block in a small test run below
+    MIN_SEEDS), through the property's own
+    :func:`~kernel_verify.properties.checks.convergence.convergence_failures` with its inputs
+    (``d`` in 2…6), its conversion to the backend and its rounding floor
+    (:func:`~kernel_verify.properties.attention_cases.rounding_floor`), on fresh seeds; and the
+    binomial test's rejections at every rung, all places pooled, where the pooled blocks can
+    certify a rung (the test's level follows from P0 by the exact binomial tail)."""
+    from kernel_verify.properties.attention_cases import rounding_floor
     from kernel_verify.properties.checks.convergence import (
         CONV_SEEDS,
         P0,
@@ -424,7 +435,7 @@ def convergence_rows(name: str, n: int, entropy: int, assumption_trials: int) ->
 
     target = _builtin(name)
     places = _attention_places(target)
-    blocks = max(3, n // 40) if n >= MIN_SEEDS else 1
+    blocks = max(3, n // 4) if n >= MIN_SEEDS else 1
     rows, pooled, total = [], [], 0
     for b, causal in places:
         failures = 0
@@ -432,7 +443,7 @@ def convergence_rows(name: str, n: int, entropy: int, assumption_trials: int) ->
             seed = _seed(entropy, "convergence", name, b.id, int(causal), i)
             f = convergence_failures(target, seed, 2 + i % 5, causal=causal,
                                      self_attention=target.self_attention_only,
-                                     convert=b.from_numpy)
+                                     convert=b.from_numpy, floor=rounding_floor(b))
             failures += f
             pooled.append(f)
         total += blocks * CONV_SEEDS
