@@ -19,7 +19,13 @@ functions; importing it reads no environment variable and imports no test module
   (part ``gradients``) runs the same functions on fresh seeds;
 * :func:`directional_differences` — float64 central differences (Richardson over ``h`` and
   ``h/2``) against the backward along random directions, with the tolerance of the
-  fifth-derivative assumption (the gradcheck properties; calibrated per map).
+  fifth-derivative assumption (the gradcheck properties; calibrated per map);
+* :func:`attention_fn`, :func:`attention_qkv`, :func:`vjp` — an attention target as a torch
+  function, the inputs of the example-based attention gradient tests, a backward pass;
+* :func:`low_precision_gradients` — one example of
+  ``properties/test_gradients.py::test_low_precision_gradients_near_float64`` (its inputs, its
+  gradients, its bounds); ``kernel-verify calibrate --part gradient_assumptions`` runs it on
+  fresh seeds.
 
 Each check returns a :class:`GradientCheck` (computed, exact, bound, the inputs as the backend
 saw them); ``ratio`` is the worst ``|computed − exact| / bound`` (≤ 1 passes, non-finite
@@ -53,10 +59,12 @@ from kernel_verify.verify.tolerance import (
     ulp,
 )
 
-__all__ = ["STAT_D", "Directional", "GradientCheck", "UnbiasedTrial", "directional_differences",
-           "draw", "estimator_gradients", "fd_step_and_tol", "feature_vjp_check", "half_cast",
-           "kernel_gradient_check", "map_budget", "rule_entry", "tensor",
-           "unbiased_gradient_test", "unbiased_gradient_trial"]
+__all__ = ["LOW_PRECISION_HOW", "LOW_PRECISION_SHAPE", "STAT_D", "Directional", "GradientCheck",
+           "LowPrecisionGradient", "UnbiasedTrial", "attention_fn", "attention_qkv",
+           "directional_differences", "draw", "estimator_gradients", "fd_step_and_tol",
+           "feature_vjp_check", "half_cast", "kernel_gradient_check", "low_precision_backend",
+           "low_precision_gradients", "map_budget", "rule_entry", "tensor",
+           "unbiased_gradient_test", "unbiased_gradient_trial", "vjp"]
 
 U64 = 2.0**-53
 
@@ -323,4 +331,129 @@ def directional_differences(fn, inputs: tuple, dtype: str, seed: int, trials: in
         analytic = float(sum((g * u).sum() for g, u in zip(grads, us, strict=True)))
         allowed = tol * f_scale * float(v.abs().sum()) + tol * abs(numeric)
         out.append(Directional(numeric, analytic, allowed, h))
+    return out
+
+
+# ------------------------------------------------------------------------ attention targets
+def vjp(loss, inputs, *, retain_graph: bool = False) -> list:
+    """``∂loss/∂inputs`` through ``loss.backward()`` (not ``torch.autograd.grad``: targets that
+    use reentrant ``torch.utils.checkpoint`` — fla's feature maps — support only ``backward``);
+    an input the loss does not depend on gets zeros."""
+    for a in inputs:
+        a.grad = None
+    loss.backward(retain_graph=retain_graph)
+    out = [torch.zeros_like(a) if a.grad is None else a.grad.clone() for a in inputs]
+    for a in inputs:
+        a.grad = None
+    return out
+
+
+def attention_fn(target, causal: bool, seed: int = 0):
+    """``(q, k, v) -> o`` on torch tensors in BHTD (the target's layout applied both ways; ``k``
+    is ``q`` for self-attention-only targets), at the target's ``seed``."""
+    def fn(q, k, v):
+        t = target.to_layout
+        tq = t(q)
+        tk = tq if target.self_attention_only else t(k)
+        return t(target.attention(tq, tk, t(v), causal=causal, seed=seed))
+
+    return fn
+
+
+def attention_qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: int = 4,
+                  d: int = 4) -> list:
+    """Gaussian ``q, k (b, h, n, d)``, ``v (b, h, n, 3)`` from the seed's named stream ``qkv``
+    (the example-based attention gradient tests: one full forward and backward pass per target
+    and check), as tensors of ``dtype`` that require gradients."""
+    gen = seeded_rng(int(seed), "qkv")
+    arrays = [gen.standard_normal((b, h, n, d)) for _ in range(2)]
+    arrays.append(gen.standard_normal((b, h, n, 3)))
+    return [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
+
+
+#: How the bounds of :func:`low_precision_gradients` come about (one line, for the report).
+LOW_PRECISION_HOW = ("∂L/∂v: Σ_i ρ'|G_i| (derived); ∂L/∂q,k: 4ρ'·n·max|g₆₄| "
+                     "(stated assumption)")
+#: The inputs of ``test_low_precision_gradients_near_float64``: ``(b, h, n, d)``.
+LOW_PRECISION_SHAPE = (1, 2, 4, 4)
+
+
+@dataclass(frozen=True)
+class LowPrecisionGradient:
+    """``∂L/∂name`` of an attention target in a low-precision dtype (``got``, widened to
+    float64) against its float64 gradient at the same rounded inputs (``ref``), and the allowed
+    difference ``bound`` (element-wise)."""
+
+    name: str
+    got: np.ndarray
+    ref: np.ndarray
+    bound: np.ndarray
+
+    @property
+    def ratio(self) -> float:
+        """The worst ``|got − ref| / bound`` (non-finite ``got``: inf; a zero bound with a nonzero
+        error: inf). ``≤ 1`` exactly when ``verify.compare.compare`` passes."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = np.where(np.isfinite(self.got), np.abs(self.got - self.ref), np.inf)
+            r = np.where(self.bound > 0, err / self.bound, np.where(err > 0, np.inf, 0.0))
+        return float(r.max())
+
+
+def low_precision_backend(target, dtype: str) -> tuple[Backend, str | None]:
+    """The torch CPU backend of ``dtype`` as the properties judge ``target`` on it, and why no
+    low-precision gradient bound is credited there (``None``: the bound applies): the larger
+    ``γ`` of ``ρ'`` spans ``2(n + M_MAX) + 20`` rounded operations (``n = 4`` keys), void when
+    that many times ``u`` of the compute dtype reaches 1."""
+    from kernel_verify.properties.attention_cases import M_MAX, for_target, void_bound_reason
+
+    backend = for_target(target, get_backend(f"torch:cpu-{dtype}"))
+    terms = 2 * (LOW_PRECISION_SHAPE[2] + M_MAX) + 20
+    if terms * backend.budget.u_compute >= 1:
+        return backend, void_bound_reason(backend, terms)
+    return backend, None
+
+
+def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: int = 28,
+                            g_seed: int = 29, seed: int = 0) -> list[LowPrecisionGradient]:
+    """``∂L/∂(q, k, v)`` of ``L = Σ G⊙o`` in ``backend.dtype`` against float64 at the same rounded
+    inputs (:func:`attention_qkv` at ``qkv_seed``, upstream ``G ~ N(0, 1)`` from ``g_seed``,
+    rounded to the dtype; the target at ``seed``), with the bounds of
+    ``properties/test_gradients.py::test_low_precision_gradients_near_float64`` (its module
+    docstring, docs/math.md §14): ``∂L/∂v`` within ``Σ_i ρ'·|G_i|`` (derived, ``P_ij ≤ 1``);
+    ``∂L/∂q,k`` within ``4ρ'·n·max|g₆₄|`` (a stated assumption: no cancellation beyond a factor
+    ``n`` in the score chain); ``ρ' = expm1(2γ_N(z + 1)) + γ_{2(n + M_MAX) + 20}`` of
+    ``properties/attention_cases.py`` with ``u`` of the compute dtype, plus the output rounding
+    of the dtype where the budget has it."""
+    import math
+
+    from kernel_verify.properties.attention_cases import M_MAX
+    from kernel_verify.properties.strategies import generator
+    from kernel_verify.verify.tolerance import FORMATS, gamma
+
+    dtype = backend.dtype
+    budget = backend.budget
+    b, h, n, d = LOW_PRECISION_SHAPE
+    fn = attention_fn(target, causal, seed)
+    lo = attention_qkv(qkv_seed, dtype, b=b, h=h, n=n, d=d)
+    hi = [a.detach().double().requires_grad_(True) for a in lo]  # the same rounded values
+    g = torch.tensor(generator(g_seed, "upstream_gradient").standard_normal((b, h, n, 3)))
+    g_lo = g.to(getattr(torch, dtype))
+    g = g_lo.double()
+    got = vjp((fn(*lo) * g_lo).sum(), lo)
+    ref = vjp((fn(*hi) * g).sum(), hi)
+    q, k = (a.detach().numpy() for a in hi[:2])
+    xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
+    z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
+    u_c = budget.u_compute
+    rho = math.expm1(2 * gamma(n + M_MAX + 6, u_c) * (z + 1)) + gamma(2 * (n + M_MAX) + 20, u_c)
+    u_out = FORMATS[dtype].u if budget.output_round else 0.0
+    ga = g.abs().numpy()
+    out = []
+    for name, a, r in zip("qkv", got, ref, strict=True):
+        a64, b64 = to_numpy(a), to_numpy(r)
+        if name == "v":  # Σ_i ρ'·P_ij|G_i| ≤ ρ'·Σ_i |G_i| (P_ij ≤ 1)
+            bound = rho * ga.sum(axis=-2, keepdims=True) * np.ones_like(b64)
+        else:
+            bound = 4 * rho * n * np.abs(b64).max() * np.ones_like(b64)
+        out.append(LowPrecisionGradient(name, a64, b64, bound + u_out * (np.abs(b64) + bound)))
     return out

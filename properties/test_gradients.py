@@ -69,13 +69,19 @@ from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.properties.gradient_checks import (  # shared with the report
+    LOW_PRECISION_HOW,
     STAT_D,
+    attention_fn,
+    attention_qkv,
     directional_differences,
     feature_vjp_check,
     kernel_gradient_check,
+    low_precision_backend,
+    low_precision_gradients,
     rule_entry,
     unbiased_gradient_test,
     unbiased_gradient_trial,
+    vjp,
 )
 from kernel_verify.properties.gradient_checks import (  # shared with the report
     draw as _draw,
@@ -368,17 +374,7 @@ DETERMINISTIC_MAPS = feature_maps("differentiable", "deterministic_backward",
                                   none_reason="no feature map claims `deterministic_backward`")
 
 
-def _vjp(loss, inputs, *, retain_graph: bool = False) -> list:
-    """``∂loss/∂inputs`` through ``loss.backward()`` (not ``torch.autograd.grad``: targets that
-    use reentrant ``torch.utils.checkpoint`` — fla's feature maps — support only ``backward``);
-    an input the loss does not depend on gets zeros."""
-    for a in inputs:
-        a.grad = None
-    loss.backward(retain_graph=retain_graph)
-    out = [torch.zeros_like(a) if a.grad is None else a.grad.clone() for a in inputs]
-    for a in inputs:
-        a.grad = None
-    return out
+_vjp = vjp  # shared with kernel-verify calibrate (properties/gradient_checks.py)
 
 
 def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int = 3) -> None:
@@ -521,25 +517,11 @@ def _modes(target) -> list[bool]:
         or [False]
 
 
-def _attn_fn(target, causal: bool, seed: int = 0):
-    """``(q, k, v) -> o`` on torch tensors in BHTD (the target's layout applied both ways)."""
-    def fn(q, k, v):
-        t = target.to_layout
-        tq = t(q)
-        tk = tq if target.self_attention_only else t(k)
-        return t(target.attention(tq, tk, t(v), causal=causal, seed=seed))
-
-    return fn
-
-
-def _qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: int = 4, d: int = 4):
-    """Fixed Gaussian ``q, k (b, h, n, d)``, ``v (b, h, n, 3)`` of the example-based attention
-    tests (one full forward and backward pass per target and check: no Hypothesis examples),
-    from the seed's named stream."""
-    rng = generator(seed, "qkv")
-    arrays = [rng.standard_normal((b, h, n, d)) for _ in range(2)]
-    arrays.append(rng.standard_normal((b, h, n, 3)))
-    return [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
+#: ``(q, k, v) -> o`` and the fixed Gaussian inputs of the example-based attention tests (one
+#: full forward and backward pass per target and check: no Hypothesis examples), shared with
+#: ``kernel-verify calibrate`` (properties/gradient_checks.py).
+_attn_fn = attention_fn
+_qkv = attention_qkv
 
 
 def _work_dtype(target) -> str:
@@ -659,46 +641,18 @@ def test_low_precision_gradients_near_float64(target, dtype):
     """Gradients in float32/float16/bfloat16 against the float64 gradient of the same target at
     the same rounded inputs (budget: module docstring; ρ = expm1(2δ) of
     ``properties/attention_cases.py`` with the compute dtype's unit roundoff)."""
-    from kernel_verify.properties.attention_cases import M_MAX, for_target, void_bound_reason
-    from kernel_verify.verify.backends import get_backend
-
     _need_dtype(target, dtype)
     _need_dtype(target, "float64")
-    backend = for_target(target, get_backend(f"torch:cpu-{dtype}"))
-    budget = backend.budget
-    terms = 2 * (4 + M_MAX) + 20  # the larger γ of ρ below, n = 4 keys
-    if terms * budget.u_compute >= 1:
-        pytest.skip(void_bound_reason(backend, terms))
+    backend, void = low_precision_backend(target, dtype)
+    if void is not None:
+        pytest.skip(void)
     for causal in _modes(target):
-        fn = _attn_fn(target, causal)
-        lo = _qkv(28, dtype, b=1, h=2, n=4, d=4)
-        hi = [a.detach().double().requires_grad_(True) for a in lo]  # the same rounded values
-        g = torch.tensor(generator(29, "upstream_gradient").standard_normal((1, 2, 4, 3)))
-        g_lo = g.to(getattr(torch, dtype))
-        g = g_lo.double()
-        got = _vjp((fn(*lo) * g_lo).sum(), lo)
-        ref = _vjp((fn(*hi) * g).sum(), hi)
-        q, k = (a.detach().numpy() for a in hi[:2])
-        n, d = q.shape[-2], q.shape[-1]
-        xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
-        z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
-        u_c = budget.u_compute
-        big_n = n + M_MAX + 6
-        rho = math.expm1(2 * gamma(big_n, u_c) * (z + 1)) + gamma(2 * (n + M_MAX) + 20, u_c)
-        u_out = FORMATS[dtype].u if budget.output_round else 0.0
-        ga = g.abs().numpy()
-        for name, a, b in zip("qkv", got, ref, strict=True):
-            a64, b64 = to_numpy(a), to_numpy(b)
-            assert np.isfinite(a64).all(), f"{target.name} {dtype}: ∂L/∂{name} not finite"
-            if name == "v":  # Σ_i ρ'·P_ij|G_i| ≤ ρ'·Σ_i |G_i| (P_ij ≤ 1)
-                bound = rho * ga.sum(axis=-2, keepdims=True) * np.ones_like(b64)
-            else:
-                bound = 4 * rho * n * np.abs(b64).max() * np.ones_like(b64)
-            bound = bound + u_out * (np.abs(b64) + bound)
+        for r in low_precision_gradients(target, backend, causal, 28, 29):
+            assert np.isfinite(r.got).all(), f"{target.name} {dtype}: ∂L/∂{r.name} not finite"
             assert_close(
-                a64, b64, bound, inputs={},
-                label=f"{target.name}: ∂L/∂{name} in {dtype} vs float64 (causal={causal})",
-                how="∂L/∂v: Σ_i ρ'|G_i| (derived); ∂L/∂q,k: 4ρ'·n·max|g₆₄| (stated assumption)",
+                r.got, r.ref, r.bound, inputs={},
+                label=f"{target.name}: ∂L/∂{r.name} in {dtype} vs float64 (causal={causal})",
+                how=LOW_PRECISION_HOW,
                 repro=f"test_low_precision_gradients_near_float64[{target.name}-{dtype}]",
             )
 
