@@ -2,8 +2,9 @@
 
 A backend is a :class:`~kernel_verify.verify.backends.Backend` of the one axis; asv keeps its
 parameter strings ``"numpy"``, ``"torch:cpu"``, ``"torch:cuda"`` (``Backend.name``) and dtype
-names, so the dashboards' history survives, and converts them at the edge with :func:`point`:
-every conversion below (arrays, parameter draws, devices, skip reasons) is the Backend's own.
+names, so the dashboards' history survives; each ``setup`` turns its pair into the Backend once
+(:func:`require`, through :func:`point`) and from then on holds the object: every conversion
+(arrays, parameter draws, devices, skip reasons) is the Backend's own, none is written here.
 Parameter lists hold only combinations that can run: impossible
 ones (float16 on NumPy, ``m`` below a map's minimum) are never generated, and ``torch:cuda``
 appears only where ``torch.cuda.is_available()`` — elsewhere the one benchmark
@@ -71,25 +72,14 @@ def point(backend: str, dtype: str = "float64") -> Backend:
     raise NotImplementedError(f"{backend}: {dtype} is not a compute dtype of this backend")
 
 
-def require(backend: str, dtype: str = "float64") -> None:
-    """Raise ``NotImplementedError`` (asv: skipped) if ``backend``/``dtype`` cannot run here."""
-    reason = point(backend, dtype).skip_reason
-    if reason is not None:
-        raise NotImplementedError(reason)
-
-
-def skip_reason(backend: str, dtype: str = "float64") -> str | None:
-    """Why :func:`require` would skip ``backend``/``dtype`` here, or None."""
-    try:
-        require(backend, dtype)
-    except NotImplementedError as err:
-        return str(err)
-    return None
-
-
-def device(backend: str) -> str | None:
-    """The torch device of ``backend`` (None for NumPy)."""
-    return point(backend).torch_device
+def require(backend: str, dtype: str = "float64") -> Backend:
+    """The :class:`Backend` of an asv parameter pair, chosen once in ``setup`` (everything after
+    takes the object: its conversions, device, dtype); raises ``NotImplementedError`` (asv:
+    skipped) with the axis' reason if it cannot run here."""
+    b = point(backend, dtype)
+    if b.skip_reason is not None:
+        raise NotImplementedError(b.skip_reason)
+    return b
 
 
 def rng_for(*key: Any) -> np.random.Generator:
@@ -98,25 +88,15 @@ def rng_for(*key: Any) -> np.random.Generator:
     return seeded_rng(SEED, *(repr(part) for part in key))
 
 
-def to_backend(x: np.ndarray, backend: str, dtype: str) -> Any:
-    """A float64 NumPy array on ``backend`` in ``dtype`` (rounded once): the axis' conversion."""
-    return point(backend, dtype).from_numpy(x)
-
-
-def params_to_backend(params: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
-    """The float64 draw as the backend's maps take it (torch: float64 tensors on the device)."""
-    return point(backend).from_numpy_params(params)
-
-
-def positions_for(n: int, backend: str) -> Any:
-    """Token positions ``0..n-1`` for positional maps, on the backend."""
-    dev = device(backend)
+def positions_for(n: int, backend: Backend) -> Any:
+    """Token positions ``0..n-1`` for positional maps, on ``backend``."""
+    dev = backend.torch_device
     return np.arange(n) if dev is None else torch.arange(n, device=dev)
 
 
-def sync(backend: str) -> None:
+def sync(backend: Backend) -> None:
     """Wait for queued CUDA work, so a timing covers the computation, not its launch."""
-    if backend == "torch:cuda":
+    if backend.torch_device == "cuda":
         torch.cuda.synchronize()
 
 

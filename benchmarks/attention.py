@@ -27,33 +27,32 @@ from benchmarks._common import (
     BACKENDS,
     DTYPES,
     BackendBenchmark,
-    params_to_backend,
     require,
     rng_for,
     slowdown,
     smoke,
     sync,
-    to_backend,
 )
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.numpy import attention as np_attention
 from kernel_verify.impls.registry import get
 from kernel_verify.impls.torch import attention as torch_attention
+from kernel_verify.verify.backends import Backend
 
 D = 64
 LINEAR_ENTRY = "softmax_positive[iid]"
 
 
-def qkv(backend: str, dtype: str, n: int, d: int = D) -> tuple[Any, Any, Any]:
-    """Seeded ``q, k, v`` of shape ``(n, d)`` on ``backend`` in ``dtype``."""
+def qkv(backend: Backend, n: int, d: int = D) -> tuple[Any, Any, Any]:
+    """Seeded ``q, k, v`` of shape ``(n, d)`` on ``backend``, rounded once to its dtype."""
     rng = rng_for("qkv", n, d)
-    return tuple(to_backend(rng.standard_normal((n, d)), backend, dtype) for _ in range(3))
+    return tuple(backend.from_numpy(rng.standard_normal((n, d))) for _ in range(3))
 
 
-def linear_params(backend: str, m: int, d: int = D) -> dict[str, Any]:
-    """The ``softmax_positive[iid]`` draw for ``(m, d)``, on ``backend``."""
+def linear_params(backend: Backend, m: int, d: int = D) -> dict[str, Any]:
+    """The ``softmax_positive[iid]`` draw for ``(m, d)`` (float64), on ``backend``'s device."""
     entry = get(LINEAR_ENTRY)
-    return params_to_backend(entry.draw(rng_for(LINEAR_ENTRY, m, d), d, m, entry.config), backend)
+    return backend.from_numpy_params(entry.draw(rng_for(LINEAR_ENTRY, m, d), d, m, entry.config))
 
 
 ATTN_CASES: list[str] = smoke([f"{b}/{t}" for b in BACKENDS for t in DTYPES[b]
@@ -71,12 +70,10 @@ class SoftmaxAttention(BackendBenchmark):
     repeat = (1, 5, 10.0)  # up to 5 samples or 10 s
 
     def setup(self, case: str, n: int, causal: bool) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
-        self.q, self.k, self.v = qkv(backend, dtype, n)
-        self.att = np_attention if backend == "numpy" else torch_attention
+        self.q, self.k, self.v = qkv(self.backend, n)
+        self.att = np_attention if self.backend.library == "numpy" else torch_attention
 
     def time_softmax_attention(self, case: str, n: int, causal: bool) -> None:
         self.att.softmax_attention(self.q, self.k, self.v, causal=causal)
@@ -96,13 +93,11 @@ class LinearAttention(BackendBenchmark):
     repeat = (1, 5, 10.0)
 
     def setup(self, case: str, n: int, causal: bool, path: str) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
         self.entry = get(LINEAR_ENTRY)
-        self.q, self.k, self.v = qkv(backend, dtype, n)
-        self.p = linear_params(backend, M)
+        self.q, self.k, self.v = qkv(self.backend, n)
+        self.p = linear_params(self.backend, M)
         self.times = slowdown()
 
     def time_feature_map_attention(self, case: str, n: int, causal: bool, path: str) -> None:
@@ -124,13 +119,11 @@ class LinearAttentionBackward(BackendBenchmark):
     repeat = (1, 5, 10.0)
 
     def setup(self, case: str, n: int, causal: bool) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
         self.entry = get(LINEAR_ENTRY)
-        self.qkv = [t.requires_grad_(True) for t in qkv(backend, dtype, n)]
-        self.p = linear_params(backend, M)
+        self.qkv = [t.requires_grad_(True) for t in qkv(self.backend, n)]
+        self.p = linear_params(self.backend, M)
 
     def time_attention_backward(self, case: str, n: int, causal: bool) -> None:
         out = feature_map_attention(self.entry, self.p, *self.qkv, causal=causal)
@@ -146,15 +139,15 @@ class LinearAttentionMemory(BackendBenchmark):
     timeout = 120.0
 
     def setup(self, backend: str, n: int, causal: bool) -> None:
-        require(backend, "float32")
+        self.backend = require(backend, "float32")
         self.pin()
         self.entry = get(LINEAR_ENTRY)
-        self.q, self.k, self.v = qkv(backend, "float32", n)
-        self.p = linear_params(backend, M)
+        self.q, self.k, self.v = qkv(self.backend, n)
+        self.p = linear_params(self.backend, M)
 
     def peakmem_linear_attention(self, backend: str, n: int, causal: bool) -> None:
         feature_map_attention(self.entry, self.p, self.q, self.k, self.v, causal=causal)
-        sync(backend)
+        sync(self.backend)
 
 
 class CausalLinearAttentionTraced(BackendBenchmark):
@@ -168,11 +161,12 @@ class CausalLinearAttentionTraced(BackendBenchmark):
     timeout = 120.0
 
     def setup(self, backend: str, n: int, m: int) -> None:
-        require(backend, "float32")  # torch:cpu is left out: its allocator is invisible here
+        # torch:cpu is left out of the parameters: its allocator is invisible here
+        self.backend = require(backend, "float32")
         self.pin()
         self.entry = get(LINEAR_ENTRY)
-        self.q, self.k, self.v = qkv(backend, "float32", n)
-        self.p = linear_params(backend, m)
+        self.q, self.k, self.v = qkv(self.backend, n)
+        self.p = linear_params(self.backend, m)
 
     def _call(self) -> Any:
         return feature_map_attention(
@@ -180,7 +174,7 @@ class CausalLinearAttentionTraced(BackendBenchmark):
         )
 
     def track_peak_allocated_bytes(self, backend: str, n: int, m: int) -> int:
-        if backend == "torch:cuda":
+        if self.backend.torch_device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             before = torch.cuda.memory_allocated()

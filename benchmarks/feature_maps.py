@@ -19,16 +19,15 @@ from benchmarks._common import (
     BACKENDS,
     DTYPES,
     BackendBenchmark,
-    params_to_backend,
     positions_for,
     require,
     rng_for,
     smoke,
     sync,
-    to_backend,
 )
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import FeatureMap, all_maps, get
+from kernel_verify.verify.backends import Backend
 
 #: every registered map, sorted (``family`` is part of each entry; see ``--bench`` regexes).
 ENTRIES: list[str] = smoke(sorted(e.name for e in all_maps()))
@@ -41,9 +40,10 @@ M = 256
 
 
 def prepare(
-    entry: FeatureMap, backend: str, dtype: str, n: int, m: int, d: int = D
+    entry: FeatureMap, backend: Backend, n: int, m: int, d: int = D
 ) -> tuple[Any, dict[str, Any], dict[str, Any], Any]:
-    """Seeded inputs ``x`` (entries ``N(0, 1/4)``), the parameter draw, the config and positions.
+    """Seeded inputs ``x`` (entries ``N(0, 1/4)``, rounded once to ``backend``'s dtype), the
+    parameter draw (float64, on ``backend``'s device), the config and positions.
 
     Positional maps get positions ``0..n-1`` and ``M = n`` (if the map has an ``M`` setting).
     """
@@ -53,9 +53,9 @@ def prepare(
     if entry.has("positional") and "M" in config:
         config["M"] = n
     params = entry.draw(rng, d, m, config)
-    x = to_backend(0.5 * rng.standard_normal((n, d)), backend, dtype)
+    x = backend.from_numpy(0.5 * rng.standard_normal((n, d)))
     positions = positions_for(n, backend) if entry.has("positional") else None
-    return x, params_to_backend(params, backend), config, positions
+    return x, backend.from_numpy_params(params), config, positions
 
 
 class FeatureMaps(BackendBenchmark):
@@ -66,12 +66,10 @@ class FeatureMaps(BackendBenchmark):
     timeout = 60.0
 
     def setup(self, name: str, case: str) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
         self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(self.entry, backend, dtype, N, M)
+        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, M)
 
     def time_features(self, name: str, case: str) -> None:
         map_features(self.entry, self.x, self.p, config=self.config, positions=self.positions)
@@ -86,12 +84,10 @@ class FeatureMapsBackward(BackendBenchmark):
     timeout = 60.0
 
     def setup(self, name: str, case: str) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
         self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(self.entry, backend, dtype, N, M)
+        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, M)
         self.x.requires_grad_(True)
 
     def time_features_backward(self, name: str, case: str) -> None:

@@ -48,18 +48,17 @@ class DecodeStep(BackendBenchmark):
     timeout = 120.0
 
     def setup(self, case: str, position: int) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
         entry = get(LINEAR_ENTRY)
-        p = linear_params(backend, M)
-        q, k, v = qkv(backend, dtype, position + STEPS)
+        p = linear_params(self.backend, M)
+        q, k, v = qkv(self.backend, position + STEPS)
         scale = q.shape[-1] ** -0.25
         lq = map_features(entry, q * scale, p, log=True)
         lk = map_features(entry, k * scale, p, log=True)
-        self.forms = np_forms if backend == "numpy" else torch_forms
-        v = v.astype(lq.dtype) if backend == "numpy" else v.to(lq.dtype)
+        numpy = self.backend.library == "numpy"
+        self.forms = np_forms if numpy else torch_forms
+        v = v.astype(lq.dtype) if numpy else v.to(lq.dtype)
         _, self.state = self.forms.log_linear_attention_chunked(
             lq[:position], lk[:position], v[:position])
         self.token = (lq[position], lk[position], v[position])

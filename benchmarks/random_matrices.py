@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from benchmarks._common import BACKENDS, BackendBenchmark, device, require, rng_for, smoke, sync
+from benchmarks._common import BACKENDS, BackendBenchmark, require, rng_for, smoke, sync
 from kernel_verify.impls.random_matrices import (
     MATRICES,
     draw_factors,
@@ -46,13 +46,11 @@ class StructuredProjections(BackendBenchmark):
     param_names: ClassVar[list[str]] = ["kind", "case", "d", "method"]
 
     def setup(self, kind: str, case: str, d: int, method: str) -> None:
-        backend, dtype = case.split("/")
-        require(backend, dtype)
+        self.backend = require(*case.split("/"))
         self.pin()
-        self.backend = backend
         rng = rng_for("structured", kind, d)
         self.factors = draw_factors(kind, rng, d, d)
-        dev = device(backend)
+        dev = self.backend.torch_device
         self.w = torch.tensor(factors_matrix(self.factors), dtype=torch.float32, device=dev)
         self.x = torch.tensor(rng.standard_normal((4096, d)), dtype=torch.float32, device=dev)
 

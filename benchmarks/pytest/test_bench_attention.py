@@ -13,21 +13,24 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks._common import BACKENDS, skip_reason, sync
+from benchmarks._common import BACKENDS, point, sync
 from benchmarks.attention import LINEAR_ENTRY, linear_params, qkv
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.numpy import attention as np_attention
 from kernel_verify.impls.registry import get
 from kernel_verify.impls.torch import attention as torch_attention
+from kernel_verify.verify.backends import Backend
 
 N, M = 1024, 64
 
 
 def _backends() -> list[Any]:
-    """Every backend, skipped with the reason where it cannot run here (never dropped)."""
+    """Every backend in float32, skipped with the reason where it cannot run here (never
+    dropped); ids are the backend names (``numpy``, ``torch:cpu``, ``torch:cuda``)."""
     return [
-        pytest.param(b, id=b, marks=[pytest.mark.skip(reason=r)] if (r := skip_reason(b)) else [])
-        for b in BACKENDS
+        pytest.param(b, id=b.name, marks=[pytest.mark.skip(reason=r)] if (r := b.skip_reason)
+                     else [])
+        for b in (point(name, "float32") for name in BACKENDS)
     ]
 
 
@@ -42,10 +45,10 @@ def _finite(out: Any) -> bool:
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
-def test_exact_softmax(benchmark: Any, backend: str, causal: bool) -> None:
-    benchmark.group = f"attention {backend} causal={causal}"
-    q, k, v = qkv(backend, "float32", N)
-    att = np_attention if backend == "numpy" else torch_attention
+def test_exact_softmax(benchmark: Any, backend: Backend, causal: bool) -> None:
+    benchmark.group = f"attention {backend.name} causal={causal}"
+    q, k, v = qkv(backend, N)
+    att = np_attention if backend.library == "numpy" else torch_attention
 
     def run() -> Any:
         out = att.softmax_attention(q, k, v, causal=causal)
@@ -59,9 +62,9 @@ def test_exact_softmax(benchmark: Any, backend: str, causal: bool) -> None:
 @pytest.mark.parametrize("path", ["plain", "log"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
-def test_linear(benchmark: Any, backend: str, causal: bool, path: str) -> None:
-    benchmark.group = f"attention {backend} causal={causal}"
-    q, k, v = qkv(backend, "float32", N)
+def test_linear(benchmark: Any, backend: Backend, causal: bool, path: str) -> None:
+    benchmark.group = f"attention {backend.name} causal={causal}"
+    q, k, v = qkv(backend, N)
     entry, params = get(LINEAR_ENTRY), linear_params(backend, M)
 
     def run() -> Any:

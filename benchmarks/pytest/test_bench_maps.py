@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks._common import BACKENDS, skip_reason, sync
+from benchmarks._common import BACKENDS, point, sync
 from benchmarks.feature_maps import prepare
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import get
+from kernel_verify.verify.backends import Backend
 
 #: one random-feature entry per formula of interest (the asv suite times every map).
 RANDOM_ENTRIES = [
@@ -28,10 +29,12 @@ N, M, D = 4096, 256, 16
 
 
 def _backends() -> list[Any]:
-    """Every backend, skipped with the reason where it cannot run here (never dropped)."""
+    """Every backend in float32, skipped with the reason where it cannot run here (never
+    dropped); ids are the backend names (``numpy``, ``torch:cpu``, ``torch:cuda``)."""
     return [
-        pytest.param(b, id=b, marks=[pytest.mark.skip(reason=r)] if (r := skip_reason(b)) else [])
-        for b in BACKENDS
+        pytest.param(b, id=b.name, marks=[pytest.mark.skip(reason=r)] if (r := b.skip_reason)
+                     else [])
+        for b in (point(name, "float32") for name in BACKENDS)
     ]
 
 
@@ -40,10 +43,10 @@ ALL_BACKENDS = _backends()
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
 @pytest.mark.parametrize("name", RANDOM_ENTRIES)
-def test_maps(benchmark: Any, name: str, backend: str) -> None:
+def test_maps(benchmark: Any, name: str, backend: Backend) -> None:
     benchmark.group = f"maps {name}"
     entry = get(name)
-    x, params, config, positions = prepare(entry, backend, "float32", N, M, D)
+    x, params, config, positions = prepare(entry, backend, N, M, D)
 
     def run() -> Any:
         out = map_features(entry, x, params, config=config, positions=positions)
