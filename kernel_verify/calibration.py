@@ -33,12 +33,17 @@ does not match the bound it cites.
 
 * convergence (``properties/checks/convergence.py``): a trial fails to halve its error with
   probability ≤ ``P0`` = 0.1; ``P0`` is the number the binomial threshold is computed from, so
-  the row at level P0 *is* its operating level. Run on every built-in attention claiming
-  ``approximates_softmax``, on every backend × dtype it accepts here and in every mode it claims;
+  the row at level P0 *is* its operating level. Run in every cell the property runs in: every
+  built-in attention claiming ``approximates_softmax``, every backend × dtype it accepts that is
+  available here (CUDA cells are listed in the report as not run when there is no GPU), in the
+  one mode the property runs (``modes(target)[0]``), with the property's rounding floor;
 * the float64-accuracy noise level, the 64-ulp feature assumption of the deterministic identity,
-  the per-draw family identities (``IDENTITY_LEVEL``) and the fifth-derivative assumption of the
+  the per-draw family identities (``IDENTITY_LEVEL``), the fifth-derivative assumption of the
   gradients' finite differences (per map and attention target and mode,
-  ``calibration_gradients.fd_rows``, ``fd_attention_rows``): a
+  ``calibration_gradients.fd_rows``, ``fd_attention_rows``), the no-cancellation assumption of
+  the low-precision ``∂L/∂q,k`` bound (per attention target, dtype and mode,
+  ``calibration_gradients.low_precision_rows``) and the finite differences of the forms' state
+  gradients (per target and backend, ``calibration_gradients.state_gradient_rows``): a
   deterministic threshold whose
   false-alarm rate per example is stated as :data:`ASSUMPTION_LEVEL` = 1e-3 and measured with
   at least :func:`trials_to_certify` (1e-3) = 2995 trials, with the *margin* (the largest
@@ -413,6 +418,15 @@ def _attention_places(target, available: bool = True) -> list[tuple[object, bool
             if b.available == available and target.accepts(b.library, b.dtype)]
 
 
+def convergence_targets() -> list[str]:
+    """The built-in attention targets the convergence property judges (``approximates_softmax``)."""
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.protocol import AttentionTarget
+
+    return [t.name for t in builtin_targets()
+            if isinstance(t, AttentionTarget) and t.has("approximates_softmax")]
+
+
 def convergence_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The model assumption of the convergence property, ``P(error at m = 1024 ≥ ½·error at
     m = 16) ≤ P0`` per trial, on one built-in attention in every cell the property runs it in
@@ -613,7 +627,8 @@ class Unit:
 
 
 #: The groups of checks ``--part`` selects.
-PARTS = ("matrices", "estimators", "reference_means", "convergence", "blackbox", "gradients")
+PARTS = ("matrices", "estimators", "reference_means", "convergence", "blackbox", "gradients",
+         "gradient_assumptions")
 
 
 def units(parts: Sequence[str] = PARTS) -> list[Unit]:
@@ -621,7 +636,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     black-box controls)."""
     from kernel_verify.mutants.blackbox import CONTROLS
     from kernel_verify.properties.builtin import builtin_targets
-    from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarget
+    from kernel_verify.properties.protocol import RandomMatrixTarget
 
     out = []
     if "matrices" in parts:
@@ -633,8 +648,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "reference_means" in parts:  # light (~20 s per 100 seeds): its own part, run apart
         out += [Unit("reference_means", name, reference_mean_rows) for name in REFERENCE_TARGETS]
     if "convergence" in parts:
-        out += [Unit("convergence", t.name, convergence_rows) for t in builtin_targets()
-                if isinstance(t, AttentionTarget) and t.has("approximates_softmax")]
+        out += [Unit("convergence", name, convergence_rows) for name in convergence_targets()]
     if "blackbox" in parts:
         out += [Unit("blackbox", name, blackbox_rows) for name in CONTROLS]
         out.append(Unit("blackbox", "rff_pairs[orthogonal]", orthogonal_rows))
@@ -651,6 +665,18 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
         out.append(Unit("gradients", GRADIENT_TARGET, gradient_rows))
         out += [Unit("gradients", name, fd_rows) for name in fd_targets()]
         out += [Unit("gradients", name, fd_attention_rows) for name in fd_attention_targets()]
+    if "gradient_assumptions" in parts:  # light (~5 min at 2995 trials): its own part
+        from kernel_verify.calibration_gradients import (
+            low_precision_rows,
+            low_precision_targets,
+            state_gradient_rows,
+            state_gradient_targets,
+        )
+
+        out += [Unit("gradient_assumptions", name, low_precision_rows)
+                for name in low_precision_targets()]
+        out += [Unit("gradient_assumptions", name, state_gradient_rows)
+                for name in state_gradient_targets()]
     return out
 
 
@@ -770,9 +796,13 @@ def _ok_line(rows: Sequence[Row]) -> str:
                if bad else ""))
 
 
-def section(part: str, stamp: str, rows: Sequence[Row]) -> str:
-    """The section of one part: its heading, the stamp of the run, its table and its verdict."""
-    return "\n".join([f"## Part `{part}`", "", stamp, "", *table(rows), "", _ok_line(rows)])
+def section(part: str, stamp: str, rows: Sequence[Row], not_run: Sequence[str] = ()) -> str:
+    """The section of one part: its heading, the stamp of the run, its table, the cells its
+    properties run in that this run could not (``not_run``) and its verdict."""
+    gap = ([f"Not run here (no row; the property runs there on a machine that has it): "
+            f"{'; '.join(not_run)}.", ""] if not_run else [])
+    return "\n".join([f"## Part `{part}`", "", stamp, "", *table(rows), "", *gap,
+                      _ok_line(rows)])
 
 
 def _verdicts(section_text: str) -> tuple[int, int]:
@@ -849,11 +879,14 @@ def run_calibration(args: argparse.Namespace) -> int:
     stamp = (f"`kernel-verify calibrate --seeds {n} --part {' '.join(parts)}` at commit "
              f"{git_commit()}: {seconds:.0f} s in {jobs} processes, entropy {entropy} (seed of a "
              "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`).")
+    from kernel_verify.calibration_gradients import not_run_here
+
+    gaps = not_run_here({u.part for u in todo})
     sections = {}
     for part in dict.fromkeys(u.part for u in todo):
         part_rows = [r for u, unit_rows in zip(todo, per_unit, strict=True) if u.part == part
                      for r in unit_rows]
-        sections[part] = section(part, stamp, part_rows)
+        sections[part] = section(part, stamp, part_rows, gaps.get(part, ()))
     out = reports_dir() / "calibration.md"
     old = out.read_text(encoding="utf-8") if out.exists() else ""
     text = merge_report(old, sections, assumption_trials)

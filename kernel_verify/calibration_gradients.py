@@ -132,16 +132,19 @@ def fd_attention_targets() -> list[str]:
 
 def fd_attention_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
     """:func:`fd_rows` for an attention target, one row per mode it claims: each trial draws
-    ``q, k (1, 2, 4, 4)``, ``v (1, 2, 4, 3)`` from the named stream ``qkv`` of a fresh seed (as
-    the property's ``_qkv(21, b=1, h=2, n=4, d=4)`` does from seed 21) and a fresh attention seed
-    (the property uses 0), in the target's working dtype (float64, else float32), and runs
+    ``q, k (1, 2, 4, 4)``, ``v (1, 2, 4, 3)`` by the property's own
+    :func:`~kernel_verify.properties.gradient_checks.attention_qkv` from a fresh seed (the
+    property: seed 21) and runs the target through its
+    :func:`~kernel_verify.properties.gradient_checks.attention_fn` at a fresh attention seed (the
+    property: 0), in the target's working dtype (float64, else float32), and
     :func:`~kernel_verify.properties.gradient_checks.directional_differences` on ``∂o/∂(q, k,
     v)``."""
-    import torch
-
     from kernel_verify import calibration as cal
-    from kernel_verify.properties.gradient_checks import directional_differences
-    from kernel_verify.verify.seeds import rng as seeded_rng
+    from kernel_verify.properties.gradient_checks import (
+        attention_fn,
+        attention_qkv,
+        directional_differences,
+    )
 
     target = cal._builtin(name)
     dtype = next(t for t in ("float64", "float32") if target.accepts("torch", t))
@@ -151,17 +154,8 @@ def fd_attention_rows(name: str, n: int, entropy: int, assumption_trials: int) -
         rejections, worst = 0, 0.0
         for i in range(assumption_trials):
             seed = cal._seed(entropy, "gradients_fd_attention", name, int(causal), i)
-            gen = seeded_rng(seed, "qkv")
-            arrays = [gen.standard_normal((1, 2, 4, 4)) for _ in range(2)]
-            arrays.append(gen.standard_normal((1, 2, 4, 3)))
-            qkv = tuple(torch.tensor(a, dtype=getattr(torch, dtype)) for a in arrays)
-
-            def fn(q, k, v, causal=causal, seed=seed):
-                t = target.to_layout
-                tq = t(q)
-                tk = tq if target.self_attention_only else t(k)
-                return t(target.attention(tq, tk, t(v), causal=causal, seed=seed % 2**31))
-
+            qkv = tuple(attention_qkv(seed, dtype, b=1, h=2, n=4, d=4))
+            fn = attention_fn(target, causal, seed % 2**31)
             ratio = max(r.ratio for r in directional_differences(fn, qkv, dtype, seed))
             rejections += not ratio <= 1
             worst = max(worst, ratio)
@@ -171,3 +165,150 @@ def fd_attention_rows(name: str, n: int, entropy: int, assumption_trials: int) -
                             f"stated {cal.ASSUMPTION_LEVEL:g} per example (model assumption)",
                             f"max error / tolerance = {worst:.2g}"))
     return rows
+
+
+# --------------------------------------------------------------------------- low precision
+LOW_CHECK = ("gradients: low precision vs float64, ∂L/∂q,k within 4ρ'·n·max|g₆₄| "
+             "(no-cancellation assumption; ∂L/∂v derived)")
+LOW_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def low_precision_cells(name: str) -> list[str]:
+    """The dtypes ``test_low_precision_gradients_near_float64`` judges ``name`` in (the
+    property's parameters: float32/float16/bfloat16 that the target accepts on torch, with
+    float64, where the bound is not void: ``low_precision_backend``)."""
+    from kernel_verify import calibration as cal
+    from kernel_verify.properties.gradient_checks import low_precision_backend
+
+    target = cal._builtin(name)
+    if not target.accepts("torch", "float64"):
+        return []
+    return [d for d in LOW_DTYPES
+            if target.accepts("torch", d) and low_precision_backend(target, d)[1] is None]
+
+
+def low_precision_targets() -> list[str]:
+    """The attention targets with at least one cell of :func:`low_precision_cells` (the
+    property's targets are those of :func:`fd_attention_targets`)."""
+    return [name for name in fd_attention_targets() if low_precision_cells(name)]
+
+
+def low_precision_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
+    """The stated assumption of ``test_low_precision_gradients_near_float64`` (``∂L/∂q,k`` of the
+    low-precision run within ``4ρ'·n·max|g₆₄|``), at its stated level
+    (:data:`~kernel_verify.calibration.ASSUMPTION_LEVEL` = 1e-3 per example), one row per dtype
+    of :func:`low_precision_cells` and mode the target claims (the property runs every mode),
+    on torch CPU (the only backend the property runs): each trial runs the property's own
+    :func:`~kernel_verify.properties.gradient_checks.low_precision_gradients` with fresh seeds
+    for the inputs, the upstream gradient and the target (the property: 28, 29, 0). A trial
+    rejects when the property's assertion would fail: any element of ``∂L/∂(q, k, v)`` outside
+    its bound or not finite (so the derived ``∂L/∂v`` bound is checked too). Margin: the
+    largest ``|got − ref| / bound`` of ``q, k`` and of ``v``."""
+    from kernel_verify import calibration as cal
+    from kernel_verify.properties.gradient_checks import (
+        low_precision_backend,
+        low_precision_gradients,
+    )
+
+    target = cal._builtin(name)
+    modes = [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)]
+    rows = []
+    for dtype in low_precision_cells(name):
+        backend, _ = low_precision_backend(target, dtype)
+        for causal in modes or [False]:
+            rejections, worst_qk, worst_v = 0, 0.0, 0.0
+            for i in range(assumption_trials):
+                s_qkv, s_g, s_t = (cal._seed(entropy, "gradients_low", name, dtype, int(causal),
+                                             i, part) for part in ("qkv", "g", "target"))
+                got = low_precision_gradients(target, backend, causal, s_qkv, s_g, s_t % 2**31)
+                ratios = {r.name: r.ratio for r in got}
+                rejections += not max(ratios.values()) <= 1
+                worst_qk = max(worst_qk, ratios["q"], ratios["k"])
+                worst_v = max(worst_v, ratios["v"])
+            mode = "causal" if causal else "non-causal"
+            rows.append(cal.Row(LOW_CHECK, name, f"torch:cpu {dtype} vs float64, {mode}",
+                                assumption_trials, (cal.ASSUMPTION_LEVEL,), (rejections,),
+                                f"stated {cal.ASSUMPTION_LEVEL:g} per example (model assumption)",
+                                f"max error / bound: q,k {worst_qk:.2g}; v {worst_v:.2g}"))
+    return rows
+
+
+# --------------------------------------------------------------------------- forms
+STATE_CHECK = ("forms: gradient through the state, float64 gradcheck within 100·u^(2/3)·F "
+               "(finite-difference assumption)")
+
+
+def _state_places(target, available: bool = True) -> list:
+    """The backends ``test_gradients_flow_through_the_state`` runs ``target`` on: torch float64
+    (CPU, CUDA), accepted, available here (``available=False``: those that are not)."""
+    from kernel_verify.properties.attention_cases import for_target
+    from kernel_verify.verify.backends import AXIS
+
+    return [for_target(target, b) for b in AXIS
+            if b.library == "torch" and b.dtype == "float64" and b.available == available
+            and target.accepts(b.library, b.dtype)]
+
+
+def state_gradient_targets() -> list[str]:
+    """The attention targets ``test_gradients_flow_through_the_state`` judges: built-in, causal,
+    offering a stateful or chunked form, claiming ``differentiable``, taking torch float64."""
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.protocol import AttentionTarget
+
+    return [t.name for t in builtin_targets() if isinstance(t, AttentionTarget)
+            and t.has("causal") and (t.offers("stateful") or t.offers("chunked"))
+            and t.has("differentiable") and t.accepts("torch", "float64")]
+
+
+def state_gradient_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
+    """The finite-difference assumption of ``test_gradients_flow_through_the_state`` at its
+    stated level (1e-3 per example, ``assumption_trials`` examples per backend): each trial
+    draws a layout i.i.d. from the support of the property's strategy
+    (``random_shape(rng, max_t=6)``, the property's ``form_shapes(max_t=6)``; a layout with one
+    token, where the property asserts nothing, is replaced by the next draw) and runs the
+    property's own
+    :func:`~kernel_verify.properties.checks.forms.state_gradient_check`; a trial
+    rejects when gradcheck disagrees."""
+    import numpy as np
+
+    from kernel_verify import calibration as cal
+    from kernel_verify.properties.checks.forms import random_shape, state_gradient_check
+
+    target = cal._builtin(name)
+    rows = []
+    for b in _state_places(target):
+        rng = np.random.default_rng(cal._seed(entropy, "forms_state_gradient", name, b.id))
+        rejections = done = drawn = 0
+        while done < assumption_trials:
+            drawn += 1
+            ok = state_gradient_check(target, b, random_shape(rng, max_t=6))
+            if ok is None:
+                continue
+            done += 1
+            rejections += not ok
+        rows.append(cal.Row(STATE_CHECK, name, f"{b.library}:{b.device} {b.dtype}, causal "
+                            "(stateful/chunked forms)", assumption_trials,
+                            (cal.ASSUMPTION_LEVEL,), (rejections,),
+                            f"stated {cal.ASSUMPTION_LEVEL:g} per example (model assumption)",
+                            f"{drawn - done} one-token layouts redrawn"))
+    return rows
+
+
+def not_run_here(parts) -> dict[str, list[str]]:
+    """Per part, the cells its properties run in that this machine cannot (a backend not
+    available here, e.g. CUDA without a GPU): listed in the report, never silently left out."""
+    from kernel_verify import calibration as cal
+
+    out: dict[str, list[str]] = {}
+    if "convergence" in parts:
+        for name in cal.convergence_targets():
+            for b, causal in cal._attention_places(cal._builtin(name), available=False):
+                out.setdefault("convergence", []).append(
+                    f"`{name}` on {b.library}:{b.device} {b.dtype}, "
+                    f"{'causal' if causal else 'non-causal'}")
+    if "gradient_assumptions" in parts:
+        for name in state_gradient_targets():
+            for b in _state_places(cal._builtin(name), available=False):
+                out.setdefault("gradient_assumptions", []).append(
+                    f"`{name}` forms state gradient on {b.library}:{b.device} {b.dtype}")
+    return out

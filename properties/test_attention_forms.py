@@ -39,7 +39,6 @@ bounds of :mod:`kernel_verify.verify.forms_bounds` for the exact comparison.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -53,6 +52,12 @@ from kernel_verify.properties.attention_cases import (
     seen,
 )
 from kernel_verify.properties.backends import backend_param
+from kernel_verify.properties.checks.forms import (  # shared with kernel-verify calibrate
+    Shape,
+    draw_inputs,
+    state_gradient_check,
+)
+from kernel_verify.properties.checks.forms import chunk_size as _chunk
 from kernel_verify.properties.evidence import nonfinite, observed
 from kernel_verify.properties.strategies import QKV, generator, seeds
 from kernel_verify.properties.targets import attentions_with
@@ -98,20 +103,6 @@ def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
 STATEFUL = ("stateful", "chunked")
 
 
-@dataclass(frozen=True)
-class Shape:
-    """A drawn layout: batch, heads, length, widths, chunk size, split point, seed."""
-
-    b: int
-    h: int
-    t: int
-    d: int
-    dv: int
-    chunk: int
-    cut: int
-    seed: int
-
-
 @st.composite
 def form_shapes(draw, max_t: int = 12) -> Shape:
     """``T`` from ``{1, C − 1, C, C + 1}`` or free; then ``C`` from ``{1, T, a non-divisor of T,
@@ -138,15 +129,6 @@ def _examples(fn):
     return fn
 
 
-def draw_inputs(shape: Shape, t: int | None = None, stream: str = "inputs") -> QKV:
-    """Unit-scale Gaussian inputs of the layout (``t`` rows instead of ``shape.t``)."""
-    rng = generator(shape.seed, stream)
-    n = shape.t if t is None else t
-    q = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
-    k = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
-    return QKV(q, k, rng.standard_normal((shape.b, shape.h, n, shape.dv)), 0.5)
-
-
 def rows(x: QKV, a: int, b: int) -> QKV:
     sl = (..., slice(a, b), slice(None))
     return QKV(x.q[sl], x.k[sl], x.v[sl], x.scale)
@@ -163,11 +145,6 @@ def tol(x: QKV, backend: Backend) -> float:
 
 
 # ------------------------------------------------------------------ calling the forms
-def _chunk(target, chunk: int) -> int:
-    sizes = target.chunk_sizes
-    return chunk if sizes is None else sizes[chunk % len(sizes)]
-
-
 def run(target, backend: Backend, x: QKV, *, seed: int, chunk: int | None = None,
         state=None, form: str | None = None):
     """``(out float64 (B, H, T, d_v), state)`` of the target's ``chunked`` (at ``chunk``) or
@@ -555,12 +532,6 @@ def test_state_size_does_not_grow_with_length(target, backend, shape):
 
 
 # ------------------------------------------------------------------ gradients through the state
-#: float64 finite differences: the step and tolerance of properties/test_gradients.py (central
-#: differences, step ``h = u₆₄^(1/3)·s``, error ``≤ 100·u₆₄^(2/3)·F`` under its stated
-#: assumption on third derivatives; a wrong backward errs by O(1)).
-F64_TOL = 100 * (2.0**-53) ** (2 / 3)
-
-
 @pytest.mark.parametrize(("target", "backend"), form_cases(any_of=STATEFUL))
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
@@ -576,30 +547,6 @@ def test_gradients_flow_through_the_state(target, backend, shape):
             and backend.dtype == "float64"):
         pytest.skip("gradients through the state: differentiable targets (claim "
                     "`differentiable`) on torch float64")
-    import torch
-
-    if shape.t < 2:
-        return  # no split point inside a sequence of one token
-    x = draw_inputs(shape)
-    cut = min(shape.cut, shape.t - 1)
-    t = target.to_layout
-    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
-    pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
-           for a in (x.q, x.k, x.v)]
-
-    def form(q, k, v, state=None):
-        if target.offers("chunked"):
-            return target.chunked(t(q), t(k), t(v), chunk_size=_chunk(target, shape.chunk),
-                                  initial_state=state, seed=shape.seed)
-        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
-
-    def continued(q, k, v):
-        _, state = form(q, k, v)
-        return t(form(*post, state=state)[0])
-
-    f_scale = max(1.0, float(continued(*pre).detach().abs().max()))
-    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in pre))
-    assert torch.autograd.gradcheck(continued, tuple(pre), eps=h, atol=F64_TOL * f_scale,
-                                    rtol=F64_TOL, fast_mode=True, raise_exception=False), (
+    assert state_gradient_check(target, backend, shape) is not False, (
         f"{where(target, backend, shape)}: the gradient of the continuation with respect to the "
         f"prefix inputs (through the final state) disagrees with finite differences")

@@ -225,3 +225,104 @@ def test_a_partial_run_replaces_only_its_sections(tmp_path, monkeypatch, capsys)
     assert "fixed: never rejects" in text and "--part gradients` at commit " in text
     assert "**2/2 ok** over the parts matrices, gradients" in text
     assert text.index("## Part `matrices`") < text.index("## Part `gradients`")
+
+
+# ------------------------------------------------ the assumption rows cover the cells they name
+def _cells(params) -> set[tuple[str, str]]:
+    """``(target, backend id)`` of the pytest params ``(target, backend)`` of a property, the
+    unavailable backends included (marked skip there)."""
+    return {(p.values[0].name, p.values[1].id) for p in params if p.values[0] is not None
+            and p.values[1] is not None}
+
+
+def test_convergence_rows_cover_every_cell_of_the_property() -> None:
+    """Part ``convergence`` runs every (target, backend, dtype) of
+    ``test_error_to_softmax_attention_falls_as_m_grows`` that is available here, in the one mode
+    the property runs, and lists every other one as not run."""
+    from kernel_verify.calibration_gradients import not_run_here
+    from kernel_verify.properties.attention_cases import cases, modes
+
+    want = _cells(cases("approximates_softmax"))
+    here, gone = set(), set()
+    for u in calibration.units(["convergence"]):
+        target = calibration._builtin(u.target)
+        for avail, into in ((True, here), (False, gone)):
+            for b, causal in calibration._attention_places(target, available=avail):
+                assert causal == modes(target)[0]
+                into.add((u.target, b.id))
+    assert here | gone == want and not here & gone
+    assert all(b.startswith("torch:cuda") for _, b in gone)  # only what this machine lacks
+    listed = not_run_here(["convergence"]).get("convergence", [])
+    assert len(listed) == len(gone)
+
+
+def test_gradcheck_rows_cover_the_property_targets() -> None:
+    """Part ``gradients``: the finite-difference rows run on exactly the maps and attention
+    targets the two gradcheck properties are parametrised with (torch CPU only: the properties
+    build CPU tensors)."""
+    from kernel_verify.calibration_gradients import fd_attention_targets, fd_targets
+    from kernel_verify.properties import test_gradients as prop
+
+    assert fd_targets() == [p.values[0].name for p in prop.MAPS]
+    assert fd_attention_targets() == [p.values[0].name for p in prop._attn_params()]
+
+
+def test_low_precision_rows_cover_the_property_cells() -> None:
+    """Part ``gradient_assumptions``: one row per (target, dtype) where
+    ``test_low_precision_gradients_near_float64`` asserts (not skipped), every mode."""
+    from kernel_verify.calibration_gradients import low_precision_cells, low_precision_targets
+    from kernel_verify.properties import test_gradients as prop
+    from kernel_verify.properties.gradient_checks import low_precision_backend
+
+    asserted = set()
+    for p in prop._attn_params():
+        t = p.values[0]
+        for dtype in prop.LOW:
+            if (t.accepts("torch", dtype) and t.accepts("torch", "float64")
+                    and low_precision_backend(t, dtype)[1] is None):
+                asserted.add((t.name, dtype))
+    assert asserted == {(n, d) for n in low_precision_targets() for d in low_precision_cells(n)}
+
+
+def test_state_gradient_rows_cover_the_property_cells() -> None:
+    """Part ``gradient_assumptions``: the forms' state-gradient rows run every (target, backend)
+    of ``test_gradients_flow_through_the_state`` that does not skip (differentiable, torch
+    float64), here, and list the others as not run."""
+    from kernel_verify.calibration_gradients import (
+        _state_places,
+        not_run_here,
+        state_gradient_targets,
+    )
+    from kernel_verify.properties import test_attention_forms as prop
+
+    want = {(t, b) for t, b in _cells(prop.form_cases(any_of=prop.STATEFUL))
+            if b.startswith("torch") and b.endswith("-float64")
+            and calibration._builtin(t).has("differentiable")}
+    here = {(n, b.id) for n in state_gradient_targets()
+            for b in _state_places(calibration._builtin(n))}
+    gone = {(n, b.id) for n in state_gradient_targets()
+            for b in _state_places(calibration._builtin(n), available=False)}
+    assert here | gone == want and here
+    assert len(not_run_here(["gradient_assumptions"]).get("gradient_assumptions", [])) == len(gone)
+
+
+def test_random_shape_draws_the_strategy_support() -> None:
+    """The calibration's i.i.d. layouts stay inside the support of ``form_shapes`` (the same
+    constraints), and reach its corners (T = 1, C = T, C ∤ T)."""
+    import numpy as np
+
+    from kernel_verify.properties.checks.forms import random_shape
+
+    rng = np.random.default_rng(3)
+    shapes = [random_shape(rng, max_t=6) for _ in range(2000)]
+    for s in shapes:
+        assert 1 <= s.t <= 7 and 1 <= s.b <= 2 and 1 <= s.h <= 3 and 1 <= s.d <= 4
+        assert 1 <= s.dv <= 3 and 1 <= s.cut <= max(s.t - 1, 1) and 1 <= s.chunk <= max(s.t, 6)
+    assert any(s.t == 1 for s in shapes) and any(s.chunk == s.t > 1 for s in shapes)
+    assert any(s.t % s.chunk for s in shapes)
+
+
+def test_not_run_cells_are_written_in_the_section() -> None:
+    text = calibration.section("convergence", "stamp", [], ["`a` on torch:cuda float64"])
+    assert "Not run here" in text and "`a` on torch:cuda float64" in text
+    assert calibration._verdicts(text) == (0, 0)

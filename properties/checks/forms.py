@@ -1,0 +1,108 @@
+"""The layouts, inputs and shared checks of the forms properties
+(``properties/test_attention_forms.py``; a library module, so that ``kernel-verify calibrate``
+runs the same functions):
+
+* :class:`Shape`, :func:`random_shape` (i.i.d. draws from the support of the properties'
+  strategy ``form_shapes``), :func:`draw_inputs`, :func:`chunk_size`;
+* :func:`state_gradient_check` — one example of ``test_gradients_flow_through_the_state``
+  (float64 gradcheck of the continuation through the final state), calibrated by
+  ``kernel-verify calibrate --part gradient_assumptions`` at the stated 1e-3 per example.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernel_verify.properties.strategies import QKV, generator
+from kernel_verify.verify.backends import Backend
+
+__all__ = ["F64_TOL", "Shape", "chunk_size", "draw_inputs", "random_shape",
+           "state_gradient_check"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A drawn layout: batch, heads, length, widths, chunk size, split point, seed."""
+
+    b: int
+    h: int
+    t: int
+    d: int
+    dv: int
+    chunk: int
+    cut: int
+    seed: int
+
+
+def random_shape(rng: np.random.Generator, max_t: int = 12) -> Shape:
+    """An i.i.d. draw from the support of the properties' strategy ``form_shapes``
+    (``properties/test_attention_forms.py``; each choice uniform, ``T`` from either branch with
+    probability ½): the fresh examples on which ``kernel-verify calibrate`` measures the
+    properties' assumptions (Hypothesis's own draws are not independent)."""
+    c0 = int(rng.integers(1, 7))
+    t = (int(rng.choice(sorted({max(c0 - 1, 1), c0, c0 + 1, 1}))) if rng.random() < 0.5
+         else int(rng.integers(1, max_t + 1)))
+    non_divisors = [c for c in range(2, t) if t % c]
+    chunks = [c0, 1, t] + (non_divisors[:2] if non_divisors else [])
+    chunk = int(rng.choice(chunks))
+    cut = int(rng.integers(1, max(t - 1, 1) + 1))
+    return Shape(int(rng.integers(1, 3)), int(rng.integers(1, 4)), t, int(rng.integers(1, 5)),
+                 int(rng.integers(1, 4)), chunk, cut, int(rng.integers(0, 2**32)))
+
+
+def draw_inputs(shape: Shape, t: int | None = None, stream: str = "inputs") -> QKV:
+    """Unit-scale Gaussian inputs of the layout (``t`` rows instead of ``shape.t``)."""
+    rng = generator(shape.seed, stream)
+    n = shape.t if t is None else t
+    q = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
+    k = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
+    return QKV(q, k, rng.standard_normal((shape.b, shape.h, n, shape.dv)), 0.5)
+
+
+def chunk_size(target, chunk: int) -> int:
+    """The chunk size the forms run at: ``chunk``, or the target's own ``chunk_sizes`` entry
+    ``chunk mod len`` when it declares fixed sizes."""
+    sizes = target.chunk_sizes
+    return chunk if sizes is None else sizes[chunk % len(sizes)]
+
+
+#: float64 finite differences: the step and tolerance of properties/test_gradients.py (central
+#: differences, step ``h = u₆₄^(1/3)·s``, error ``≤ 100·u₆₄^(2/3)·F`` under its stated
+#: assumption on third derivatives; a wrong backward errs by O(1)).
+F64_TOL = 100 * (2.0**-53) ** (2 / 3)
+
+
+def state_gradient_check(target, backend: Backend, shape: Shape) -> bool | None:
+    """One example of ``properties/test_attention_forms.py::test_gradients_flow_through_the_state``
+    (``kernel-verify calibrate --part gradient_assumptions`` runs it on fresh shapes): whether
+    float64 central differences (``torch.autograd.gradcheck``, fast mode, step
+    ``h = u₆₄^(1/3)·s``, ``atol = F64_TOL·F``, ``rtol = F64_TOL``) agree with autograd for the
+    outputs after the split point, continued from the prefix's final state, as a function of
+    the prefix inputs; ``None`` when the sequence has no split point (``T = 1``)."""
+    import torch
+
+    if shape.t < 2:
+        return None  # no split point inside a sequence of one token
+    x = draw_inputs(shape)
+    cut = min(shape.cut, shape.t - 1)
+    t = target.to_layout
+    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
+    pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
+           for a in (x.q, x.k, x.v)]
+
+    def form(q, k, v, state=None):
+        if target.offers("chunked"):
+            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
+                                  initial_state=state, seed=shape.seed)
+        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+
+    def continued(q, k, v):
+        _, state = form(q, k, v)
+        return t(form(*post, state=state)[0])
+
+    f_scale = max(1.0, float(continued(*pre).detach().abs().max()))
+    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in pre))
+    return bool(torch.autograd.gradcheck(continued, tuple(pre), eps=h, atol=F64_TOL * f_scale,
+                                         rtol=F64_TOL, fast_mode=True, raise_exception=False))
