@@ -230,8 +230,12 @@ def _builtin(name: str):
 #: Bernstein for the mean, the bounded variance test), one unbounded (median of means with
 #: the exact variance) and one with the V₁ variance bound (Fastfood rows).
 ESTIMATOR_TARGETS = ("rff_pairs[iid]", "softmax_positive[iid]", "softmax_positive[fastfood]")
-#: Biased maps with a declared mean kernel and a proven range: the biased-map properties.
-BIASED_TARGETS = ("rff_pairs[orthogonal_fixed_norm]", "rff_phase[orthogonal_fixed_norm]")
+#: Biased maps with a declared mean kernel and a proven range: the biased-map properties (the
+#: formula's norm bound for the trigonometric maps, the row law of fixed-norm rows for the
+#: exponential ones).
+BIASED_TARGETS = ("rff_pairs[orthogonal_fixed_norm]", "rff_phase[orthogonal_fixed_norm]",
+                  "softmax_positive[orthogonal_fixed_norm]",
+                  "softmax_hyperbolic[orthogonal_fixed_norm]")
 #: Biased maps without a mean kernel (reference mean of the row law): a SORF map with the
 #: exponential formula, one bounded SORF map, a fixed-norm trigonometric map.
 REFERENCE_TARGETS = ("softmax_positive[sorf]", "rff_phase[sorf]",
@@ -310,7 +314,9 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
 def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The biased-map properties on a correct biased map with a declared mean kernel:
     ``mean_test`` against ``mean_kernel`` at random points (``test_biased_mean_is_mean_kernel``,
-    Hoeffding in the proven range), and the bias-visibility check
+    as :func:`~kernel_verify.properties.unbiased_checks.check_mean` runs it: Hoeffding in the
+    formula's proven range, or Bernstein/Hoeffding with the range and one-row variance bound of
+    the construction's row law), and the bias-visibility check
     (``test_bias_is_visible_where_theory_says_it_is_large``: at the point of
     :func:`~kernel_verify.properties.checks.estimates.bias_point` for the rung's α, the mean test
     against the mean kernel and ``|sample mean − kernel| > t``; a trial rejects when either
@@ -325,6 +331,7 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         random_pair,
         range_bound,
     )
+    from kernel_verify.verify.references.biased_means import estimate_range, row_moments
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test
 
@@ -337,16 +344,19 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
         mean = float(kernel_mp(target.mean_kernel, x, y, **target.kernel_args(d)))
         samples = estimates(target, x, y, m, seed, DRAWS)
-        bounds = range_bound(target, d, m)
+        bounds, var = range_bound(target, d, m), None
+        if bounds is None:  # exponential features: the row law's range and variance bound
+            mom = row_moments(target.formula, target.matrix, x, y, target.config)
+            bounds, var = estimate_range(mom, d, m), mom.variance
         for a in levels:
-            mean_c[a] += not mean_test(samples, mean, alpha=a, bounds=bounds, seed=seed).ok
+            mean_c[a] += not mean_test(samples, mean, alpha=a, bounds=bounds, variance=var,
+                                       seed=seed).ok
     rows = [ladder_row("feature_unbiased (biased map): mean_test = mean_kernel", name, NUMPY64,
                        n, mean_c)]
     vis_trials = costly_trials(n)
     vis_levels = rungs(vis_trials)
     vis_c = dict.fromkeys(vis_levels, 0)
     m2 = feature_m(target, 2)
-    bounds2 = range_bound(target, 2, m2)
 
     def k_of(kernel: str) -> Callable[[np.ndarray, np.ndarray], float]:
         return lambda a, b: float(kernel_mp(kernel, a, b, **target.kernel_args(2)))
@@ -358,7 +368,7 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         for a in vis_levels:
             if points[a] is None:
                 continue
-            x, y, mean, kern, t = points[a]
+            x, y, mean, kern, t, bounds2 = points[a]
             draw_seed = seeds.child_seeds(seed, 1, f"{a:g}")[0]
             samples = estimates(target, x, y, m2, draw_seed, BIAS_DRAWS)
             bad = (not mean_test(samples, mean, alpha=a, bounds=bounds2, seed=seed).ok

@@ -44,7 +44,12 @@ every estimate and the one-row variance bound ``V₁`` (verify/references/biased
 test: two one-sided Bernstein/Hoeffding tests at ``α/2`` against ``μ_ref ± e`` — false-alarm
 rate ≤ α from independent draws alone. The same row law gives the range and variance bound
 that the declared-mean test of the fixed-norm exponential maps (``softmax_positive``,
-``softmax_hyperbolic`` with ``orthogonal_fixed_norm`` rows) lacked: their mean test runs with it.
+``softmax_hyperbolic`` with ``orthogonal_fixed_norm`` rows) lacked: their mean test and their
+bias-visibility check run with it (``e^(−N)·[e^(−r), e^r]`` and ``e^(−N)·[1, cosh r]``,
+``r = √d‖x + y‖``: :func:`kernel_verify.properties.checks.estimates.point_range`). The bias
+point has ``x ⟂ y`` and ``‖x − y‖ = ‖x + y‖``, so that the shift-invariant means (functions of
+``x − y``) and the softmax ones (of ``x + y``; at ``x = −y`` their estimator is the constant
+``e^(xᵀy)``, with no bias to see) are both far from their kernels.
 """
 
 from __future__ import annotations
@@ -121,8 +126,9 @@ def test_biased_mean_is_mean_kernel(target, seed, d, m, nx, ny):
 @pytest.mark.statistical(assertions=2)
 @pytest.mark.parametrize("target", BIASED)
 def test_bias_is_visible_where_theory_says_it_is_large(target):
-    """At d = 2 and ‖x − y‖ ∈ {1.5, …, 3} the fixed-norm mean is far from the target: the sample
-    mean must be more than t from the kernel and within t of the declared mean kernel."""
+    """At d = 2, x ⟂ y and ‖x − y‖ = ‖x + y‖ ∈ {1.5, …, 3} the fixed-norm mean is far from the
+    target: the sample mean must be more than t from the kernel and within t of the declared mean
+    kernel."""
     if target is None:
         pytest.skip("no target")
     bias_is_visible(target)

@@ -52,3 +52,29 @@ def test_a_failed_quadrature_skips_that_case_only(monkeypatch):
     x, y = np.array([0.3, 0.1, -0.2]), np.array([0.1, 0.4, 0.2])
     with pytest.raises(Degenerate, match="quadrature did not converge"):
         check_mean(target, x, y, 3, 0, 1.0, "k(x, y)")
+
+
+def test_bias_check_has_a_range_for_every_builtin_biased_map_with_a_mean_kernel():
+    """Issue #19: the bias-visibility check needs a proven range; the fixed-norm exponential
+    maps get the row law's range at each point (estimates.point_range), so no built-in biased
+    map with a declared mean kernel is "not tested" for lack of one. Their bias point exists at
+    the operating α (measured: SM⁺ at ‖δ‖ = 1.75, bias −0.302, t = 0.148; SM⁺ₕ at 1.5,
+    bias −0.194, t = 0.061); rff_phase's is absent (2t = 0.464 > |bias| on the grid). α: the
+    ci profile's operating level of test_feature_unbiased (0.001 over 359 assertions), fixed here
+    since per_assertion() depends on what a run collects."""
+    from kernel_verify.properties.checks.estimates import bias_point, has_range
+
+    alpha = 0.001 / 359
+
+    biased = [t for t in _targets("biased") if t.mean_kernel is not None]
+    assert {t.name for t in biased if not has_range(t, 2)} == set()
+    found = {t.name: bias_point(t, alpha,
+                                lambda a, b, t=t: unbiased_checks.kernel_value(
+                                    t, t.mean_kernel, a, b),
+                                lambda a, b, t=t: unbiased_checks.kernel_value(t, t.kernel, a, b))
+             for t in biased}
+    for name in ("softmax_positive[orthogonal_fixed_norm]",
+                 "softmax_hyperbolic[orthogonal_fixed_norm]"):
+        _, _, mean, kern, t, (lo, hi) = found[name]
+        assert abs(mean - kern) >= 2 * t and lo <= mean <= hi, name
+    assert found["rff_phase[orthogonal_fixed_norm]"] is None

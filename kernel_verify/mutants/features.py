@@ -423,6 +423,14 @@ FEATURE_MUTANTS.update({
         lambda: feature_mutant("rff_pairs_fixed_norm_rows_not_fixed",
                                "rff_pairs[orthogonal_fixed_norm]", np_rf.rff_pairs,
                                draw_from="rff_pairs[orthogonal]")),
+    "softmax_positive_fixed_norm_rows_not_fixed": (
+        "SM⁺ (FAVOR+) claiming the fixed-norm construction (biased, declared mean kernel "
+        "softmax_fixed_norm) whose orthogonal rows keep their χ_d norms (the regularising "
+        "row-norm option left off): unbiased for the softmax kernel, not biased as declared",
+        lambda: feature_mutant("softmax_positive_fixed_norm_rows_not_fixed",
+                               "softmax_positive[orthogonal_fixed_norm]", np_rf.softmax_positive,
+                               log_fn=np_rf.log_softmax_positive,
+                               draw_from="softmax_positive[orthogonal]")),
     "rff_pairs_sorf_missing_sqrt_d": (
         "SORF RFF pairs (biased, no mean kernel declared) without the √d of √d·HD₁HD₂HD₃: "
         "unit-norm rows",
@@ -440,6 +448,8 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "blackbox_nofamily_rff_phase_missing_sqrt2": (f"{_B}unbiased_without_declared_family",),
     "rff_pairs_fixed_norm_unit_rows": ("feature_unbiased::test_biased_mean_is_mean_kernel",),
     "rff_pairs_fixed_norm_rows_not_fixed": (
+        "feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large",),
+    "softmax_positive_fixed_norm_rows_not_fixed": (
         "feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large",),
     "rff_pairs_sorf_missing_sqrt_d": ("feature_unbiased::test_biased_mean_is_reference_mean",),
 }

@@ -16,6 +16,11 @@ from kernel_verify.verify.moments import (
     exact_moments,
     fourth_central_moment,
 )
+from kernel_verify.verify.references.biased_means import (
+    estimate_range,
+    not_covered,
+    row_moments,
+)
 from kernel_verify.verify.tolerance import gamma
 
 U64 = 2.0**-53
@@ -138,23 +143,75 @@ def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, 
     return float(mu4), float(var)
 
 
+def row_law_covered(target: FeatureMapTarget, d: int) -> bool:
+    """Whether :func:`point_range` has the row-law range of ``target`` at dimension ``d``: a
+    white-box target whose formula and declared construction have a row law
+    (:func:`kernel_verify.verify.references.biased_means.not_covered` is None). A function of the
+    target and ``d`` alone."""
+    return target.white_box and not_covered(target.formula, target.matrix, d) is None
+
+
+def point_range(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
+                ) -> tuple[float, float] | None:
+    """A proven range of one computed estimate ``φ(x)ᵀφ(y)`` at this point, or None.
+
+    :func:`range_bound` where the formula bounds every estimate at every point; otherwise, for a
+    target covered by :func:`row_law_covered`, the range of its construction's row law at
+    ``(x, y)`` (:func:`~kernel_verify.verify.references.biased_means.estimate_range`). For
+    ``orthogonal_fixed_norm`` rows (every row has ``‖w‖ = √d`` exactly) and ``s = x + y``,
+    ``N = (‖x‖² + ‖y‖²)/2``, ``r = √d‖s‖``, Cauchy–Schwarz gives ``|wᵀs| ≤ r`` for every row, so
+    the per-row estimate lies in
+
+    * ``softmax_positive`` (``h = e^(−N)·exp(wᵀs)``): ``[e^(−N − r), e^(−N + r)]``;
+    * ``softmax_hyperbolic`` (``h = e^(−N)·cosh(wᵀs)``, the mean of the ``e^(wᵀx)`` and
+      ``e^(−wᵀx)`` halves with the ``1/√(2m)`` scaling): ``[e^(−N), e^(−N)·cosh r]``;
+
+    both ends attained by a row parallel (or orthogonal, for the hyperbolic minimum) to ``s``.
+    One estimate is the mean of the m rows' ``h``, so it lies in the same range whatever the
+    dependence between the rows of an orthogonal block: the range bounds each *draw* of the
+    map, and the tests that use it average independent draws (never rows), as Hoeffding needs.
+    The range is widened by the rounding of a float64 implementation
+    (:mod:`kernel_verify.verify.references.biased_means`, "Errors")."""
+    bounds = range_bound(target, x.shape[-1], m)
+    if bounds is not None or not row_law_covered(target, x.shape[-1]):
+        return bounds
+    mom = row_moments(target.formula, target.matrix, x, y, target.config)
+    return estimate_range(mom, x.shape[-1], m)
+
+
+def has_range(target: FeatureMapTarget, d: int) -> bool:
+    """Whether :func:`point_range` gives a range at every point of dimension ``d``."""
+    return range_bound(target, d, feature_m(target, d)) is not None or row_law_covered(target, d)
+
+
+#: Rounding of the two kernel values of :func:`bias_point` (each an mpmath value rounded once to
+#: float64: relative error ≤ u, charged as 2u).
+_KERNEL_ROUNDING = 2 * U64
+
+
 def bias_point(target: FeatureMapTarget, alpha: float, mean_kernel, kernel
-               ) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+               ) -> tuple[np.ndarray, np.ndarray, float, float, float,
+                          tuple[float, float]] | None:
     """The point of the bias-visibility check of a biased map (``bias_is_visible`` in
-    properties/unbiased_checks.py and its calibration): at d = 2, the first ``‖x − y‖`` of
-    ``linspace(1.5, 3, 7)`` (x = −y on the first axis) where the declared mean kernel is at least
-    ``2t`` from the target kernel, ``t`` the Hoeffding threshold of :data:`BIAS_DRAWS` estimates
-    in the proven range at level ``alpha``. Returns ``(x, y, mean, kern, t)``, or None when no
-    grid point qualifies. ``mean_kernel(x, y)``, ``kernel(x, y)``: the two kernel values."""
+    properties/unbiased_checks.py and its calibration): at d = 2, the first ``δ`` of
+    ``linspace(1.5, 3, 7)`` with ``x = (δ/2, δ/2)``, ``y = (δ/2, −δ/2)`` (so ``x ⟂ y`` and
+    ``‖x − y‖ = ‖x + y‖ = δ``: the shift-invariant fixed-norm means depend on ``‖x − y‖``, the
+    softmax ones on ``‖x + y‖``, both far from their kernel there) where the declared mean kernel
+    is at least ``2t`` from the target kernel after charging the rounding of both values
+    (``|mean − kern| − 2u(|mean| + |kern|) ≥ 2t``), ``t`` the Hoeffding threshold of
+    :data:`BIAS_DRAWS` estimates in the proven range :func:`point_range` at that point, at level
+    ``alpha``. Returns ``(x, y, mean, kern, t, bounds)``, or None when no grid point qualifies.
+    ``mean_kernel(x, y)``, ``kernel(x, y)``: the two kernel values."""
     from kernel_verify.verify.stats import hoeffding_threshold
 
-    bounds = range_bound(target, 2, feature_m(target, 2))
-    if bounds is None:
+    m = feature_m(target, 2)
+    if not has_range(target, 2):
         raise ValueError(f"{target.name}: no proven range; the bias check needs one")
-    t = hoeffding_threshold(BIAS_DRAWS, alpha, bounds[1] - bounds[0])
     for dist in np.linspace(1.5, 3.0, 7):
-        x, y = np.array([dist / 2, 0.0]), np.array([-dist / 2, 0.0])
+        x, y = np.array([dist / 2, dist / 2]), np.array([dist / 2, -dist / 2])
+        bounds = point_range(target, x, y, m)
+        t = hoeffding_threshold(BIAS_DRAWS, alpha, bounds[1] - bounds[0])
         mean, kern = float(mean_kernel(x, y)), float(kernel(x, y))
-        if abs(mean - kern) >= 2 * t:
-            return x, y, mean, kern, t
+        if abs(mean - kern) - _KERNEL_ROUNDING * (abs(mean) + abs(kern)) >= 2 * t:
+            return x, y, mean, kern, t, bounds
     return None

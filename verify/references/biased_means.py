@@ -48,8 +48,16 @@ Row laws
   ``E exp(c·wᵀs) = ₀F₁(; d/2; c²R²/4)``, ``E cos(c·wᵀs) = ₀F₁(; d/2; −c²R²/4)`` (the Bessel
   series, as ``gaussian_fixed_norm`` and ``softmax_fixed_norm``); ``E cosh = E exp`` (the law is
   symmetric), ``cos² = (1 + cos 2z)/2`` and ``cosh² = (1 + cosh 2z)/2`` give the second moments.
-  The range: ``|wᵀs| ≤ R``. ``relu_features`` (two projections) is not covered here: it is
-  unbiased with fixed norms (homogeneous of degree 2).
+  The range: ``|wᵀs| ≤ R`` (Cauchy–Schwarz, ``‖w‖ = √d`` exactly), attained by ``w = ±√d·s/‖s‖``.
+  With ``c = 1``, ``s = x + y`` for the exponential maps this gives every row's estimate
+  ``h ∈ [e^(−N−R), e^(−N+R)]`` (softmax_positive, ``h = e^(−N)·exp(wᵀs)``) and
+  ``h ∈ [e^(−N), e^(−N)·cosh R]`` (softmax_hyperbolic, ``h = e^(−N)·cosh(wᵀs)``; the minimum at
+  ``w ⟂ s``, which exists for ``d ≥ 2``); with ``s = x − y`` and ``c = 1/σ`` the trigonometric
+  maps get ``cos(cwᵀs) ∈ [cos(cR), 1]`` for ``cR < π`` (else ``[−1, 1]``). One estimate
+  averages the m rows of a draw, so it lies in the same range whatever the dependence between
+  the rows of an orthogonal block; tests that use the range average independent *draws*.
+  ``relu_features`` (two projections) is not covered here: it is unbiased with fixed norms
+  (homogeneous of degree 2).
 
 Errors
 ------
