@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes (default: min(2, CPU count))")
     p.add_argument("--part", dest="parts", nargs="*", default=None,
                    choices=["matrices", "estimators", "reference_means", "convergence",
-                            "blackbox", "gradients"],
+                            "blackbox", "gradients", "gradient_assumptions"],
                    help="only these groups of checks (default: all)")
     p.set_defaults(run=_lazy("kernel_verify.calibration", "run_calibration"))
 

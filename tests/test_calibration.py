@@ -47,6 +47,12 @@ def test_every_statistical_property_is_calibrated() -> None:
         f"{sorted(set(calibration.CALIBRATED) - found)}")
 
 
+def test_every_part_is_a_cli_choice() -> None:
+    (action,) = [a for a in build_parser()._subparsers._group_actions[0].choices["calibrate"]
+                 ._actions if a.dest == "parts"]
+    assert list(action.choices) == list(calibration.PARTS)
+
+
 def test_default_and_minimum_seeds() -> None:
     args = build_parser().parse_args(["calibrate"])
     assert args.seeds == calibration.DEFAULT_SEEDS >= calibration.MIN_SEEDS == 20
