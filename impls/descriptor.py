@@ -28,11 +28,12 @@ Fields (conventions of ``impls/registry.py``):
 * ``known_failures``: property (test function) name -> reason (reported as *known*).
 
 Validation happens at construction (:meth:`FeatureMapTarget.__post_init__`): every field is
-checked here, and a ``ValueError``/``TypeError`` names the map, the field and the valid choices.
-The names that only the truth can resolve (kernel, mean kernel and formula ids, and the
-constants a declared formula needs) are checked by the functions registered with
-:func:`add_vocabulary_check`; ``kernel_verify.properties.protocol``, which sees both layers,
-registers them when it is imported.
+checked here, and a ``ValueError``/``TypeError`` names the map, the field and the valid choices,
+whatever else was imported before. That includes the names the truth resolves: the kernel and
+mean-kernel ids (:data:`kernel_verify.impls.names.KERNELS`), the formula id
+(:data:`kernel_verify.impls.names.FORMULAS`; ``tests/test_names.py`` checks both lists against
+the truth's mpmath references), and the constants a declared formula reads from ``config``
+(those that every registered map of the formula carries).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.names import FORMULAS, KERNELS
 from kernel_verify.impls.validation import (
     check_callable_field,
     check_choice_field,
@@ -58,8 +60,8 @@ from kernel_verify.impls.validation import (
     target_error,
 )
 
-__all__ = ["CLAIMS", "GRADIENT_CLAIMS", "FeatureMap", "FeatureMapTarget", "add_vocabulary_check",
-           "math_section", "no_params"]
+__all__ = ["CLAIMS", "GRADIENT_CLAIMS", "FeatureMap", "FeatureMapTarget", "math_section",
+           "no_params"]
 
 #: Vocabulary of claims. Properties select the maps they apply to by these words.
 CLAIMS: dict[str, str] = {
@@ -115,20 +117,31 @@ def _validated_draw(draw: Draw) -> Draw:
     return checked
 
 
-#: Checks of the names that only the truth resolves (see the module docstring).
-_VOCABULARY_CHECKS: list[Callable[[FeatureMapTarget], None]] = []
-
-
-def add_vocabulary_check(check: Callable[[FeatureMapTarget], None]) -> None:
-    """Run ``check(descriptor)`` on every descriptor constructed from now on (idempotent)."""
-    if check not in _VOCABULARY_CHECKS:
-        _VOCABULARY_CHECKS.append(check)
-
-
 def _known_matrices() -> set[str]:
     from kernel_verify.impls.random_matrices import MATRICES
 
     return set(MATRICES)
+
+
+def _check_formula_config(t: FeatureMapTarget) -> None:
+    """A declared ``formula`` is evaluated (mpmath twin, exact moments) with the target's
+    ``config``: every key that all registry maps of that formula carry must be there (e.g.
+    ``sigma`` of ``rff_pairs``), or the declaration fails here, naming it, instead of as a
+    ``KeyError`` inside the properties."""
+    from kernel_verify.impls.registry import all_maps, catalogue_loading
+
+    if t.formula is None or catalogue_loading():  # the built-ins define the formulas' configs
+        return
+    entries = [e for e in all_maps() if e.formula == t.formula]
+    if not entries:
+        return
+    needed = set.intersection(*(set(e.config) for e in entries))
+    missing = sorted(needed - set(t.config))
+    if missing:
+        example = {k: entries[0].config[k] for k in missing}
+        raise target_error(ValueError, t.name, "config", f"lacks {', '.join(map(repr, missing))}, "
+                           f"which formula {t.formula!r} needs (the registry's {entries[0].name} "
+                           f"has config={example!r})")
 
 
 def _check_kernel_params(name: str, kp: object) -> None:
@@ -156,6 +169,9 @@ def _validate(t: FeatureMapTarget) -> None:
         if (value is not None or not optional) and (not isinstance(value, str) or not value):
             raise target_error(TypeError, t.name, field_name, "must be a non-empty str"
                                f"{' or None' if optional else ''}, got {value!r}")
+    check_choice_field(t.name, "kernel", t.kernel, set(KERNELS), optional=False)
+    check_choice_field(t.name, "mean_kernel", t.mean_kernel, set(KERNELS), optional=True)
+    check_choice_field(t.name, "formula", t.formula, set(FORMULAS), optional=True)
     check_choice_field(t.name, "matrix", t.matrix, _known_matrices(), optional=True)
     check_count_field(t.name, "m", t.m)
     check_count_field(t.name, "min_m", t.min_m)
@@ -163,6 +179,7 @@ def _validate(t: FeatureMapTarget) -> None:
     if not isinstance(t.config, Mapping):
         raise target_error(TypeError, t.name, "config", f"must be a mapping, got "
                            f"{type(t.config).__name__}")
+    _check_formula_config(t)
     for field_name in ("draw", "numpy_fn", "torch_fn", "log_numpy_fn", "log_torch_fn",
                        "sample_fn", "output_dim", "output_dim_for_config", "min_m_for_config"):
         check_callable_field(t.name, field_name, getattr(t, field_name), optional=True)
@@ -225,8 +242,6 @@ class FeatureMapTarget:
             object.__setattr__(self, "output_dim", self.output_dim_for_config(self.config))
         if self.min_m_for_config is not None:
             object.__setattr__(self, "min_m", int(self.min_m_for_config(self.config)))
-        for check in _VOCABULARY_CHECKS:
-            check(self)
 
     @property
     def white_box(self) -> bool:

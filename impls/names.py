@@ -6,13 +6,39 @@ attribute a loader spec ``module:attr`` can name) or a file needs a plain stem, 
 form is :func:`identifier` (``softmax_positive__iid``), and :func:`from_identifier` reads it back.
 The mapping is a bijection on registry names: they use ``[`` … ``]`` once at the end and never
 two underscores in a row (``tests/test_names.py`` checks every registered name).
+
+It also holds the ids a feature-map descriptor may name: :data:`KERNELS` (its ``kernel`` and
+``mean_kernel``) and :data:`FORMULAS` (its ``formula``). Each id names an mpmath reference of the
+truth (``kernel_verify.verify.references``: a kernel, or the twin of a feature formula), but
+``impls`` may not import the truth, so the ids are listed here and
+:class:`kernel_verify.impls.descriptor.FeatureMapTarget` checks them when it is constructed,
+whatever was imported before. ``tests/test_names.py`` checks the lists against the truth in both
+directions (every id has its reference, every reference is listed) and against the registry
+(every listed id is used by a registered map).
 """
 
 from __future__ import annotations
 
-__all__ = ["from_identifier", "identifier", "split_name"]
+__all__ = ["FORMULAS", "KERNELS", "from_identifier", "identifier", "split_name"]
 
 _SEP = "__"
+
+#: Kernel ids (a descriptor's ``kernel`` and ``mean_kernel``): each has its mpmath reference
+#: (``verify/references/kernels.py``, ``kernels_catalogue.py``).
+KERNELS: frozenset[str] = frozenset({
+    "arccos1", "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood_learned", "gaussian",
+    "gaussian_fixed_norm", "generative", "gmm_prf", "hedgehog", "linear", "polynomial",
+    "relu_dot", "softmax", "softmax_fixed_norm", "spectral_mixture", "square_dot", "taylor",
+})
+
+#: Feature-formula ids (a descriptor's ``formula``): each has its mpmath twin
+#: (``verify/references/features.py``, ``features_catalogue.py``).
+FORMULAS: frozenset[str] = frozenset({
+    "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood", "generative", "gerf", "gmm_prf",
+    "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "relu", "relu_features",
+    "rff_pairs", "rff_phase", "softmax_hyperbolic", "softmax_positive", "softmax_trig", "square",
+    "taylor", "taylor2_compressed",
+})
 
 
 def split_name(name: str) -> tuple[str, str | None]:

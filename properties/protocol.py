@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.descriptor import FeatureMapTarget, add_vocabulary_check
+from kernel_verify.impls.descriptor import FeatureMapTarget
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_choice_field as _check_choice
 from kernel_verify.impls.validation import check_claim_set as _check_claims
@@ -115,53 +115,8 @@ APPROX_CLAIMS = {
 # Every field of every target is checked in ``__post_init__``: a bad adapter fails at once with
 # a ValueError/TypeError naming the target, the field and the problem (and the valid choices),
 # never later inside a property with an unrelated error. The field checks are shared with the
-# feature-map descriptor (``kernel_verify.impls.validation``); the names only the truth resolves
-# are checked here, for every feature map (:func:`_check_vocabulary`).
-
-
-def _known_kernels() -> set[str]:
-    from kernel_verify.verify.references.kernels import MP_KERNELS
-
-    return set(MP_KERNELS)
-
-
-def _known_formulas() -> set[str]:
-    from kernel_verify.verify.references.features import MP_FEATURES
-
-    return set(MP_FEATURES)
-
-
-def _check_formula_config(t: FeatureMapTarget) -> None:
-    """A declared ``formula`` is evaluated (mpmath twin, exact moments) with the target's
-    ``config``: every key that all registry maps of that formula carry must be there (e.g.
-    ``sigma`` of ``rff_pairs``), or the declaration fails here, naming it, instead of as a
-    ``KeyError`` inside the properties."""
-    from kernel_verify.impls.registry import all_maps, catalogue_loading
-
-    if t.formula is None or catalogue_loading():  # the built-ins define the formulas' configs
-        return
-    entries = [e for e in all_maps() if e.formula == t.formula]
-    if not entries:
-        return
-    needed = set.intersection(*(set(e.config) for e in entries))
-    missing = sorted(needed - set(t.config))
-    if missing:
-        example = {k: entries[0].config[k] for k in missing}
-        raise _fail(ValueError, t.name, "config", f"lacks {', '.join(map(repr, missing))}, which "
-                    f"formula {t.formula!r} needs (the registry's {entries[0].name} has "
-                    f"config={example!r})")
-
-
-def _check_vocabulary(t: FeatureMapTarget) -> None:
-    """The names of a feature map that the truth resolves: its kernel and mean kernel (mpmath
-    references), its formula (mpmath twin) and the constants that formula reads."""
-    _check_choice(t.name, "kernel", t.kernel, _known_kernels(), optional=False)
-    _check_choice(t.name, "mean_kernel", t.mean_kernel, _known_kernels(), optional=True)
-    _check_choice(t.name, "formula", t.formula, _known_formulas(), optional=True)
-    _check_formula_config(t)
-
-
-add_vocabulary_check(_check_vocabulary)
+# feature-map descriptor (``kernel_verify.impls.validation``), which also checks its kernel and
+# formula names itself (``kernel_verify.impls.names``), whether or not this module was imported.
 
 
 def _validate_simple_target(t: object, fn_field: str, vocabulary: Mapping[str, str]) -> None:

@@ -57,10 +57,10 @@ def test_registered_only_for_the_registered_object() -> None:
 
 
 def test_builtin_names_are_known_to_the_truth() -> None:
-    """The names a built-in map uses resolve in the truth. (The vocabulary check that
-    ``properties.protocol`` installs runs on the built-ins only when it was imported before
-    the catalogue, and skips their formula-config check while the catalogue loads: the
-    built-ins define the formulas' configs. This test states it whatever the import order.)"""
+    """The names a built-in map uses resolve in the truth. (Every descriptor checks its names
+    against ``impls.names`` at construction, the built-ins included; it skips their
+    formula-config check while the catalogue loads: the built-ins define the formulas'
+    configs. ``tests/test_names.py`` checks ``impls.names`` against the truth.)"""
     for e in all_maps():
         assert e.formula in MP_FEATURES, e.name
         assert e.kernel in MP_KERNELS, e.name

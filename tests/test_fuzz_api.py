@@ -73,9 +73,6 @@ EXCUSED = {
     "transform; checked against the explicit matrix in tests/test_structured.py",
     "radices": "an internal factorisation of a power of two (p from the draw, not user input)",
     "draw_hedgehog": "Hedgehog's parameter draw; fuzzed through its registry entry's draw",
-    "add_vocabulary_check": "registers a check of feature-map names (installed by "
-    "properties.protocol); runs at every FeatureMapTarget construction, tests/"
-    "test_protocol_validation.py",
     "math_section": "the docs/math.md sections a registry source string cites; checked by "
     "tests/test_math_citations.py",
     "draw_generative": "the generative map's parameter draw; fuzzed through its registry "
