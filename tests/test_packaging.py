@@ -7,8 +7,9 @@ no checkout on the path, and run the shipped suite from another directory.
   (``tests/data/wrong_favor.py``) with evidence;
 * ``pytest --kv-target`` (the ``pytest11`` plugin) collects the installed suite with no path.
 
-The virtualenv is built once per run (about a minute: the dependencies come from the local
-wheel cache). Every package folder must be listed in ``pyproject.toml``'s ``packages``.
+The virtualenv is built once per run: torch and its own dependencies are linked from the
+environment running the tests, the rest come from the local wheel cache. Every package folder
+must be listed in ``pyproject.toml``'s ``packages``.
 """
 
 from __future__ import annotations
@@ -48,9 +49,41 @@ def test_every_package_folder_is_listed_in_pyproject():
     assert listed <= found, f"listed packages with no folder: {sorted(listed - found)}"
 
 
+def _shared_torch(folder: Path) -> Path:
+    """``folder`` filled with symbolic links to torch and to every distribution it requires
+    (transitively, extras left out), taken from this interpreter's environment: the fresh
+    virtualenv sees them through one ``.pth`` line instead of a ~1 GB copy of the CPU wheel and
+    its dependencies. Only these distributions are linked (no ``kernel_verify``, nothing of the
+    checkout): the rest of the wheel's dependencies are installed the usual way."""
+    from importlib.metadata import distribution
+
+    from packaging.requirements import Requirement
+
+    folder.mkdir(parents=True)
+    seen: set[str] = set()
+    todo = ["torch"]
+    while todo:
+        dist = distribution(todo.pop())
+        name = dist.metadata["Name"].lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        assert not name.startswith("kernel"), name
+        for top in {Path(f).parts[0] for f in dist.files or ()} - {"..", "__pycache__"}:
+            if not (folder / top).exists():
+                (folder / top).symlink_to(Path(dist.locate_file(top)))
+        for line in dist.requires or ():
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """A fresh virtualenv with the built wheel (and its dependencies) and nothing else."""
+    """A fresh virtualenv with the built wheel (and its dependencies) and nothing else. torch and
+    its own dependencies are this environment's, linked in (:func:`_shared_torch`): pip finds
+    them satisfied and installs the rest from the local wheel cache."""
     if shutil.which("git") is None:
         pytest.skip("git is needed to build from a clean copy of the sources")
     root = tmp_path_factory.mktemp("wheel")
@@ -60,9 +93,21 @@ def installed(tmp_path_factory) -> Path:
                             "--no-build-isolation", "-w", str(dist), str(REPO)], **run)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     wheel = next(dist.glob("kernel_verify-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    # The CPU wheel of torch first (a bare `torch` requirement could pull a CUDA build).
+    # No pip of its own: this environment's pip installs into it (``--python``).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    # The folder's name ends in site-packages: Hypothesis takes a module whose path has no
+    # "/site-packages/" for the user's own code and reads constants from its source (torch's
+    # thousands of modules: measured +6 s of CPU per pytest process).
+    linked = _shared_torch(root / "linked" / "site-packages")
+    (Path(site) / "kv_linked_torch.pth").write_text(f"{linked}\n")
+    # --no-compile: pip would byte-compile every module of every dependency, most never imported
+    # here; each import writes the bytecode of what is used.
+    pip = [sys.executable, "-m", "pip", "--python", py, "install", "--quiet", "--no-compile"]
+    # The CPU wheel of torch (a bare `torch` requirement could pull a CUDA build): satisfied by
+    # the linked one, whose version is pinned here.
     torch_version = __import__("torch").__version__.split("+")[0]
     inst = subprocess.run([*pip, f"torch=={torch_version}", str(wheel)], **run)
     assert inst.returncode == 0, inst.stdout[-3000:] + inst.stderr[-3000:]
@@ -93,6 +138,15 @@ def test_one_namespace_is_installed(installed, tmp_path):
                           capture_output=True, text=True, check=True).stdout.strip()
     ours = {p.name for p in Path(site).iterdir() if p.name.startswith("kernel_verify")}
     assert {n for n in ours if not n.endswith(".dist-info")} == {"kernel_verify"}, ours
+    # The package is the wheel's copy, and no folder of the checkout is on the path (torch and
+    # its dependencies are linked from this environment, whose editable kernel_verify must not
+    # leak in).
+    where = _run(installed, work, py, "-c",
+                 "import sys, kernel_verify; print(kernel_verify.__file__, *sys.path, sep='\\n')")
+    assert where.returncode == 0, where.stderr
+    package, *path = where.stdout.splitlines()
+    assert Path(package).parent == Path(site) / "kernel_verify", package
+    assert not [p for p in path if p and Path(p).resolve().is_relative_to(REPO)], path
 
 
 def test_the_main_job_and_the_python_api_import_from_the_wheel(installed, tmp_path):
