@@ -61,7 +61,8 @@ def _pytest_outcome(node: str) -> str:
     raise AssertionError(res.stdout[-2000:] + res.stderr[-2000:])
 
 
-@pytest.mark.parametrize("name", ["rff_pairs[iid]", "rff_pairs[orthogonal_fixed_norm]"])
+@pytest.mark.parametrize("name", ["rff_pairs[iid]", "rff_pairs[orthogonal_fixed_norm]",
+                                  "softmax_positive[orthogonal_fixed_norm]"])
 def test_report_verdicts_match_the_property_suite(name):
     """The report's property verdicts (same test functions, same seeds) equal what pytest says."""
     from kernel_verify.properties.alpha import set_assertion_count
@@ -86,6 +87,16 @@ def test_planted_bias_is_reported_with_its_size():
         assert lo <= -0.5 <= hi or abs(p.mean / meas.kernel - 1 + 0.5) < 0.05
     v, reasons = verdicts.overall(True, [], [p.test_ok for p in meas.points], [], True)
     assert v == "FAIL" and "mean test rejected" in reasons[0]
+
+
+def test_fixed_norm_exponential_map_mean_is_tested_on_its_page():
+    """The page's mean test of a biased map whose construction has a row law (fixed-norm SM⁺:
+    no norm bound of the formula, no exact variance) uses the row law's range and V₁, as
+    ``check_mean`` does, instead of "not tested"; the correct built-in passes it."""
+    meas = measure.measure_target(get("softmax_positive[orthogonal_fixed_norm]"), TINY,
+                                  alpha=1e-3, version="test", geometry=False)
+    assert meas.points and all(p.test_ok is True for p in meas.points)
+    assert all("row law" in p.test for p in meas.points)
 
 
 def test_unbiased_map_is_not_reported_biased():

@@ -2,16 +2,18 @@
 
 Samples are :func:`kernel_verify.properties.checks.estimates.estimates` (one independent
 parameter draw per sample, the same function the unbiasedness and variance properties call); the
-mean test is
-:func:`kernel_verify.verify.stats.mean_test` with :func:`range_bound` and :func:`exact_variance`
-exactly as ``check_mean`` of the property suite chooses them. Intervals are percentile bootstrap
-intervals (``conf``, default 99.9 %: about 0.5 chance flags over the ~500 points of a full report):
-valid for heavy-tailed (log-normal) estimators where ±2 SE from the sample fourth moment is
-not, though at small R any interval under-covers a heavy tail — so a theory point outside its
-band is flagged, never silently drawn. Where the map is unbiased with iid rows and its formula has
-an exact fourth moment (:mod:`kernel_verify.verify.moments.fourth`), the flag is instead decided by
-the property suite's variance test with that moment (median of means, known false-alarm rate, in the
-report's α budget): the bootstrap band is then only drawn.
+mean test is :func:`kernel_verify.verify.stats.mean_test` with :func:`range_bound` and
+:func:`exact_variance` exactly as ``check_mean`` of the property suite chooses them (for a biased
+map whose declared construction has a row law, e.g. fixed-norm exponential maps, the row law's
+range and variance bound ``V₁``: :func:`~kernel_verify.properties.checks.estimates.row_law`).
+Intervals are percentile bootstrap intervals (``conf``, default 99.9 %: about 0.5 chance flags
+over the ~500 points of a full report): valid for heavy-tailed (log-normal) estimators where
+±2 SE from the sample fourth moment is not, though at small R any interval under-covers a heavy
+tail — so a theory point outside its band is flagged, never silently drawn. Where the map is
+unbiased with iid rows and its formula has an exact fourth moment
+(:mod:`kernel_verify.verify.moments.fourth`), the flag is instead decided by the property suite's
+variance test with that moment (median of means, known false-alarm rate, in the report's α
+budget): the bootstrap band is then only drawn.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kernel_verify.properties.checks.estimates import (
     feature_m,
     mean_test_variance,
     range_bound,
+    row_law,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report.settings import Settings
@@ -122,6 +125,10 @@ def _test(target: FeatureMapTarget, samples, x, y, m: int, mu: float | None, alp
     bounds = range_bound(target, x.shape[-1], m)
     found = mean_test_variance(target, x, y, m) if target.has("unbiased") else None
     var = found[0] if found is not None else None
+    law = row_law(target, x, y, m) if bounds is None and target.has("biased") else None
+    if law is not None:  # fixed-norm exponential maps: check_mean's row-law range and V₁
+        bounds, var = law[0], law[1]
+        found = (law[1], law[2])
     if bounds is None and var is None:
         return None, ("not tested: no exact variance for this construction and not bounded "
                       "(no test with a known false-alarm rate)")

@@ -173,10 +173,24 @@ def point_range(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
     The range is widened by the rounding of a float64 implementation
     (:mod:`kernel_verify.verify.references.biased_means`, "Errors")."""
     bounds = range_bound(target, x.shape[-1], m)
-    if bounds is not None or not row_law_covered(target, x.shape[-1]):
+    if bounds is not None:
         return bounds
+    law = row_law(target, x, y, m)
+    return None if law is None else law[0]
+
+
+def row_law(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
+            ) -> tuple[tuple[float, float], float, str] | None:
+    """``(range, V₁, how)`` from the row law of the target's declared construction at ``(x, y)``
+    (:func:`row_law_covered`), or None: the proven range of one float64 estimate
+    (:func:`point_range`) and the variance ``V₁ ≥ Var h`` of one row's estimate, which bounds the
+    variance of the average of the m identically distributed rows of one draw (Cauchy–Schwarz,
+    :mod:`kernel_verify.verify.references.biased_means`)."""
+    if not row_law_covered(target, x.shape[-1]):
+        return None
     mom = row_moments(target.formula, target.matrix, x, y, target.config)
-    return estimate_range(mom, x.shape[-1], m)
+    return (estimate_range(mom, x.shape[-1], m), mom.variance,
+            f"range and variance bound of the row law: {mom.how}")
 
 
 def has_range(target: FeatureMapTarget, d: int) -> bool:
