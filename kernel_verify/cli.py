@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most this many Hypothesis examples per property (for targets whose "
                    "every call is slow, e.g. Triton kernels under the interpreter; default: the "
                    "profile's)")
+    p.add_argument("--jobs", type=_int_at_least(1), default=2,
+                   help="pytest workers (default 2; 1: the suite runs in one pytest process, "
+                   "without workers)")
     p.set_defaults(run=_lazy("kernel_verify.runner", "run_check"))
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")

@@ -353,8 +353,8 @@ def _validate_target(spec: str) -> tuple[str, ...]:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE]``: a thin layer on
-    :func:`kernel_verify.api.check`."""
+    """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE] [--jobs N]``: a thin
+    layer on :func:`kernel_verify.api.check`."""
     from kernel_verify.api import check, save_json
 
     try:

@@ -15,6 +15,7 @@ from kernel_verify.cli import main
 CASES = [
     # (argv, words the one-line message must contain)
     (["check", "x:targets", "--profile", "bogus"], ["--profile", "'bogus'", "dev, ci, nightly"]),
+    (["check", "x:targets", "--jobs", "0"], ["--jobs", ">= 1"]),
     (["report", "--maps", "nonexistent"], ["--maps", "'nonexistent'", "softmax_positive[iid]"]),
     (["list", "--d", "-3"], ["--d", ">= 1", "-3"]),
     (["list", "--d", "abc"], ["--d", "integer", "'abc'"]),

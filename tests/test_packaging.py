@@ -168,7 +168,8 @@ def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path)
     good = _run(installed, work, cli, "check", "my_favor:targets", "-k", KEYWORD)
     assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-4000:]
     assert " 0 failed" in good.stdout and "PASS" in good.stdout, good.stdout
-    bad = _run(installed, work, cli, "check", "wrong_favor:targets", "-k", KEYWORD)
+    # The default run (two pytest workers) above; one pytest process here, half the start-up.
+    bad = _run(installed, work, cli, "check", "wrong_favor:targets", "-k", KEYWORD, "--jobs", "1")
     assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-4000:]
     assert "FAIL" in bad.stdout and "wrong_favor" in bad.stdout, bad.stdout
     assert "| " in bad.stdout, f"no evidence printed under the failure:\n{bad.stdout}"
