@@ -33,20 +33,26 @@ float64 rounding ``u = 1.1e-16`` of a value near 1; the higher order is returned
 accurate of the two since the integrand is entire); otherwise
 :class:`~kernel_verify.verify.references.quadrature.QuadratureError` is raised. The frequencies
 ``g(ε)`` at the nodes are cached per (weights, order, dps), so a Gram matrix costs one ``cos`` per
-node and pair; values are memoised per ``±δ``. Cost: about 3 s for the first value at k = 2 (node
-frequencies up to 64² nodes), ~0.1 s for each further one.
+node and pair; values are memoised per ``±δ``, in memory and in the file cache
+(:mod:`kernel_verify.verify.cache`, exactly as computed, keyed by the exact weights, ``δ``,
+``dps`` and this module's source). Cost: about 3 s for the first value at k = 2 (node
+frequencies up to 64² nodes), ~0.1 s for each further one; a stored value is read in ~1 ms.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+from pathlib import Path
 from typing import Any
 
 import mpmath
 import numpy as np
 from scipy.linalg import hadamard
 
+from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.references import quadrature as quadrature_module
 from kernel_verify.verify.references.kernels import gram_mp, mp_kernel
 from kernel_verify.verify.references.mp import mp_cos, mp_exp
 from kernel_verify.verify.references.quadrature import QuadratureError, hermite_rule
@@ -319,8 +325,41 @@ def generative_kernel_mp(
     return _generative_value(_key(*arrays), min(flat, flip), mpmath.mp.dps)
 
 
+@functools.cache
+def _source_digest() -> str:
+    """The source of this module and of the quadrature rules: a stored value is used only if it
+    was computed by the same code."""
+    h = hashlib.sha256()
+    for path in (__file__, quadrature_module.__file__):
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _exact(obj: Any) -> Any:
+    """Numbers as exact ``(mantissa, exponent)`` text (mpf values are binary: no rounding)."""
+    if isinstance(obj, tuple):
+        return tuple(_exact(v) for v in obj)
+    if isinstance(obj, mpmath.mpf):
+        return f"{int(obj.man)}p{int(obj.exp)}"
+    return obj
+
+
 @functools.lru_cache(maxsize=4096)
 def _generative_value(key: tuple, delta_key: tuple, dps: int) -> Any:
+    """The validated quadrature value (:func:`_generative_quadrature`), kept in the file cache
+    (:mod:`kernel_verify.verify.cache`) under the exact weights, ``δ``, ``dps`` and the source
+    digest, as its exact binary mantissa and exponent: a stored value is the very number the
+    quadrature returns (a failing quadrature raises and stores nothing)."""
+    text = repr((_source_digest(), dps, _exact(key), _exact(delta_key)))
+    stored = file_cache_get("generative-kernel", text)
+    if stored is not None:
+        return mpmath.mpf((int(stored[0]), int(stored[1])))
+    value = _generative_quadrature(key, delta_key, dps)
+    file_cache_put("generative-kernel", text, [str(int(value.man)), int(value.exp)])
+    return value
+
+
+def _generative_quadrature(key: tuple, delta_key: tuple, dps: int) -> Any:
     """``g(ε)ᵀδ = (W2ᵀδ)ᵀ sin(W1ε + b1) + b2ᵀδ``: h products per node, then one cosine."""
     k = key[0][0][1]
     (w2_shape, w2), (_, b2) = key[2], key[3]
