@@ -14,7 +14,11 @@ blocks). The test is :func:`kernel_verify.verify.stats.mean_test` at
   with ``‖φ(x)‖² = Σ a_i²(cos² + sin²) = 1`` for the ``[cos, sin]`` maps whose squared weights sum
   to 1 (rff_pairs, Fastfood, GMM-RKS, generative) and ``‖φ(x)‖² = (2/m)Σcos² ≤ 2`` for the random
   phase map; the computed value exceeds ``B`` by at most ``B·γ_(D+8)`` (weights with ≤ 4
-  roundings each side, a length-D dot product; libm's cos/sin never leave [−1, 1]);
+  roundings each side, a length-D dot product; libm's cos/sin never leave [−1, 1]); and for
+  ReLU features with fixed-norm rows (``‖w‖ = √d``), ``0 ≤ relu(wᵀx)relu(wᵀy) ≤
+  d(‖x‖‖y‖ + xᵀy)/2`` per row, so per estimate
+  (:func:`kernel_verify.verify.references.biased_means.fixed_norm_relu_range`, rounding
+  included);
 * **a variance bound** otherwise, for maps claiming ``gaussian_rows`` (Fastfood; orthogonal relu
   features): median of means with ``V₁ ≥ Var`` (each feature has the iid per-feature variance
   ``V₁``, and by Cauchy–Schwarz no covariance exceeds it — docs/math.md §3), conservative;

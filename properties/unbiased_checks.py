@@ -60,13 +60,14 @@ def untested_reason(target: FeatureMapTarget, label: str) -> str | None:
     """Why no mean test with a derived false-alarm rate exists for ``target`` (its verdict is
     then "not tested" with this reason), or None when one exists at every point.
 
-    A function of the target alone, never of the example: :func:`range_bound` is None only for a
-    target that is not ``bounded`` or whose formula has no norm bound (independent of ``d`` and
-    ``m``), and :func:`variance_covered` depends only on the formula, rows and claims. So the
+    A function of the target alone, never of the example: :func:`has_range` depends only on the
+    target (the formula's norm bound of a ``bounded`` target, independent of ``d`` and ``m``; the
+    row law of its declared construction, for every d the properties draw; the fixed-norm ReLU
+    range), and :func:`variance_covered` depends only on the formula, rows and claims. So the
     ``pytest.skip`` that :func:`check_mean` raises with it inside a Hypothesis body is the same
     on every example: it reports the target as not tested, it never drops a property because of
     one point (a quadrature that fails at one point is :class:`Degenerate`, that case only)."""
-    if range_bound(target, 2, feature_m(target, 2)) is not None:
+    if has_range(target, 2):
         return None
     if target.has("biased") and reference_mean_reason(target) is None:
         return None  # the row law of its construction gives a range at every point
@@ -105,6 +106,8 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
             raise AssertionError(
                 f"{target.name}: the declared mean {label} = {mean:.10g} lies outside the proven "
                 f"range {bounds} of every estimate of its construction ({mom.how})")
+    if bounds is None:
+        bounds = point_range(target, x, y, m)  # e.g. relu_features with fixed-norm rows
     if bounds is None and var is None:
         # the family has an exact variance (untested_reason is None), but its quadrature did
         # not converge at this point: this case is skipped (Degenerate), never the property

@@ -33,11 +33,12 @@ def test_untested_reason_depends_on_the_target_only():
 
 def test_untested_unbiased_claims_are_named_with_their_reason():
     """The built-in maps whose unbiasedness no valid test reaches (measured on this registry:
-    gmm_prf and relu_features[orthogonal_fixed_norm]) get a "not tested" reason that names them
-    and what would add the check; every other unbiased map has a test."""
+    gmm_prf; relu_features[orthogonal_fixed_norm] has the fixed-norm range
+    ``[0, d(‖x‖‖y‖ + xᵀy)/2]`` since issue #19) get a "not tested" reason that names them and
+    what would add the check; every other unbiased map has a test."""
     untested = {t.name: untested_reason(t, "k(x, y)") for t in _targets("unbiased")}
     named = {n for n, r in untested.items() if r is not None}
-    assert named == {"gmm_prf", "relu_features[orthogonal_fixed_norm]"}, named
+    assert named == {"gmm_prf"}, named
     for n in named:
         assert untested[n].startswith(f"not tested: {n}: no exact variance"), untested[n]
         assert "would add it" in untested[n]

@@ -28,6 +28,7 @@ from kernel_verify.properties.checks.estimates import (
     exact_fourth_moment,
     feature_m,
     mean_test_variance,
+    point_range,
     range_bound,
     row_law,
 )
@@ -129,6 +130,8 @@ def _test(target: FeatureMapTarget, samples, x, y, m: int, mu: float | None, alp
     if law is not None:  # fixed-norm exponential maps: check_mean's row-law range and V₁
         bounds, var = law[0], law[1]
         found = (law[1], law[2])
+    if bounds is None:
+        bounds = point_range(target, x, y, m)  # e.g. relu_features with fixed-norm rows
     if bounds is None and var is None:
         return None, ("not tested: no exact variance for this construction and not bounded "
                       "(no test with a known false-alarm rate)")

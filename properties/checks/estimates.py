@@ -18,6 +18,7 @@ from kernel_verify.verify.moments import (
 )
 from kernel_verify.verify.references.biased_means import (
     estimate_range,
+    fixed_norm_relu_range,
     not_covered,
     row_moments,
 )
@@ -166,7 +167,9 @@ def point_range(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
     * ``softmax_hyperbolic`` (``h = e^(−N)·cosh(wᵀs)``, the mean of the ``e^(wᵀx)`` and
       ``e^(−wᵀx)`` halves with the ``1/√(2m)`` scaling): ``[e^(−N), e^(−N)·cosh r]``;
 
-    both ends attained by a row parallel (or orthogonal, for the hyperbolic minimum) to ``s``.
+    both ends attained by a row parallel (or orthogonal, for the hyperbolic minimum) to ``s``;
+    and ``relu_features`` (``h = relu(wᵀx)·relu(wᵀy)``, no row law): ``[0, d(‖x‖‖y‖ + xᵀy)/2]``,
+    the top at ``w`` along the bisector of ``x`` and ``y``.
     One estimate is the mean of the m rows' ``h``, so it lies in the same range whatever the
     dependence between the rows of an orthogonal block: the range bounds each *draw* of the
     map, and the tests that use it average independent draws (never rows), as Hoeffding needs.
@@ -175,8 +178,18 @@ def point_range(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
     bounds = range_bound(target, x.shape[-1], m)
     if bounds is not None:
         return bounds
+    if _relu_fixed_norm(target):
+        return fixed_norm_relu_range(x, y, m)
     law = row_law(target, x, y, m)
     return None if law is None else law[0]
+
+
+def _relu_fixed_norm(target: FeatureMapTarget) -> bool:
+    """ReLU features with fixed-norm rows: no row law (two projections), but a range,
+    ``h ∈ [0, d(‖x‖‖y‖ + xᵀy)/2]`` per row
+    (:func:`~kernel_verify.verify.references.biased_means.fixed_norm_relu_range`)."""
+    return (target.white_box and target.formula == "relu_features"
+            and target.matrix == "orthogonal_fixed_norm")
 
 
 def row_law(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
@@ -195,7 +208,8 @@ def row_law(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
 
 def has_range(target: FeatureMapTarget, d: int) -> bool:
     """Whether :func:`point_range` gives a range at every point of dimension ``d``."""
-    return range_bound(target, d, feature_m(target, d)) is not None or row_law_covered(target, d)
+    return (range_bound(target, d, feature_m(target, d)) is not None
+            or row_law_covered(target, d) or _relu_fixed_norm(target))
 
 
 #: Rounding of the two kernel values of :func:`bias_point` (each an mpmath value rounded once to

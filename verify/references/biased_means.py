@@ -56,8 +56,13 @@ Row laws
   maps get ``cos(cwᵀs) ∈ [cos(cR), 1]`` for ``cR < π`` (else ``[−1, 1]``). One estimate
   averages the m rows of a draw, so it lies in the same range whatever the dependence between
   the rows of an orthogonal block; tests that use the range average independent *draws*.
-  ``relu_features`` (two projections) is not covered here: it is unbiased with fixed norms
-  (homogeneous of degree 2).
+  ``relu_features`` (two projections) has no row law here: it is unbiased with fixed norms
+  (homogeneous of degree 2). Its range alone is :func:`fixed_norm_relu_range`: for a unit
+  ``u`` at angles ``a, b`` from ``x, y`` (``a + b ≥ θ = ∠(x, y)``, the triangle inequality on
+  the sphere), ``relu(uᵀx)relu(uᵀy) = ‖x‖‖y‖·cos a·cos b = ‖x‖‖y‖(cos(a − b) + cos(a + b))/2
+  ≤ ‖x‖‖y‖(1 + cos θ)/2`` where both cosines are positive (``a + b < π``) and 0 otherwise, so
+  with ``‖w‖² = d`` every row's ``h ∈ [0, d(‖x‖‖y‖ + xᵀy)/2]``, the top reached by ``w`` along
+  the bisector of ``x`` and ``y``, the bottom by any ``w`` with ``wᵀx ≤ 0``.
 
 Errors
 ------
@@ -96,7 +101,8 @@ import numpy as np
 
 from kernel_verify.verify.tolerance import EVALUATION_SLACK, gamma
 
-__all__ = ["CONSTRUCTIONS", "FORMULAS", "RowMoments", "estimate_range", "not_covered",
+__all__ = ["CONSTRUCTIONS", "FORMULAS", "RowMoments", "estimate_range", "fixed_norm_relu_range",
+           "not_covered",
            "row_moments", "sorf_row_law"]
 
 U = 2.0**-53
@@ -311,3 +317,26 @@ def estimate_range(mom: RowMoments, d: int, m: int) -> tuple[float, float]:
     slack = mom.magnitude * (math.expm1(gamma(2 * d + 8, U) * mom.argument)
                              + gamma(m + 16, U)) * EVALUATION_SLACK
     return mom.lo - slack, mom.hi + slack
+
+
+def fixed_norm_relu_range(x: np.ndarray, y: np.ndarray, m: int) -> tuple[float, float]:
+    """A proven range of one float64-computed estimate of ``relu_features`` with m
+    ``orthogonal_fixed_norm`` rows (``‖w‖ = √d``): the exact per-row range
+    ``[0, d(‖x‖‖y‖ + xᵀy)/2]`` (module docstring, "Row laws"; its average over the m rows of a
+    draw lies in it too) computed in mpmath at 40 digits and rounded outwards (``2u``), widened
+    by the rounding of a float64 implementation as in :func:`estimate_range`, with
+    ``H = max(d‖x‖‖y‖, 1) ≥ max(|P||Q|, 1)`` (the table's factor for relu) and the argument
+    bound ``A`` of :func:`_argument` at ``S = d``."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    d = x.shape[-1]
+    with mpmath.workdps(40):
+        xm, ym = [mpmath.mpf(float(v)) for v in x], [mpmath.mpf(float(v)) for v in y]
+        nxy = mpmath.sqrt(mpmath.fsum(v * v for v in xm) * mpmath.fsum(v * v for v in ym))
+        top = d * (nxy + mpmath.fsum(u * v for u, v in zip(xm, ym, strict=True))) / 2
+        hi, big_h = float(top), max(float(d * nxy), 1.0)
+    hi += 2 * U * abs(hi)
+    big_h *= 1 + 2 * U
+    big_a = _argument("relu_features", 1.0, 0.0, 0.0, float(d), x, y)
+    slack = big_h * (math.expm1(gamma(2 * d + 8, U) * big_a)
+                     + gamma(m + 16, U)) * EVALUATION_SLACK
+    return -slack, hi + slack
