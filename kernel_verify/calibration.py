@@ -228,8 +228,10 @@ def _builtin(name: str):
 # --------------------------------------------------------------------------- feature estimators
 #: Feature maps whose Monte Carlo checks are calibrated: one bounded estimator (Hoeffding /
 #: Bernstein for the mean, the bounded variance test), one unbounded (median of means with
-#: the exact variance) and one with the V₁ variance bound (Fastfood rows).
-ESTIMATOR_TARGETS = ("rff_pairs[iid]", "softmax_positive[iid]", "softmax_positive[fastfood]")
+#: the exact variance), one with the V₁ variance bound (Fastfood rows), and ReLU features with
+#: fixed-norm rows (Hoeffding in the range ``[0, d(‖x‖‖y‖ + xᵀy)/2]`` of their rows).
+ESTIMATOR_TARGETS = ("rff_pairs[iid]", "softmax_positive[iid]", "softmax_positive[fastfood]",
+                     "relu_features[orthogonal_fixed_norm]")
 #: Biased maps with a declared mean kernel and a proven range: the biased-map properties (the
 #: formula's norm bound for the trigonometric maps, the row law of fixed-norm rows for the
 #: exponential ones).
@@ -255,8 +257,8 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
         exact_fourth_moment,
         exact_variance,
         mean_test_variance,
+        point_range,
         random_pair,
-        range_bound,
     )
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test, variance_test
@@ -274,7 +276,7 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
         d, m = 2 + i % 4, 2 + i % 7
         x, y = random_pair(seed, d, 0.8, 0.8)
         k = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
-        bounds = range_bound(target, d, m)
+        bounds = point_range(target, x, y, m)  # the formula's, or the fixed-norm ReLU range
         var = exact_variance(target, x, y, m)
         found = mean_test_variance(target, x, y, m)  # exact, or the V₁ bound (Fastfood)
         samples = estimates(target, x, y, m, seed, DRAWS)
