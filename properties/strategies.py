@@ -200,3 +200,33 @@ class ValueDraws:
     def standard_normal(self, size=None) -> np.ndarray:
         shape = () if size is None else tuple(np.atleast_1d(size).tolist())
         return self._data.draw(points(shape, **self._kw), label=self._label)
+
+
+# ------------------------------------------------------------------ point sets (clustered)
+#: Offset scales of :func:`clustered_points`, relative to the centres' scale: 0 (exact duplicate
+#: points), then tighter to looser clusters. The first is where Hypothesis shrinks to.
+CLUSTER_OFFSETS = (0.0, 1e-3, 1e-2, 1e-1)
+
+
+@st.composite
+def clustered_points(draw, n: int, d: int, scale: float = 1.0,
+                     offsets: tuple[float, ...] = CLUSTER_OFFSETS) -> np.ndarray:
+    """``n`` points of R^d in tight clusters, drawn value by value: ``k ∈ [1, n]`` centres
+    (:func:`points` at ``scale``), each point a centre (its index a Hypothesis choice) plus an
+    offset :func:`points` at ``o·scale``, ``o`` one of ``offsets`` for the whole set (``o = 0``:
+    exact duplicates).
+
+    The point sets of real data that stress kernel methods: repeated rows and near-duplicates
+    make a Gram matrix (nearly) low rank — rank ≤ k with exact duplicates, k eigenvalues of the
+    centres' scale and the others of order ``(o·scale)²`` for a smooth kernel — so a submatrix
+    of it (Nyström's W) is singular or nearly so. Independent draws (:func:`points`) almost never
+    give such sets. Shrinks towards one centre, exact duplicates and zero entries."""
+    k = draw(st.integers(1, n), label="centres")
+    centres = draw(points((k, d), scale), label="centre values")
+    which = np.asarray(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n),
+                            label="cluster of each point"), dtype=np.intp)
+    o = draw(st.sampled_from(offsets), label="offset scale")
+    x = centres[which]
+    if o == 0.0:
+        return x
+    return x + draw(points((n, d), o * scale), label="offsets")

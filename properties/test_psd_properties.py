@@ -32,6 +32,7 @@ from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import approximations, feature_maps
 from kernel_verify.properties.test_nystrom_properties import (
+    CASE_EXAMPLES,
     KERNELS,
     U64,
     cases,
@@ -141,7 +142,7 @@ def test_feature_gram_is_psd(target, seed, n, d, scale, data, record_property):
 
 # ---------------------------------------------------------------------------------- Nyström
 @pytest.mark.parametrize("target", approximations("psd"))
-@settings(max_examples=FEW)
+@settings(max_examples=CASE_EXAMPLES)
 @given(case=cases)
 def test_nystrom_approximation_is_psd(target, case):
     seed, X, kernel = case
@@ -153,7 +154,7 @@ def test_nystrom_approximation_is_psd(target, case):
 
 
 @pytest.mark.parametrize("target", approximations("schur_residual"))
-@settings(max_examples=FEW)
+@settings(max_examples=CASE_EXAMPLES)
 @given(case=cases)
 def test_nystrom_residual_is_psd(target, case):
     """K − K̃ is a Schur complement, hence PSD (and its trace ≥ 0)."""
