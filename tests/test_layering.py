@@ -29,6 +29,7 @@ imports a test module; nothing imports the bare top-level names ``impls``, ``ver
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -98,7 +99,13 @@ def _imports(name: str, path: Path) -> list[tuple[str, int]]:
 
 
 SOURCES = _sources()
-GRAPH = {name: _imports(name, path) for name, path in SOURCES.items()}
+
+
+@functools.cache
+def _graph() -> dict[str, list[tuple[str, int]]]:
+    """Every module's imports, parsed on first use (by the tests, not at collection: each
+    pytest worker collects this module)."""
+    return {name: _imports(name, path) for name, path in SOURCES.items()}
 
 
 def _within(name: str, prefixes: tuple[str, ...] | str) -> bool:
@@ -118,7 +125,7 @@ def _project_module(imported: str) -> str | None:
 
 def _violations(importers: tuple[str, ...] | str, allowed) -> list[str]:
     bad = []
-    for name, imports in GRAPH.items():
+    for name, imports in _graph().items():
         if not _within(name, importers):
             continue
         for imported, line in imports:
@@ -177,7 +184,7 @@ def test_truth_has_no_import_cycle():
         return next((t for t in nodes if _within(name, t)), None)
 
     edges: dict[str, set[str]] = defaultdict(set)
-    for name, imports in GRAPH.items():
+    for name, imports in _graph().items():
         src = node(name)
         if src is None:
             continue
@@ -212,7 +219,7 @@ def test_properties_never_import_tests():
 
 def test_no_bare_top_level_imports():
     bad = []
-    for name, imports in GRAPH.items():
+    for name, imports in _graph().items():
         for imported, line in imports:
             if imported.split(".")[0] in BARE:
                 bad.append(f"{SOURCES[name].relative_to(ROOT)}:{line} imports {imported}")
@@ -231,7 +238,7 @@ def test_library_modules_never_import_test_modules():
     library = tuple(p for p in FOLDERS.values() if p not in ("tests", "benchmarks"))
     bad = [
         f"{SOURCES[name].relative_to(ROOT)}:{line} imports {target}"
-        for name, imports in GRAPH.items()
+        for name, imports in _graph().items()
         if _within(name, library) and not _is_test_module(name)
         for imported, line in imports
         if (target := _project_module(imported)) is not None and _is_test_module(target)
