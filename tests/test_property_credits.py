@@ -29,18 +29,7 @@ from kernel_verify.runner import target_property_files
 from kernel_verify.verify.paths import reports_dir
 
 #: Credited properties without a planted defect they kill (``family::test``) and why.
-UNCOVERED: dict[str, str] = {
-    'nystrom_properties::test_error_is_at_least_eckart_young': (
-        'its planted defect, nystrom_reports_one_landmark_less, is killed only by '
-        'test_exact_when_every_point_is_a_landmark since the Nystrom point sets are drawn value '
-        'by value (matrix at 8f69982): the property lost power on that mutant; open'
-    ),
-    'psd_properties::test_nystrom_approximation_is_psd': (
-        'its planted defect, nystrom_jitter_subtracted, is killed only by the exactness '
-        'properties since the Nystrom point sets are drawn value by value (matrix at 8f69982): '
-        'the property lost power on that mutant; open'
-    ),
-}
+UNCOVERED: dict[str, str] = {}
 
 
 def _builtin_only(fn: ast.FunctionDef) -> bool:
