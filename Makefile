@@ -28,9 +28,14 @@ report-quick: $(STAMP)
 
 # Two pytest workers on two cores: one BLAS/OpenMP thread each, no oversubscription.
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# Bytecode is cached (in the untracked __pycache__ folders) even where the environment sets
+# PYTHONDONTWRITEBYTECODE: the suite starts many Python processes (two workers, and a pytest
+# subprocess per `check`), and without the cache each compiles and assertion-rewrites every
+# module it imports that changed since the cache was last written.
+BYTECODE := PYTHONDONTWRITEBYTECODE=
 
 test: $(STAMP)
-	CI=true $(ONE_THREAD) $(BIN)/python -m pytest -n 2 -p no:cacheprovider
+	CI=true $(ONE_THREAD) $(BYTECODE) $(BIN)/python -m pytest -n 2 -p no:cacheprovider
 
 test-dev: $(STAMP)
 	HYPOTHESIS_PROFILE=dev $(ONE_THREAD) $(BIN)/python -m pytest -n 2
