@@ -51,29 +51,55 @@ def test_report_uses_the_property_suites_functions():
     assert meas.kernel == unbiased_checks.kernel_value(target, "gaussian", x, y)
 
 
-def _pytest_outcome(node: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
-                          "0", "-rA", node], capture_output=True, text=True, cwd=ROOT,
-                         check=False)
-    for word, outcome in (("PASSED", "pass"), ("FAILED", "FAIL"), ("SKIPPED", "not tested")):
-        if re.search(rf"^{word}\b", res.stdout, flags=re.M):
-            return outcome
-    raise AssertionError(res.stdout[-2000:] + res.stderr[-2000:])
+NAMES = ["rff_pairs[iid]", "rff_pairs[orthogonal_fixed_norm]",
+         "softmax_positive[orthogonal_fixed_norm]"]
+_WORDS = {"PASSED": "pass", "FAILED": "FAIL", "SKIPPED": "not tested"}
 
 
-@pytest.mark.parametrize("name", ["rff_pairs[iid]", "rff_pairs[orthogonal_fixed_norm]",
-                                  "softmax_positive[orthogonal_fixed_norm]"])
-def test_report_verdicts_match_the_property_suite(name):
+def _property_nodes(name: str) -> list[str]:
+    """The pytest node ids of the deterministic properties ``verdicts.property_verdicts`` runs
+    for the target ``name``."""
+    target = get(name)
+    tests = ["test_unbiased_on_grid"] if target.has("unbiased") else []
+    if target.has("biased") and target.mean_kernel:
+        tests.append("test_bias_is_visible_where_theory_says_it_is_large")
+    return [f"{verdicts.FILE}::{test}[{name}]" for test in tests]
+
+
+@pytest.fixture(scope="module")
+def pytest_outcomes() -> tuple[dict[str, str], int, str]:
+    """What pytest says about the property nodes of every target in :data:`NAMES`, from one
+    pytest subprocess (each parametrisation below checks its own node): node -> outcome, and
+    the number of statistical assertions that run collected (its α per assertion)."""
+    nodes = [node for name in NAMES for node in _property_nodes(name)]
+    res = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n",
+                          "0", *nodes], capture_output=True, text=True, cwd=ROOT, check=False)
+    output = res.stdout[-2000:] + res.stderr[-2000:]
+    found = {}
+    for node in nodes:
+        hit = re.search(rf"^{re.escape(node)} ({'|'.join(_WORDS)})\b", res.stdout, flags=re.M)
+        if hit:
+            found[node] = _WORDS[hit[1]]
+    count = re.search(r"statistical assertions collected: (\d+)", res.stdout)
+    assert count, output
+    return found, int(count[1]), output
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_report_verdicts_match_the_property_suite(name, pytest_outcomes):
     """The report's property verdicts (same test functions, same seeds) equal what pytest says."""
     from kernel_verify.properties.alpha import set_assertion_count
 
+    outcomes, collected, output = pytest_outcomes
     target = get(name)
-    set_assertion_count(6 if target.has("unbiased") else 2)  # the count pytest collects for it
+    set_assertion_count(collected)  # the α pytest ran them at
     try:
         (mine,) = verdicts.property_verdicts(target)
     finally:
         set_assertion_count(1)
-    assert mine.outcome == _pytest_outcome(mine.command.split("'")[1])
+    node = mine.command.split("'")[1]
+    assert node in outcomes, output
+    assert mine.outcome == outcomes[node]
 
 
 def test_planted_bias_is_reported_with_its_size():
