@@ -69,6 +69,7 @@ from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.properties.gradient_checks import (  # shared with the report
+    KINK_SHIFT,
     LOW_PRECISION_HOW,
     STAT_D,
     attention_fn,
@@ -384,10 +385,13 @@ def _fd_check(fn, inputs: tuple, dtype: str, seed: int, label: str, trials: int 
     ``D(h) = vᵀ(f(x + hu) − f(x − hu))/2h`` and ``(vᵀJ)u`` differ by at most
     ``‖v‖₁·100·u^(2/3)·F`` plus ``100·u^(2/3)`` relative (module docstring)."""
     for r in directional_differences(fn, inputs, dtype, seed, trials):
+        again = ("" if r.shifted is None else
+                 f"; and at the point moved by {KINK_SHIFT}·step (a kink cannot explain both): "
+                 f"{r.shifted.numeric!r} vs {r.shifted.analytic!r}")
         assert r.ratio <= 1, (
             f"{label}: the backward is not the derivative of the forward: central differences "
             f"give vᵀJu = {r.numeric!r}, the backward {r.analytic!r} (allowed {r.allowed:.3g}; "
-            f"{dtype}, step {r.step:.3g})")
+            f"{dtype}, step {r.step:.3g}){again}")
 
 
 def _map_fn(target, seed: int, d: int, m: int = 4):
