@@ -72,6 +72,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -726,6 +727,28 @@ def _run_unit(args: tuple[Unit, int, int, int]) -> tuple[list[Row], float]:
     return unit.run(n, entropy, assumption_trials), time.monotonic() - start
 
 
+@contextmanager
+def _threads_per_process(jobs: int):
+    """The BLAS/OpenMP thread count of the worker processes: the CPUs shared out, at least one
+    each (``OMP_NUM_THREADS`` etc. in the environment the spawned workers inherit, unless the
+    caller set them). Without it every worker's torch and BLAS start one thread per CPU, and
+    ``jobs`` workers on small tensors oversubscribe the machine (the gradients part, 2 workers on
+    2 cores: 220 s with one thread each; unthrottled, 36 CPU-minutes and not finished)."""
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    share = str(max(1, (os.cpu_count() or 1) // jobs))
+    saved = {k: os.environ.get(k) for k in names}
+    for k in names:
+        os.environ.setdefault(k, share)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_units(todo: Sequence[Unit], n: int, entropy: int, assumption_trials: int,
               jobs: int = 1, *, per_unit: bool = False) -> list:
     """The rows of every unit, in order (``per_unit``: one list of rows per unit); ``jobs > 1``:
@@ -740,7 +763,8 @@ def run_units(todo: Sequence[Unit], n: int, entropy: int, assumption_trials: int
         # the slow units first, so that the two processes finish together
         order = sorted(range(len(work)),
                        key=lambda i: work[i][0].part not in ("estimators", "gradients"))
-        with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+        with _threads_per_process(jobs), ProcessPoolExecutor(
+                jobs, mp_context=mp.get_context("spawn")) as pool:
             done = dict(zip(order, pool.map(_run_unit, [work[i] for i in order]), strict=True))
         results = [done[i] for i in range(len(work))]
     if per_unit:
