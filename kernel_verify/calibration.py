@@ -314,6 +314,17 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
     return rows
 
 
+def _biased_trial(target, seed: int, i: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """``(d, m, x, y)`` of trial ``i`` of the biased-map rows: ``d`` cycles through 2…5, ``m``
+    through the target's feature counts from 2…8 and the norms of x and y through the grid
+    the properties draw (``test_feature_unbiased.norms``), directions from ``seed``."""
+    from kernel_verify.properties.checks.estimates import feature_m, random_pair
+
+    d, m = 2 + i % 4, feature_m(target, 2 + i % 7)
+    x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
+    return d, m, x, y
+
+
 def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The biased-map properties on a correct biased map with a declared mean kernel:
     ``mean_test`` against ``mean_kernel`` at random points (``test_biased_mean_is_mean_kernel``,
@@ -331,10 +342,9 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
         bias_point,
         estimates,
         feature_m,
-        random_pair,
         range_bound,
+        row_law,
     )
-    from kernel_verify.verify.references.biased_means import estimate_range, row_moments
     from kernel_verify.verify.references.kernels import kernel_mp
     from kernel_verify.verify.stats import mean_test
 
@@ -343,14 +353,15 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
     mean_c = dict.fromkeys(levels, 0)
     for i in range(n):
         seed = _seed(entropy, "biased", name, i)
-        d, m = 2 + i % 4, feature_m(target, 2 + i % 7)
-        x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
+        d, m, x, y = _biased_trial(target, seed, i)
         mean = float(kernel_mp(target.mean_kernel, x, y, **target.kernel_args(d)))
         samples = estimates(target, x, y, m, seed, DRAWS)
         bounds, var = range_bound(target, d, m), None
         if bounds is None:  # exponential features: the row law's range and variance bound
-            mom = row_moments(target.formula, target.matrix, x, y, target.config)
-            bounds, var = estimate_range(mom, d, m), mom.variance
+            law = row_law(target, x, y, m)
+            if law is None:
+                raise ValueError(f"{name}: no proven range and no row law at d = {d}")
+            bounds, var, _ = law
         for a in levels:
             mean_c[a] += not mean_test(samples, mean, alpha=a, bounds=bounds, variance=var,
                                        seed=seed).ok
@@ -391,7 +402,7 @@ def reference_mean_rows(name: str, n: int, entropy: int, assumption_trials: int)
     points as the property draws them; a trial rejects when either side rejects. Its threshold
     is derived (no model assumption): the row checks that the derivation holds in practice."""
     from kernel_verify.impls.registry import get
-    from kernel_verify.properties.checks.estimates import DRAWS, estimates, feature_m, random_pair
+    from kernel_verify.properties.checks.estimates import DRAWS, estimates
     from kernel_verify.verify.references.biased_means import estimate_range, row_moments
     from kernel_verify.verify.stats import mean_test
 
@@ -400,8 +411,7 @@ def reference_mean_rows(name: str, n: int, entropy: int, assumption_trials: int)
     counts = dict.fromkeys(levels, 0)
     for i in range(n):
         seed = _seed(entropy, "reference_mean", name, i)
-        d, m = 2 + i % 4, feature_m(target, 2 + i % 7)
-        x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
+        d, m, x, y = _biased_trial(target, seed, i)
         mom = row_moments(target.formula, target.matrix, x, y, target.config)
         bounds = estimate_range(mom, d, m)
         samples = estimates(target, x, y, m, seed, DRAWS)
