@@ -290,8 +290,6 @@ class Directional:
     #: The same direction at the shifted point, evaluated only where this one fails
     #: (:data:`KINK_SHIFT`): a kink inside this stencil is not inside that one.
     shifted: Directional | None = None
-    #: The output weights ``v`` of this direction (kept for the second look).
-    v: Any = field(default=None, repr=False, compare=False)
 
     @property
     def own_ratio(self) -> float:
@@ -336,28 +334,27 @@ def directional_differences(fn, inputs: tuple, dtype: str, seed: int, trials: in
     rng = np.random.default_rng(seed)
     base = [a.detach() for a in inputs]
     h = step * max(1.0, max(float(a.abs().max()) for a in base))
+    with torch.no_grad():
+        out0 = fn(*base)
     out = []
     for _ in range(trials):
         us = [torch.as_tensor(rng.uniform(-1, 1, tuple(a.shape)), dtype=a.dtype) for a in base]
         ws = [torch.as_tensor(rng.uniform(-1, 1, tuple(a.shape)), dtype=a.dtype) for a in base]
-        first = _direction(fn, base, us, rng, h, tol)
+        v = torch.as_tensor(rng.standard_normal(tuple(out0.shape)), dtype=out0.dtype)
+        first = _direction(fn, base, out0, us, v, h, tol)
         if first.own_ratio > 1:
             moved = [a + KINK_SHIFT * h * w for a, w in zip(base, ws, strict=True)]
-            first = replace(first, shifted=_direction(fn, moved, us, first.v, h, tol))
+            with torch.no_grad():
+                out_moved = fn(*moved)
+            first = replace(first, shifted=_direction(fn, moved, out_moved, us, v, h, tol))
         out.append(first)
     return out
 
 
-def _direction(fn, base: list, us: list, rng_or_v, h: float, tol: float) -> Directional:
-    """One direction ``u`` at the point ``base``: ``v`` drawn from ``rng_or_v`` (a generator) or
-    given (a tensor, for the second look at a shifted point)."""
-    with torch.no_grad():
-        out0 = fn(*base)
+def _direction(fn, base: list, out0, us: list, v, h: float, tol: float) -> Directional:
+    """One direction ``u`` with output weights ``v`` at the point ``base``, whose output is
+    ``out0`` (it sets the scale ``F`` of the tolerance)."""
     f_scale = max(1.0, float(out0.abs().max()))
-    if isinstance(rng_or_v, torch.Tensor):
-        v = rng_or_v
-    else:
-        v = torch.as_tensor(rng_or_v.standard_normal(tuple(out0.shape)), dtype=out0.dtype)
 
     def central(step: float) -> float:
         with torch.no_grad():
@@ -372,7 +369,7 @@ def _direction(fn, base: list, us: list, rng_or_v, h: float, tol: float) -> Dire
     grads = [torch.zeros_like(a) if a.grad is None else a.grad for a in xs]
     analytic = float(sum((g * u).sum() for g, u in zip(grads, us, strict=True)))
     allowed = tol * f_scale * float(v.abs().sum()) + tol * abs(numeric)
-    return Directional(numeric, analytic, allowed, h, v=v)
+    return Directional(numeric, analytic, allowed, h)
 
 
 # ------------------------------------------------------------------------ attention targets
