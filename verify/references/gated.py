@@ -1,0 +1,220 @@
+"""The exact gated (decayed) causal linear attention, in mpmath (docs/math.md §16).
+
+Features ``φ(q), φ(k) (..., T, m)``, values ``v (..., T, d_v)`` and **log-gates** ``g ≤ 0``
+(``g = −∞`` is a decay of exactly 0):
+
+* scalar gates ``g (..., T)`` — RetNet's fixed per-head decay ``γ_h`` (``g_t = log γ_h`` for
+  every t), Mamba2/SSD's and simple GLA's data-dependent ``a_t = e^(g_t)``;
+* key-dimension gates ``g (..., T, m)`` — GLA's ``diag(α_t)`` on the key side.
+
+The recurrence, with an initial state ``(S_0, z_0)`` (``S_0 (..., m, d_v)``, ``z_0 (..., m)``)::
+
+    S_t = diag(e^(g_t)) S_(t−1) + φ(k_t) v_tᵀ,   z_t = diag(e^(g_t)) z_(t−1) + φ(k_t),
+    o_t = φ(q_t)ᵀ S_t                 (no normaliser: RetNet, GLA, Mamba2)
+    o_t = φ(q_t)ᵀ S_t / φ(q_t)ᵀ z_t   (normalised)
+
+and its unrolled (parallel) form ``o_t = Σ_(s≤t) Σ_f φq_tf D_tsf φk_sf v_s + Σ_f φq_tf D_t0f S0_f``
+with the masked decay ``D_tsf = exp(Σ_(r=s+1..t) g_rf)`` (``D_t0f = exp(Σ_(r≤t) g_rf)``; a
+scalar gate is the same for every f). The chunked form (chunk c = rows ``[b, e)``) carries the
+state across chunks with the decay of the whole chunk, ``S_c = diag(D_(e−1,b−1)) S_(c−1) +
+Σ_(b≤s<e) diag(D_(e−1,s)) φ(k_s) v_sᵀ``, and reads it inside the chunk through
+``D_(t,b−1)``. Every product of gates is the exponential of an exact sum of log-gates at the
+working precision (no linear-space product underflows; ``exp(−∞) = 0``), and every result is
+rounded once to float64. The three functions compute the same numbers by three routes; the
+tests check that they agree, that ``g ≡ 0`` is plain linear attention
+(:mod:`.forms`) and that ``g ≡ −∞`` leaves ``o_t = φ(q_t)ᵀφ(k_t) v_t``.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+
+from kernel_verify.verify.inputs import check_array
+from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
+
+__all__ = ["gate_kind", "gated_chunked_mp", "gated_parallel_mp", "gated_recurrence_mp"]
+
+
+def gate_kind(phi_k: np.ndarray, log_gates: np.ndarray) -> str:
+    """``"scalar"`` for ``g (..., T)``, ``"key_dim"`` for ``g (..., T, m)``; else ValueError."""
+    if log_gates.shape == phi_k.shape[:-1]:
+        return "scalar"
+    if log_gates.shape == phi_k.shape:
+        return "key_dim"
+    raise ValueError(f"log_gates must have shape {phi_k.shape[:-1]} (scalar gates) or "
+                     f"{phi_k.shape} (key-dimension gates), got {log_gates.shape}")
+
+
+def _check(phi_q, phi_k, v, log_gates, initial_state):
+    for name, a in (("phi_q", phi_q), ("phi_k", phi_k), ("v", v)):
+        check_array(name, a, min_ndim=2, backend="numpy")
+    if phi_q.shape != phi_k.shape:
+        raise ValueError(f"phi_q and phi_k must have one shape, got {phi_q.shape} and "
+                         f"{phi_k.shape}")
+    if v.shape[:-1] != phi_k.shape[:-1]:
+        raise ValueError(f"v must have the leading shape and length of phi_k, got {v.shape}")
+    g = np.asarray(log_gates, dtype=np.float64)
+    kind = gate_kind(phi_k, g)
+    if np.isnan(g).any() or (g > 0).any():
+        raise ValueError("log_gates must be ≤ 0 (decays in [0, 1]; −inf is a decay of 0), "
+                         "without NaN")
+    lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
+    if initial_state is None:
+        s0, z0 = np.zeros((*lead, m, dv)), np.zeros((*lead, m))
+    else:
+        s0, z0 = (np.asarray(a, dtype=np.float64) for a in initial_state)
+        check_array("initial_state[0]", s0, backend="numpy")
+        check_array("initial_state[1]", z0, backend="numpy")
+        if s0.shape != (*lead, m, dv) or z0.shape != (*lead, m):
+            raise ValueError(f"initial_state must have shapes {(*lead, m, dv)} and {(*lead, m)}, "
+                             f"got {s0.shape} and {z0.shape}")
+    gm = g if kind == "key_dim" else np.broadcast_to(g[..., None], phi_k.shape)
+    return gm, s0, z0
+
+
+def _decay(g: np.ndarray, a: int, b: int, f: int):
+    """``exp(Σ_(r=a..b−1) g_rf)`` exactly at the working precision (1 for an empty range)."""
+    total = mpmath.fsum(g[r, f] for r in range(a, b))
+    return mpmath.exp(total)
+
+
+def _mp_gates(g: np.ndarray) -> np.ndarray:
+    out = np.empty(g.shape, dtype=object)
+    out.ravel()[:] = [mpmath.mpf(float(x)) if np.isfinite(x) else mpmath.ninf
+                      for x in g.ravel()] if g.size else []
+    return out
+
+
+def _finish(pq, s, z, t, normalise, dv):
+    m = len(z)
+    num = [mpmath.fsum(pq[t, f] * s[f][c] for f in range(m)) for c in range(dv)]
+    if not normalise:
+        return num
+    den = mpmath.fsum(pq[t, f] * z[f] for f in range(m))
+    if den == 0:
+        raise ValueError(f"attention denominator of position {t} is exactly 0")
+    return [x / den for x in num]
+
+
+def _recurrence_one(pq, pk, vv, g, s0, z0, normalise):
+    n, m = pq.shape
+    dv = vv.shape[1]
+    s = [[s0[f, c] for c in range(dv)] for f in range(m)]
+    z = [z0[f] for f in range(m)]
+    out = np.empty((n, dv), dtype=object)
+    for t in range(n):
+        for f in range(m):
+            a = mpmath.exp(g[t, f])
+            z[f] = a * z[f] + pk[t, f]
+            for c in range(dv):
+                s[f][c] = a * s[f][c] + pk[t, f] * vv[t, c]
+        out[t, :] = _finish(pq, s, z, t, normalise, dv)
+    return out, s, z
+
+
+def _parallel_one(pq, pk, vv, g, s0, z0, normalise):
+    n, m = pq.shape
+    dv = vv.shape[1]
+    out = np.empty((n, dv), dtype=object)
+    for t in range(n):
+        d0 = [_decay(g, 0, t + 1, f) for f in range(m)]
+        s = [[d0[f] * s0[f, c] for c in range(dv)] for f in range(m)]
+        z = [d0[f] * z0[f] for f in range(m)]
+        for j in range(t + 1):
+            for f in range(m):
+                w = _decay(g, j + 1, t + 1, f) * pk[j, f]
+                z[f] += w
+                for c in range(dv):
+                    s[f][c] += w * vv[j, c]
+        out[t, :] = _finish(pq, s, z, t, normalise, dv)
+    s_fin = [[_decay(g, 0, n, f) * s0[f, c] for c in range(dv)] for f in range(m)]
+    z_fin = [_decay(g, 0, n, f) * z0[f] for f in range(m)]
+    for j in range(n):
+        for f in range(m):
+            w = _decay(g, j + 1, n, f) * pk[j, f]
+            z_fin[f] += w
+            for c in range(dv):
+                s_fin[f][c] += w * vv[j, c]
+    return out, s_fin, z_fin
+
+
+def _chunked_one(pq, pk, vv, g, s0, z0, normalise, chunk):
+    n, m = pq.shape
+    dv = vv.shape[1]
+    out = np.empty((n, dv), dtype=object)
+    s = [[s0[f, c] for c in range(dv)] for f in range(m)]
+    z = [z0[f] for f in range(m)]
+    for b in range(0, n, chunk):
+        e = min(b + chunk, n)
+        for t in range(b, e):  # inside the chunk: the state before it, decayed, + the chunk
+            st = [[_decay(g, b, t + 1, f) * s[f][c] for c in range(dv)] for f in range(m)]
+            zt = [_decay(g, b, t + 1, f) * z[f] for f in range(m)]
+            for j in range(b, t + 1):
+                for f in range(m):
+                    w = _decay(g, j + 1, t + 1, f) * pk[j, f]
+                    zt[f] += w
+                    for c in range(dv):
+                        st[f][c] += w * vv[j, c]
+            out[t, :] = _finish(pq, st, zt, t, normalise, dv)
+        for f in range(m):  # the state after the chunk: decay of the whole chunk
+            whole = _decay(g, b, e, f)
+            z[f] = whole * z[f] + mpmath.fsum(_decay(g, j + 1, e, f) * pk[j, f]
+                                              for j in range(b, e))
+            for c in range(dv):
+                s[f][c] = whole * s[f][c] + mpmath.fsum(_decay(g, j + 1, e, f) * pk[j, f]
+                                                        * vv[j, c] for j in range(b, e))
+    return out, s, z
+
+
+def _run(one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps, **kw):
+    gm, s0, z0 = _check(phi_q, phi_k, v, log_gates, initial_state)
+    lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
+    out = np.empty((*lead, phi_q.shape[-2], dv), dtype=np.float64)
+    s_out = np.empty((*lead, m, dv), dtype=np.float64)
+    z_out = np.empty((*lead, m), dtype=np.float64)
+    with working_precision(dps):
+        for idx in np.ndindex(*lead):
+            o, s, z = one(to_mp(phi_q[idx]), to_mp(phi_k[idx]), to_mp(v[idx]), _mp_gates(gm[idx]),
+                          to_mp(s0[idx]), to_mp(z0[idx]), normalise, **kw)
+            out[idx] = to_float(o) if o.size else 0.0
+            s_arr = np.empty((m, dv), dtype=object)
+            for f in range(m):
+                s_arr[f, :] = s[f]
+            z_arr = np.empty(m, dtype=object)
+            z_arr[:] = z
+            s_out[idx], z_out[idx] = to_float(s_arr), to_float(z_arr)
+    return out, (s_out, z_out)
+
+
+def gated_recurrence_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
+                        log_gates: np.ndarray, *, normalise: bool = False,
+                        initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                        dps: int | None = None
+                        ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """``(outputs, (S_T, z_T))`` of the gated recurrence (module docstring) one token at a
+    time, float64; ``log_gates (..., T)`` scalar or ``(..., T, m)`` per key dimension."""
+    return _run(_recurrence_one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps)
+
+
+def gated_parallel_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
+                      log_gates: np.ndarray, *, normalise: bool = False,
+                      initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                      dps: int | None = None
+                      ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The same from the masked decay matrix ``D_tsf = exp(Σ_(s<r≤t) g_rf)`` (module
+    docstring): every output and the final state summed over all pairs at once."""
+    return _run(_parallel_one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps)
+
+
+def gated_chunked_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
+                     log_gates: np.ndarray, *, chunk_size: int, normalise: bool = False,
+                     initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                     dps: int | None = None
+                     ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The same chunk by chunk (module docstring): the state carried across chunks with the
+    decay of the whole chunk, read inside a chunk through the decay since its start."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    return _run(_chunked_one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps,
+                chunk=chunk_size)
