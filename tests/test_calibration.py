@@ -10,7 +10,6 @@ exit status are tested on synthetic checks whose outcome is fixed.
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from kernel_verify import calibration
 from kernel_verify.calibration import Row, Unit
 from kernel_verify.cli import build_parser
 
-PROPERTIES = Path(calibration.__file__).resolve().parents[1] / "properties"
+PROPERTIES = Path(calibration.__file__).resolve().parents[2] / "properties"
 
 #: Trials per unit in the smoke run (the orthogonal-claim unit: 1, it draws 20000 orthogonal
 #: blocks a trial), and the assumption checks' trials there.
@@ -57,7 +56,7 @@ def test_default_and_minimum_seeds() -> None:
     args = build_parser().parse_args(["calibrate"])
     assert args.seeds == calibration.DEFAULT_SEEDS >= calibration.MIN_SEEDS == 20
     with pytest.raises(ValueError, match=">= 20"):
-        calibration.run_calibration(argparse.Namespace(seeds=5))
+        calibration.calibrate(5)
 
 
 # ----------------------------------------------------------------------- verdict logic (exact)
@@ -124,8 +123,8 @@ def test_calibration_fails_when_a_check_fails(tmp_path, monkeypatch, capsys, rej
     """A check whose verdict is determined: never rejecting over 100 trials is ok at 0.2 and
     0.1 (exit 0); always rejecting is not ok (exit 1) and named in the report."""
     monkeypatch.setenv("KV_REPORTS", str(tmp_path))
-    monkeypatch.setattr(calibration, "units", lambda parts: [_fixed_unit(reject)])
-    got = calibration.run_calibration(argparse.Namespace(seeds=100, parts=None, jobs=1))
+    monkeypatch.setattr(calibration.run, "units", lambda parts: [_fixed_unit(reject)])
+    got = calibration.calibrate(100, None, jobs=1)
     text = (tmp_path / "calibration.md").read_text(encoding="utf-8")
     capsys.readouterr()
     assert got == code
@@ -220,9 +219,9 @@ def test_a_partial_run_replaces_only_its_sections(tmp_path, monkeypatch, capsys)
     (tmp_path / "calibration.md").write_text(
         calibration.merge_report("", {"matrices": kept, "gradients": "## Part `gradients`\n\nold"},
                                  2995), encoding="utf-8")
-    monkeypatch.setattr(calibration, "units",
+    monkeypatch.setattr(calibration.run, "units",
                         lambda parts: [Unit("gradients", "never-rejects", _never_rejects)])
-    got = calibration.run_calibration(argparse.Namespace(seeds=100, parts=["gradients"], jobs=1))
+    got = calibration.calibrate(100, ["gradients"], jobs=1)
     text = (tmp_path / "calibration.md").read_text(encoding="utf-8")
     capsys.readouterr()
     assert got == 0
@@ -245,7 +244,7 @@ def test_convergence_rows_cover_every_cell_of_the_property() -> None:
     """Part ``convergence`` runs every (target, backend, dtype) of
     ``test_error_to_softmax_attention_falls_as_m_grows`` that is available here, in the one mode
     the property runs, and lists every other one as not run."""
-    from kernel_verify.calibration_gradients import not_run_here
+    from kernel_verify.calibration.run import not_run_here
     from kernel_verify.properties.attention_cases import cases, modes
 
     want = _cells(cases("approximates_softmax"))
@@ -266,7 +265,7 @@ def test_gradcheck_rows_cover_the_property_targets() -> None:
     """Part ``gradients``: the finite-difference rows run on exactly the maps and attention
     targets the two gradcheck properties are parametrised with (torch CPU only: the properties
     build CPU tensors)."""
-    from kernel_verify.calibration_gradients import fd_attention_targets, fd_targets
+    from kernel_verify.calibration.gradients import fd_attention_targets, fd_targets
     from kernel_verify.properties import test_gradients as prop
 
     assert fd_targets() == [p.values[0].name for p in prop.MAPS]
@@ -276,7 +275,7 @@ def test_gradcheck_rows_cover_the_property_targets() -> None:
 def test_low_precision_rows_cover_the_property_cells() -> None:
     """Part ``gradient_assumptions``: one row per (target, dtype) where
     ``test_low_precision_gradients_near_float64`` asserts (not skipped), every mode."""
-    from kernel_verify.calibration_gradients import low_precision_cells, low_precision_targets
+    from kernel_verify.calibration.gradients import low_precision_cells, low_precision_targets
     from kernel_verify.properties import test_gradients as prop
     from kernel_verify.properties.gradient_checks import low_precision_backend
 
@@ -294,11 +293,8 @@ def test_state_gradient_rows_cover_the_property_cells() -> None:
     """Part ``gradient_assumptions``: the forms' state-gradient rows run every (target, backend)
     of ``test_gradients_flow_through_the_state`` that does not skip (differentiable, torch
     float64), here, and list the others as not run."""
-    from kernel_verify.calibration_gradients import (
-        _state_places,
-        not_run_here,
-        state_gradient_targets,
-    )
+    from kernel_verify.calibration.gradients import _state_places, state_gradient_targets
+    from kernel_verify.calibration.run import not_run_here
     from kernel_verify.properties import test_attention_forms as prop
 
     want = {(t, b) for t, b in _cells(prop.form_cases(any_of=prop.STATEFUL))

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from kernel_verify.adapters import notes
 from kernel_verify.adapters._lazy import LIBRARIES, dist_version, install_hint, missing_reason
+from kernel_verify.provenance import code_fingerprint as _fingerprint
+from kernel_verify.provenance import code_state
 from kernel_verify.verify import atomic
 
 #: Distributions whose versions each page records, besides the library itself.
@@ -43,41 +45,10 @@ COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
 
 def code_fingerprint(key: str) -> str:
     """A hash of the code a conformance run depends on: the shipped property suite, the truth,
-    the implementations and this library's adapter module (sha256 of their sources, first 12
-    hex digits). A saved run whose fingerprint differs is older than the code."""
-    import hashlib
-
-    import kernel_verify.impls
-    import kernel_verify.properties
-    import kernel_verify.verify
-
-    digest = hashlib.sha256()
-    roots = [Path(m.__file__).resolve().parent for m in
-             (kernel_verify.impls, kernel_verify.properties, kernel_verify.verify)]
-    files = sorted(f for r in roots for f in r.rglob("*.py"))
-    files.append(Path(__file__).resolve().parent / f"{key}.py")
-    for f in files:
-        if f.exists():
-            digest.update(f.name.encode())
-            digest.update(f.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def git_commit() -> str:
-    """The commit of the checkout kernel-verify runs from, or its version when installed."""
-    import subprocess
-
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-                             capture_output=True, text=True, check=False, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        out = None
-    if out is not None and out.returncode == 0 and out.stdout.strip():
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, check=False).stdout.strip()
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
-    return f"kernel-verify {dist_version('kernel-verify')} (not a git checkout)"
+    the implementations and this library's adapter module
+    (:func:`kernel_verify.provenance.code_fingerprint`). A saved run whose fingerprint differs is
+    older than the code."""
+    return _fingerprint([Path(__file__).resolve().parent / f"{key}.py"])
 
 
 class StaleResults(RuntimeError):
@@ -243,7 +214,7 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
                 if f.confirm not in confirmations:
                     confirmations[f.confirm] = confirm.run(f.confirm, quick)
         else:
-            provenance = {"commit": git_commit(), "fingerprint": code_fingerprint(key),
+            provenance = {"commit": code_state(), "fingerprint": code_fingerprint(key),
                           "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
             # Slow targets declare call_seconds (fla's kernels, NystromAttention's padded
             # layer): the profile cuts their examples per property and each verdict says so.

@@ -199,11 +199,11 @@ def run_mutants(args: argparse.Namespace) -> int:
     except KeyError as err:
         print(f"kernel-verify mutants: {err.args[0]}", file=sys.stderr)
         return 2
-    from kernel_verify.calibration import git_commit
     from kernel_verify.mutants.controls import CONTROLS
+    from kernel_verify.provenance import code_state
 
     controls = [] if args.only else list(CONTROLS)
-    commit = git_commit()  # stamped on the report: the code the matrix came from
+    commit = code_state()  # stamped on the report: the code the matrix came from
     jobs = max(1, int(args.jobs or 1))
     start = time.monotonic()
     runs: dict[str, SuiteRun] = {}

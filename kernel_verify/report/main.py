@@ -18,7 +18,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,14 +40,9 @@ def _versions() -> str:
     import numpy
     import torch
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, check=False, cwd=Path(__file__).parent).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True,
-                               check=False, cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        commit, dirty = "", ""
-    return (f"kernel-verify {commit or 'unknown commit'}{' (+ local changes)' if dirty else ''}, "
+    from kernel_verify.provenance import code_state
+
+    return (f"kernel-verify {code_state()}, "
             f"Python {platform.python_version()}, NumPy {numpy.__version__}, torch "
             f"{torch.__version__} (CUDA {'available' if torch.cuda.is_available() else 'unavailable'}), "  # noqa: E501
             f"mpmath {mpmath.__version__}, matplotlib {matplotlib.__version__}")

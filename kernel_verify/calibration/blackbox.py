@@ -1,0 +1,148 @@
+"""Calibration part ``blackbox``: the black-box feature-map checks and the orthogonal claim."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_verify.calibration.certify import (
+    ASSUMPTION_LEVEL,
+    LADDER,
+    MIN_SEEDS,
+    NUMPY64,
+    Row,
+    _seed,
+    costly_trials,
+    ladder_row,
+    rungs,
+    trials_to_certify,
+)
+
+
+def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    """The black-box feature-map checks (``properties/test_blackbox_maps.py``) on one correct
+    registry map wrapped black-box (:data:`kernel_verify.mutants.blackbox.CONTROLS`):
+
+    * float64 accuracy (``|Δ⁴φ|`` noise > ``NOISE_LEVEL``), deterministic identity (64-ulp
+      feature assumption), per-draw family identities at ``IDENTITY_LEVEL`` and at a 1000×
+      tighter level: :data:`ASSUMPTION_LEVEL` rows with ``assumption_trials`` trials;
+    * the undeclared-family mean test (pilot variance ×4) and the declared-family mean test
+      (median of means with the exact variance) on the α ladder; the pilot assumption's own
+      failure rate (``σ² > 4·s²``) measured, without a certified level."""
+    from kernel_verify.mutants.blackbox import control_targets
+    from kernel_verify.properties.checks.blackbox import (
+        DRAWS,
+        FAMILY_IDENTITY_FORMULAS,
+        IDENTITY_LEVEL,
+        NOISE_LEVEL,
+        deterministic_excess,
+        estimates,
+        family_identity_failures,
+        fourth_difference_noise,
+        pilot_mean_tests,
+        pilot_variance,
+    )
+    from kernel_verify.properties.checks.estimates import random_pair
+    from kernel_verify.verify.moments import exact_moments
+    from kernel_verify.verify.references.kernels import kernel_mp
+    from kernel_verify.verify.stats import mean_test
+
+    (fam,) = control_targets(name)
+    (bare,) = control_targets(name, family=False)
+    a_op = f"stated {ASSUMPTION_LEVEL:g} per example (model assumption)"
+    rows = []
+    stats = [fourth_difference_noise(fam, _seed(entropy, "noise", name, i), 2 + i % 4,
+                                     (0.3, 0.7, 1.0)[i % 3]) for i in range(assumption_trials)]
+    rows.append(Row(f"blackbox_maps: float64 accuracy, |Δ⁴φ| noise > {NOISE_LEVEL:g}", fam.name,
+                    NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,),
+                    (sum(s > NOISE_LEVEL for s in stats),), a_op,
+                    f"max noise / level = {max(stats) / NOISE_LEVEL:.2g}"))
+    if fam.formula in FAMILY_IDENTITY_FORMULAS:
+        for level, what in ((IDENTITY_LEVEL, "at IDENTITY_LEVEL"),
+                            (IDENTITY_LEVEL * 1e-3, "at IDENTITY_LEVEL/1000 (margin)")):
+            bad = sum(bool(family_identity_failures(
+                fam, _seed(entropy, "identity", name, i), 1 + i % 8, (0.5, 2.0, 5.0)[i % 3],
+                level=level)) for i in range(assumption_trials))
+            rows.append(Row(f"blackbox_maps: per-draw family identities {what} = {level:g}",
+                            fam.name, NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,), (bad,),
+                            a_op))
+    if fam.has("deterministic"):
+        ex = [deterministic_excess(bare, _seed(entropy, "deterministic", name, i), 1 + i % 4,
+                                   (1e-3, 0.3, 1.0, 2.5)[i % 4]) for i in range(assumption_trials)]
+        rows.append(Row("blackbox_maps: deterministic identity, 64-ulp feature assumption",
+                        bare.name, NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,),
+                        (sum(e > 1 for e in ex),), a_op,
+                        f"max error / bound = {max(ex):.2g}"))
+        return rows
+    if not fam.has("unbiased"):
+        return rows
+    # orthogonal rows cost a QR factorisation per draw (1200 draws a trial): costly
+    n = costly_trials(n) if fam.matrix == "orthogonal" else n
+    levels = rungs(n)
+    pilot_c, exact_c = dict.fromkeys(levels, 0), dict.fromkeys(levels, 0)
+    tried_exact = assumption_fails = 0
+    norms = (0.2, 0.5, 0.8)
+    for i in range(n):
+        seed = _seed(entropy, "blackbox_mean", name, i)
+        d = 2 + i % 4
+        x, y = random_pair(seed, d, norms[i % 3], norms[(i // 3) % 3])
+        mean = float(kernel_mp(fam.kernel, x, y, **fam.kernel_args(d)))
+        for a, r in zip(levels, pilot_mean_tests(bare, x, y, seed, mean, levels), strict=True):
+            pilot_c[a] += not r.ok
+        try:
+            var = float(exact_moments(fam.formula, x, y, dict(fam.config), fam.m,
+                                      matrix=fam.matrix or "iid").variance)
+        except (KeyError, NotImplementedError):
+            continue
+        if not var > 1e-12 * mean * mean:  # the property's Degenerate rule (unbiased_checks)
+            continue
+        tried_exact += 1
+        assumption_fails += var > pilot_variance(bare, x, y, seed)
+        samples = estimates(fam, x, y, seed, DRAWS)
+        for a in levels:
+            exact_c[a] += not mean_test(samples, mean, alpha=a, variance=var).ok
+    rows.append(ladder_row("blackbox_maps: mean test, no family (pilot-variance assumption)",
+                           bare.name, NUMPY64, n, pilot_c,
+                           "α_op + q (q: the pilot assumption's rate, next row)"))
+    if tried_exact:
+        rows.append(Row("blackbox_maps: pilot assumption fails, σ² > 4·s² (q)", bare.name,
+                        NUMPY64, tried_exact, (), (), "not certified at α_op (measured only)",
+                        unstated=assumption_fails))
+        rows.append(ladder_row("feature_unbiased on black-box: mean test, exact variance "
+                               "(median of means)", fam.name, NUMPY64, tried_exact,
+                               {a: exact_c[a] for a in rungs(tried_exact) if a in exact_c}))
+    return rows
+
+
+def orthogonal_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    """The orthogonal-claim variance test (one-sided Bernstein against the exact ORF variance,
+    ``properties/test_blackbox_maps.py``, its 20000 draws at d = 8, ‖x − y‖ = 1.5) on
+    ``max(14, n // 7)`` trials (14 can certify the 0.2 rung; each trial costs seconds)."""
+    from kernel_verify.mutants.blackbox import control_targets
+    from kernel_verify.properties.checks.estimates import (
+        estimates,
+        exact_variance,
+        feature_m,
+        random_pair,
+        range_bound,
+    )
+    from kernel_verify.verify.references.kernels import kernel_mp
+    from kernel_verify.verify.stats import variance_test
+
+    (t,) = control_targets(name)
+    d, dist, draws, m = 8, 1.5, 20000, feature_m(t, 64)
+    trials = max(trials_to_certify(LADDER[0]), n // 7) if n >= MIN_SEEDS else n
+    levels = rungs(trials)
+    counts = dict.fromkeys(levels, 0)
+    bounds = range_bound(t, d, m)
+    for i in range(trials):
+        seed = _seed(entropy, "orthogonal", name, i)
+        x, y = random_pair(seed, d, 1.0, 1.0)
+        y = x + dist * (y - x) / np.linalg.norm(y - x)
+        var = exact_variance(t, x, y, m)
+        mean = float(kernel_mp(t.kernel, x, y, **t.kernel_args(d)))
+        samples = estimates(t, x, y, m, seed, draws)
+        for a in levels:
+            counts[a] += not variance_test(samples, mean, var, alpha=a, bounds=bounds,
+                                           alternative="greater").ok
+    return [ladder_row("blackbox_maps: orthogonal claim, Var ≤ exact ORF variance (Bernstein)",
+                       t.name, NUMPY64, trials, counts)]

@@ -1,0 +1,169 @@
+"""reports/calibration.md: the table of a part's rows, its section, the merge of a rerun's
+sections into the report, and :func:`calibrate`, the run of ``kernel-verify calibrate`` that
+writes it."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Sequence
+
+from kernel_verify.calibration import run
+from kernel_verify.calibration.certify import (
+    ASSUMPTION_LEVEL,
+    CONFIDENCE,
+    LADDER,
+    MIN_SEEDS,
+    Row,
+    trials_to_certify,
+    upper_bound,
+)
+from kernel_verify.calibration.run import PARTS
+from kernel_verify.provenance import code_state
+from kernel_verify.verify import atomic, seeds
+from kernel_verify.verify.paths import reports_dir
+
+
+def _fmt_levels(row: Row) -> tuple[str, str, str]:
+    if not row.levels:
+        k = row.unstated
+        return (f"{k}", f"{k / row.trials:.4f}", f"{upper_bound(k, row.trials):.4f}")
+    ks = " / ".join(str(k) for k in row.rejections)
+    rates = " / ".join(f"{k / row.trials:.3f}" for k in row.rejections)
+    ups = " / ".join(f"{u:.3g}" for u in row.uppers)
+    return ks, rates, ups
+
+
+def table(rows: Sequence[Row]) -> list[str]:
+    lines = ["| check | target | backend, dtype, mode | trials | level(s) | rejections | measured "
+             "rate | 95 % upper bound | operating level | margin | ok |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ks, rates, ups = _fmt_levels(r)
+        levels = " / ".join(f"{a:g}" for a in r.levels) or "—"
+        verdict = "yes" if r.ok else ("measured" if not r.levels else "NO")
+        if r.exact_level:
+            lows = " / ".join(f"{b:.3g}" for b in r.lowers)
+            verdict += f" (exact-level test: 95 % lower bound {lows} ≤ level)"
+        check = r.check.replace("|", "\\|")
+        lines.append(f"| {check} | `{r.target}` | {r.where} | {r.trials} "
+                     f"| {levels} | {ks} | {rates} | {ups} | {r.operating} | {r.margin} "
+                     f"| {verdict} |")
+    return lines
+
+
+#: ``## Part `name` `` opens the section of one part in reports/calibration.md.
+SECTION = re.compile(r"^## Part `(\w+)`$", re.M)
+
+
+def _ok_line(rows: Sequence[Row]) -> str:
+    stated = [r for r in rows if r.levels]
+    bad = [r for r in stated if not r.ok]
+    return (f"**{len(stated) - len(bad)}/{len(stated)} ok**"
+            + (f"; not ok: {', '.join(f'{r.check} ({r.target}, {r.where})' for r in bad)}"
+               if bad else ""))
+
+
+def section(part: str, stamp: str, rows: Sequence[Row], not_run: Sequence[str] = ()) -> str:
+    """The section of one part: its heading, the stamp of the run, its table, the cells its
+    properties run in that this run could not (``not_run``) and its verdict."""
+    gap = ([f"Not run here (no row; the property runs there on a machine that has it): "
+            f"{'; '.join(not_run)}.", ""] if not_run else [])
+    return "\n".join([f"## Part `{part}`", "", stamp, "", *table(rows), "", *gap,
+                      _ok_line(rows)])
+
+
+def _verdicts(section_text: str) -> tuple[int, int]:
+    """``(ok rows, rows with a stated level)`` of a section, from the table's last column."""
+    ok = stated = 0
+    for line in section_text.splitlines():
+        if line.startswith("| ") and not line.startswith(("| check ", "|---")):
+            verdict = line.rstrip(" |").rsplit("| ", 1)[-1]
+            if verdict.startswith("measured"):
+                continue
+            stated += 1
+            ok += verdict.startswith("yes")
+    return ok, stated
+
+
+def merge_report(old: str, sections: dict[str, str], assumption_trials: int) -> str:
+    """reports/calibration.md with ``sections`` (part → section text) replacing the sections of
+    those parts in ``old`` and the other parts' sections kept as they are (with their own
+    stamps), in :data:`PARTS` order; the head states the criterion and the total."""
+    kept: dict[str, str] = {}
+    found = list(SECTION.finditer(old))
+    for i, match in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(old)
+        kept[match.group(1)] = old[match.start():end].strip()
+    kept.update(sections)
+    order = [p for p in PARTS if p in kept] + [p for p in kept if p not in PARTS]
+    body = [kept[p] for p in order]
+    counts = [_verdicts(b) for b in body]
+    ok, stated = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    missing = [p for p in PARTS if p not in kept]
+    head = [
+        "# Calibration of the statistical and assumption-based checks",
+        "",
+        "Each row runs one check on correct code, as the property runs it. **ok** means the "
+        f"one-sided {CONFIDENCE:.0%} Clopper–Pearson upper bound of the measured false-alarm "
+        "rate is ≤ the level, at every level of the row. Checks with a derived threshold run at "
+        f"every rung of {LADDER} that their trial count can certify (e.g. 0.2 / 0.1 / 0.05: "
+        "the rejections, rates and bounds are listed in that order); the properties use them at "
+        "α_op = α_total/N, which the derivation covers (kernel_verify/calibration.py). Model "
+        f"assumptions run at their stated level: P0 for convergence, {ASSUMPTION_LEVEL:g} per "
+        f"example for the deterministic thresholds ({assumption_trials} trials). A *measured* "
+        "row has no certified level (the pilot-variance assumption: it adds its rate q to the "
+        "test's α).",
+        "",
+        "Each part (`--part`) is a section with the command, commit and entropy of the run that "
+        "wrote it; `kernel-verify calibrate --part P` replaces only the sections of P.",
+        "",
+        f"**{ok}/{stated} ok** over the parts {', '.join(order)}"
+        + (f" (not run yet: {', '.join(missing)})" if missing else ""),
+        "",
+    ]
+    return "\n".join(head) + "\n" + "\n\n".join(body) + "\n"
+
+
+def calibrate(seeds_per_check: int, parts: Sequence[str] | None = None,
+              jobs: int | None = None) -> int:
+    """``kernel-verify calibrate [--seeds N] [--part …] [--jobs J]``: run the units of ``parts``
+    (default: every part) with ``seeds_per_check`` fresh seeds, in ``jobs`` processes (default
+    ``min(2, CPU count)``), and write their sections into reports/calibration.md; 1 if any row is
+    not ok, else 0."""
+    n = int(seeds_per_check)
+    if n < MIN_SEEDS:
+        raise ValueError(f"--seeds must be >= {MIN_SEEDS}, got {n}")
+    parts = list(parts or PARTS)
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f"--part must be among {', '.join(PARTS)}, got {unknown}")
+    jobs = int(jobs or min(2, os.cpu_count() or 1))
+    entropy = seeds.fresh_entropy()
+    assumption_trials = max(n, trials_to_certify(ASSUMPTION_LEVEL))
+    todo = run.units(parts)
+    start = time.monotonic()
+    per_unit = run.run_units(todo, n, entropy, assumption_trials, jobs, per_unit=True)
+    seconds = time.monotonic() - start
+    rows = [r for unit_rows in per_unit for r in unit_rows]
+    stated = [r for r in rows if r.levels]
+    bad = [r for r in stated if not r.ok]
+    stamp = (f"`kernel-verify calibrate --seeds {n} --part {' '.join(parts)}` at commit "
+             f"{code_state()}: {seconds:.0f} s in {jobs} processes, entropy {entropy} (seed of a "
+             "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`).")
+    gaps = run.not_run_here({u.part for u in todo})
+    sections = {}
+    for part in dict.fromkeys(u.part for u in todo):
+        part_rows = [r for u, unit_rows in zip(todo, per_unit, strict=True) if u.part == part
+                     for r in unit_rows]
+        sections[part] = section(part, stamp, part_rows, gaps.get(part, ()))
+    out = reports_dir() / "calibration.md"
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    text = merge_report(old, sections, assumption_trials)
+    atomic.write_text(out, text)
+    print(text)
+    print(f"\n(written to {out}; parts {', '.join(sections)} replaced)")
+    if bad:
+        print("not ok: " + ", ".join(f"{r.check} ({r.target}, {r.where})" for r in bad))
+    return 1 if bad else 0
