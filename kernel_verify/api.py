@@ -10,8 +10,15 @@
 ``targets`` is a ``"module:attribute"`` spec (what ``kernel-verify check`` takes), an imported
 adapter module (its ``targets`` attribute), or target objects. Objects that an importable module
 holds as an attribute run exactly like the spec of that attribute (a pytest subprocess, with
-``jobs`` workers). Objects defined where no subprocess can import them (a notebook, a function
-body) run in this process with one worker; their reproduce lines then need an adapter module.
+``jobs`` workers; the folder the module was imported from goes on its ``PYTHONPATH``). Objects
+defined where no subprocess can import them — a notebook cell, a script's top level
+(``__main__``, and ``__mp_main__``, the alias ``multiprocessing`` makes of it), a function body
+— run in this process with one worker. Either way the suite's own output (pytest's report,
+tracebacks, warnings) is captured into ``result.output``; the caller sees one progress line on
+stderr and the result. The reproduce line of a case run in process is Python that rebuilds the
+run: ``kernel_verify.check(<the targets>, profile=…, keyword=<that case>)``, naming the targets
+by the variables of ``__main__`` that hold them, else ``kernel_verify.api.given(n)`` (this
+session's record of in-process run ``n``).
 
 Verdict words (one per property × target): ``pass`` (every case ran and held), ``fail``,
 ``crash`` (a worker died), ``skip`` (not tested; the reason says which claim or field would add
@@ -28,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -63,6 +70,11 @@ class CheckResult:
     returncode: int
     verdicts: list[Verdict] = field(default_factory=list)
     output_tail: str = ""
+    #: everything the suite printed (pytest's report, tracebacks, warnings): captured, never
+    #: written to the caller's streams
+    output: str = ""
+    #: why the run has no verdicts, when it is not a crash (a keyword that matched nothing)
+    note: str = ""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -116,35 +128,47 @@ class CheckResult:
                      f" a target declaring call_seconds gets at most max({MIN_EXAMPLES}, "
                      f"⌊{CI_CASE_SECONDS:g} s / call_seconds⌋) Hypothesis examples per property "
                      "in the ci profiles; every property still runs on it")
+        if self.note:
+            line += f"\n{self.note}"
         return line
 
     def table(self, *, show_passed: bool = True) -> str:
         return verdict_table(self.verdicts, show_passed=show_passed)
 
     def __str__(self) -> str:
-        return f"{self.table()}\n\n{self.summary_line()}"
+        table = self.note if self.note and not self.verdicts else self.table()
+        return f"{table}\n\n{self.summary_line()}"
 
     def _repr_html_(self) -> str:
+        """The verdict table for a notebook: every line of each failure's evidence, each
+        skip's or known failure's whole reason, and the line that reproduces it."""
         colour = {"pass": "#2a7", "fail": "#c33", "crash": "#c33", "stale": "#c80",
                   "known": "#888", "skip": "#888", "not credited": "#888"}
         rows = []
         for v in self.verdicts:
-            detail = html.escape(v.evidence.splitlines()[0] if v.evidence else "")
+            detail = v.evidence
             if v.reduced:
-                detail += html.escape(f" [reduced: {v.reduced}]")
+                detail += f"\n[reduced: {v.reduced}]"
+            if v.repro and v.outcome in ("fail", "crash", "stale"):
+                detail += f"\nreproduce: {v.repro}"
+            cell = (f"<pre style='white-space:pre-wrap;margin:0'>{html.escape(detail)}</pre>"
+                    if detail else "")
             rows.append(
-                f"<tr><td><code>{html.escape(v.family)}::{html.escape(v.prop)}</code></td>"
-                f"<td>{html.escape(v.target)}</td><td style='color:{colour[v.outcome]}'>"
-                f"<b>{v.outcome}</b></td><td>{detail}</td></tr>")
+                f"<tr><td style='text-align:left'><code>{html.escape(v.family)}::"
+                f"{html.escape(v.prop)}</code></td><td style='text-align:left'>"
+                f"{html.escape(v.target)}</td><td style='color:{colour[v.outcome]}'>"
+                f"<b>{v.outcome}</b></td><td style='text-align:left'>{cell}</td></tr>")
+        summary = html.escape(self.summary_line()).replace("\n", "<br>")
         return (f"<p>kernel-verify check <code>{html.escape(self.spec)}</code>: "
-                f"{html.escape(self.summary_line())}</p><table><tr><th>property</th>"
+                f"{summary}</p><table><tr><th>property</th>"
                 f"<th>target</th><th>verdict</th><th>evidence / reason</th></tr>"
                 f"{''.join(rows)}</table>")
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.spec, "targets": list(self.targets), "profile": self.profile,
                 "returncode": self.returncode, "seconds": self.seconds, "counts": self.counts,
-                "verdicts": [asdict(v) for v in self.verdicts]}
+                "verdicts": [asdict(v) for v in self.verdicts],
+                **({"note": self.note} if self.note else {})}
 
 
 def _default_profile() -> str:
@@ -162,11 +186,36 @@ def _as_list(targets: object) -> list[object]:
                     f"a list of targets, got {type(targets).__name__}")
 
 
-def _importable_spec(objs: list[object]) -> str | None:
+def _importable(name: str, module: object) -> bool:
+    """Whether a fresh interpreter can import ``module`` under ``name``: not the running script
+    or notebook (``__main__``, and ``__mp_main__``, the alias ``multiprocessing`` gives it), not
+    an alias under another name, not a module built in memory (no ``__spec__``)."""
+    if name in ("__main__", "__mp_main__") or module is None:
+        return False
+    spec = getattr(module, "__spec__", None)
+    return getattr(module, "__name__", None) == name and spec is not None and spec.name == name
+
+
+def _import_root(name: str, module: object) -> str | None:
+    """The ``sys.path`` entry ``module`` was imported from (the folder above its top package),
+    or None when it has no file."""
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    root = Path(path).resolve().parent
+    if Path(path).name == "__init__.py":
+        root = root.parent
+    for _ in name.split(".")[1:]:
+        root = root.parent
+    return str(root)
+
+
+def _importable_spec(objs: list[object]) -> tuple[str, str | None] | None:
     """A ``module:attribute`` spec naming exactly ``objs`` (by identity), if an importable
-    module holds them: then a subprocess loads the same objects."""
+    module holds them (then a subprocess loads the same objects), with the folder it was
+    imported from (the subprocess gets it on its ``PYTHONPATH``)."""
     for name, module in list(sys.modules.items()):
-        if name == "__main__" or module is None or name.startswith("kernel_verify.properties."):
+        if name.startswith("kernel_verify.properties.") or not _importable(name, module):
             continue
         try:
             members = list(vars(module).items())
@@ -176,26 +225,63 @@ def _importable_spec(objs: list[object]) -> str | None:
             kind = type(value)  # no isinstance: it would run lazy objects' own __class__
             if kind not in (list, tuple) and kind.__name__ not in _TARGET_TYPES:
                 continue
-            if len(objs) == 1 and value is objs[0]:
-                return f"{name}:{attr}"
-            if (kind in (list, tuple) and len(value) == len(objs)
+            if (len(objs) == 1 and value is objs[0]) or (
+                    kind in (list, tuple) and len(value) == len(objs)
                     and all(a is b for a, b in zip(value, objs, strict=True))):
-                return f"{name}:{attr}"
+                return f"{name}:{attr}", _import_root(name, module)
     return None
 
 
-def _resolve(targets: object) -> tuple[str | None, list[Target]]:
-    """(spec or None, the loaded targets)."""
+#: Targets of the in-process runs of this session (``check`` of objects no module holds), by
+#: run number: the reproduce snippet of a target that no variable of ``__main__`` names refers to
+#: them as ``kernel_verify.api.given(n)``.
+_GIVEN: dict[int, list[object]] = {}
+
+
+def given(run: int) -> list[object]:
+    """The targets of in-process run ``run`` of this session (what its reproduce lines name)."""
+    if run not in _GIVEN:
+        raise ValueError(f"no in-process check run {run} in this session (runs: "
+                         f"{sorted(_GIVEN) or 'none'})")
+    return _GIVEN[run]
+
+
+def _rebuild_expression(objs: list[object], passed: object) -> str:
+    """Python that evaluates to ``objs`` where the caller called :func:`check`: the names the
+    caller's top level (a notebook, a script, the REPL: ``__main__``) binds them to, else
+    ``kernel_verify.api.given(n)`` (this session's registry)."""
+    namespace = vars(sys.modules["__main__"]) if "__main__" in sys.modules else {}
+    public = [(k, v) for k, v in namespace.items() if not k.startswith("_")]
+    for k, v in public:  # the very object passed: a list variable, or one target
+        if v is passed:
+            return k
+    names = []
+    for obj in objs:
+        found = next((k for k, v in public if v is obj), None)
+        if found is None:
+            break
+        names.append(found)
+    else:
+        return names[0] if len(objs) == 1 else f"[{', '.join(names)}]"
+    run = max(_GIVEN, default=0) + 1
+    _GIVEN[run] = list(objs)
+    return f"kernel_verify.api.given({run})"
+
+
+def _resolve(targets: object) -> tuple[str | None, str | None, list[Target]]:
+    """(spec or None, the folder to import it from or None, the loaded targets)."""
     if isinstance(targets, str):
         if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())
-        return targets, load_targets(targets)
+        return targets, None, load_targets(targets)
     if isinstance(targets, ModuleType):
         if not hasattr(targets, "targets"):
             raise ValueError(f"module {targets.__name__!r} has no attribute 'targets'; pass "
                              "'module:attribute'")
-        spec = f"{targets.__name__}:targets"
-        return spec, load_targets(spec)
+        if _importable(targets.__name__, targets):
+            spec = f"{targets.__name__}:targets"
+            return spec, _import_root(targets.__name__, targets), load_targets(spec)
+        targets = targets.targets  # the running script or notebook: its objects, in process
     objs = _as_list(targets)
     bad = [type(o).__name__ for o in objs if type(o).__name__ not in _TARGET_TYPES]
     if bad or not objs:
@@ -204,13 +290,67 @@ def _resolve(targets: object) -> tuple[str | None, list[Target]]:
     names = [t.name for t in objs]  # type: ignore[attr-defined]
     if len(set(names)) != len(names):
         raise ValueError(f"target names must be unique, got {names}")
-    return _importable_spec(objs), objs  # type: ignore[return-value]
+    found = _importable_spec(objs)
+    spec, root = found if found else (None, None)
+    return spec, root, objs  # type: ignore[return-value]
+
+
+class _Progress:
+    """One line on ``stream`` that says how far the run is (tests done of those collected, and
+    the seconds so far), rewritten in place on a terminal or in a notebook, written once at the
+    end elsewhere (a log keeps one line). Also a pytest plugin: it counts the tests it sees."""
+
+    def __init__(self, stream: Any, label: str) -> None:
+        self.stream, self.label = stream, label
+        self.total: int | None = None
+        self.done = 0
+        self.start = self.shown = time.monotonic()
+        isatty = getattr(stream, "isatty", lambda: False)
+        self.live = bool(isatty()) or "ipykernel" in sys.modules
+
+    def line(self) -> str:
+        of = f" of {self.total}" if self.total is not None else ""
+        return (f"kernel-verify check: {self.label}: {self.done}{of} tests done "
+                f"({time.monotonic() - self.start:.0f} s)")
+
+    def update(self, done: int | None = None, *, force: bool = False) -> None:
+        if done is not None:
+            self.done = done
+        now = time.monotonic()
+        if self.live and (force or now - self.shown >= 0.5):
+            self.shown = now
+            self._write(f"\r{self.line()}")
+
+    def finish(self) -> None:
+        self._write(f"\r{self.line()}\n" if self.live else f"{self.line()}\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: progress is optional
+            pass
+
+    # pytest hooks (an in-process run registers this object as a plugin)
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.total = len(session.items)
+        self.update(force=True)
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            self.update(self.done + 1)
 
 
 def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str | None,
-                    shrink_seconds: int | None) -> SuiteRun:
+                    shrink_seconds: int | None, progress: _Progress | None) -> SuiteRun:
     """The suite in this process (one worker) against target objects no subprocess can
-    import: the property modules are imported afresh so that they parametrise over them."""
+    import: the property modules are imported afresh so that they parametrise over them.
+    What the suite prints (pytest's report, tracebacks, warnings) is captured into the run's
+    ``output``, never written to the caller's streams."""
+    import contextlib
+    import io
+    import warnings
+
     import pytest
 
     from kernel_verify.properties import alpha
@@ -228,6 +368,7 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
 
     saved = {k: os.environ.get(k) for k in ("KV_RESULTS", "HYPOTHESIS_PROFILE",
                                             "KV_SHRINK_SECONDS", "KV_TARGET")}
+    captured = io.StringIO()
     with tempfile.TemporaryDirectory(prefix="kv-check-") as tmp:
         results = Path(tmp) / "results.jsonl"
         ini = Path(tmp) / "pytest.ini"
@@ -239,7 +380,7 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
         if shrink_seconds is not None:
             os.environ["KV_SHRINK_SECONDS"] = str(shrink_seconds)
         args = [*target_property_files(), "-c", str(ini), "--rootdir", str(SUITE_DIR),
-                "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "--color=no",
                 # every run registers the results plugin in its own fresh plugin manager (a
                 # second in-process run in one process recorded nothing when this depended on
                 # whether an earlier run had imported the module)
@@ -250,8 +391,9 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
         forget_suite()
         budget = dict(alpha._state)  # the run sets its own α budget: the caller's comes back
         try:
-            with use_targets(targets):
-                rc = int(pytest.main(args))
+            with use_targets(targets), contextlib.redirect_stdout(captured), \
+                    contextlib.redirect_stderr(captured), warnings.catch_warnings():
+                rc = int(pytest.main(args, plugins=[progress] if progress else []))
         finally:
             forget_suite()
             alpha._state.clear()
@@ -263,21 +405,25 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
                     os.environ[k] = v
         seconds = time.monotonic() - start
         outcomes = load_results(results, target_only=True) if results.exists() else []
+    output = captured.getvalue()
+    tail = "\n".join(output.strip().splitlines()[-15:])
     return SuiteRun("<targets given in Python>", rc, seconds, outcomes,
-                    "" if outcomes else f"pytest exit {rc}")
+                    tail if not outcomes else "", output)
 
 
 def check(targets: object, *, profile: str | None = None, keyword: str | None = None,
           jobs: int = 2, shrink_seconds: int | None = None,
-          timeout: float | None = None) -> CheckResult:
+          timeout: float | None = None, progress: bool = True) -> CheckResult:
     """Run every property that applies to ``targets`` and return the verdicts.
 
     ``profile``: the Hypothesis profile (``dev``, ``ci``, ``nightly``; default: the
     ``HYPOTHESIS_PROFILE`` environment variable, else ``dev``); ``keyword``: a pytest ``-k``
     expression selecting properties; ``jobs``: pytest-xdist workers for a subprocess run;
     ``shrink_seconds``: Hypothesis' time limit for shrinking one failure; ``timeout``: seconds
-    before the run is stopped (subprocess runs only). Raises ``ValueError``/``TypeError`` for a
-    spec or target that cannot be loaded (before anything runs)."""
+    before the run is stopped (subprocess runs only); ``progress``: one line on stderr that
+    says how far the run is (the suite's own output is captured into the result's ``output``,
+    never printed). Raises ``ValueError``/``TypeError`` for a spec or target that cannot be
+    loaded (before anything runs)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
     if profile is not None:
@@ -286,16 +432,49 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
         if profile not in PROFILES:
             raise ValueError(f"profile {profile!r} is unknown; choose one of "
                              f"{', '.join(PROFILES)}")
-    spec, loaded = _resolve(targets)
+    if keyword is not None and (not isinstance(keyword, str) or not keyword.strip()):
+        raise ValueError(f"keyword must be a non-empty pytest -k expression, got {keyword!r}")
+    spec, root, loaded = _resolve(targets)
     names = tuple(t.name for t in loaded)
+    chosen = profile or _default_profile()
+    where = (f"{spec} in a pytest subprocess ({jobs} worker{'s' * (jobs > 1)})" if spec else
+             f"{len(loaded)} target(s) given in Python, in this process")
+    meter = _Progress(sys.stderr, where) if progress else None
     if spec is not None:
         run = run_suite(spec, profile=profile, keyword=keyword, jobs=jobs, target_only=True,
-                        shrink_seconds=shrink_seconds, timeout=timeout)
+                        shrink_seconds=shrink_seconds, timeout=timeout,
+                        extra_path=root, progress=meter.update if meter else None)
     else:
         run = _run_in_process(loaded, profile=profile, keyword=keyword,
-                              shrink_seconds=shrink_seconds)
-    return CheckResult(spec or run.spec, names, profile or _default_profile(), run.seconds,
-                       run.returncode, run.verdicts, run.output_tail)
+                              shrink_seconds=shrink_seconds, progress=meter)
+    if meter:
+        meter.finish()
+    verdicts = run.verdicts
+    if spec is None:
+        rebuild = _rebuild_expression(loaded, targets)
+        verdicts = [replace(v, repro=_inline_repro(v.repro, rebuild, chosen, shrink_seconds))
+                    for v in verdicts]
+    note = ""
+    if run.returncode == 5 and keyword:
+        note = f"no property matched keyword {keyword!r}"
+    return CheckResult(spec or run.spec, names, chosen, run.seconds, run.returncode, verdicts,
+                       run.output_tail, run.output, note)
+
+
+def _inline_repro(repro: str, rebuild: str, profile: str, shrink_seconds: int | None) -> str:
+    """The Python line that re-runs one case of an in-process run: ``check`` of the same
+    targets (``rebuild``) with ``-k`` naming the case (recorded by the results plugin as
+    ``INLINE_REPRO``)."""
+    from kernel_verify.properties.results import INLINE_REPRO
+
+    if not repro.startswith(INLINE_REPRO):
+        return repro
+    # (a Hypothesis @reproduce_failure blob cannot be placed above an installed test: left out;
+    # the profile's derandomised search finds the same example again)
+    keyword = repro.removeprefix(INLINE_REPRO).partition("   #")[0].strip()
+    extra = f", shrink_seconds={shrink_seconds}" if shrink_seconds is not None else ""
+    return (f"import kernel_verify; kernel_verify.check({rebuild}, profile={profile!r}, "
+            f"keyword={keyword!r}{extra})")
 
 
 def save_json(result: CheckResult, path: str | Path) -> None:

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -52,6 +53,8 @@ SUITE_DIR = Path(_suite.__file__).resolve().parent
 #: At most this many evidence lines per failure (each printed in full); the JSON output keeps
 #: the whole message.
 EVIDENCE_LINES = 60
+#: A results record of a finished test: its call phase, or a setup that did not pass (a skip).
+_FINISHED = re.compile(rb'"when": "(?:call|setup", "outcome": "(?:skipped|failed))"')
 _EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Group|Failure)\b:")
 
 
@@ -90,6 +93,7 @@ class SuiteRun:
     seconds: float
     outcomes: list[Outcome] = field(default_factory=list)
     output_tail: str = ""
+    output: str = ""  # everything pytest printed (not saved with a conformance run)
 
     @property
     def verdicts(self) -> list[Verdict]:
@@ -249,10 +253,14 @@ def target_property_files() -> tuple[str, ...]:
 def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | None = None,
               jobs: int = 2, paths: tuple[str, ...] | None = None,
               timeout: float | None = None, target_only: bool = False,
-              shrink_seconds: int | None = None) -> SuiteRun:
+              shrink_seconds: int | None = None, extra_path: str | None = None,
+              progress: Callable[[int], None] | None = None) -> SuiteRun:
     """Run the shipped property suite in a subprocess against ``spec`` (None: built-in
     targets), from the current working directory. ``shrink_seconds``: Hypothesis' time limit for
-    shrinking one failure (:func:`kernel_verify.properties.profiles.load`)."""
+    shrinking one failure (:func:`kernel_verify.properties.profiles.load`); ``extra_path``: a
+    folder the adapter module is imported from (put on the subprocess' ``PYTHONPATH`` after the
+    working directory); ``progress``: called about twice a second with the number of tests
+    finished so far."""
     paths = target_property_files() if paths is None else paths
     env = dict(os.environ)
     if spec:
@@ -268,7 +276,11 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         threads = str(max(1, (os.cpu_count() or 1) // jobs))
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env.setdefault(var, threads)
-    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *filter(None, [env.get("PYTHONPATH")])])
+    extra = [extra_path] if extra_path and extra_path != os.getcwd() else []
+    if extra:
+        env["KV_EXTRA_PATH"] = extra_path  # type: ignore[assignment]  # for reproduce lines
+    env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *extra,
+                                         *filter(None, [env.get("PYTHONPATH")])])
     with tempfile.TemporaryDirectory(prefix="kv-check-") as tmp:
         results = Path(tmp) / "results.jsonl"
         ini = Path(tmp) / "pytest.ini"
@@ -282,17 +294,31 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         if keyword:
             cmd += ["-k", keyword]
         start = time.monotonic()
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                  timeout=timeout, check=False)
-            rc, text = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as err:
-            rc, text = -1, f"timed out after {timeout} s\n{err.stdout or ''}"
+        log = Path(tmp) / "output.txt"
+        with open(log, "w+", encoding="utf-8", errors="replace") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    text=True)
+            rc = None
+            while rc is None:
+                try:
+                    rc = proc.wait(timeout=0.5)
+                except subprocess.TimeoutExpired:
+                    if timeout is not None and time.monotonic() - start > timeout:
+                        proc.kill()
+                        proc.wait()
+                        rc = -1
+                if progress is not None and results.exists():
+                    with open(results, "rb") as fh:
+                        progress(len(_FINISHED.findall(fh.read())))
+            out.seek(0)
+            text = out.read()
+        if rc == -1 and timeout is not None:
+            text = f"timed out after {timeout} s\n{text}"
         seconds = time.monotonic() - start
         outcomes = (load_results(results, target_only=target_only)
                     if results.exists() else [])
     tail = "\n".join(text.strip().splitlines()[-15:])
-    return SuiteRun(spec or "built-in", rc, seconds, outcomes, tail)
+    return SuiteRun(spec or "built-in", rc, seconds, outcomes, tail, text)
 
 
 def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:

@@ -61,15 +61,28 @@ def _backend_id(item) -> str:
     return str(b.id) if hasattr(b, "id") else ""
 
 
+#: The reproduce record of a case run in process (``kernel_verify.check`` of target objects no
+#: module holds): this prefix and a pytest ``-k`` expression naming the case; the API turns it
+#: into a ``kernel_verify.check(…)`` line that rebuilds the run.
+INLINE_REPRO = "kv-inline -k "
+_K_IDENT = re.compile(r"^[\w:+\-.\[\]/]+$")  # what pytest's -k grammar takes as one name
+
+
 def repro_command(item) -> str:
-    """The shell command that re-runs exactly this test case."""
+    """The shell command that re-runs exactly this test case (for an in-process run: the
+    ``-k`` expression that selects it, :data:`INLINE_REPRO`)."""
     from kernel_verify.properties.profiles import selected
     from kernel_verify.properties.targets import _IN_PROCESS
 
-    env = []
     if _IN_PROCESS is not None:
-        env.append("# targets given in Python: expose them in a module and add "
-                   "KV_TARGET=module:attr to re-run:\n")
+        family = Path(str(item.path)).stem
+        name = item.name if _K_IDENT.match(item.name) else getattr(item, "originalname",
+                                                                   item.name)
+        return f"{INLINE_REPRO}{family} and {name}"
+    env = []
+    extra = os.environ.get("KV_EXTRA_PATH")
+    if extra:
+        env.append(f"PYTHONPATH={shlex.quote(extra)}")
     target = os.environ.get("KV_TARGET")
     if target:
         env.append(f"KV_TARGET={shlex.quote(target)}")

@@ -34,10 +34,67 @@ def test_objects_defined_here_run_in_process_and_fail_with_evidence():
     assert not result.ok and result.exit_code == 1
     [failure] = result.failures
     assert failure.prop == "test_rows_are_standard_gaussian" and "REJECTED" in failure.evidence
-    assert "KV_TARGET=module:attr" in result.reproduce[0]
     assert "FAIL" in str(result) and "1 failed" in str(result)
-    assert "<table>" in result._repr_html_()
+    page = result._repr_html_()
+    assert "<table>" in page and "REJECTED" in page and "reproduce: import kernel_verify" in page
     assert result.to_json()["counts"]["fail"] == 1
+    # the suite's own output (pytest's report, the traceback) is in the result, not printed
+    assert "test_rows_are_standard_gaussian" in result.output
+    # the reproduce line is Python that runs as printed: `broken` lives in this function only,
+    # so it names this session's registry of in-process runs
+    [line] = result.reproduce
+    assert line.startswith("import kernel_verify; kernel_verify.check(kernel_verify.api.given(")
+    namespace: dict = {}
+    exec(line.replace("kernel_verify.check(", "result = kernel_verify.check(", 1), namespace)
+    again = namespace["result"]
+    assert [(v.prop, v.outcome) for v in again.verdicts] == [(failure.prop, "fail")]
+
+
+def test_in_process_run_prints_one_progress_line(capsys):
+    broken = RandomMatrixTarget("api_quiet", _scaled, frozenset({"gaussian_rows"}))
+    result = check(broken, profile="ci", keyword=KEYWORD)
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, (out, err)
+    assert err.startswith("kernel-verify check: 1 target(s) given in Python") and \
+        "1 of 1 tests done" in err, err
+    assert result.counts["fail"] == 1
+
+
+SCRIPT = """
+import torch  # imports multiprocessing: __mp_main__ becomes an alias of __main__
+from kernel_verify import RandomMatrixTarget, check
+
+
+def gaussian(rng, m, d):
+    return rng.standard_normal((m, d))
+
+
+good = RandomMatrixTarget("script_gaussian", gaussian, frozenset({"gaussian_rows"}))
+if __name__ == "__main__":
+    result = check(good, profile="ci", keyword="rows_are_standard_gaussian", progress=False)
+    print(result.spec, [(v.prop, v.outcome) for v in result.verdicts])
+"""
+
+
+def test_targets_at_a_scripts_top_level_run(tmp_path):
+    """The running script (``__main__``, and ``__mp_main__``, its alias once multiprocessing is
+    imported) is not importable by a subprocess: its targets run in process."""
+    import subprocess
+    import sys
+
+    (tmp_path / "script.py").write_text(SCRIPT)
+    proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == (
+        "<targets given in Python> [('test_rows_are_standard_gaussian', 'pass')]"), proc.stdout
+
+
+def test_a_keyword_matching_nothing_says_so():
+    target = RandomMatrixTarget("api_nothing", _scaled, frozenset({"gaussian_rows"}))
+    result = check(target, profile="ci", keyword="no_such_property", progress=False)
+    assert not result.verdicts and result.exit_code == 2
+    assert "no property matched keyword 'no_such_property'" in str(result)
 
 
 def test_a_spec_and_the_objects_it_names_give_the_same_verdicts():
@@ -58,6 +115,7 @@ def test_a_spec_and_the_objects_it_names_give_the_same_verdicts():
     ([], {}, TypeError, "empty list"),
     ("tests.known_adapters:known", {"jobs": 0}, ValueError, "jobs must be"),
     ("tests.known_adapters:known", {"profile": "fast"}, ValueError, "choose one of"),
+    ("tests.known_adapters:known", {"keyword": " "}, ValueError, "keyword must be"),
 ])
 def test_bad_arguments_are_clear_errors(targets, kwargs, exc, words):
     with pytest.raises(exc, match=words):
