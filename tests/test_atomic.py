@@ -77,7 +77,9 @@ def test_two_processes_writing_at_once_never_corrupt(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0]
     record = json.loads(target.read_text())
     assert record["writer"] in ("a", "b") and record["body"] == record["writer"] * 20000
-    cached = list((tmp_path / "cache" / "race").iterdir())
+    from kernel_verify.verify.cache import CACHE_FORMAT
+
+    cached = list((tmp_path / "cache" / f"v{CACHE_FORMAT}" / "race").iterdir())
     assert len(cached) == 1  # one entry, no stray temp files
     value = json.loads(cached[0].read_text())["value"]
     assert value["body"] == value["writer"] * 20000

@@ -24,7 +24,8 @@ import numpy as np
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.numpy.attention import softmax_attention
 from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.report.gradients import _reference_digest
+from kernel_verify.verify.cache import exact_text, file_cache_get, file_cache_put
 from kernel_verify.verify.references.kernels import gram_reference
 
 D = 8
@@ -88,7 +89,9 @@ KRR_KERNELS = frozenset({"softmax", "gaussian", "arccos1", "spectral_mixture", "
 
 def _exact_gram(entry: FeatureMap, X: np.ndarray, Y: np.ndarray, tag: str) -> np.ndarray:
     params = entry.kernel_args(D)
-    key = repr((entry.kernel, sorted((k, repr(v)) for k, v in params.items()), tag, X.shape))
+    # exact and signed (verify.cache.exact_text), and the references' source: a changed
+    # reference is recomputed
+    key = exact_text((entry.kernel, params, tag, X, Y, _reference_digest()))
     hit = file_cache_get("report-krr-gram", key)
     if hit is not None:
         return np.array(hit)

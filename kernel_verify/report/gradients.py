@@ -50,7 +50,7 @@ from kernel_verify.properties.gradient_checks import (
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.backends import AXIS, Backend
-from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.cache import exact_text, file_cache_get, file_cache_put
 from kernel_verify.verify.gradient_stats import (
     draws_for_alpha,
     median_of_means_test,
@@ -147,15 +147,17 @@ def median_test_applies(target: FeatureMapTarget) -> bool:
 
 
 def _reference_digest() -> str:
-    """sha256 of the mpmath kernel and gradient references (part of the cache key)."""
+    """sha256 of every mpmath reference module (part of the cache key): the kernel gradients are
+    differences of the kernels, whose quadratures (the generative kernel's) live in the catalogue
+    and the quadrature module, so the whole folder decides a stored value."""
     import hashlib
 
-    from kernel_verify.verify.references import gradients as g_ref
-    from kernel_verify.verify.references import kernels as k_ref
+    from kernel_verify.verify import references
 
     h = hashlib.sha256()
-    for mod in (g_ref, k_ref):
-        h.update(Path(mod.__file__).read_bytes())
+    for path in sorted(Path(references.__file__).parent.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -164,8 +166,7 @@ def kernel_gradient(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray) -> n
     in the file cache (:mod:`kernel_verify.verify.cache`) by kernel, inputs, kernel parameters
     and the references' source."""
     kp = target.kernel_args(x.shape[-1])
-    key = repr((target.kernel, x.tolist(), y.tolist(), sorted((k, repr(v)) for k, v in kp.items()),
-                _reference_digest()))
+    key = exact_text((target.kernel, x, y, kp, _reference_digest()))
     hit = file_cache_get("kernel-grad", key)
     if hit is not None:
         return np.array(hit, dtype=np.float64)

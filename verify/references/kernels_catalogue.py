@@ -34,9 +34,18 @@ accurate of the two since the integrand is entire); otherwise
 :class:`~kernel_verify.verify.references.quadrature.QuadratureError` is raised. The frequencies
 ``g(ε)`` at the nodes are cached per (weights, order, dps), so a Gram matrix costs one ``cos`` per
 node and pair; values are memoised per ``±δ``, in memory and in the file cache
-(:mod:`kernel_verify.verify.cache`, exactly as computed, keyed by the exact weights, ``δ``,
-``dps`` and this module's source). Cost: about 3 s for the first value at k = 2 (node
-frequencies up to 64² nodes), ~0.1 s for each further one; a stored value is read in ~1 ms.
+(:mod:`kernel_verify.verify.cache`, exactly as computed, keyed by the exact, signed weights,
+``δ``, ``dps`` and this module's source; only ``δ`` and ``−δ`` share an entry, by evenness).
+Cost: about 3 s for the first value at k = 2 (node frequencies up to 64² nodes), ~0.1 s for
+each further one; a stored value is read in ~1 ms.
+
+The accuracy of a value is the validated ``GENERATIVE_ABS_TOL``, not the working precision: a
+gradient by differences of these values
+(:func:`~kernel_verify.verify.references.gradients.kernel_grad_mp`) is still exact to that order,
+because both probes use the same rule (the value of one fixed rule is a smooth function of
+``δ``, and its derivative is the same rule applied to the derivative of the integrand).
+:func:`generative_grad_mp` applies the rule to ``−sin(g(ε)ᵀδ)·g(ε)`` directly: the second route
+of ``tests/test_second_route.py``.
 """
 
 from __future__ import annotations
@@ -51,7 +60,13 @@ import mpmath
 import numpy as np
 from scipy.linalg import hadamard
 
-from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.cache import (
+    exact_text,
+    file_cache_get,
+    file_cache_put,
+    mpf_from_json,
+    mpf_to_json,
+)
 from kernel_verify.verify.references import quadrature as quadrature_module
 from kernel_verify.verify.references.kernels import gram_mp, mp_kernel
 from kernel_verify.verify.references.mp import mp_cos, mp_exp
@@ -62,6 +77,7 @@ __all__ = [
     "GENERATIVE_MAX_POINTS",
     "GENERATIVE_ORDERS",
     "cosformer_gram_mp",
+    "generative_grad_mp",
     "generative_kernel_mp",
     "mp_dpfp",
     "mp_fastfood_matrix",
@@ -335,27 +351,21 @@ def _source_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def _exact(obj: Any) -> Any:
-    """Numbers as exact ``(mantissa, exponent)`` text (mpf values are binary: no rounding)."""
-    if isinstance(obj, tuple):
-        return tuple(_exact(v) for v in obj)
-    if isinstance(obj, mpmath.mpf):
-        return f"{int(obj.man)}p{int(obj.exp)}"
-    return obj
-
-
 @functools.lru_cache(maxsize=4096)
 def _generative_value(key: tuple, delta_key: tuple, dps: int) -> Any:
     """The validated quadrature value (:func:`_generative_quadrature`), kept in the file cache
     (:mod:`kernel_verify.verify.cache`) under the exact weights, ``δ``, ``dps`` and the source
-    digest, as its exact binary mantissa and exponent: a stored value is the very number the
-    quadrature returns (a failing quadrature raises and stores nothing)."""
-    text = repr((_source_digest(), dps, _exact(key), _exact(delta_key)))
+    digest, as its signed binary record: a stored value is the very number the quadrature returns
+    (a failing quadrature raises and stores nothing). Key and value are signed
+    (:func:`~kernel_verify.verify.cache.exact_text`,
+    :func:`~kernel_verify.verify.cache.mpf_to_json`): ``δ`` and a mirror image of it (signs
+    of some coordinates flipped) are different entries."""
+    text = exact_text((_source_digest(), dps, key, delta_key))
     stored = file_cache_get("generative-kernel", text)
     if stored is not None:
-        return mpmath.mpf((int(stored[0]), int(stored[1])))
+        return mpf_from_json(stored)
     value = _generative_quadrature(key, delta_key, dps)
-    file_cache_put("generative-kernel", text, [str(int(value.man)), int(value.exp)])
+    file_cache_put("generative-kernel", text, mpf_to_json(value))
     return value
 
 
@@ -385,6 +395,48 @@ def _generative_quadrature(key: tuple, delta_key: tuple, dps: int) -> Any:
         f"{GENERATIVE_ABS_TOL} (MLP weights too large: the integrand grows too fast off the "
         "real axis)"
     )
+
+
+def generative_grad_mp(
+    x: np.ndarray, y: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray
+) -> np.ndarray:
+    """``∇ₓ k(x, y) = −E_ε[sin(g(ε)ᵀδ)·g(ε)]``, ``δ = x − y`` (differentiating under the
+    integral: the integrand's derivative is bounded by ``‖g‖ ≤ ‖W2‖₁ + ‖b2‖``), by the
+    Gauss–Hermite product rule of :func:`generative_kernel_mp`, validated the same way
+    (consecutive orders agree to ``GENERATIVE_ABS_TOL`` times the bound ``Σ_h |W2_jh| + |b2_j|``
+    of ``|g_j|`` in every component). Not cached; an mp array ``(d,)``."""
+    arrays = [np.asarray(a, dtype=object) for a in (w1, b1, w2, b2)]
+    key = _key(*arrays)
+    delta = np.asarray(x, dtype=object) - np.asarray(y, dtype=object)
+    w2m = np.array(key[2][1], dtype=object).reshape(key[2][0])
+    b2v = np.array(key[3][1], dtype=object)
+    v = w2m.T @ delta
+    c0 = _dot(b2v, delta)
+    scale = [mpmath.fsum(abs(t) for t in row) + abs(b) for row, b in zip(w2m, b2v, strict=True)]
+    dps = max(mpmath.mp.dps, 30)  # the 1e-18 validation needs more than float64's digits
+    with mpmath.workdps(dps):
+        return _generative_grad_rule(key, v, c0, w2m, b2v, scale, dps)
+
+
+def _generative_grad_rule(key, v, c0, w2m, b2v, scale, dps: int) -> np.ndarray:
+    k = key[0][0][1]
+    tol = mpmath.mpf(GENERATIVE_ABS_TOL)
+
+    def rule(order: int) -> np.ndarray:
+        sines, wts = _generative_nodes(key, order, dps)
+        coef = np.array([-w * mpmath.sin(p) for w, p in zip(wts, sines @ v + c0, strict=True)],
+                        dtype=object)
+        return (coef @ sines) @ w2m.T + coef.sum() * b2v  # −Σ w sin(·) g(ε)
+
+    orders = [n for n in GENERATIVE_ORDERS if n**k <= GENERATIVE_MAX_POINTS]
+    prev = rule(orders[0])
+    for order in orders[1:]:
+        cur = rule(order)
+        if all(abs(a - b) <= tol * s for a, b, s in zip(cur, prev, scale, strict=True)):
+            return cur
+        prev = cur
+    raise QuadratureError(f"generative kernel gradient: Gauss–Hermite ({orders[-1]}^{k} nodes) "
+                          f"did not reach {GENERATIVE_ABS_TOL}")
 
 
 @mp_kernel("generative")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import mpmath
 import numpy as np
 
-from kernel_verify.verify.cache import file_cache_get, file_cache_put
+from kernel_verify.verify.cache import file_cache_get, file_cache_put, mpf_from_json, mpf_to_json
 
 __all__ = ["MAX_ORDER", "QuadratureError", "gauss_legendre", "hermite_rule"]
 
@@ -35,18 +35,18 @@ class QuadratureError(ArithmeticError):
 def _cached_rule(kind: str, order: int, dps: int,
                  compute: Callable[[int, int], tuple[tuple, tuple]]) -> tuple[tuple, tuple]:
     """A quadrature rule ``(nodes, weights)`` at ``dps`` digits from the file cache, else from
-    ``compute(order, dps)`` (stored with 5 guard digits)."""
+    ``compute(order, dps)``; stored exactly (signed binary records,
+    :func:`~kernel_verify.verify.cache.mpf_to_json`), so a rule read back is the computed one bit
+    for bit."""
     if order < 1 or order > MAX_ORDER:
         raise ValueError(f"order must be in [1, {MAX_ORDER}], got {order}")
     key = f"{kind}:{order}:{dps}"
     stored = file_cache_get("rules", key)
-    with mpmath.workdps(dps):
-        if stored is not None:
-            return tuple(mpmath.mpf(v) for v in stored[0]), tuple(mpmath.mpf(v) for v in stored[1])
+    if stored is not None:
+        return tuple(map(mpf_from_json, stored[0])), tuple(map(mpf_from_json, stored[1]))
     nodes, weights = compute(order, dps)
-    with mpmath.workdps(dps + 5):
-        file_cache_put("rules", key, [[mpmath.nstr(v, dps + 5) for v in nodes],
-                                      [mpmath.nstr(v, dps + 5) for v in weights]])
+    file_cache_put("rules", key, [[mpf_to_json(v) for v in nodes],
+                                  [mpf_to_json(v) for v in weights]])
     return nodes, weights
 
 
