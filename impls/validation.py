@@ -38,6 +38,9 @@ def check_array(name: str, x: Any, *, min_ndim: int = 1, backend: str | None = N
                         "code takes tensors only: pass every array from one backend)")
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
         raise TypeError(f"{name} must be an array or tensor, got {type(x).__name__}")
+    if is_torch and getattr(x.device, "type", None) == "meta":
+        raise ValueError(f"{name} is a tensor on the 'meta' device (a shape without data): "
+                         "pass a tensor on a real device (cpu, cuda)")
     kind = dtype_name(x)
     floating = kind in _TORCH_FLOATS if is_torch else np.issubdtype(x.dtype, np.floating)
     if not floating:

@@ -7,20 +7,25 @@ map's features (after the entry's ``d^(−1/4)`` pre-scale): the log-space forms
 (Based's Taylor map: signed features whose kernel ``1 + t + t²/2`` is positive, state
 ``(1 + d + d²) × d_v``). ``varlen`` runs each packed sequence from its own initial state; ``padded``
 runs each row on its valid positions only (padding is removed, never zero-filled: ``φ(0) ≠ 0``),
-output 0 at padded positions. ``features``/``state_sums`` expose the exact features and the state as
-sums, so the suite compares with the mpmath recurrence
+output 0 at padded positions. Both validate ``cu_seqlens``, ``mask`` and the per-sequence initial
+states with :mod:`kernel_verify.impls.sequence_validation` (an empty sequence, or a row with no
+valid position, keeps its initial state: the state after zero tokens). ``features``/``state_sums``
+expose the exact features and the state as sums, so the suite compares with the mpmath recurrence
 (:mod:`kernel_verify.verify.references.forms`).
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
 
 from kernel_verify.impls.attention import map_features
+from kernel_verify.impls.attention_checks import check_attention_inputs
+from kernel_verify.impls.forms_checks import check_step_inputs
+from kernel_verify.impls.packed import run_packed
 from kernel_verify.impls.registry import FeatureMap
+from kernel_verify.impls.sequence_validation import check_mask, check_state_count
 
 __all__ = ["registry_forms"]
 
@@ -64,6 +69,8 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return out.to(v.dtype) if _is_torch(v) else out.astype(v.dtype, copy=False)
 
     def chunked(q, k, v, *, chunk_size, initial_state=None, seed=0):
+        check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
+                               backend="torch" if _is_torch(q) else "numpy")
         params = params_for(q, seed)
         fq, fk = phi(q, params), phi(k, params)
         mod = _forms_module(q)
@@ -76,6 +83,8 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return chunked(q, k, v, chunk_size=64, initial_state=initial_state, seed=seed)
 
     def step(state, q_t, k_t, v_t, *, seed=0):
+        check_step_inputs(q_t, k_t, v_t, names=("q_t", "k_t", "v_t"),
+                          backend="torch" if _is_torch(q_t) else "numpy")
         params = params_for(q_t, seed)
         fq, fk = phi(q_t, params), phi(k_t, params)
         mod = _forms_module(q_t)
@@ -93,24 +102,31 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
             return torch.cat(parts, dim=axis)
         return np.concatenate(parts, axis=axis)
 
+    def _inputs(q, k, v):
+        check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
+                               backend="torch" if _is_torch(q) else "numpy")
+        if q.ndim != 4:
+            raise ValueError(f"q, k, v must be 4-d (B, H, T, d) arrays, got shape "
+                             f"{tuple(q.shape)}")
+
     def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0):
-        bounds = [int(c) for c in (cu_seqlens.tolist() if _is_torch(cu_seqlens)
-                                   else np.asarray(cu_seqlens).tolist())]
-        outs, states = [], []
-        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
-            out, st = stateful(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b],
-                               initial_state=_slice(initial_state, i, i + 1), seed=seed)
-            outs.append(out)
-            states.append(st)
-        return _cat(outs, q, axis=2), tuple(_cat([s[j] for s in states], q)
-                                            for j in range(len(states[0])))
+        _inputs(q, k, v)
+        return run_packed(lambda a, b, c, s: stateful(a, b, c, initial_state=s, seed=seed),
+                          (q, k, v), ("q", "k", "v"), cu_seqlens=cu_seqlens,
+                          initial_state=initial_state)
 
     def padded(q, k, v, *, mask, initial_state=None, seed=0):
-        rows = mask.tolist() if _is_torch(mask) else np.asarray(mask).tolist()
+        _inputs(q, k, v)
+        rows = check_mask(mask, batch=int(q.shape[0]), length=int(q.shape[-2]))
+        check_state_count(initial_state, int(q.shape[0]), what="rows in mask")
         out = (v.new_zeros(v.shape) if _is_torch(v) else np.zeros_like(v))
         states = []
         for b, row in enumerate(rows):
-            idx = [t for t, keep in enumerate(row) if keep]
+            idx = np.flatnonzero(row)
+            if _is_torch(q):
+                import torch
+
+                idx = torch.as_tensor(idx, dtype=torch.long, device=q.device)
             o, st = stateful(q[b:b + 1, :, idx], k[b:b + 1, :, idx], v[b:b + 1, :, idx],
                              initial_state=_slice(initial_state, b, b + 1), seed=seed)
             out[b:b + 1, :, idx] = o

@@ -195,3 +195,219 @@ def test_zero_denominator_is_checked_on_both_paths(setup, use_log) -> None:
     entry, params, q, k, v = setup
     with pytest.raises(ValueError, match="zero_denominator must be one of"):
         feature_map_attention(entry, params, q, k, v, use_log=use_log, zero_denominator="zeros")
+
+
+# --- Issue 30: sequences, masks, per-sequence states, the −Inf state's gradient ----------------
+from kernel_verify.impls.numpy import forms as nf  # noqa: E402
+from kernel_verify.impls.torch import forms as tf  # noqa: E402
+from kernel_verify.properties.builtin_forms import registry_forms  # noqa: E402
+
+FORMS = {name: registry_forms(get(name), 8) for name in (FAVOR, "taylor2_compressed")}
+
+
+def _qkv(backend: str, b: int = 1, t: int = 6, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    arrays = tuple(rng.standard_normal((b, 2, t, d)) for d in (3, 3, 2))
+    return tuple(map(torch.as_tensor, arrays)) if backend == "torch" else arrays
+
+
+def _index(a, backend: str):
+    return torch.as_tensor(np.asarray(a)) if backend == "torch" else np.asarray(a)
+
+
+#: The issue's silent wrong results of the built-in ``varlen``, each now an error naming
+#: ``cu_seqlens`` (or the input / initial state) and the rule.
+VARLEN_BAD = [
+    ("negative", [0, -1, 6], ValueError, "cu_seqlens must be non-decreasing"),
+    ("non-monotone", [0, 4, 2, 6], ValueError, "cu_seqlens must be non-decreasing"),
+    ("not starting at 0", [1, 3, 6], ValueError, "cu_seqlens must start at 0"),
+    ("not ending at T", [0, 3, 5], ValueError, "cu_seqlens must end at T = 6"),
+    ("float 2.5", np.array([0, 2.5, 6]), TypeError, "cu_seqlens must have an integer dtype"),
+    ("bool", np.array([False, True]), TypeError, "cu_seqlens must have an integer dtype"),
+    ("one boundary", [0], ValueError, "cu_seqlens must hold at least 2 boundaries"),
+    ("2-D", [[0, 3, 6]], ValueError, "cu_seqlens must be 1-D"),
+]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize(("label", "cu", "exc", "message"), VARLEN_BAD,
+                         ids=[c[0] for c in VARLEN_BAD])
+def test_varlen_rejects_bad_cu_seqlens(backend, label, cu, exc, message) -> None:
+    q, k, v = _qkv(backend)
+    with pytest.raises(exc, match=message):
+        FORMS[FAVOR]["varlen"](q, k, v, cu_seqlens=_index(cu, backend))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_varlen_rejects_a_batch_of_two_and_extra_initial_states(backend) -> None:
+    form = FORMS[FAVOR]
+    q, k, v = _qkv(backend, b=2)
+    with pytest.raises(ValueError, match="with cu_seqlens, q must have batch size 1"):
+        form["varlen"](q, k, v, cu_seqlens=_index([0, 3, 6], backend))
+    three = form["stateful"](*_qkv(backend, b=3))[1]
+    with pytest.raises(ValueError, match=r"initial_state must hold one state per sequence: 2 "
+                                         r"sequences in cu_seqlens, but initial_state\[0\] has 3"):
+        form["varlen"](*_qkv(backend), cu_seqlens=_index([0, 3, 6], backend),
+                       initial_state=three)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_an_empty_packed_sequence_keeps_its_initial_state(backend, name) -> None:
+    """Empty sequences are allowed (documented in impls/sequence_validation.py): no rows, and the
+    final state is the initial state, bit for bit; the other sequences equal separate runs."""
+    form = FORMS[name]
+    init = form["stateful"](*_qkv(backend, b=3, t=2, seed=5))[1]
+    q, k, v = _qkv(backend)
+    out, states = form["varlen"](q, k, v, cu_seqlens=_index([0, 2, 2, 6], backend),
+                                 initial_state=init)
+    assert tuple(out.shape) == tuple(v.shape)
+    for got, want in zip(states, init, strict=True):
+        np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+    for i, (a, b) in ((0, (0, 2)), (2, (2, 6))):
+        ref, s_ref = form["stateful"](q[:, :, a:b], k[:, :, a:b], v[:, :, a:b],
+                                      initial_state=tuple(s[i:i + 1] for s in init))
+        np.testing.assert_array_equal(np.asarray(out[:, :, a:b]), np.asarray(ref))
+        for got, want in zip(states, s_ref, strict=True):
+            np.testing.assert_array_equal(np.asarray(got[i:i + 1]), np.asarray(want))
+
+
+MASK_BAD = [
+    ("B-1 rows", np.ones((1, 6), bool), ValueError, r"mask must have shape \(B, T\) = \(2, 6\)"),
+    ("T+1 columns", np.ones((2, 7), bool), ValueError, r"mask must have shape \(B, T\)"),
+    ("float 0.2", np.full((2, 6), 0.2), TypeError, "mask must be a bool array"),
+    ("integer 2", np.full((2, 6), 2), ValueError, "mask must hold only 0 and 1"),
+]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize(("label", "mask", "exc", "message"), MASK_BAD,
+                         ids=[c[0] for c in MASK_BAD])
+def test_padded_rejects_bad_masks(backend, label, mask, exc, message) -> None:
+    with pytest.raises(exc, match=message):
+        FORMS[FAVOR]["padded"](*_qkv(backend, b=2), mask=_index(mask, backend))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_a_row_with_no_valid_position_keeps_its_initial_state(backend, name) -> None:
+    """Defined and documented: its outputs are 0 and its final state is its initial state (the
+    empty state when none is given); a 0/1 integer mask means the same as the bool mask."""
+    form = FORMS[name]
+    q, k, v = _qkv(backend, b=2)
+    mask = np.array([[1, 1, 1, 0, 0, 0], [0] * 6])
+    init = form["stateful"](*_qkv(backend, b=2, t=2, seed=3))[1]
+    out, state = form["padded"](q, k, v, mask=_index(mask, backend), initial_state=init)
+    assert not np.any(np.asarray(out[1]))
+    for got, want in zip(state, init, strict=True):
+        np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+    out_b, _ = form["padded"](q, k, v, mask=_index(mask.astype(bool), backend),
+                              initial_state=init)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(out_b))
+    empty = form["padded"](q, k, v, mask=_index(mask, backend))[1]
+    ref = form["stateful"](q[1:2, :, :0], k[1:2, :, :0], v[1:2, :, :0])[1]
+    for got, want in zip(empty, ref, strict=True):
+        np.testing.assert_array_equal(np.asarray(got[1:2]), np.asarray(want))
+
+
+FORM_FNS = [(mod, fn) for mod in (nf, tf) for fn in
+            ("linear_attention_chunked", "linear_attention_parallel",
+             "log_linear_attention_chunked", "log_linear_attention_parallel")]
+
+
+@pytest.mark.parametrize(("mod", "fn"), FORM_FNS,
+                         ids=[f"{m.__name__.split('.')[-2]}.{f}" for m, f in FORM_FNS])
+def test_forms_refuse_an_empty_batch(mod, fn) -> None:
+    shape = (0, 2, 5, 4)
+    arrays = [np.ones(shape), np.ones(shape), np.ones((0, 2, 5, 2))]
+    if mod is tf:
+        arrays = [torch.as_tensor(a) for a in arrays]
+    with pytest.raises(ValueError, match="phi_q has a batch \\(leading\\) axis of size 0"):
+        getattr(mod, fn)(*arrays)
+
+
+@pytest.mark.parametrize("fn", ["linear_attention_chunked", "log_linear_attention_parallel"])
+def test_forms_refuse_meta_tensors(fn) -> None:
+    x = torch.ones(1, 2, 5, 4, device="meta")
+    with pytest.raises(ValueError, match="phi_q is a tensor on the 'meta' device"):
+        getattr(tf, fn)(x, x, x)
+    with pytest.raises(ValueError, match="q is a tensor on the 'meta' device"):
+        FORMS[FAVOR]["stateful"](x[..., :3], x[..., :3], x[..., :2])
+
+
+@pytest.mark.parametrize(("mod", "fn"), FORM_FNS,
+                         ids=[f"{m.__name__.split('.')[-2]}.{f}" for m, f in FORM_FNS])
+def test_forms_take_cu_seqlens(mod, fn) -> None:
+    """The forms' own ``cu_seqlens``: each packed sequence equals its separate run (bitwise:
+    the same computation), final states stacked along the batch; bad boundaries are named."""
+    rng = np.random.default_rng(2)
+    log = fn.startswith("log")
+    a, b = (rng.standard_normal((1, 2, 7, 4)) for _ in range(2))
+    a, b = (x if log else np.exp(x) for x in (a, b))
+    v = rng.standard_normal((1, 2, 7, 3))
+    arrays = [a, b, v] if mod is nf else [torch.as_tensor(x) for x in (a, b, v)]
+    cu = np.array([0, 3, 3, 7])
+    out, state = getattr(mod, fn)(*arrays, cu_seqlens=_index(cu, "torch" if mod is tf else ""))
+    for s in state:
+        assert s.shape[0] == 3
+    for i in range(3):
+        lo, hi = cu[i], cu[i + 1]
+        ref, s_ref = getattr(mod, fn)(*(x[..., lo:hi, :] for x in arrays))
+        np.testing.assert_array_equal(np.asarray(out[..., lo:hi, :]), np.asarray(ref))
+        for got, want in zip(state, s_ref, strict=True):
+            np.testing.assert_array_equal(np.asarray(got[i:i + 1]), np.asarray(want))
+    with pytest.raises(ValueError, match="cu_seqlens must end at T = 7"):
+        getattr(mod, fn)(*arrays, cu_seqlens=np.array([0, 3, 6]))
+
+
+def _log_step_run(lq, lk, v, state):
+    outs = []
+    for t in range(lq.shape[-2]):
+        state, o = tf.log_linear_attention_step(state, lq[..., t, :], lk[..., t, :], v[..., t, :])
+        outs.append(o)
+    return torch.stack(outs, dim=-2), state
+
+
+@pytest.mark.parametrize("empty", ["one feature", "every feature"])
+@pytest.mark.parametrize("t", [1, 4, 5])
+@pytest.mark.parametrize("form", ["chunked", "parallel"])
+def test_log_forms_gradient_at_an_empty_feature_is_that_of_the_step(form, t, empty) -> None:
+    """An initial log-space state with ``L_f = −∞`` (an empty feature): the gradient of the
+    chunked and parallel forms with respect to every input — q, k, v and the state — equals the
+    recurrent step's, and it is exactly 0 at the empty entries (the limit ``w_f g → 0``,
+    derived in the docstring of impls/torch/forms.py). Before the fix the chunked and parallel
+    forms returned NaN there."""
+    gen = torch.Generator().manual_seed(t)
+    m, dv = 3, 2
+
+    def leaves():
+        lq, lk = (torch.randn(2, 1, t, m, dtype=torch.float64, generator=gen) for _ in "qk")
+        v = torch.randn(2, 1, t, dv, dtype=torch.float64, generator=gen)
+        big_l = torch.randn(2, 1, m, dtype=torch.float64, generator=gen)
+        vb = torch.randn(2, 1, m, dv, dtype=torch.float64, generator=gen)
+        hole = torch.zeros(m, dtype=torch.bool)
+        hole[1] = True
+        if empty == "every feature":
+            hole[:] = True
+        big_l[..., hole] = -float("inf")
+        vb[..., hole, :] = 0.0
+        return [x.requires_grad_(True) for x in (lq, lk, v, big_l, vb)], hole
+
+    (lq, lk, v, big_l, vb), hole = leaves()
+    cot = torch.randn(2, 1, t, dv, dtype=torch.float64, generator=gen)
+    cot_s = torch.randn(2, 1, m, dv, dtype=torch.float64, generator=gen)
+    fn = (tf.log_linear_attention_parallel if form == "parallel" else
+          lambda *a, **kw: tf.log_linear_attention_chunked(*a, chunk_size=2, **kw))
+    grads = {}
+    for name, run in (("form", lambda a, b, c, s: fn(a, b, c, initial_state=s)),
+                      ("step", _log_step_run)):
+        xs = [x.detach().clone().requires_grad_(True) for x in (lq, lk, v, big_l, vb)]
+        out, (_, vb_final) = run(*xs[:3], tuple(xs[3:]))
+        loss = (out * cot).sum() + (vb_final * cot_s).sum()
+        grads[name] = torch.autograd.grad(loss, xs)
+    for label, g_form, g_step in zip(("q", "k", "v", "L", "V̄"), grads["form"], grads["step"],
+                                     strict=True):
+        assert torch.isfinite(g_form).all(), f"{label}: non-finite gradient {g_form}"
+        # float64, T ≤ 5, m = 3: both routes round O(T·m) operations
+        torch.testing.assert_close(g_form, g_step, rtol=1e-10, atol=1e-12, msg=label)
+    assert (grads["form"][3][..., hole] == 0).all()

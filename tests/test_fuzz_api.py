@@ -52,6 +52,9 @@ INTERNAL_MODULES = {
     "kernel_verify.impls.registry": "the registry; its entries are enumerated below",
     "kernel_verify.impls.torch.convert": "dtype policy helpers used by the torch maps",
     "kernel_verify.impls.forms_checks": "argument checks of the forms of causal attention",
+    "kernel_verify.impls.sequence_validation": "checks of cu_seqlens, masks and per-sequence "
+    "states (exercised through the forms' cu_seqlens and the targets' varlen/padded below)",
+    "kernel_verify.impls.packed": "runs packed sequences through a form (the forms' cu_seqlens)",
 }
 # Public functions that the recipes cannot drive, with the reason (kept short on purpose).
 EXCUSED = {

@@ -28,6 +28,12 @@ applied to ``[Σ_f softmax_f(lq_if + L_f)V̄_f, v_j]``. The chunked form takes t
 every chunk from a parallel (Hillis–Steele) scan of the merge over
 ``[initial, chunk 0, chunk 1, …]``: ⌈log₂(T/C + 1)⌉ vectorised merge steps, no loop over chunks.
 An empty feature has ``L_f = −∞`` and ``V̄_f = 0``.
+
+**Packed sequences**: the chunked and parallel forms take ``cu_seqlens`` (N + 1 boundaries
+``0 = c_0 ≤ … ≤ c_N = T``, inputs in a batch of one, ``initial_state`` one state per sequence
+along the batch axis): each sequence runs from its own state, and the final states come back
+stacked ``(N, …)`` (:func:`kernel_verify.impls.packed.run_packed`; the rules are those of
+:mod:`kernel_verify.impls.sequence_validation`). Inputs with a leading axis of size 0 are refused.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from scipy.special import logsumexp
 
 from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
 from kernel_verify.impls.forms_checks import check_chunk_size, check_state, check_step_inputs
+from kernel_verify.impls.packed import run_packed
+from kernel_verify.impls.sequence_validation import check_nonempty_lead
 
 State = tuple[np.ndarray, np.ndarray]
 
@@ -55,12 +63,23 @@ def empty_state(lead: tuple[int, ...], m: int, dv: int, dtype: Any = np.float64,
 def _plain_inputs(phi_q, phi_k, v, chunk_size, initial_state):
     check_attention_inputs(phi_q, phi_k, v, causal=True, names=("phi_q", "phi_k", "v"),
                            backend="numpy")
+    check_nonempty_lead("phi_q", phi_q, phi_q.ndim - 2)
     lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
     state = check_state(initial_state, lead=lead, m=m, dv=dv, log=False, backend="numpy",
                         like=phi_q)
     if state is None:
         state = empty_state(lead, m, dv, phi_q.dtype)
     return tuple(s.astype(phi_q.dtype, copy=False) for s in state)
+
+
+def _packed(form, arrays, initial_state, cu_seqlens, *, log: bool = False, **kw):
+    """``form`` on each packed sequence (:func:`kernel_verify.impls.packed.run_packed`), after
+    the checks of the arrays themselves."""
+    names = ("log_phi_q", "log_phi_k", "v") if log else ("phi_q", "phi_k", "v")
+    check_attention_inputs(*arrays, causal=True, names=names, backend="numpy")
+    check_nonempty_lead(names[0], arrays[0], arrays[0].ndim - 2)
+    return run_packed(lambda a, b, c, s: form(a, b, c, initial_state=s, **kw), arrays, names,
+                      cu_seqlens=cu_seqlens, initial_state=initial_state)
 
 
 def _pad_chunks(x: np.ndarray, chunk: int, fill: float = 0.0) -> np.ndarray:
@@ -104,11 +123,16 @@ def plain_chunked_sums(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, chun
 
 def linear_attention_chunked(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, *,
                              chunk_size: int = 64, initial_state: State | None = None,
-                             zero_denominator: str = "raise") -> tuple[np.ndarray, State]:
+                             zero_denominator: str = "raise", cu_seqlens: Any = None
+                             ) -> tuple[np.ndarray, State]:
     """Causal linear attention, chunk-parallel, with the plain state ``(S, z)`` in and out
     (module docstring; docs/math.md §13). ``zero_denominator`` as for
-    :func:`kernel_verify.impls.numpy.attention.linear_attention`."""
+    :func:`kernel_verify.impls.numpy.attention.linear_attention`; ``cu_seqlens``: packed
+    sequences (module docstring)."""
     chunk_size = check_chunk_size(chunk_size)
+    if cu_seqlens is not None:
+        return _packed(linear_attention_chunked, (phi_q, phi_k, v), initial_state, cu_seqlens,
+                       chunk_size=chunk_size, zero_denominator=zero_denominator)
     s0, z0 = _plain_inputs(phi_q, phi_k, v, chunk_size, initial_state)
     num, den, state = plain_chunked_sums(phi_q, phi_k, v, chunk_size, s0, z0)
     return num / denominator_guard(den, zero_denominator), state
@@ -116,9 +140,14 @@ def linear_attention_chunked(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray
 
 def linear_attention_parallel(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, *,
                               initial_state: State | None = None,
-                              zero_denominator: str = "raise") -> tuple[np.ndarray, State]:
+                              zero_denominator: str = "raise", cu_seqlens: Any = None
+                              ) -> tuple[np.ndarray, State]:
     """The parallel form: ``(tril(φ(Q)φ(K)ᵀ)V + φ(Q)S_0) / (tril(φ(Q)φ(K)ᵀ)1 + φ(Q)z_0)`` and
-    the final state ``(S_0 + φ(K)ᵀV, z_0 + φ(K)ᵀ1)`` (one chunk of T)."""
+    the final state ``(S_0 + φ(K)ᵀV, z_0 + φ(K)ᵀ1)`` (one chunk of T); ``cu_seqlens``: packed
+    sequences (module docstring)."""
+    if cu_seqlens is not None:
+        return _packed(linear_attention_parallel, (phi_q, phi_k, v), initial_state, cu_seqlens,
+                       zero_denominator=zero_denominator)
     s0, z0 = _plain_inputs(phi_q, phi_k, v, 1, initial_state)
     num, den, state = plain_chunked_sums(phi_q, phi_k, v, max(phi_q.shape[-2], 1), s0, z0)
     return num / denominator_guard(den, zero_denominator), state
@@ -132,6 +161,7 @@ def linear_attention_step(state: State | None, phi_q_t: np.ndarray, phi_k_t: np.
     ``((S_t, z_t), o_t)``; its cost does not depend on t."""
     check_step_inputs(phi_q_t, phi_k_t, v_t, names=("phi_q_t", "phi_k_t", "v_t"),
                       backend="numpy")
+    check_nonempty_lead("phi_q_t", phi_q_t, phi_q_t.ndim - 1)
     lead, m, dv = phi_q_t.shape[:-1], phi_q_t.shape[-1], v_t.shape[-1]
     state = check_state(state, lead=lead, m=m, dv=dv, log=False, backend="numpy", like=phi_q_t,
                         name="state")
@@ -197,6 +227,7 @@ def _pair_log_weights(lq: np.ndarray, lk: np.ndarray) -> np.ndarray:
 def _log_inputs(lq, lk, v, initial_state):
     check_attention_inputs(lq, lk, v, causal=True, names=("log_phi_q", "log_phi_k", "v"),
                            backend="numpy")
+    check_nonempty_lead("log_phi_q", lq, lq.ndim - 2)
     lead, m, dv = lq.shape[:-2], lq.shape[-1], v.shape[-1]
     state = check_state(initial_state, lead=lead, m=m, dv=dv, log=True, backend="numpy",
                         like=lq)
@@ -237,21 +268,29 @@ def log_chunked(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int, l0: n
 
 
 def log_linear_attention_chunked(log_phi_q: np.ndarray, log_phi_k: np.ndarray, v: np.ndarray,
-                                 *, chunk_size: int = 64, initial_state: State | None = None
-                                 ) -> tuple[np.ndarray, State]:
+                                 *, chunk_size: int = 64, initial_state: State | None = None,
+                                 cu_seqlens: Any = None) -> tuple[np.ndarray, State]:
     """Causal linear attention from log-features, chunk-parallel, with the log-space state
     ``(L, V̄)`` in and out (module docstring; docs/math.md §13). Equals
-    :func:`linear_attention_chunked` with ``φ = exp(log φ)`` in exact arithmetic."""
+    :func:`linear_attention_chunked` with ``φ = exp(log φ)`` in exact arithmetic.
+    ``cu_seqlens``: packed sequences (module docstring)."""
     chunk_size = check_chunk_size(chunk_size)
+    if cu_seqlens is not None:
+        return _packed(log_linear_attention_chunked, (log_phi_q, log_phi_k, v), initial_state,
+                       cu_seqlens, chunk_size=chunk_size, log=True)
     l0, vb0 = _log_inputs(log_phi_q, log_phi_k, v, initial_state)
     return log_chunked(log_phi_q, log_phi_k, v.astype(log_phi_q.dtype, copy=False), chunk_size,
                        l0, vb0)
 
 
 def log_linear_attention_parallel(log_phi_q: np.ndarray, log_phi_k: np.ndarray, v: np.ndarray,
-                                  *, initial_state: State | None = None
-                                  ) -> tuple[np.ndarray, State]:
-    """The parallel log-space form (one chunk of T: every pair weight at once)."""
+                                  *, initial_state: State | None = None,
+                                  cu_seqlens: Any = None) -> tuple[np.ndarray, State]:
+    """The parallel log-space form (one chunk of T: every pair weight at once); ``cu_seqlens``:
+    packed sequences (module docstring)."""
+    if cu_seqlens is not None:
+        return _packed(log_linear_attention_parallel, (log_phi_q, log_phi_k, v), initial_state,
+                       cu_seqlens, log=True)
     l0, vb0 = _log_inputs(log_phi_q, log_phi_k, v, initial_state)
     return log_chunked(log_phi_q, log_phi_k, v, max(log_phi_q.shape[-2], 1), l0, vb0)
 
@@ -263,6 +302,7 @@ def log_linear_attention_step(state: State | None, log_phi_q_t: np.ndarray,
     ``o_t = Σ_f softmax_f(log φ(q_t)_f + L_f) V̄_f``; ``state`` None is the empty state."""
     check_step_inputs(log_phi_q_t, log_phi_k_t, v_t,
                       names=("log_phi_q_t", "log_phi_k_t", "v_t"), backend="numpy")
+    check_nonempty_lead("log_phi_q_t", log_phi_q_t, log_phi_q_t.ndim - 1)
     lead, m, dv = log_phi_q_t.shape[:-1], log_phi_q_t.shape[-1], v_t.shape[-1]
     state = check_state(state, lead=lead, m=m, dv=dv, log=True, backend="numpy",
                         like=log_phi_q_t, name="state")

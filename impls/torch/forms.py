@@ -5,6 +5,17 @@ for the formulas), batched over any leading dimensions and run on the inputs' de
 float16/bfloat16 inputs are computed in float32 (prefix sums and log-sum-exps in half precision lose
 most of their digits): outputs are cast back to the input dtype, and the state is kept in the
 compute dtype (float32 for half inputs; an initial state of any floating dtype is converted to it).
+The chunked and parallel forms take ``cu_seqlens`` (packed sequences) as the NumPy forms do.
+
+**Gradients at an empty feature.** A log-space state may hold ``L_f = −∞`` (no key has weighted
+feature f yet; ``V̄_f = 0``). The outputs and the final state depend on ``L_f`` only through
+weights ``w_f = exp(L_f − s)`` with a shift ``s`` that stays finite as ``L_f → −∞`` (it is set by
+the other entries, or it is the shift of the in-chunk keys), each multiplying a bounded factor
+``g`` (a value ``V̄_f``, a query weight ``e^(lq_f)``): ``∂(w_f g)/∂L_f = w_f g → 0``. The gradient
+with respect to an empty ``L_f`` is therefore 0 — what the recurrent step's double-``where`` merge
+gives. The chunked forms compute a log-cumulative-sum whose derivative at an all-empty prefix is
+``exp(−∞ − (−∞))`` = NaN; :func:`_start` hands the forms ``L`` with the empty entries detached
+(a ``where`` whose gradient is exactly 0 there), so that limit, 0, is what comes back.
 """
 
 from __future__ import annotations
@@ -13,6 +24,8 @@ import torch
 
 from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
 from kernel_verify.impls.forms_checks import check_chunk_size, check_state, check_step_inputs
+from kernel_verify.impls.packed import run_packed
+from kernel_verify.impls.sequence_validation import check_nonempty_lead
 from kernel_verify.impls.torch.convert import compute_dtype
 
 State = tuple[torch.Tensor, torch.Tensor]
@@ -35,7 +48,10 @@ def _start(state, lead, m, dv, like, *, log: bool, name: str = "initial_state") 
     if state is None:
         return empty_state(lead, m, dv, like=like, log=log)
     dtype = compute_dtype(like.dtype)
-    return state[0].to(dtype), state[1].to(dtype)
+    first, second = state[0].to(dtype), state[1].to(dtype)
+    if log:  # an empty feature (L_f = −∞) gets gradient 0, its limit (module docstring)
+        first = torch.where(torch.isneginf(first), first.detach(), first)
+    return first, second
 
 
 def _pad_chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
@@ -73,9 +89,20 @@ def plain_chunked_sums(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, chun
     return num, den, (s_all[..., -1, :, :], z_all[..., -1, :])
 
 
+def _packed(form, arrays, initial_state, cu_seqlens, *, log: bool = False, **kw):
+    """``form`` on each packed sequence (:func:`kernel_verify.impls.packed.run_packed`), after
+    the checks of the arrays themselves."""
+    names = ("log_phi_q", "log_phi_k", "v") if log else ("phi_q", "phi_k", "v")
+    check_attention_inputs(*arrays, causal=True, names=names, backend="torch")
+    check_nonempty_lead(names[0], arrays[0], arrays[0].ndim - 2)
+    return run_packed(lambda a, b, c, s: form(a, b, c, initial_state=s, **kw), arrays, names,
+                      cu_seqlens=cu_seqlens, initial_state=initial_state)
+
+
 def _plain(phi_q, phi_k, v, chunk, initial_state, zero_denominator):
     check_attention_inputs(phi_q, phi_k, v, causal=True, names=("phi_q", "phi_k", "v"),
                            backend="torch")
+    check_nonempty_lead("phi_q", phi_q, phi_q.ndim - 2)
     lead, m, dv = tuple(phi_q.shape[:-2]), phi_q.shape[-1], v.shape[-1]
     s0, z0 = _start(initial_state, lead, m, dv, phi_q, log=False)
     dtype = compute_dtype(phi_q.dtype)
@@ -87,18 +114,26 @@ def _plain(phi_q, phi_k, v, chunk, initial_state, zero_denominator):
 
 def linear_attention_chunked(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, *,
                              chunk_size: int = 64, initial_state: State | None = None,
-                             zero_denominator: str = "raise") -> tuple[torch.Tensor, State]:
+                             zero_denominator: str = "raise", cu_seqlens: object = None
+                             ) -> tuple[torch.Tensor, State]:
     """Chunk-parallel causal linear attention with the plain state ``(S, z)`` in and out; see
     :func:`kernel_verify.impls.numpy.forms.linear_attention_chunked`."""
     chunk_size = check_chunk_size(chunk_size)
+    if cu_seqlens is not None:
+        return _packed(linear_attention_chunked, (phi_q, phi_k, v), initial_state, cu_seqlens,
+                       chunk_size=chunk_size, zero_denominator=zero_denominator)
     return _plain(phi_q, phi_k, v, chunk_size, initial_state, zero_denominator)
 
 
 def linear_attention_parallel(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, *,
                               initial_state: State | None = None,
-                              zero_denominator: str = "raise") -> tuple[torch.Tensor, State]:
+                              zero_denominator: str = "raise", cu_seqlens: object = None
+                              ) -> tuple[torch.Tensor, State]:
     """The parallel form (one chunk of T); see
     :func:`kernel_verify.impls.numpy.forms.linear_attention_parallel`."""
+    if cu_seqlens is not None:
+        return _packed(linear_attention_parallel, (phi_q, phi_k, v), initial_state, cu_seqlens,
+                       zero_denominator=zero_denominator)
     return _plain(phi_q, phi_k, v, None, initial_state, zero_denominator)
 
 
@@ -109,6 +144,7 @@ def linear_attention_step(state: State | None, phi_q_t: torch.Tensor, phi_k_t: t
     :func:`kernel_verify.impls.numpy.forms.linear_attention_step`."""
     check_step_inputs(phi_q_t, phi_k_t, v_t, names=("phi_q_t", "phi_k_t", "v_t"),
                       backend="torch")
+    check_nonempty_lead("phi_q_t", phi_q_t, phi_q_t.ndim - 1)
     lead, m, dv = tuple(phi_q_t.shape[:-1]), phi_q_t.shape[-1], v_t.shape[-1]
     s, z = _start(state, lead, m, dv, phi_q_t, log=False, name="state")
     dtype = compute_dtype(phi_q_t.dtype)
@@ -271,6 +307,7 @@ def log_chunked(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int,
 def _log(lq, lk, v, chunk, initial_state):
     check_attention_inputs(lq, lk, v, causal=True, names=("log_phi_q", "log_phi_k", "v"),
                            backend="torch")
+    check_nonempty_lead("log_phi_q", lq, lq.ndim - 2)
     lead, m, dv = tuple(lq.shape[:-2]), lq.shape[-1], v.shape[-1]
     l0, vb0 = (None, None) if initial_state is None else _start(initial_state, lead, m, dv, lq,
                                                                 log=True)
@@ -282,18 +319,24 @@ def _log(lq, lk, v, chunk, initial_state):
 
 def log_linear_attention_chunked(log_phi_q: torch.Tensor, log_phi_k: torch.Tensor,
                                  v: torch.Tensor, *, chunk_size: int = 64,
-                                 initial_state: State | None = None
+                                 initial_state: State | None = None, cu_seqlens: object = None
                                  ) -> tuple[torch.Tensor, State]:
     """Chunk-parallel causal attention from log-features with the state ``(L, V̄)``; see
     :func:`kernel_verify.impls.numpy.forms.log_linear_attention_chunked`."""
     chunk_size = check_chunk_size(chunk_size)
+    if cu_seqlens is not None:
+        return _packed(log_linear_attention_chunked, (log_phi_q, log_phi_k, v), initial_state,
+                       cu_seqlens, chunk_size=chunk_size, log=True)
     return _log(log_phi_q, log_phi_k, v, chunk_size, initial_state)
 
 
 def log_linear_attention_parallel(log_phi_q: torch.Tensor, log_phi_k: torch.Tensor,
-                                  v: torch.Tensor, *, initial_state: State | None = None
-                                  ) -> tuple[torch.Tensor, State]:
-    """The parallel log-space form (one chunk of T)."""
+                                  v: torch.Tensor, *, initial_state: State | None = None,
+                                  cu_seqlens: object = None) -> tuple[torch.Tensor, State]:
+    """The parallel log-space form (one chunk of T); ``cu_seqlens``: packed sequences."""
+    if cu_seqlens is not None:
+        return _packed(log_linear_attention_parallel, (log_phi_q, log_phi_k, v), initial_state,
+                       cu_seqlens, log=True)
     return _log(log_phi_q, log_phi_k, v, None, initial_state)
 
 
@@ -304,6 +347,7 @@ def log_linear_attention_step(state: State | None, log_phi_q_t: torch.Tensor,
     :func:`kernel_verify.impls.numpy.forms.log_linear_attention_step`."""
     check_step_inputs(log_phi_q_t, log_phi_k_t, v_t,
                       names=("log_phi_q_t", "log_phi_k_t", "v_t"), backend="torch")
+    check_nonempty_lead("log_phi_q_t", log_phi_q_t, log_phi_q_t.ndim - 1)
     lead, m, dv = tuple(log_phi_q_t.shape[:-1]), log_phi_q_t.shape[-1], v_t.shape[-1]
     state = _start(state, lead, m, dv, log_phi_q_t, log=True, name="state")
     dtype = compute_dtype(log_phi_q_t.dtype)

@@ -1,0 +1,60 @@
+"""Packed sequences (``cu_seqlens``) run through a form of causal attention, one by one.
+
+N sequences packed along time in a batch of one, ``cu_seqlens = [c_0 = 0, …, c_N = T]``: the
+output of sequence i is the form's output on rows ``[c_i, c_(i+1))`` from its own initial
+state (entry i along the batch axis of ``initial_state``; the empty state when None), the
+state resets at every boundary, and the final states are stacked along the batch axis
+(``(N, …)``). An empty sequence has no rows and keeps its initial state. The checks are those
+of :mod:`kernel_verify.impls.sequence_validation`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.impls.sequence_validation import (
+    check_cu_seqlens,
+    check_packed_batch,
+    check_state_count,
+)
+from kernel_verify.impls.validation import _is_torch
+
+__all__ = ["run_packed"]
+
+
+def _concat(parts: list[Any], axis: int) -> Any:
+    if _is_torch(parts[0]):
+        import torch
+
+        return torch.cat(parts, dim=axis)
+    return np.concatenate(parts, axis=axis)
+
+
+def run_packed(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[Any, ...],
+               names: tuple[str, ...], *, cu_seqlens: Any, initial_state: Any,
+               time_axis: int = -2) -> tuple[Any, tuple[Any, ...]]:
+    """``form(*arrays_of_sequence_i, initial_state_i) -> (out_i, state_i)`` on every packed
+    sequence; returns the outputs joined along time and the final states along the batch.
+    ``arrays`` are already validated by the caller (backend, dtype, shapes)."""
+    first = arrays[0]
+    if len(first.shape) < 3:
+        raise ValueError(f"with cu_seqlens, {names[0]} must have a batch axis of size 1 before "
+                         f"the time axis, got shape {tuple(first.shape)}")
+    check_packed_batch(names[0], first)
+    bounds = check_cu_seqlens(cu_seqlens, length=int(first.shape[time_axis]))
+    n_seq = len(bounds) - 1
+    check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
+    outs, finals = [], []
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+        init = None if initial_state is None else tuple(s[i:i + 1] for s in initial_state)
+        index = [slice(None)] * len(first.shape)
+        index[time_axis] = slice(a, b)
+        out, state = form(*(x[tuple(index)] for x in arrays), init)
+        outs.append(out)
+        finals.append(state)
+    return (_concat(outs, time_axis),
+            tuple(_concat([s[j] for s in finals], 0) for j in range(len(finals[0]))))
