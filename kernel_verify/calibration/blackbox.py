@@ -28,7 +28,7 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
     * the undeclared-family mean test (pilot variance ×4) and the declared-family mean test
       (median of means with the exact variance) on the α ladder; the pilot assumption's own
       failure rate (``σ² > 4·s²``) measured, without a certified level."""
-    from kernel_verify.mutants.blackbox import control_targets
+    from kernel_verify.mutants.wrap import control_targets
     from kernel_verify.properties.checks.blackbox import (
         DRAWS,
         FAMILY_IDENTITY_FORMULAS,
@@ -117,7 +117,7 @@ def orthogonal_rows(name: str, n: int, entropy: int, assumption_trials: int) -> 
     """The orthogonal-claim variance test (one-sided Bernstein against the exact ORF variance,
     ``properties/test_blackbox_maps.py``, its 20000 draws at d = 8, ‖x − y‖ = 1.5) on
     ``max(14, n // 7)`` trials (14 can certify the 0.2 rung; each trial costs seconds)."""
-    from kernel_verify.mutants.blackbox import control_targets
+    from kernel_verify.mutants.wrap import control_targets
     from kernel_verify.properties.checks.estimates import (
         estimates,
         exact_variance,

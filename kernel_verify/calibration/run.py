@@ -53,7 +53,7 @@ PARTS = ("matrices", "estimators", "reference_means", "convergence", "blackbox",
 def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     """Every calibration unit of ``parts`` (the built-in targets, the calibrated maps, the
     black-box controls)."""
-    from kernel_verify.mutants.blackbox import CONTROLS
+    from kernel_verify.mutants.wrap import CONTROLS
     from kernel_verify.properties.builtin import builtin_targets
     from kernel_verify.properties.protocol import RandomMatrixTarget
 

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kernel_verify.impls.names import identifier
 from kernel_verify.mutants.base import Mutant
-from kernel_verify.mutants.blackbox import CONTROLS
 from kernel_verify.mutants.kills import control_failed, describe, intended, killed
+from kernel_verify.mutants.wrap import CONTROLS
 from kernel_verify.runner import SuiteRun, target_property_files
 
 MODULE = "kernel_verify.mutants.blackbox"

@@ -387,7 +387,7 @@ def _blackbox_of(name: str, entry_name: str, fn: Fn, *, family: bool = True) -> 
     family kept, or dropped with ``family=False``: no ``formula``, ``matrix`` or ``config``), as
     a library exposing no parameters would be; a NumPy ``sample_fn`` has no autograd, so the
     gradient claims are dropped."""
-    from kernel_verify.mutants.blackbox import as_black_box
+    from kernel_verify.mutants.wrap import as_black_box
 
     (white,) = feature_mutant(name, entry_name, fn)
     black = as_black_box(white, family=family, name=f"mutant:{name}")
