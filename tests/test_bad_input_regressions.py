@@ -411,3 +411,19 @@ def test_log_forms_gradient_at_an_empty_feature_is_that_of_the_step(form, t, emp
         # float64, T ≤ 5, m = 3: both routes round O(T·m) operations
         torch.testing.assert_close(g_form, g_step, rtol=1e-10, atol=1e-12, msg=label)
     assert (grads["form"][3][..., hole] == 0).all()
+
+
+@pytest.mark.parametrize(("label", "cu", "exc", "message"), VARLEN_BAD[:6],
+                         ids=[c[0] for c in VARLEN_BAD[:6]])
+def test_fla_varlen_checks_cu_seqlens_before_the_kernel(label, cu, exc, message) -> None:
+    """fla's kernels read ``cu_seqlens`` unchecked; the adapter refuses a bad one by name before
+    any kernel runs (no Triton needed here)."""
+    from kernel_verify.adapters import fla
+
+    target = next(t for t in fla.attention_targets if t.varlen is not None)
+    q, k, v = (torch.randn(1, 6, 2, 3) for _ in "qkv")
+    with pytest.raises(exc, match=message):
+        target.varlen(q, k, v, cu_seqlens=torch.as_tensor(np.asarray(cu)))
+    with pytest.raises(ValueError, match="with cu_seqlens, q must have batch size 1"):
+        target.varlen(*(torch.cat([x, x]) for x in (q, k, v)),
+                      cu_seqlens=torch.tensor([0, 3, 6]))
