@@ -69,6 +69,37 @@ from kernel_verify.verify.tolerance import FORMATS, gamma
 M_MAX = 4096
 
 
+def feature_count(target) -> int | None:
+    """The number of features behind ``target``'s outputs: its declared ``feature_count`` (0:
+    exact attention, no features), else the last axis of its declared ``features`` (evaluated
+    on one token of width 4), else None (unknown: the bounds then assume :data:`M_MAX`)."""
+    declared = getattr(target, "feature_count", None)
+    if declared is not None:
+        return int(declared)
+    features = getattr(target, "features", None)
+    if features is None:
+        return None
+    try:
+        return int(np.shape(features(np.full((1, 1, 1, 4), 0.5), 0))[-1])
+    except Exception:  # a features function that cannot run at d = 4: count unknown
+        return None
+
+
+def features_or_max(m: int | None) -> int:
+    """``m`` when known, else :data:`M_MAX` (the assumption the bounds make without it)."""
+    return M_MAX if m is None else int(m)
+
+
+def unknown_count_note(target) -> str | None:
+    """What an unknown feature count costs (for the verdict), or None when it is known."""
+    if feature_count(target) is not None:
+        return None
+    return (f"{target.name} declares neither feature_count nor features: the bounds assume "
+            f"M_MAX = {M_MAX} features, which makes them (n + {M_MAX} + 6)/(n + m + 6) times "
+            "looser than with its true m (declare AttentionTarget.feature_count: 0 for exact "
+            "attention)")
+
+
 def cases(*claims: str) -> list[Any]:
     """``pytest.param(target, backend)`` for every attention target with ``claims`` and every
     backend it accepts; skipped (with the reason) where the backend is unavailable, or, when no
@@ -178,17 +209,20 @@ def call(target, backend: Backend, x: QKV, *, causal: bool, seed: int, **kw: Any
     return out
 
 
-def output_error_bound(x: QKV, backend: Backend) -> float:
-    """``ε`` of the module docstring for the (already rounded) inputs ``x`` on ``backend``."""
+def output_error_bound(x: QKV, backend: Backend, m: int | None = None) -> float:
+    """``ε`` of the module docstring for the (already rounded) inputs ``x`` on ``backend``,
+    with ``m`` features (``None``: unknown, :data:`M_MAX`; ``0``: exact attention, whose
+    log-weights are the scores themselves, still bounded by the same ``Z``)."""
     q, k, v = x.q, x.k, x.v
     d, n = q.shape[-1], k.shape[-2]
     b = backend.budget
     u_c = b.u_compute
+    mm = features_or_max(m)
     xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
-    z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
-    if (n + M_MAX + 6) * u_c >= 1:
-        pytest.skip(void_bound_reason(backend, n + M_MAX + 6))
-    g = gamma(n + M_MAX + 6, u_c)
+    z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * max(mm, 1))
+    if (n + mm + 6) * u_c >= 1:
+        pytest.skip(void_bound_reason(backend, n + mm + 6))
+    g = gamma(n + mm + 6, u_c)
     delta = gamma(2 * d + 3, u_c) * z + g + b.ulps["exp"] * u_c
     vmax = max(float(np.abs(v).max()), 1.0)
     eps = (math.expm1(min(4 * delta, 700.0)) + 2 * g + u_c) * vmax

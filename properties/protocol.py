@@ -1,7 +1,7 @@
 """The adapter protocol: what a target under test looks like to the property suite.
 
 The suite runs the same properties against the built-in registry and against any third-party
-implementation (array-api-tests style). A *target* is one of four kinds:
+implementation (array-api-tests style). A *target* is one of five kinds:
 
 * :class:`FeatureMapTarget`: ``φ``. One class for every feature map: it is defined in
   :mod:`kernel_verify.impls.descriptor` and is the registry's ``FeatureMap`` too, so a built-in
@@ -33,6 +33,9 @@ implementation (array-api-tests style). A *target* is one of four kinds:
 * :class:`AttentionTarget`: ``attention(q, k, v, causal=..., seed=...)``.
 * :class:`RandomMatrixTarget`: ``draw(rng, m, d) -> W``.
 * :class:`KernelApproxTarget`: ``approximate(X, kernel, rng) -> (K̃, landmark indices)``.
+* :class:`ModelTarget`: a causal LM as a factory ``build(seed, init_scale, dtype)`` and its
+  calls (full forward, prefill and step with a cache, generate, packed, padded), defined in
+  :mod:`kernel_verify.properties.model_protocol`.
 
 **Known defects as data**: every target takes ``known_failures``, a mapping from a property
 (test function) name to the reason, with a link (the expected-failures file of array-api-tests,
@@ -68,11 +71,12 @@ from kernel_verify.impls.validation import check_count_field as _check_count
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import target_error as _fail
+from kernel_verify.properties.model_protocol import MODEL_CLAIMS, ModelTarget
 from kernel_verify.verify.backends import as_float64
 
 __all__ = ["APPROX_CLAIMS", "ATTENTION_CLAIMS", "ATTENTION_FORMS", "LAYOUTS", "MATRIX_CLAIMS",
-           "AttentionTarget", "FeatureMapTarget", "KernelApproxTarget", "RandomMatrixTarget",
-           "Target"]
+           "MODEL_CLAIMS", "AttentionTarget", "FeatureMapTarget", "KernelApproxTarget",
+           "ModelTarget", "RandomMatrixTarget", "Target"]
 
 ATTENTION_CLAIMS = {
     "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
@@ -205,6 +209,13 @@ class AttentionTarget:
     ``state_sums(state) -> (S, z)`` (float64 NumPy ``S = Σ_j φ(k_j) v_jᵀ (B, H, m, d_v)`` and
     ``z = Σ_j φ(k_j) (B, H, m)``, or None for a target without a normaliser state).
 
+    **Feature count** (issue #29): ``feature_count``, the number ``m`` of features behind the
+    outputs (``0``: exact attention, softmax of the scores, with no features). The low-precision
+    and forms bounds charge ``γ`` over the keys plus this many feature terms; ``None`` (the
+    default) with ``features`` declared: measured from ``features`` (its last axis); ``None``
+    without ``features``: unknown, the suite assumes at most ``M_MAX = 4096`` features
+    (``properties/attention_cases.py``) and the verdict states the power that costs.
+
     **Cost** (issue #20): ``call_seconds``, the wall time of one ``attention`` call at the suite's
     sizes (batch and heads ≤ 3, T ≤ 12, d ≤ 6) on a CPU core, for a target whose every call is
     slow (Triton's interpreter, a layer with 256 landmarks). The ``ci`` profiles then run fewer
@@ -229,9 +240,16 @@ class AttentionTarget:
     features: Callable[[np.ndarray, int], np.ndarray] | None = None
     state_sums: Callable[[tuple], tuple[np.ndarray, np.ndarray | None]] | None = None
     call_seconds: float | None = None
+    feature_count: int | None = None
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
+        if self.feature_count is not None and (
+                isinstance(self.feature_count, bool) or not isinstance(self.feature_count, int)
+                or self.feature_count < 0):
+            raise TypeError(f"target {self.name!r}: feature_count must be a non-negative int "
+                            f"(0: exact attention without features) or None (unknown), got "
+                            f"{self.feature_count!r}")
         _check_known_failures(self.name, self.known_failures)
         for field_name, allowed in (("backends", ("numpy", "torch")),
                                     ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
@@ -317,4 +335,5 @@ class KernelApproxTarget:
         return claim in self.claims
 
 
-Target = FeatureMapTarget | AttentionTarget | RandomMatrixTarget | KernelApproxTarget
+Target = (FeatureMapTarget | AttentionTarget | RandomMatrixTarget | KernelApproxTarget
+          | ModelTarget)

@@ -29,12 +29,15 @@ __all__ = ["gamma", "linear_attention_error_bound"]
 
 
 def linear_attention_error_bound(
-    phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, *, causal: bool, u: float
+    phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray, *, causal: bool, u: float,
+    extra: int = 0,
 ) -> np.ndarray:
     """Per-entry absolute bound ``|fl(out) − out|`` (module docstring) for one implementation
-    working with unit roundoff ``u``; inputs float64 NumPy, shapes as for linear attention."""
+    working with unit roundoff ``u``; inputs float64 NumPy, shapes as for linear attention.
+    ``extra``: further roundings per product term (features carrying ``k·u`` relative error of
+    their own evaluation add ``2k``): ``γ_(N + extra)``."""
     n, m = phi_q.shape[-2], phi_q.shape[-1]
-    g = gamma(n + m + 2, u)
+    g = gamma(n + m + 2 + extra, u)
     pair = np.abs(phi_q) @ np.swapaxes(np.abs(phi_k), -1, -2)
     signed = phi_q @ np.swapaxes(phi_k, -1, -2)
     if causal:

@@ -1,0 +1,202 @@
+"""Attention targets against the formula they declare (issue #29; docs/math.md §14, "Declared
+features"): a target that declares ``features(x, seed)`` — with or without any of the forms —
+has its outputs and gradients compared with a float64 evaluation of linear attention on those
+features, within bounds derived for the dtype it computes in
+(:mod:`kernel_verify.properties.checks.declared`). This is the reference a float32-only target
+(fla's Triton kernels) otherwise lacks: its own finite differences in float32 cannot see a
+gradient a few percent off, and its forms only compare it with itself.
+
+* ``test_attention_meets_declared_features``: outputs (causal and non-causal, as the target
+  supports) within :func:`~kernel_verify.properties.checks.declared.output_bound` of the exact
+  formula — the mpmath recurrence (:func:`~kernel_verify.verify.references.forms.
+  causal_recurrence_mp`) for causal layouts, float64 with its own bound otherwise;
+* ``test_gradients_meet_declared_features``: ``∂L/∂(q, k, v)`` of ``L = Σ G⊙o`` (``G`` Gaussian)
+  within :func:`~kernel_verify.properties.checks.declared.gradient_bounds` of the exact
+  gradients (differentiable targets with positive weights, torch).
+
+Backends: float64 and float32 (the compute dtype is the input dtype); half types round the
+features to the half type, which the model does not cover (skipped, with that reason). Each
+case runs fixed layouts (non-square, ``T`` up to 9, one of them ``2C + 1`` for a target that
+declares ``chunk_sizes``) and a few drawn seeds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from kernel_verify.properties.attention_cases import modes
+from kernel_verify.properties.backends import backend_param
+from kernel_verify.properties.checks.declared import (
+    direct_extra,
+    exact_attention,
+    exact_gradients,
+    feature_error,
+    feature_jacobian,
+    gradient_bounds,
+    output_bound,
+)
+from kernel_verify.properties.gradient_checks import vjp
+from kernel_verify.properties.strategies import QKV, generator, seeds
+from kernel_verify.properties.targets import attentions_with
+from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.references.forms import causal_recurrence_mp
+
+#: Drawn seeds per case besides the fixed layouts.
+EXAMPLES = max(2, settings.default.max_examples // 8)
+#: ``(B, H, T, d, d_v)`` of the fixed layouts (H ≠ T, d_v ≠ d).
+LAYOUTS = ((1, 2, 5, 4, 3), (2, 1, 9, 3, 2), (1, 1, 1, 4, 2))
+#: Above this many ``T·m`` entries the causal reference is float64 with its bound, not mpmath.
+MP_ENTRIES = 400
+
+
+def declared_cases(*claims: str, torch_only: bool = False) -> list:
+    """``pytest.param(target, backend)``: attention targets declaring ``features`` (and
+    ``claims``) × their float64/float32 backends."""
+    targets, skip = attentions_with(claims)
+    if skip is not None:
+        return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
+    out = []
+    for t in targets:
+        if t.features is None:
+            out.append(pytest.param(t, None, id=f"{t.name}-no-features", marks=pytest.mark.skip(
+                reason=f"{t.name} declares no features (AttentionTarget.features): no formula "
+                       "to compare with")))
+            continue
+        out.extend(backend_param(t, backend=b, id=f"{t.name}-{b.id}") for b in AXIS
+                   if t.accepts(b.library, b.dtype) and b.dtype in ("float64", "float32")
+                   and (b.library == "torch" or not torch_only))
+    return out or [pytest.param(None, None, marks=pytest.mark.skip(
+        reason="no attention target declares features"), id="none")]
+
+
+def layouts(target) -> list[tuple[int, ...]]:
+    out = list(LAYOUTS)
+    if target.chunk_sizes:
+        c = min(target.chunk_sizes)
+        out.append((1, 1, 2 * c + 1, 3, 2))
+    return out
+
+
+def inputs(layout: tuple[int, ...], seed: int, self_attention: bool) -> QKV:
+    b, h, t, d, dv = layout
+    rng = generator(seed, "declared_features")
+    q = 0.5 * rng.standard_normal((b, h, t, d))
+    k = q if self_attention else 0.5 * rng.standard_normal((b, h, t, d))
+    return QKV(q, k, rng.standard_normal((b, h, t, dv)), 0.5, self_attention)
+
+
+def _seen(x: QKV, backend: Backend) -> QKV:
+    q = backend.seen(x.q)
+    k = q if x.self_attention else backend.seen(x.k)
+    return QKV(q, k, backend.seen(x.v), x.scale, x.self_attention)
+
+
+def _features(target, x: np.ndarray, seed: int) -> np.ndarray:
+    return np.asarray(target.features(x, seed), dtype=np.float64)
+
+
+def _reference(target, x: QKV, seed: int, causal: bool):
+    fq, fk = _features(target, x.q, seed), _features(target, x.k, seed)
+    if causal and fq.shape[-2] * fq.shape[-1] <= MP_ENTRIES:
+        ref = causal_recurrence_mp(fq, fk, x.v)[0]
+    else:
+        ref = exact_attention(fq, fk, x.v, causal)
+    return fq, fk, ref
+
+
+def _where(target, backend, layout, seed, causal) -> str:
+    b, h, t, d, dv = layout
+    return (f"{target.name} on {backend.id} (B={b}, H={h}, T={t}, d={d}, d_v={dv}, "
+            f"causal={causal}, seed={seed})")
+
+
+@pytest.mark.parametrize(("target", "backend"), declared_cases())
+@settings(max_examples=EXAMPLES)
+@given(seed=seeds)
+def test_attention_meets_declared_features(target, backend, seed):
+    """The outputs equal linear attention on the declared features (the exact formula) within
+    the derived bound for the compute dtype (module docstring)."""
+    u = backend.budget.u_compute
+    for layout in layouts(target):
+        for causal in modes(target):
+            x = _seen(inputs(layout, seed, target.self_attention_only), backend)
+            fq, fk, ref = _reference(target, x, seed, causal)
+            eta = feature_error(x, fq.shape[-1], u)
+            bound = output_bound(fq, fk, x.v, ref, u, eta, direct_extra(layout[3]), causal)
+            t = target.to_layout
+            q = backend.from_numpy(x.q)
+            k = q if x.self_attention else backend.from_numpy(x.k)
+            got = backend.to_numpy(t(target.attention(t(q), t(k), t(backend.from_numpy(x.v)),
+                                                      causal=causal, seed=seed)))
+            err = np.where(np.isfinite(got), np.abs(got - ref), np.inf)
+            if not (err <= bound).all():
+                i = np.unravel_index(np.argmax(err - bound), err.shape)
+                raise AssertionError(
+                    f"{_where(target, backend, layout, seed, causal)}: output {got[i]!r} at {i}, "
+                    f"the declared features give {ref[i]!r}: error {err[i]:.3e} > derived bound "
+                    f"{bound[i]:.3e} (worst error/bound {float(np.max(err / bound)):.3g})")
+
+
+def _grad_inputs(x: QKV, backend: Backend):
+    import torch
+
+    q = backend.from_numpy(x.q).requires_grad_(True)
+    k = q if x.self_attention else backend.from_numpy(x.k).requires_grad_(True)
+    v = backend.from_numpy(x.v).requires_grad_(True)
+    return q, k, v, torch
+
+
+def declared_gradient_check(target, backend: Backend, layout, seed: int, causal: bool):
+    """``[DeclaredGradient(q), (k), (v)]`` of one layout (module docstring)."""
+    from kernel_verify.properties.checks.declared import DeclaredGradient
+
+    u = backend.budget.u_compute
+    x = _seen(inputs(layout, seed, target.self_attention_only), backend)
+    q, k, v, torch = _grad_inputs(x, backend)
+    t = target.to_layout
+    out = t(target.attention(t(q), t(k), t(v), causal=causal, seed=seed))
+    g64 = generator(seed, "declared_features.G").standard_normal(tuple(out.shape))
+    g_t = torch.as_tensor(g64, dtype=out.dtype, device=out.device)
+    g = backend.to_numpy(g_t)
+    leaves = (q, v) if x.self_attention else (q, k, v)
+    # loss.backward(), not autograd.grad: fla's feature maps use reentrant checkpointing
+    grads = [backend.to_numpy(gr) for gr in vjp((out * g_t).sum(), list(leaves))]
+    fq, fk = _features(target, x.q, seed), _features(target, x.k, seed)
+    jq, ejq = feature_jacobian(target.features, x.q, seed)
+    jk, ejk = (jq, ejq) if x.self_attention else feature_jacobian(target.features, x.k, seed)
+    refs = exact_gradients(fq, fk, jq, jk, x.v, g, causal)
+    eta = feature_error(x, fq.shape[-1], u)
+    bounds = gradient_bounds(fq, fk, jq, ejq, jk, ejk, x.v, g, u, eta, direct_extra(layout[3]),
+                             causal, refs)
+    if x.self_attention:
+        return [DeclaredGradient("q (= k)", grads[0], refs["q"] + refs["k"],
+                                 bounds["q"] + bounds["k"]),
+                DeclaredGradient("v", grads[1], refs["v"], bounds["v"])]
+    return [DeclaredGradient(n, gr, refs[n], bounds[n])
+            for n, gr in zip("qkv", grads, strict=True)]
+
+
+@pytest.mark.parametrize(("target", "backend"),
+                         declared_cases("differentiable", "positive_weights", torch_only=True))
+@settings(max_examples=EXAMPLES)
+@given(seed=seeds)
+def test_gradients_meet_declared_features(target, backend, seed):
+    """``∂L/∂(q, k, v)`` by autograd equal the exact gradients of linear attention on the
+    declared features within the derived bound for the compute dtype (module docstring)."""
+    for layout in layouts(target):
+        for causal in modes(target):
+            checks = declared_gradient_check(target, backend, layout, seed, causal)
+            for c in checks:
+                assert np.isfinite(c.bound).all(), (
+                    f"{_where(target, backend, layout, seed, causal)}: the derived gradient "
+                    "bound is void here (weights not all positive, or ρ' > 1/2)")
+                if c.ratio > 1:
+                    err = np.where(np.isfinite(c.got), np.abs(c.got - c.ref), np.inf)
+                    i = np.unravel_index(np.argmax(err / c.bound), err.shape)
+                    raise AssertionError(
+                        f"{_where(target, backend, layout, seed, causal)}: ∂L/∂{c.name} "
+                        f"{c.got[i]!r} at {i}, the declared features give {c.ref[i]!r}: error "
+                        f"{err[i]:.3e} > derived bound {c.bound[i]:.3e} (worst error/bound "
+                        f"{c.ratio:.3g})")
