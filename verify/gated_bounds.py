@@ -86,15 +86,17 @@ def decay_exponent_error(log_gates: np.ndarray, phi_k: np.ndarray, *, u: float,
 def gated_forms_error_bound(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
                             log_gates: np.ndarray, *, u: float, exp_ulps: float, tiny: float,
                             normalise: bool = False,
-                            initial_state: tuple[np.ndarray, np.ndarray] | None = None
-                            ) -> np.ndarray:
+                            initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                            extra: int = 0) -> np.ndarray:
     """Per-entry bound ``|fl(o) − o|`` (..., T, d_v) of any form (module docstring) computed with
     unit roundoff ``u``, exponentials within ``exp_ulps`` ulps and smallest normal ``tiny``, on
-    float64 inputs as the target saw them."""
+    float64 inputs as the target saw them; ``extra``: further roundings per product term (features
+    computed by the target within ``k`` ulps of the given ones add ``2k``)."""
     n, m = phi_q.shape[-2], phi_q.shape[-1]
     d, d0 = decay_matrix(log_gates, phi_k)
     delta = decay_exponent_error(log_gates, phi_k, u=u, exp_ulps=exp_ulps)
-    theta = (np.exp(np.minimum(delta, 700.0)) * (1 + gamma(2 * n + m + 4, u)) - 1)[..., None]
+    theta = (np.exp(np.minimum(delta, 700.0)) * (1 + gamma(2 * n + m + 4 + extra, u))
+             - 1)[..., None]
     aq, ak = np.abs(phi_q), np.abs(phi_k)
     pair_abs = np.einsum("...tf,...tsf,...sf->...ts", aq, d, ak)
     pair = np.einsum("...tf,...tsf,...sf->...ts", phi_q, d, phi_k)
@@ -128,14 +130,15 @@ def gated_forms_error_bound(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
 
 def gated_state_error_bound(phi_k: np.ndarray, v: np.ndarray, log_gates: np.ndarray, *,
                             u: float, exp_ulps: float, tiny: float,
-                            initial_state: tuple[np.ndarray, np.ndarray] | None = None
-                            ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-entry bounds of the final state ``(S_T, z_T)`` (module docstring)."""
+                            initial_state: tuple[np.ndarray, np.ndarray] | None = None,
+                            extra: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per-entry bounds of the final state ``(S_T, z_T)`` (module docstring); ``extra`` as for
+    :func:`gated_forms_error_bound`."""
     n = phi_k.shape[-2]
     d, d0 = decay_matrix(log_gates, phi_k)
     last, last0 = d[..., -1, :, :], d0[..., -1, :]  # (..., s, m), (..., m)
     delta = decay_exponent_error(log_gates, phi_k, u=u, exp_ulps=exp_ulps)[..., -1]
-    theta = (np.exp(np.minimum(delta, 700.0)) * (1 + gamma(n + 2, u)) - 1)[..., None]
+    theta = (np.exp(np.minimum(delta, 700.0)) * (1 + gamma(n + 2 + extra, u)) - 1)[..., None]
     ak = np.abs(phi_k)
     s_abs = np.swapaxes(ak * last, -1, -2) @ np.abs(v)
     s_plain = np.swapaxes(ak, -1, -2) @ np.abs(v)

@@ -1,0 +1,190 @@
+"""Built-in gated targets (:class:`~kernel_verify.properties.gated_protocol.GatedAttentionTarget`):
+the project's gated forms (:mod:`kernel_verify.impls.numpy.gated_forms`,
+:mod:`kernel_verify.impls.torch.gated_forms`) behind the gated forms protocol, one target per
+gate kind, offering every form (parallel, stateful, chunked at any size, step, varlen, padded).
+
+Features as in RetNet/GLA/fla: ``φ(q) = q·d^(−1/2)``, ``φ(k) = k`` (no normaliser), and one
+normalised target with ``φ(x) = elu(x) + 1`` (positive features, ``z`` in the state).
+``scalar_fixed`` gates ``g (H,)`` are repeated over batch and time before the forms run.
+``varlen`` runs each packed sequence from its own initial state
+(:func:`kernel_verify.impls.packed.run_packed`); ``padded`` runs each row on its valid positions
+(padding removed with its gates), output 0 at padded positions.
+
+Coverage (``make test`` budget): the per-token scalar kind on every backend × dtype; fixed, key
+dimension and normalised kinds on NumPy float64 and torch float64 (the differentiable path)
+and, for the key dimension, torch float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.properties.gated_protocol import GatedAttentionTarget
+
+__all__ = ["builtin_gated_targets", "gated_target"]
+
+ALL = ("float64", "float32", "float16", "bfloat16")
+COVERAGE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "scalar": (("numpy", "torch"), ALL),
+    "scalar_fixed": (("numpy", "torch"), ("float64",)),
+    "key_dim": (("numpy", "torch"), ("float64", "float32")),
+    "scalar+normalised": (("numpy", "torch"), ("float64",)),
+}
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _mod(x: Any):
+    if _is_torch(x):
+        from kernel_verify.impls.torch import gated_forms
+    else:
+        from kernel_verify.impls.numpy import gated_forms
+    return gated_forms
+
+
+def _elu1(x: Any) -> Any:
+    if _is_torch(x):
+        import torch
+
+        return torch.nn.functional.elu(x) + 1
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0))).astype(x.dtype, copy=False)
+
+
+def make_forms(kind: str, normalise: bool = False, *, phi=None,
+               expand_fixed=None) -> dict[str, Any]:
+    """The forms of a gated target of ``kind`` over the impls (module docstring); ``phi(x, role)``
+    the features (default: ``q·d^(−1/2)``, ``k``, or elu + 1 when ``normalise``)."""
+
+    def default_phi(x, role):
+        if normalise:
+            return _elu1(x)
+        return x * (float(x.shape[-1]) ** -0.5) if role == "q" else x
+
+    phi = phi or default_phi
+
+    def up(*xs):
+        """Half inputs computed in float32 (features included: ``half_in_float32``)."""
+        if not _is_torch(xs[0]):
+            return xs
+        from kernel_verify.impls.torch.convert import compute_dtype
+
+        return tuple(x.to(compute_dtype(x.dtype)) for x in xs)
+
+    def down(res, like, first=True):
+        out, state = res if first else res[::-1]
+        out = out.to(like.dtype) if _is_torch(out) else out
+        return (out, state) if first else (state, out)
+
+    def gates(g, like):
+        if kind != "scalar_fixed":
+            return g
+        if _is_torch(g):
+            return g[None, :, None].expand(like.shape[0], g.shape[0], like.shape[2])
+        return np.broadcast_to(g[None, :, None], (like.shape[0], g.shape[0], like.shape[2]))
+
+    def gate_t(g, like):
+        if kind != "scalar_fixed":
+            return g
+        if _is_torch(g):
+            return g[None, :].expand(like.shape[0], g.shape[0])
+        return np.broadcast_to(g[None, :], (like.shape[0], g.shape[0]))
+
+    def chunked(q, k, v, g, *, chunk_size, initial_state=None, seed=0):
+        qq, kk, vv, gg = up(q, k, v, gates(g, q))
+        return down(_mod(q).gated_attention_chunked(phi(qq, "q"), phi(kk, "k"), vv, gg,
+                                                    chunk_size=chunk_size,
+                                                    initial_state=initial_state,
+                                                    normalise=normalise), v)
+
+    def parallel(q, k, v, g, *, initial_state=None, seed=0):
+        qq, kk, vv, gg = up(q, k, v, gates(g, q))
+        return down(_mod(q).gated_attention_parallel(phi(qq, "q"), phi(kk, "k"), vv, gg,
+                                                     initial_state=initial_state,
+                                                     normalise=normalise), v)
+
+    def stateful(q, k, v, g, *, initial_state=None, seed=0):
+        return chunked(q, k, v, g, chunk_size=64, initial_state=initial_state)
+
+    def step(state, q_t, k_t, v_t, g_t, *, seed=0):
+        qq, kk, vv, gg = up(q_t, k_t, v_t, gate_t(g_t, q_t))
+        return down(_mod(q_t).gated_attention_step(state, phi(qq, "q"), phi(kk, "k"), vv, gg,
+                                                   normalise=normalise), v_t, first=False)
+
+    def varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0):
+        from kernel_verify.impls.packed import run_packed
+
+        if kind == "scalar_fixed":  # one gate per head: every sequence takes it whole
+            return run_packed(lambda a, b, c, st: stateful(a, b, c, g, initial_state=st),
+                              (q, k, v), ("q", "k", "v"), cu_seqlens=cu_seqlens,
+                              initial_state=initial_state)
+        gl = g if kind == "key_dim" else g[..., None]  # time on axis −2, as for q, k, v
+
+        def form(a, b, c, gg, st):
+            return stateful(a, b, c, gg if kind == "key_dim" else gg[..., 0], initial_state=st)
+
+        return run_packed(form, (q, k, v, gl), ("q", "k", "v", "log_gates"),
+                          cu_seqlens=cu_seqlens, initial_state=initial_state)
+
+    def padded(q, k, v, g, *, mask, initial_state=None, seed=0):
+        from kernel_verify.impls.sequence_validation import check_mask
+
+        keep = check_mask(mask, batch=int(q.shape[0]), length=int(q.shape[2]))
+        out = v.new_zeros(v.shape) if _is_torch(v) else np.zeros_like(v)
+        states = []
+        for b, row in enumerate(keep):
+            idx = np.flatnonzero(row).tolist()
+            st = None if initial_state is None else tuple(s[b:b + 1] for s in initial_state)
+            gb = g if kind == "scalar_fixed" else g[b:b + 1, :, idx]
+            o, s = stateful(q[b:b + 1, :, idx], k[b:b + 1, :, idx], v[b:b + 1, :, idx], gb,
+                            initial_state=st)
+            out[b:b + 1, :, idx] = o
+            states.append(s)
+        if _is_torch(q):
+            import torch
+
+            return out, tuple(torch.cat([s[j] for s in states]) for j in range(2))
+        return out, tuple(np.concatenate([s[j] for s in states]) for j in range(2))
+
+    def features(x, role):
+        x = np.asarray(x, dtype=np.float64)
+        if normalise:
+            return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+        return x * (float(x.shape[-1]) ** -0.5) if role == "q" else x
+
+    def state_sums(state):
+        s, z = (np.asarray(a.detach().to("cpu").double().numpy() if _is_torch(a) else a,
+                           dtype=np.float64) for a in state)
+        return s, z
+
+    return {"parallel": parallel, "stateful": stateful, "chunked": chunked, "step": step,
+            "varlen": varlen, "padded": padded, "features": features, "state_sums": state_sums}
+
+
+def gated_target(kind: str, *, normalise: bool = False, backends=("numpy",),
+                 dtypes=("float64",), name: str | None = None) -> GatedAttentionTarget:
+    """A built-in gated target of ``kind`` (module docstring)."""
+    claims = {"validates_input", "half_in_float32"}
+    if "torch" in backends:
+        claims.add("differentiable")
+    if normalise:
+        claims.add("normalised")
+    label = name or f"builtin:gated[{kind}{',normalised' if normalise else ''}]"
+    return GatedAttentionTarget(label, gates=kind, claims=frozenset(claims),
+                                backends=tuple(backends), dtypes=tuple(dtypes),
+                                # elu + 1: exp within 4 ulps, the +1 one more (float32 table)
+                                feature_ulps=6 if normalise else 1,
+                                **make_forms(kind, normalise))
+
+
+def builtin_gated_targets() -> list[GatedAttentionTarget]:
+    """The built-in gated targets with their coverage (:data:`COVERAGE`)."""
+    out = []
+    for key, (libs, dtypes) in COVERAGE.items():
+        kind, _, extra = key.partition("+")
+        out.append(gated_target(kind, normalise=extra == "normalised", backends=libs,
+                                dtypes=dtypes))
+    return out

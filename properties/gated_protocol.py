@@ -1,0 +1,160 @@
+"""The gated forms protocol: :class:`GatedAttentionTarget`, a causal linear attention whose
+state is multiplied by a decay or a gate before each update (docs/math.md §16) — RetNet,
+Mamba2/SSD, simple GLA, GLA — offering its forms with state, run by
+``properties/test_gated_forms.py``.
+
+**Gates** are given to every form as *log-gates* ``g ≤ 0`` (a decay ``e^g``; long products stay
+exact as sums), in the dtype and on the backend/device of the inputs. ``gates`` declares which
+kind the target takes, with these shapes in layout ``BHTD`` (``BTHD``: time and heads swapped
+as for q, k, v):
+
+* ``"scalar_fixed"``: one decay per head, the same for every token (RetNet): ``g (H,)``;
+  one token's ``g_t (H,)``;
+* ``"scalar"``: one decay per token and head (Mamba2/SSD, simple GLA): ``g (B, H, T)``;
+  ``g_t (B, H)``;
+* ``"key_dim"``: one gate per token, head and key dimension (GLA, ``diag(α_t)`` on the key side
+  of the state): ``g (B, H, T, d)``; ``g_t (B, H, d)``.
+
+``gate_side``: where the gate multiplies the state ``S (d × d_v)``: ``"key"`` (the rows; every
+scalar kind is both sides at once) — the only side this protocol covers now.
+
+**Forms** (each optional; a property needing a missing one is skipped naming the field):
+``parallel(q, k, v, g, *, initial_state=None, seed=0) -> (out, state)`` (the masked decay matrix
+form, or any full-sequence form), ``stateful`` (same signature: the production full-sequence
+call), ``chunked(q, k, v, g, *, chunk_size, initial_state=None, seed=0)`` (``chunk_sizes``: the
+sizes it accepts, None: any), ``step(state, q_t, k_t, v_t, g_t, *, seed=0) -> (state, o_t)``,
+``varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0) -> (out, states)`` (batch 1,
+sequences packed along time, gates packed with them; states along the batch axis),
+``padded(q, k, v, g, *, mask, initial_state=None, seed=0) -> (out, state)``. States are opaque
+tuples of arrays with the batch first, as for :class:`~kernel_verify.properties.protocol.
+AttentionTarget`.
+
+**What the outputs are** (white box, needed for the derived bounds): ``features(x, role)``
+returns the float64 features ``φ(x)`` the target applies to queries (``role="q"``: any scale
+included, e.g. fla's ``d^(−1/2)``) and keys (``role="k"``), for ``x (B, H, T, d)`` in BHTD;
+``o_t = Σ_(s≤t) Σ_f φ(q_t)_f D_tsf φ(k_s)_f v_s`` (+ the decayed initial state), divided by the
+same sum with ``v ≡ 1`` when the target claims ``normalised``. ``state_sums(state) -> (S, z)``
+(float64 ``(B, H, m, d_v)`` and ``(B, H, m)`` or None) exposes the state for the exact
+comparison. ``feature_ulps``: how many ulps of the compute dtype the features the target
+computes may differ from ``features`` (default 1: one rounding, e.g. ``q·d^(−1/2)``). Claims:
+:data:`GATED_CLAIMS`. ``min_log_gate``: the most negative log-gate the
+target is meant for (the suite draws down to it; default −30, decays down to ``e^(−30)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.impls.validation import check_callable_field as _check_callable
+from kernel_verify.impls.validation import check_choice_field as _check_choice
+from kernel_verify.impls.validation import check_claim_set as _check_claims
+from kernel_verify.impls.validation import check_count_field as _check_count
+from kernel_verify.impls.validation import check_known_failures as _check_known_failures
+from kernel_verify.impls.validation import check_target_name as _check_name
+from kernel_verify.impls.validation import target_error as _fail
+
+__all__ = ["GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES", "GatedAttentionTarget"]
+
+GATE_KINDS = ("scalar_fixed", "scalar", "key_dim")
+GATE_SIDES = ("key",)
+GATED_FORMS = ("parallel", "stateful", "chunked", "step", "varlen", "padded")
+GATED_CLAIMS = {
+    "normalised": "outputs are divided by φ(q_t)ᵀz_t, z_t the gated sum of key features",
+    "differentiable": "torch tensors requiring grad give outputs differentiable w.r.t. q, k, v, "
+                      "the log-gates and the initial state (properties/test_gated_forms.py)",
+    "state_bitwise": "continuing from a final state equals the full run bitwise",
+    "validates_input": "NaN/Inf, positive log-gates and mismatched shapes raise ValueError",
+    "half_in_float32": "float16/bfloat16 inputs are computed in float32 and rounded once",
+}
+
+
+@dataclass(frozen=True)
+class GatedAttentionTarget:
+    """A gated causal linear attention (module docstring)."""
+
+    name: str
+    gates: str
+    claims: frozenset[str]
+    features: Callable[[np.ndarray, str], np.ndarray]
+    gate_side: str = "key"
+    backends: tuple[str, ...] = ("numpy",)
+    dtypes: tuple[str, ...] = ("float64",)
+    layout: str = "BHTD"
+    parallel: Callable[..., Any] | None = None
+    stateful: Callable[..., Any] | None = None
+    chunked: Callable[..., Any] | None = None
+    step: Callable[..., Any] | None = None
+    varlen: Callable[..., Any] | None = None
+    padded: Callable[..., Any] | None = None
+    chunk_sizes: tuple[int, ...] | None = None
+    state_sums: Callable[[tuple], tuple[np.ndarray, np.ndarray | None]] | None = None
+    min_log_gate: float = -30.0
+    feature_ulps: int = 1
+    known_failures: Mapping[str, str] = field(default_factory=dict)
+    call_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        _check_claims(self.name, self.claims, GATED_CLAIMS)
+        _check_known_failures(self.name, self.known_failures)
+        _check_choice(self.name, "gates", self.gates, set(GATE_KINDS), optional=False)
+        _check_choice(self.name, "gate_side", self.gate_side, set(GATE_SIDES), optional=False)
+        _check_choice(self.name, "layout", self.layout, {"BHTD", "BTHD"}, optional=False)
+        _check_callable(self.name, "features", self.features, optional=False)
+        for f in (*GATED_FORMS, "state_sums"):
+            _check_callable(self.name, f, getattr(self, f), optional=True)
+        if not any(getattr(self, f) is not None for f in ("parallel", "stateful", "chunked",
+                                                          "step")):
+            raise _fail(ValueError, self.name, "parallel", "the target offers no form: give at "
+                        "least one of parallel, stateful, chunked, step")
+        for field_name, allowed in (("backends", ("numpy", "torch")),
+                                    ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
+            value = getattr(self, field_name)
+            if isinstance(value, str) or not isinstance(value, tuple | list) or not value or \
+                    any(x not in allowed for x in value):
+                raise _fail(ValueError, self.name, field_name, f"must be a non-empty tuple of "
+                            f"names among {', '.join(allowed)}, got {value!r}")
+        if self.chunk_sizes is not None:
+            if isinstance(self.chunk_sizes, str) or not isinstance(self.chunk_sizes,
+                                                                   tuple | list) \
+                    or not self.chunk_sizes:
+                raise _fail(TypeError, self.name, "chunk_sizes", "must be a non-empty tuple of "
+                            f"chunk sizes or None, got {self.chunk_sizes!r}")
+            for c in self.chunk_sizes:
+                _check_count(self.name, "chunk_sizes", c)
+            if self.chunked is None:
+                raise _fail(ValueError, self.name, "chunk_sizes", "is given but the target has "
+                            "no chunked form")
+        if isinstance(self.min_log_gate, bool) or not isinstance(self.min_log_gate,
+                                                                 int | float) \
+                or not -1e4 <= self.min_log_gate < 0:
+            raise _fail(ValueError, self.name, "min_log_gate", "must be a number in [−1e4, 0), "
+                        f"got {self.min_log_gate!r}")
+        if isinstance(self.feature_ulps, bool) or not isinstance(self.feature_ulps, int) \
+                or self.feature_ulps < 0:
+            raise _fail(ValueError, self.name, "feature_ulps", "must be an int >= 0, got "
+                        f"{self.feature_ulps!r}")
+        if self.call_seconds is not None and (
+                isinstance(self.call_seconds, bool)
+                or not isinstance(self.call_seconds, int | float) or not self.call_seconds > 0):
+            raise _fail(TypeError, self.name, "call_seconds", "must be a positive number of "
+                        f"seconds or None, got {self.call_seconds!r}")
+
+    def has(self, claim: str) -> bool:
+        return claim in self.claims
+
+    def accepts(self, library: str, dtype: str) -> bool:
+        return library in self.backends and dtype in self.dtypes
+
+    def offers(self, form: str) -> bool:
+        if form not in GATED_FORMS:
+            raise ValueError(f"form must be one of {', '.join(GATED_FORMS)}, got {form!r}")
+        return getattr(self, form) is not None
+
+    def to_layout(self, x: Any) -> Any:
+        """A ``(B, H, T, …)`` array (or ``(B, H, T)`` gates) in the target's layout and back."""
+        return x if self.layout == "BHTD" else x.swapaxes(1, 2)

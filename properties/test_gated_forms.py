@@ -1,0 +1,621 @@
+"""Gated (decayed) causal linear attention in all its forms (docs/math.md §16), on every
+:class:`~kernel_verify.properties.gated_protocol.GatedAttentionTarget` (built-in, or
+``kernel-verify check module:attr``) over every backend × dtype it accepts.
+
+Every form is compared with the **exact** gated recurrence of the target's own features
+(:mod:`kernel_verify.verify.references.gated`, mpmath, log-gates summed exactly) within the
+derived bound of :mod:`kernel_verify.verify.gated_bounds` for the compute dtype (plus the cast
+back of a half type), on the inputs and gates as the target saw them (rounded to its dtype).
+Comparing each form with the truth, not with each other, is the stronger check: two forms with
+the same defect agree with each other. Continuations are compared with the exact run of the
+whole sequence, so opaque states are judged by what they do.
+
+Hypothesis draws the layout (:class:`~kernel_verify.properties.checks.forms.Shape`: batch,
+heads, ``T ∈ {1, C − 1, C, C + 1}`` or free, ``C ∈ {1, T, non-divisors}``, a split point) and the
+**gate regime** (:data:`REGIMES`): decays near 1 (``g ∈ [−10⁻³, 0]``, close to plain linear
+attention), near 0 (``g`` down to the target's ``min_log_gate``), mixed, and long runs of strong
+decay (half the sequence at ``min_log_gate``: ``e^(G_t)`` of the run underflows float32, so a
+form that forms ``e^(G_t)`` and ``e^(−G_s)`` separately breaks). A target with fixed
+``chunk_sizes`` (a kernel's own chunk, e.g. 64) also gets ``T ∈ {C − 1, C + 1, 2C + 1}``: every
+property crosses its chunk boundary.
+
+Properties (a missing form skips naming the protocol field):
+
+* every form meets the exact recurrence (parallel, stateful, chunked at the drawn C, step × T),
+  outputs and, with ``state_sums``, the final state;
+* split invariance: ``[0, t₀)`` then ``[t₀, T)`` from its state, and a probe continued from the
+  final state, meet the exact run of the whole sequence;
+* prefill then decode one token at a time (``step``) meets the exact run;
+* packed sequences (``varlen``, ``cu_seqlens``, gates packed with them) meet each sequence's
+  exact run from its own initial state (no decay carries across a boundary);
+* padding (``padded``, right or left, garbage values *and gates* at padded positions) leaves
+  the valid outputs and the state those of the valid part alone;
+* the state's size does not grow with T;
+* gradients (``differentiable``, torch float64) through the state (the continuation as a
+  function of the prefix's inputs and gates) and with respect to the gates, against float64
+  central differences (``torch.autograd.gradcheck``, step and tolerance of
+  ``properties/test_gradients.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernel_verify.properties.backends import backend_param
+from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs
+from kernel_verify.properties.evidence import nonfinite
+from kernel_verify.properties.strategies import QKV, generator
+from kernel_verify.properties.targets import active_targets, target_spec
+from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.gated_bounds import (
+    gated_forms_error_bound,
+    gated_state_error_bound,
+    smallest_normal,
+)
+from kernel_verify.verify.references.gated import gated_recurrence_mp
+from kernel_verify.verify.tolerance import FORMATS
+
+#: Examples per (property, target, backend): each runs several forms and an mpmath reference.
+GATED_EXAMPLES = max(3, settings.default.max_examples // 8)
+PROBE = 3
+REGIMES = ("near_one", "near_zero", "mixed", "strong_runs")
+HALF = ("float16", "bfloat16")
+
+
+# ------------------------------------------------------------------ cases
+def gated_targets() -> list:
+    """The gated targets under test: the adapter's (``KV_TARGET``), else the built-in ones
+    (:mod:`kernel_verify.properties.builtin_gated`)."""
+    found = [t for t in active_targets() if type(t).__name__ == "GatedAttentionTarget"]
+    if found or target_spec() is not None:
+        return found
+    from kernel_verify.properties.builtin_gated import builtin_gated_targets
+
+    return builtin_gated_targets()
+
+
+def gated_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
+    """``pytest.param(target, backend)`` for gated targets × accepted backends; a target
+    lacking a form is one skipped param naming the field that would add the property."""
+    targets = gated_targets()
+    if not targets:
+        where = target_spec() or "the built-in registry"
+        return [pytest.param(None, None, id="none", marks=pytest.mark.skip(
+            reason=f"{where} provides no gated attention (GatedAttentionTarget)"))]
+    out = []
+    for t in targets:
+        missing = [f"GatedAttentionTarget.{f}" for f in need if getattr(t, f) is None]
+        if any_of and not any(getattr(t, f) is not None for f in any_of):
+            missing.append(" or ".join(f"GatedAttentionTarget.{f}" for f in any_of))
+        if missing:
+            out.append(pytest.param(t, None, id=f"{t.name}-no-form", marks=pytest.mark.skip(
+                reason=f"{t.name} does not offer what this property needs: "
+                       f"{'; '.join(missing)} (the gated forms protocol)")))
+            continue
+        for b in AXIS:
+            if t.accepts(b.library, b.dtype):
+                if b.dtype in HALF and not t.has("half_in_float32"):
+                    out.append(pytest.param(t, b, id=f"{t.name}-{b.id}", marks=pytest.mark.skip(
+                        reason=f"not credited on {b.id}: the target does not claim "
+                               "half_in_float32, so every operation may round to the half "
+                               "type and the derived bound is void")))
+                    continue
+                out.append(backend_param(t, backend=b, id=f"{t.name}-{b.id}"))
+    return out
+
+
+FULL = ("parallel", "stateful", "chunked")
+
+
+# ------------------------------------------------------------------ layouts and gates
+def chunk_of(target, c: int) -> int:
+    sizes = target.chunk_sizes
+    return c if sizes is None else sizes[c % len(sizes)]
+
+
+def draw_shape(data, target, max_t: int = 10) -> Shape:
+    """The layout (module docstring); crosses a fixed chunk size of the target."""
+    c0 = data.draw(st.integers(1, 5), label="C")
+    if target.chunk_sizes is not None and max(target.chunk_sizes) > max_t:
+        big = max(target.chunk_sizes)
+        t = data.draw(st.sampled_from([big - 1, big + 1, 2 * big + 1, 3, 1]), label="T")
+    else:
+        t = data.draw(st.one_of(st.sampled_from(sorted({max(c0 - 1, 1), c0, c0 + 1, 1})),
+                                st.integers(1, max_t)), label="T")
+    non_divisors = [c for c in range(2, t) if t % c]
+    chunk = data.draw(st.sampled_from([c0, 1, t, *non_divisors[:2]]), label="chunk size")
+    cut = data.draw(st.integers(1, max(t - 1, 1)), label="split point")
+    return Shape(data.draw(st.integers(1, 2), label="B"), data.draw(st.integers(1, 3), label="H"),
+                 t, data.draw(st.integers(1, 4), label="d"), data.draw(st.integers(1, 3),
+                                                                         label="d_v"),
+                 chunk, cut, data.draw(st.integers(0, 2**32 - 1), label="seed"))
+
+
+def gate_shape(target, b: int, h: int, t: int, d: int) -> tuple[int, ...]:
+    return {"scalar_fixed": (h,), "scalar": (b, h, t), "key_dim": (b, h, t, d)}[target.gates]
+
+
+def draw_gates(target, shape: Shape, regime: str, t: int | None = None,
+               stream: str = "gates", b: int | None = None) -> np.ndarray:
+    """Log-gates ``≤ 0`` of the regime (module docstring), float64, in BHTD."""
+    n = shape.t if t is None else t
+    size = gate_shape(target, shape.b if b is None else b, shape.h, n, shape.d)
+    rng = generator(shape.seed, f"{stream}:{regime}")
+    lo = float(target.min_log_gate)
+    if regime == "near_one":
+        g = -rng.uniform(0.0, 1e-3, size)
+    elif regime == "near_zero":
+        g = rng.uniform(lo, lo / 2, size)
+    elif regime == "mixed":
+        g = np.maximum(-rng.exponential(1.0, size), lo)
+    else:  # strong_runs: a run of half the sequence at the strongest decay, the rest near 1
+        g = -rng.uniform(0.0, 1e-3, size)
+        if target.gates == "scalar_fixed":
+            g[rng.random(size) < 0.5] = lo
+        else:
+            start = int(rng.integers(0, max(n // 2, 1)))
+            g[:, :, start:start + max(n // 2, 1), ...] = lo
+    return g
+
+
+def seen_gates(g: np.ndarray, backend: Backend) -> np.ndarray:
+    return np.minimum(backend.seen(g), 0.0)
+
+
+def per_token(target, g: np.ndarray, b: int, t: int) -> np.ndarray:
+    """Gates as the reference takes them: ``(B, H, T)`` or ``(B, H, T, d)``."""
+    if target.gates == "scalar_fixed":
+        return np.broadcast_to(g[None, :, None], (b, g.shape[0], t)).copy()
+    return g
+
+
+def seen_inputs(x: QKV, backend: Backend) -> QKV:
+    return QKV(backend.seen(x.q), backend.seen(x.k), backend.seen(x.v), x.scale)
+
+
+# ------------------------------------------------------------------ calling the forms
+def _gate_arg(target, backend, g):
+    a = backend.from_numpy(np.ascontiguousarray(g))
+    return a if target.gates == "scalar_fixed" else target.to_layout(a)
+
+
+def run(target, backend, x: QKV, g: np.ndarray, *, form: str, seed: int, chunk: int = 1,
+        state=None):
+    """``(out float64 (B, H, T, d_v), state)`` of one full-sequence form."""
+    t = target.to_layout
+    q, k, v = (t(backend.from_numpy(a)) for a in (x.q, x.k, x.v))
+    gg = _gate_arg(target, backend, g)
+    if form == "chunked":
+        out, s = target.chunked(q, k, v, gg, chunk_size=chunk_of(target, chunk),
+                                initial_state=state, seed=seed)
+    else:
+        out, s = getattr(target, form)(q, k, v, gg, initial_state=state, seed=seed)
+    out = backend.to_numpy(t(out))
+    want = (*x.q.shape[:-1], x.v.shape[-1])
+    assert out.shape == want, f"{target.name} {form}: output shape {out.shape}, expected {want}"
+    return out, s
+
+
+def gate_at(target, g: np.ndarray, i: int) -> np.ndarray:
+    if target.gates == "scalar_fixed":
+        return g
+    return g[:, :, i] if target.gates == "scalar" else g[:, :, i, :]
+
+
+def run_steps(target, backend, x: QKV, g: np.ndarray, *, seed: int, state=None):
+    outs = []
+    for i in range(x.q.shape[-2]):
+        q, k, v = (backend.from_numpy(np.ascontiguousarray(a[..., i, :])) for a in (x.q, x.k, x.v))
+        gi = backend.from_numpy(np.ascontiguousarray(gate_at(target, g, i)))
+        state, o = target.step(state, q, k, v, gi, seed=seed)
+        outs.append(backend.to_numpy(o))
+    return np.stack(outs, axis=-2), state
+
+
+def full_form(target) -> str:
+    return next(f for f in ("stateful", "chunked", "parallel") if getattr(target, f) is not None)
+
+
+def run_any(target, backend, x, g, *, seed, chunk=1, state=None):
+    """The first full-sequence form the target offers (else the steps)."""
+    if any(getattr(target, f) is not None for f in FULL):
+        return run(target, backend, x, g, form=full_form(target), seed=seed, chunk=chunk,
+                   state=state)
+    return run_steps(target, backend, x, g, seed=seed, state=state)
+
+
+# ------------------------------------------------------------------ the truth and its bound
+def exact(target, backend, x: QKV, g: np.ndarray):
+    """``(outputs, (S, z), bound, (S bound, z bound))``: the exact gated recurrence of the
+    target's features on ``x`` and ``g`` (already as the target saw them) and the derived bound
+    of a computed output (docs/math.md §16) in the backend's dtype."""
+    b, _, n, _ = x.q.shape
+    fq = np.asarray(target.features(x.q, "q"), dtype=np.float64)
+    fk = np.asarray(target.features(x.k, "k"), dtype=np.float64)
+    gg = per_token(target, g, b, n)
+    if target.gates == "key_dim" and gg.shape[-1] != fk.shape[-1]:
+        raise AssertionError(f"{target.name}: key-dimension gates of width {gg.shape[-1]} for "
+                             f"{fk.shape[-1]} features")
+    normalise = target.has("normalised")
+    ref, state = gated_recurrence_mp(fq, fk, x.v, gg, normalise=normalise)
+    budget = backend.budget
+    u = budget.u_compute
+    kw = {"u": u, "exp_ulps": budget.ulps["exp"], "tiny": smallest_normal(budget.compute_dtype),
+          "extra": 2 * target.feature_ulps}
+    bound = gated_forms_error_bound(fq, fk, x.v, gg, normalise=normalise, **kw)
+    s_b = gated_state_error_bound(fk, x.v, gg, **kw)
+    if budget.output_round:  # the cast back to the half type
+        fmt = FORMATS[backend.dtype]
+        bound = bound + fmt.u * (np.abs(ref) + bound) + fmt.tiny
+    return ref, state, bound, s_b
+
+
+def check_within(got, ref, bound, what: str) -> None:
+    text = nonfinite(got)
+    if text:
+        raise AssertionError(f"{what}: {text}")
+    err = np.abs(got - ref)
+    if not (err <= bound).all():
+        i = np.unravel_index(np.argmax(err - bound), err.shape)
+        raise AssertionError(f"{what}: {got[i]!r} at {i}, exact {ref[i]!r}: error {err[i]:.3e} > "
+                             f"derived bound {bound[i]:.3e} ({int((err > bound).sum())} of "
+                             f"{err.size} entries outside)")
+
+
+def where(target, backend, shape: Shape, regime: str) -> str:
+    return (f"{target.name} on {backend.id} (B={shape.b}, H={shape.h}, T={shape.t}, d={shape.d}, "
+            f"d_v={shape.dv}, C={chunk_of(target, shape.chunk)}, t0={shape.cut}, "
+            f"gates {regime}, seed={shape.seed})")
+
+
+def setup(target, backend, data, max_t: int = 10):
+    shape = draw_shape(data, target, max_t)
+    regime = data.draw(st.sampled_from(REGIMES), label="gate regime")
+    x = seen_inputs(draw_inputs(shape), backend)
+    g = seen_gates(draw_gates(target, shape, regime), backend)
+    return shape, regime, x, g
+
+
+def rows(x: QKV, a: int, b: int) -> QKV:
+    sl = (..., slice(a, b), slice(None))
+    return QKV(x.q[sl], x.k[sl], x.v[sl], x.scale)
+
+
+def join(*xs: QKV) -> QKV:
+    return QKV(*(np.concatenate([getattr(x, f) for x in xs], axis=-2) for f in "qkv"),
+               xs[0].scale)
+
+
+def gate_rows(target, g: np.ndarray, a: int, b: int) -> np.ndarray:
+    if target.gates == "scalar_fixed":
+        return g
+    return g[:, :, a:b] if target.gates == "scalar" else g[:, :, a:b, :]
+
+
+def gate_join(target, *gs: np.ndarray) -> np.ndarray:
+    return gs[0] if target.gates == "scalar_fixed" else np.concatenate(gs, axis=2)
+
+
+def probe_for(target, backend, shape: Shape, regime: str, b: int | None = None):
+    one = replace(shape, b=shape.b if b is None else b)
+    x = seen_inputs(draw_inputs(one, t=PROBE, stream="probe"), backend)
+    return x, seen_gates(draw_gates(target, one, regime, t=PROBE, stream="probe gates"),
+                         backend)
+
+
+def check_state(target, backend, state, x: QKV, g, probe, what: str, seed: int) -> None:
+    """``state`` (after ``x``) continues the probe as the exact run of ``x + probe`` does."""
+    px, pg = probe
+    if target.gates == "scalar_fixed":
+        pg = g
+    ref, _, bound, _ = exact(target, backend, join(x, px), gate_join(target, g, pg))
+    got, _ = run_any(target, backend, px, pg, seed=seed, state=state)
+    check_within(got, ref[..., x.q.shape[-2]:, :], bound[..., x.q.shape[-2]:, :],
+                 f"{what}: the probe continued from the state")
+
+
+# ------------------------------------------------------------------ every form = exact
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=(*FULL, "step")))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_forms_meet_the_exact_recurrence(target, backend, data):
+    """parallel, stateful, chunked (drawn C) and the recurrence one step at a time, outputs
+    against the exact gated recurrence within the derived bound; final states through
+    ``state_sums`` against the exact state."""
+    shape, regime, x, g = setup(target, backend, data)
+    ref, (s_ref, z_ref), bound, (s_b, z_b) = exact(target, backend, x, g)
+    w = where(target, backend, shape, regime)
+    outs = {}
+    for form in FULL:
+        if getattr(target, form) is not None:
+            outs[form] = run(target, backend, x, g, form=form, seed=shape.seed, chunk=shape.chunk)
+    if target.step is not None:
+        outs["step × T"] = run_steps(target, backend, x, g, seed=shape.seed)
+    for name, (out, state) in outs.items():
+        check_within(out, ref, bound, f"{w}: {name}")
+        if target.state_sums is None or state is None:
+            continue
+        s, z = target.state_sums(state)
+        check_within(np.asarray(s, dtype=np.float64), s_ref, s_b, f"{w}: {name} final state S")
+        if z is not None and target.has("normalised"):
+            check_within(np.asarray(z, dtype=np.float64), z_ref, z_b,
+                         f"{w}: {name} final state z")
+
+
+# ------------------------------------------------------------------ split invariance
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=FULL))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_split_invariance(target, backend, data):
+    """``[0, t₀)`` then ``[t₀, T)`` continued from its final state meets the exact run of
+    ``[0, T)``, and so does a probe continued from the split run's final state (bitwise equal
+    to the full run under ``state_bitwise``)."""
+    shape, regime, x, g = setup(target, backend, data)
+    cut = min(shape.cut, shape.t)
+    form = "chunked" if target.chunked is not None else full_form(target)
+    w = where(target, backend, shape, regime)
+    ref, _, bound, _ = exact(target, backend, x, g)
+    first, s1 = run(target, backend, rows(x, 0, cut), gate_rows(target, g, 0, cut), form=form,
+                    seed=shape.seed, chunk=shape.chunk)
+    split, state = first, s1
+    if cut < shape.t:
+        second, state = run(target, backend, rows(x, cut, shape.t),
+                            gate_rows(target, g, cut, shape.t), form=form, seed=shape.seed,
+                            chunk=shape.chunk, state=s1)
+        split = np.concatenate([first, second], axis=-2)
+    check_within(split, ref, bound, f"{w}: split at {cut}")
+    if target.has("state_bitwise"):
+        full, _ = run(target, backend, x, g, form=form, seed=shape.seed, chunk=shape.chunk)
+        assert np.array_equal(split, full), f"{w}: split at {cut} not bitwise equal (claimed)"
+    check_state(target, backend, state, x, g, probe_for(target, backend, shape, regime),
+                f"{w}: split run's final state", shape.seed)
+
+
+# ------------------------------------------------------------------ prefill then decode
+@pytest.mark.parametrize(("target", "backend"), gated_cases("step", any_of=FULL))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_prefill_then_decode(target, backend, data):
+    """Prefill ``[0, t₀)`` with the full-sequence form, decode the rest one token at a time
+    from its state: the decoded outputs meet the exact run."""
+    shape, regime, x, g = setup(target, backend, data)
+    cut = shape.cut if shape.cut < shape.t else 0
+    state = None
+    if cut:
+        _, state = run_any(target, backend, rows(x, 0, cut), gate_rows(target, g, 0, cut),
+                           seed=shape.seed, chunk=shape.chunk)
+    decoded, _ = run_steps(target, backend, rows(x, cut, shape.t),
+                           gate_rows(target, g, cut, shape.t), seed=shape.seed, state=state)
+    ref, _, bound, _ = exact(target, backend, x, g)
+    check_within(decoded, ref[..., cut:, :], bound[..., cut:, :],
+                 f"{where(target, backend, shape, regime)}: decoding after a prefill of {cut}")
+
+
+# ------------------------------------------------------------------ packed sequences
+def _index(a: np.ndarray, backend: Backend):
+    if backend.library == "numpy":
+        return a
+    import torch
+
+    return torch.as_tensor(a, device=backend.device)
+
+
+@pytest.mark.parametrize(("target", "backend"), gated_cases("varlen"))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_packed_sequences_equal_separate_runs(target, backend, data):
+    """``varlen`` on N sequences packed along time (gates packed with them), with fresh or given
+    initial states: each sequence's outputs meet its own exact run (from its own prefix) and its
+    final state continues a probe as that run does — the state and the decay reset at every
+    boundary."""
+    shape, regime, _, _ = setup(target, backend, data)
+    big = max(target.chunk_sizes or (0,))
+    top = max(shape.t, 1) if big <= 10 else big + 1
+    n_seq = data.draw(st.integers(1, 3), label="sequences")
+    lengths = [data.draw(st.integers(1, top), label=f"length {i}") for i in range(n_seq)]
+    with_state = data.draw(st.booleans(), label="initial states")
+    one = replace(shape, b=1)
+    seqs = [seen_inputs(draw_inputs(one, t=n, stream=f"seq{i}"), backend)
+            for i, n in enumerate(lengths)]
+    gates = [seen_gates(draw_gates(target, one, regime, t=n, stream=f"gates{i}"), backend)
+             for i, n in enumerate(lengths)]
+    prefix = pg = init = None
+    if with_state:
+        pshape = replace(shape, b=n_seq, t=2)
+        prefix = seen_inputs(draw_inputs(pshape, stream="prefix"), backend)
+        pg = (gates[0] if target.gates == "scalar_fixed" else  # one gate per head, shared
+              seen_gates(draw_gates(target, pshape, regime, stream="prefix gates"), backend))
+        init = run_any(target, backend, prefix, pg, seed=shape.seed)[1]
+    packed = join(*seqs)
+    g_packed = gates[0] if target.gates == "scalar_fixed" else np.concatenate(gates, axis=2)
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    t = target.to_layout
+    q, k, v = (t(backend.from_numpy(a)) for a in (packed.q, packed.k, packed.v))
+    out, states = target.varlen(q, k, v, _gate_arg(target, backend, g_packed),
+                                cu_seqlens=_index(cu, backend), initial_state=init,
+                                seed=shape.seed)
+    out = backend.to_numpy(t(out))
+    w = f"{where(target, backend, shape, regime)} lengths {lengths}, initial states {with_state}"
+    for i, x in enumerate(seqs):
+        gi = gates[i] if target.gates != "scalar_fixed" else g_packed
+        if prefix is not None:
+            px = QKV(*(getattr(prefix, f)[i:i + 1] for f in "qkv"), prefix.scale)
+            pgi = pg if target.gates == "scalar_fixed" else pg[i:i + 1]
+            ctx, cg = join(px, x), gate_join(target, pgi, gi)
+        else:
+            ctx, cg = x, gi
+        ref, _, bound, _ = exact(target, backend, ctx, cg)
+        off = ctx.q.shape[-2] - x.q.shape[-2]
+        check_within(out[..., cu[i]:cu[i + 1], :], ref[..., off:, :], bound[..., off:, :],
+                     f"{w}: sequence {i} packed")
+        check_state(target, backend, tuple(s[i:i + 1] for s in states), ctx, cg,
+                    probe_for(target, backend, one, regime), f"{w}: sequence {i}'s final state",
+                    shape.seed)
+
+
+# ------------------------------------------------------------------ padding
+@pytest.mark.parametrize(("target", "backend"), gated_cases("padded"))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_padding_changes_neither_valid_outputs_nor_state(target, backend, data):
+    """Rows padded right or left with garbage values and garbage (strong or positive-free
+    random) gates: the valid outputs meet the exact run of the valid part, the final state
+    continues a probe as that run does."""
+    shape, regime, x, g = setup(target, backend, data)
+    valid = [data.draw(st.integers(1, shape.t), label=f"valid length {b}")
+             for b in range(shape.b)]
+    left = data.draw(st.booleans(), label="left padding")
+    mask = np.zeros((shape.b, shape.t), dtype=bool)
+    for b, n in enumerate(valid):
+        if left:
+            mask[b, shape.t - n:] = True
+        else:
+            mask[b, :n] = True
+    rng = generator(shape.seed, "padding")
+    m4 = mask[:, None, :, None]
+    px = QKV(*(backend.seen(np.where(m4, getattr(x, f), 30 * rng.standard_normal(
+        getattr(x, f).shape))) for f in "qkv"), x.scale)
+    pgates = g
+    if target.gates != "scalar_fixed":
+        junk = seen_gates(rng.uniform(target.min_log_gate, 0.0, g.shape), backend)
+        mg = mask[:, None, :] if target.gates == "scalar" else m4
+        pgates = np.where(mg, g, junk)
+    t = target.to_layout
+    out, state = target.padded(*(t(backend.from_numpy(getattr(px, f))) for f in "qkv"),
+                               _gate_arg(target, backend, pgates),
+                               mask=_index(mask, backend), seed=shape.seed)
+    out = backend.to_numpy(t(out))
+    w = (f"{where(target, backend, shape, regime)}, {'left' if left else 'right'} padding, "
+         f"valid lengths {valid}")
+    for b in range(shape.b):
+        idx = np.flatnonzero(mask[b])
+        xb = QKV(*(getattr(x, f)[b:b + 1][..., idx, :] for f in "qkv"), x.scale)
+        gb = g if target.gates == "scalar_fixed" else g[b:b + 1][:, :, idx]
+        ref, _, bound, _ = exact(target, backend, xb, gb)
+        check_within(out[b:b + 1][..., idx, :], ref, bound, f"{w}: row {b} valid outputs")
+        if state is not None:
+            check_state(target, backend, tuple(s[b:b + 1] for s in state), xb, gb,
+                        probe_for(target, backend, shape, regime, b=1),
+                        f"{w}: row {b} final state", shape.seed)
+
+
+# ------------------------------------------------------------------ state size
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=(*FULL, "step")))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_state_size_does_not_grow_with_length(target, backend, data):
+    """The state after T and after 2T + 5 tokens (and after 2 steps) has the same shapes."""
+    shape, regime, x, g = setup(target, backend, data)
+    n = 2 * shape.t + 5
+    long_x = seen_inputs(draw_inputs(shape, t=n, stream="long"), backend)
+    long_g = seen_gates(draw_gates(target, shape, regime, t=n, stream="long"), backend)
+    sizes = []
+    for xx, gg in ((x, g), (long_x, long_g)):
+        if any(getattr(target, f) is not None for f in FULL):
+            sizes.append([tuple(s.shape) for s in run_any(target, backend, xx, gg,
+                                                          seed=shape.seed, chunk=shape.chunk)[1]])
+        if target.step is not None:
+            st_ = run_steps(target, backend, rows(xx, 0, 2), gate_rows(target, gg, 0, 2),
+                            seed=shape.seed)[1]
+            sizes.append([tuple(s.shape) for s in st_])
+    assert all(s == sizes[0] for s in sizes), (
+        f"{where(target, backend, shape, regime)}: state shapes differ with the length: {sizes}")
+
+
+# ------------------------------------------------------------------ gradients
+def _differentiable_f64(target, backend) -> None:
+    if not (target.has("differentiable") and backend.library == "torch"
+            and backend.dtype == "float64"):
+        pytest.skip("gradients: differentiable gated targets (claim `differentiable`) on torch "
+                    "float64")
+
+
+def _gradcheck(fn, inputs) -> bool:
+    import torch
+
+    scale = max(1.0, float(fn(*inputs).detach().abs().max()))
+    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in inputs))
+    return bool(torch.autograd.gradcheck(fn, tuple(inputs), eps=h, atol=F64_TOL * scale,
+                                         rtol=F64_TOL, fast_mode=True, raise_exception=False))
+
+
+def _grad_gates(target, shape: Shape) -> np.ndarray:
+    """Gates for finite differences: in ``[−3, −0.05]`` (a step of ``u^(1/3)·3 ≈ 2e-5`` keeps
+    them ≤ 0, where they are valid)."""
+    rng = generator(shape.seed, "gradient gates")
+    return -rng.uniform(0.05, 3.0, gate_shape(target, shape.b, shape.h, shape.t, shape.d))
+
+
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=FULL))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
+    """torch float64: the gradient of the output w.r.t. the log-gates (and q, k, v), by
+    autograd, against float64 central differences (gradcheck, fast mode) — ``∂o_t/∂g_r =
+    Σ_(s<r≤t) D_ts (φq_tᵀφk_s) v_s``, docs/math.md §16."""
+    _differentiable_f64(target, backend)
+    shape = draw_shape(data, target, max_t=6)
+    x = draw_inputs(shape)
+    t = target.to_layout
+    arrays = [backend.from_numpy(a).requires_grad_(True) for a in (x.q, x.k, x.v)]
+    g = backend.from_numpy(_grad_gates(target, shape)).requires_grad_(True)
+    form = full_form(target)
+
+    def fn(q, k, v, gg):
+        ga = gg if target.gates == "scalar_fixed" else t(gg)
+        if form == "chunked":
+            out = target.chunked(t(q), t(k), t(v), ga, chunk_size=chunk_of(target, shape.chunk),
+                                 seed=shape.seed)[0]
+        else:
+            out = getattr(target, form)(t(q), t(k), t(v), ga, seed=shape.seed)[0]
+        return t(out)
+
+    assert _gradcheck(fn, [*arrays, g]), (
+        f"{where(target, backend, shape, 'gradient')}: autograd's gradient w.r.t. the gates "
+        "(or q, k, v) disagrees with finite differences")
+
+
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=FULL))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_gradients_flow_through_the_state(target, backend, data):
+    """torch float64: the outputs after the split point, continued from the prefix's final
+    state, as a function of the prefix's q, k, v and gates (they reach them only through the
+    state), against float64 central differences. A state detached from the graph fails."""
+    _differentiable_f64(target, backend)
+    shape = draw_shape(data, target, max_t=6)
+    if shape.t < 2:
+        return
+    cut = min(shape.cut, shape.t - 1)
+    x = draw_inputs(shape)
+    gates = _grad_gates(target, shape)
+    t = target.to_layout
+    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
+    g_post = backend.from_numpy(np.ascontiguousarray(gate_rows(target, gates, cut, shape.t)))
+    pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
+           for a in (x.q, x.k, x.v)]
+    g_pre = backend.from_numpy(np.ascontiguousarray(gate_rows(target, gates, 0, cut)))
+    g_pre.requires_grad_(True)
+    form = full_form(target)
+
+    def call(q, k, v, gg, state=None):
+        ga = gg if target.gates == "scalar_fixed" else t(gg)
+        if form == "chunked":
+            return target.chunked(t(q), t(k), t(v), ga, chunk_size=chunk_of(target, shape.chunk),
+                                  initial_state=state, seed=shape.seed)
+        return getattr(target, form)(t(q), t(k), t(v), ga, initial_state=state, seed=shape.seed)
+
+    def continued(q, k, v, gg):
+        _, state = call(q, k, v, gg)
+        return t(call(*post, g_post if target.gates != "scalar_fixed" else gg, state)[0])
+
+    assert _gradcheck(continued, [*pre, g_pre]), (
+        f"{where(target, backend, shape, 'gradient')}: the gradient of the continuation w.r.t. "
+        "the prefix inputs and gates (through the final state) disagrees with finite "
+        "differences")
+
