@@ -153,21 +153,62 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- the handlers
+# Every subcommand's handler: it reads the parsed arguments and calls the library function that
+# does the work (imported when the subcommand runs: ``list`` and ``--help`` stay fast).
+def _cmd_report(args: argparse.Namespace) -> int:
+    from kernel_verify.report.main import run_report
+
+    return run_report(quick=args.quick, out=args.out, maps=args.maps, no_plots=args.no_plots)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE] [--jobs N]``: a thin
+    layer on :func:`kernel_verify.api.check`."""
+    import os
+
+    from kernel_verify.api import check, save_json
+    from kernel_verify.runner import _validate_target
+
+    try:
+        _validate_target(args.target)
+    except (ValueError, TypeError) as err:
+        print(f"kernel-verify check: {err}", file=sys.stderr)
+        return 2
+    jobs = int(getattr(args, "jobs", 2) or 2)
+    cap = getattr(args, "max_examples", None)
+    if cap is not None:
+        os.environ["KV_MAX_EXAMPLES"] = str(cap)  # read by the suite's profiles (subprocess)
+        print(f"kernel-verify check: at most {cap} Hypothesis examples per property")
+    result = check(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
+                   shrink_seconds=getattr(args, "shrink_seconds", None))
+    print(result)
+    if args.json_out:
+        save_json(result, args.json_out)
+    if result.crashed:
+        print(f"kernel-verify check: the suite did not run (pytest exit {result.returncode}):\n"
+              f"{result.output_tail}", file=sys.stderr)
+    return result.exit_code
+
+
+def _cmd_mutants(args: argparse.Namespace) -> int:
+    from kernel_verify.mutants.runner import run_mutants
+
+    return run_mutants(args.only, jobs=args.jobs, json_out=args.json_out,
+                       blackbox=args.blackbox)
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from kernel_verify.calibration import calibrate
 
     return calibrate(args.seeds, args.parts, args.jobs)
 
 
-def _lazy(module: str, function: str) -> Callable[[argparse.Namespace], int]:
-    """Import heavy subcommands only when they run (``list`` stays fast)."""
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from kernel_verify.adapters.conformance import run_conformance
 
-    def run(args: argparse.Namespace) -> int:
-        import importlib
-
-        return importlib.import_module(module).__getattribute__(function)(args)
-
-    return run
+    return run_conformance(args.libraries, out=args.out, profile=args.profile, quick=args.quick,
+                           reuse=args.reuse)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--maps", nargs="*", help="only these map names (default: all)")
     p.add_argument("--no-plots", action="store_true",
                    help="numbers only: index and report.json, no pages or figures")
-    p.set_defaults(run=_lazy("kernel_verify.report.main", "run_report"))
+    p.set_defaults(run=_cmd_report)
 
     p = sub.add_parser("check", help="run the property suite against a third-party target")
     p.add_argument("target", help="module:attribute naming an adapter (see README)")
@@ -217,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=_int_at_least(1), default=2,
                    help="pytest workers (default 2; 1: the suite runs in one pytest process, "
                    "without workers)")
-    p.set_defaults(run=_lazy("kernel_verify.runner", "run_check"))
+    p.set_defaults(run=_cmd_check)
 
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")
     p.add_argument("--only", nargs="*", help="only these mutant names")
@@ -227,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--blackbox", action="store_true",
                    help="also run every feature-map mutant wrapped black-box (sample_fn only), "
                    "with and without its declared family, and correct maps as controls")
-    p.set_defaults(run=_lazy("kernel_verify.mutants.runner", "run_mutants"))
+    p.set_defaults(run=_cmd_mutants)
 
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
     p.add_argument("--seeds", type=_int_at_least(20), default=100,
@@ -251,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="smaller independent measurements")
     p.add_argument("--reuse", action="store_true",
                    help="rewrite the pages from the saved <library>.json without running")
-    p.set_defaults(run=_lazy("kernel_verify.adapters.conformance", "run_conformance"))
+    p.set_defaults(run=_cmd_conformance)
     return parser
 
 

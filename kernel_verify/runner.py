@@ -33,7 +33,6 @@ crashed).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -377,28 +376,3 @@ def _validate_target(spec: str) -> tuple[str, ...]:
     print(f"kernel-verify check: {spec} → {len(targets)} target(s): {names}")
     return tuple(t.name for t in targets)
 
-
-def run_check(args: argparse.Namespace) -> int:
-    """``kernel-verify check TARGET [--profile P] [-k EXPR] [--json FILE] [--jobs N]``: a thin
-    layer on :func:`kernel_verify.api.check`."""
-    from kernel_verify.api import check, save_json
-
-    try:
-        _validate_target(args.target)
-    except (ValueError, TypeError) as err:
-        print(f"kernel-verify check: {err}", file=sys.stderr)
-        return 2
-    jobs = int(getattr(args, "jobs", 2) or 2)
-    cap = getattr(args, "max_examples", None)
-    if cap is not None:
-        os.environ["KV_MAX_EXAMPLES"] = str(cap)  # read by the suite's profiles (subprocess)
-        print(f"kernel-verify check: at most {cap} Hypothesis examples per property")
-    result = check(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
-                   shrink_seconds=getattr(args, "shrink_seconds", None))
-    print(result)
-    if args.json_out:
-        save_json(result, args.json_out)
-    if result.crashed:
-        print(f"kernel-verify check: the suite did not run (pytest exit {result.returncode}):\n"
-              f"{result.output_tail}", file=sys.stderr)
-    return result.exit_code

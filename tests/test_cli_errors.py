@@ -98,12 +98,12 @@ def test_broken_adapters_are_one_line(tmp_path: Path, monkeypatch, capsys, sourc
 def test_unwritable_output_path(monkeypatch, capsys) -> None:
     """An output path that cannot be written (``--json``, ``--out``): one line naming it, exit 2
     (the subcommand is replaced by one that fails as a write to a read-only path does)."""
-    import kernel_verify.runner as check_cli
+    import kernel_verify.cli as cli
 
     def fails(args):
         raise PermissionError(13, "Permission denied", "/read-only/out.json")
 
-    monkeypatch.setattr(check_cli, "run_check", fails)
+    monkeypatch.setattr(cli, "_cmd_check", fails)
     code, _, err = _run(["check", "x:targets", "--json", "/read-only/out.json"], capsys)
     assert code == 2
     assert err.strip() == ("kernel-verify check: error: cannot write '/read-only/out.json': "

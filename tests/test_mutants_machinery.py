@@ -18,7 +18,7 @@ from kernel_verify.mutants.runner import kill_matrix, property_kills
 from kernel_verify.properties.checks.row_law import draw_stack, orthonormal_pair, row_law_checks
 from kernel_verify.properties.loader import load_targets
 from kernel_verify.properties.protocol import FeatureMapTarget, RandomMatrixTarget
-from kernel_verify.runner import SuiteRun, fold, load_results, run_check
+from kernel_verify.runner import SuiteRun, fold, load_results
 
 
 def test_catalogue_is_large_diverse_and_uniquely_named():
@@ -129,7 +129,9 @@ def test_result_records_are_folded_into_verdicts(tmp_path):
 def _check(target: str, keyword: str) -> int:
     args = argparse.Namespace(target=target, profile="ci", keyword=keyword, json_out=None,
                               jobs=1)
-    return run_check(args)
+    from kernel_verify.cli import _cmd_check
+
+    return _cmd_check(args)
 
 
 def test_check_passes_the_example_adapter(capsys):

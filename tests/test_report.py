@@ -155,11 +155,8 @@ def test_html_index_renders_in_headless_chromium(tmp_path, monkeypatch):
 
     monkeypatch.setattr(settings, "QUICK", TINY)
     monkeypatch.setattr(main, "QUICK", TINY)
-    import argparse
-
-    args = argparse.Namespace(quick=True, out=str(out), maps=["softmax_trig[iid]", "relu"],
-                              no_plots=False)
-    assert main.run_report(args) == 0
+    assert main.run_report(quick=True, out=str(out), maps=["softmax_trig[iid]", "relu"],
+                           no_plots=False) == 0
     index = out / "index.html"
     text = index.read_text()
     assert not re.search(r'(src|href)="(https?:)?//', text), "external reference in the index"
@@ -190,8 +187,10 @@ def test_quick_and_full_reports_go_to_separate_untracked_folders():
     from kernel_verify.cli import build_parser
     from kernel_verify.report.main import _out_dir
 
-    quick = _out_dir(build_parser().parse_args(["report", "--quick"]))
-    full = _out_dir(build_parser().parse_args(["report"]))
+    quick_args = build_parser().parse_args(["report", "--quick"])
+    full_args = build_parser().parse_args(["report"])
+    quick = _out_dir(quick_args.out, quick_args.quick)
+    full = _out_dir(full_args.out, full_args.quick)
     assert quick != full and quick.parts[0] == full.parts[0] == "build"
     assert QUICK.draws < 1000
 

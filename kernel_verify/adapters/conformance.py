@@ -17,11 +17,11 @@ run depends on (:func:`code_fingerprint`); ``--reuse`` (rewrite a page from the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -235,10 +235,12 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
     return path
 
 
-def run_conformance(args: argparse.Namespace) -> int:
+def run_conformance(libraries: Sequence[str] = (), *, out: str = "reports/conformance",
+                    profile: str = "dev", quick: bool = False, reuse: bool = False) -> int:
     """``kernel-verify conformance [LIBRARY ...] [--out DIR] [--profile P] [--quick]
-    [--reuse]``."""
-    keys = args.libraries or list(LIBRARIES)
+    [--reuse]``: the page of each library (default: every adapted library); 2 for an unknown
+    library or stale saved results, else 0."""
+    keys = list(libraries) or list(LIBRARIES)
     unknown = sorted(set(keys) - set(LIBRARIES))
     if unknown:
         print(f"kernel-verify conformance: unknown libraries {unknown}; known: {list(LIBRARIES)}")
@@ -248,8 +250,8 @@ def run_conformance(args: argparse.Namespace) -> int:
         start = time.monotonic()
         reason = missing_reason(key)
         try:
-            path = conformance(key, out_dir=Path(args.out), profile=args.profile,
-                               quick=args.quick, reuse=args.reuse)
+            path = conformance(key, out_dir=Path(out), profile=profile, quick=quick,
+                               reuse=reuse)
         except StaleResults as err:
             print(f"kernel-verify conformance: {err}", file=sys.stderr)
             return 2

@@ -23,10 +23,10 @@ black-box, with and without its declared family, and correct maps wrapped black-
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
@@ -192,19 +192,23 @@ def run_spec(spec: str, paths: tuple[str, ...] | None = None) -> SuiteRun:
     return run_suite(spec, profile=PROFILE, jobs=1, timeout=TIMEOUT, paths=paths)
 
 
-def run_mutants(args: argparse.Namespace) -> int:
-    """``kernel-verify mutants [--only NAME ...] [--jobs J] [--json FILE]``."""
+def run_mutants(only: Sequence[str] | None = None, *, jobs: int = 2, json_out: str | None = None,
+                blackbox: bool = False) -> int:
+    """``kernel-verify mutants [--only NAME ...] [--jobs J] [--json FILE] [--blackbox]``: run the
+    suite on every mutant (``only``: those named; no controls then) and every control in ``jobs``
+    threads, print the kill matrix, write reports/mutants.md and .json (and ``json_out``); 2 if
+    the suite did not run on a mutant, else 0."""
     try:
-        mutants = [get_mutant(n) for n in args.only] if args.only else list(MUTANTS)
+        mutants = [get_mutant(n) for n in only] if only else list(MUTANTS)
     except KeyError as err:
         print(f"kernel-verify mutants: {err.args[0]}", file=sys.stderr)
         return 2
     from kernel_verify.mutants.controls import CONTROLS
     from kernel_verify.provenance import code_state
 
-    controls = [] if args.only else list(CONTROLS)
+    controls = [] if only else list(CONTROLS)
     commit = code_state()  # stamped on the report: the code the matrix came from
-    jobs = max(1, int(args.jobs or 1))
+    jobs = max(1, int(jobs or 1))
     start = time.monotonic()
     runs: dict[str, SuiteRun] = {}
     everything = [*mutants, *controls]
@@ -230,8 +234,35 @@ def run_mutants(args: argparse.Namespace) -> int:
     crashed = [m.name for m in mutants if runs[m.name].crashed]
     for name in crashed:
         print(f"\n{name}: the suite did not run:\n{runs[name].output_tail}", file=sys.stderr)
-    payload = {
-        "profile": PROFILE, "commit": commit, "seconds": seconds, "killed": n_killed,
+    payload = _payload(mutants, controls, runs, commit, seconds)
+    markdown = _markdown(mutants, runs, seconds, controls, commit)
+    bb_lines: list[str] = []
+    if blackbox:
+        from kernel_verify.mutants.blackbox_runner import run_blackbox
+
+        print("\nBlack-box pass (feature-map mutants and controls through sample_fn only):")
+        section, payload["blackbox"], bb_lines = run_blackbox(mutants, runs, run_spec, jobs)
+        markdown += section
+    reports = reports_dir()
+    reports.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(reports / "mutants.json", json.dumps(payload, indent=2, ensure_ascii=False))
+    atomic.write_text(reports / "mutants.md", markdown)
+    if json_out:
+        atomic.write_text(json_out, json.dumps(payload, indent=2, ensure_ascii=False))
+    print(f"\n({seconds:.0f} s; reports/mutants.md, reports/mutants.json)")
+    print(f"killed as intended {n_killed}/{len(mutants)}"
+          + (f"; controls failed {len(false_alarms)}/{len(controls)}" if controls else ""))
+    if bb_lines:
+        print(bb_lines[-1])
+    return 2 if crashed else 0
+
+
+def _payload(mutants: list[Mutant], controls: list[Mutant], runs: dict[str, SuiteRun],
+             commit: str, seconds: float) -> dict:
+    """reports/mutants.json of a run: every mutant's and control's verdicts and failures."""
+    return {
+        "profile": PROFILE, "commit": commit, "seconds": seconds,
+        "killed": sum(_intended(m, runs[m.name]) for m in mutants),
         "total": len(mutants),
         "killed_any": sum(killed(runs[m.name]) for m in mutants),
         "mutants": [
@@ -251,27 +282,7 @@ def run_mutants(args: argparse.Namespace) -> int:
              "failures": [{"property": p, "kind": k} for p, k in failures(runs[c.name])]}
             for c in controls
         ],
-        "controls_failed": len(false_alarms),
+        "controls_failed": sum(control_failed(runs[c.name]) for c in controls),
         "property_kills": property_kills({m.name: runs[m.name] for m in mutants}),
         "credit_table": credit_table(mutants, runs),
     }
-    markdown = _markdown(mutants, runs, seconds, controls, commit)
-    bb_lines: list[str] = []
-    if getattr(args, "blackbox", False):
-        from kernel_verify.mutants.blackbox_runner import run_blackbox
-
-        print("\nBlack-box pass (feature-map mutants and controls through sample_fn only):")
-        section, payload["blackbox"], bb_lines = run_blackbox(mutants, runs, run_spec, jobs)
-        markdown += section
-    reports = reports_dir()
-    reports.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(reports / "mutants.json", json.dumps(payload, indent=2, ensure_ascii=False))
-    atomic.write_text(reports / "mutants.md", markdown)
-    if args.json_out:
-        atomic.write_text(args.json_out, json.dumps(payload, indent=2, ensure_ascii=False))
-    print(f"\n({seconds:.0f} s; reports/mutants.md, reports/mutants.json)")
-    print(f"killed as intended {n_killed}/{len(mutants)}"
-          + (f"; controls failed {len(false_alarms)}/{len(controls)}" if controls else ""))
-    if bb_lines:
-        print(bb_lines[-1])
-    return 2 if crashed else 0

@@ -12,7 +12,6 @@ tests). Exit status 1 when a map FAILs.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -20,6 +19,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from kernel_verify.impls.names import identifier
@@ -48,10 +48,10 @@ def _versions() -> str:
             f"mpmath {mpmath.__version__}, matplotlib {matplotlib.__version__}")
 
 
-def _out_dir(args: argparse.Namespace) -> Path:
-    if args.out:
-        return Path(args.out)
-    return DEFAULT_OUT / ("quick" if args.quick else "full")
+def _out_dir(out: str | None, quick: bool) -> Path:
+    if out:
+        return Path(out)
+    return DEFAULT_OUT / ("quick" if quick else "full")
 
 
 def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, t0: float) -> None:
@@ -62,10 +62,15 @@ def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, 
           f"{' (cached)' if cached else ''}  ETA {eta:4.0f}s", file=sys.stderr, flush=True)
 
 
-def run_report(args: argparse.Namespace) -> int:
-    s: Settings = QUICK if args.quick else FULL
-    out = _out_dir(args)
-    maps = [get(n) for n in args.maps] if args.maps else all_maps()
+def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[str] | None = None,
+               no_plots: bool = False) -> int:
+    """``kernel-verify report [--quick] [--out DIR] [--maps NAME ...] [--no-plots]``: verify the
+    maps (default: every registered map) and write the report's pages, figures and report.json
+    into ``out`` (default: build/report/full or build/report/quick)."""
+    s: Settings = QUICK if quick else FULL
+    names = list(maps or ())
+    out = _out_dir(out, quick)
+    maps = [get(n) for n in names] if names else all_maps()
     random_maps = [e for e in maps if not e.has("deterministic")]
     # Bonferroni over every statistical assertion of the report: its mean tests, the
     # deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per biased one).
@@ -81,7 +86,7 @@ def run_report(args: argparse.Namespace) -> int:
     version = code_version()
     command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \
         if Path(sys.argv[0]).name == "kernel-verify" else "kernel-verify report " + " ".join(
-            (["--quick"] if args.quick else []) + (["--maps", *args.maps] if args.maps else []))
+            (["--quick"] if quick else []) + (["--maps", *names] if names else []))
     print(f"kernel-verify report ({s.depth}): {len(maps)} maps ({len(random_maps)} random) → "
           f"{out}/index.html; {budget.describe()}", file=sys.stderr, flush=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
@@ -98,7 +103,7 @@ def run_report(args: argparse.Namespace) -> int:
             data_all.append(data)
             _progress(i, len(maps), entry.name, data["verdict"], time.perf_counter() - t1,
                       data["cached"], t0)
-        if not args.no_plots:  # after every map: a page compares its map with its siblings
+        if not no_plots:  # after every map: a page compares its map with its siblings
             print("pages and figures …", file=sys.stderr, flush=True)
             for entry, data in rows:
                 siblings = [d for e, d in rows if mappage.family(e.name) == mappage.family(
@@ -107,7 +112,7 @@ def run_report(args: argparse.Namespace) -> int:
                                       siblings=siblings)
                 write_page(page, tmp / "maps", identifier(entry.name))
         overview_ok = False
-        if not args.maps and not args.no_plots:
+        if not names and not no_plots:
             from kernel_verify.report import overview
 
             print("overview figures …", file=sys.stderr, flush=True)
@@ -121,7 +126,7 @@ def run_report(args: argparse.Namespace) -> int:
                   f"{platform.processor() or platform.machine()}",
                   "duration_s": round(duration, 1), "alpha": budget.describe(),
                   "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-        index = _index(rows, header, s, overview_ok, with_pages=not args.no_plots)
+        index = _index(rows, header, s, overview_ok, with_pages=not no_plots)
         write_page(index, tmp, "index")
         write_atomic(tmp / "report.json", json.dumps({"header": header, "maps": data_all},
                                                      indent=1, default=float))
