@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: report report-quick test test-dev lint mutants calibrate bench bench-full bench-publish \
-	bench-compare bench-check bench-ratios clean adapters conformance
+	bench-compare bench-check bench-ratios clean adapters conformance gpu gpu-prepare
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,21 @@ bench-check: $(STAMP)
 # The speed targets of issue 14 as ratios in one run (benchmarks/ratios.py).
 bench-ratios: $(STAMP)
 	$(BIN)/python -m benchmarks.ratios --threads 1 --memory
+
+# The prepared GPU run (docs/benchmarks.md, "The prepared GPU run"): gate, then the previous
+# commit (BASE) alternated with the working tree cell by cell, in one process, within 6 minutes.
+# `make gpu DEVICE=cpu` is the rehearsal on this CPU (reduced sizes). On a machine without .git
+# (the lent device), run `make gpu-prepare` here first and carry build/gpu along: the run then
+# takes the exported tree (BASE_TREE, default build/gpu/base where there is no .git).
+DEVICE ?= cuda
+BASE_TREE ?= $(if $(wildcard .git),,build/gpu/base)
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu:
+	$(ONE_THREAD) $(GPU_PYTHON) -m tools.gpu.run --device $(DEVICE) \
+		$(if $(BASE_TREE),--base-tree $(BASE_TREE),--base $(BASE))
+
+gpu-prepare:
+	$(GPU_PYTHON) -m tools.gpu.prepare --base $(BASE)
 
 # Optional library adapters (kernel_verify.adapters): the extras, with torch held at the pinned
 # CPU build so that no dependency pulls a CUDA torch.

@@ -95,3 +95,28 @@ class FeatureMapsBackward(BackendBenchmark):
                            positions=self.positions)
         torch.autograd.grad(out.sum(), self.x)
         sync(self.backend)
+
+
+#: Maps timed at large ``m`` (the GPU run's feature-map cells; one of each construction kind).
+LARGE_M_ENTRIES: list[str] = smoke(["softmax_positive[iid]", "softmax_positive[orthogonal]",
+                                    "gerf[iid]", "rff_pairs[iid]"])
+LARGE_MS: list[int] = smoke([4096, 16384])
+
+
+class FeatureMapsLargeM(BackendBenchmark):
+    """``φ(x)`` at large ``m`` (x ``(1024, 16)``, float32 torch): where a GPU earns its keep, the
+    ``n × m`` projection and the elementwise exponentials over it."""
+
+    params: ClassVar[list[Any]] = [LARGE_M_ENTRIES, smoke(TORCH_CASES), LARGE_MS]
+    param_names: ClassVar[list[str]] = ["entry", "case", "m"]
+    timeout = 60.0
+
+    def setup(self, name: str, case: str, m: int) -> None:
+        self.backend = require(*case.split("/"))
+        self.pin()
+        self.entry = get(name)
+        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, m)
+
+    def time_features(self, name: str, case: str, m: int) -> None:
+        map_features(self.entry, self.x, self.p, config=self.config, positions=self.positions)
+        sync(self.backend)
