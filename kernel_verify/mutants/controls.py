@@ -150,7 +150,16 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
         ("grad_causal_float32_backward", "attention",
          "causal softmax attention taking float32, the backward in the input's dtype"),
         ("grad_log_positive_custom_backward", "feature_map",
-         "SM⁺ map with log features and the right hand-written backward of log φ"))),
+         "SM⁺ map with log features and the right hand-written backward of log φ"),
+        ("grad_f32_taylor", "attention",
+         "float32-only Taylor linear attention with its forms, features and state sums "
+         "(the skeleton of the float32 gradient and state mutants)"),
+        ("grad_f32_taylor_opaque_state", "attention",
+         "float32-only Taylor linear attention with its forms and features, opaque state"),
+        ("based_f32_parallel", "attention",
+         "float32-only Based attention (1 + t + t²/2, features declared, no forms)"),
+        ("grad_lowp_taylor", "attention",
+         "Taylor linear attention taking float64 and float32, feature_count declared"))),
 ]
 
 #: Every white-box control (forms controls keep their own loader).

@@ -331,6 +331,167 @@ def _linear_target(name: str, detach: bool) -> list[Target]:
         backends=("numpy", "torch"))]
 
 
+# ------------------------------------------------ float32 Taylor linear attention (issue #29)
+def taylor_features_np(x: np.ndarray, coef: float = 0.5) -> np.ndarray:
+    """Exact float64 Taylor features with ``φ(x)ᵀφ(y) = 1 + t + coef·t²``, ``t = xᵀy/√d``:
+    ``[1, x/d^¼, √coef·x_i²/√d, √(2coef)·(x_i x_j)_(i<j)/√d]`` (Based's map at coef = 1/2)."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[-1]
+    iu = np.triu_indices(d, 1)
+    outer = x[..., :, None] * x[..., None, :]
+    return np.concatenate([np.ones_like(x[..., :1]), x / d**0.25,
+                           np.sqrt(coef) * np.diagonal(outer, axis1=-2, axis2=-1) / d**0.5,
+                           np.sqrt(2 * coef) * outer[..., iu[0], iu[1]] / d**0.5], axis=-1)
+
+
+def _taylor_torch(x, coef: float = 0.5):
+    """:func:`taylor_features_np` on torch tensors (differentiable, in ``x``'s dtype)."""
+    import torch
+
+    d = x.shape[-1]
+    iu = torch.triu_indices(d, d, 1, device=x.device)
+    outer = x[..., :, None] * x[..., None, :]
+    return torch.cat([torch.ones_like(x[..., :1]), x / d**0.25,
+                      np.sqrt(coef) * torch.diagonal(outer, dim1=-2, dim2=-1) / d**0.5,
+                      np.sqrt(2 * coef) * outer[..., iu[0], iu[1]] / d**0.5], dim=-1)
+
+
+def _grad_scale(factors: dict[str, float]):
+    """``(q, k, v) -> (q, k, v)`` unchanged, whose backward multiplies ∂L/∂q, ∂L/∂k, ∂L/∂v by
+    ``factors`` (a fused kernel's backward off by a constant factor)."""
+    import torch
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            return q.view_as(q), k.view_as(k), v.view_as(v)
+
+        @staticmethod
+        def backward(ctx, gq, gk, gv):
+            return (gq * factors.get("q", 1.0), gk * factors.get("k", 1.0),
+                    gv * factors.get("v", 1.0))
+
+    return Scale.apply
+
+
+def _taylor_core(q, k, v, state, causal: bool, coef: float):
+    """Linear attention on the Taylor map (BHTD): ``o_i = φ(q_i)ᵀS_i / φ(q_i)ᵀz_i`` with the
+    running ``S_i = S_0 + Σ_(j≤i) φ(k_j)v_jᵀ``, ``z_i = z_0 + Σ_(j≤i) φ(k_j)`` (causal), or the
+    sums over every key; returns ``(o, (S_T, z_T))``."""
+    import torch
+
+    fq, fk = _taylor_torch(q, coef), _taylor_torch(k, coef)
+    kv = fk[..., :, None] * v[..., None, :]
+    if causal:
+        s_run, z_run = torch.cumsum(kv, dim=-3), torch.cumsum(fk, dim=-2)
+    else:
+        s_run = kv.sum(-3, keepdim=True).expand_as(kv)
+        z_run = fk.sum(-2, keepdim=True).expand_as(fk)
+    if state is not None:
+        s_run = s_run + state[0][..., None, :, :]
+        z_run = z_run + state[1][..., None, :]
+    num = (fq[..., :, None] * s_run).sum(-2)
+    den = (fq * z_run).sum(-1, keepdim=True)
+    return num / den, (s_run[..., -1, :, :], z_run[..., -1, :])
+
+
+def _bf16_backward(coef: float):
+    """Causal Taylor attention whose forward runs in the input's dtype and whose backward
+    recomputes the forward in bfloat16 and differentiates that (a kernel whose backward
+    works in bfloat16 on float32 input); gradients returned in the input's dtype."""
+    import torch
+
+    class Bf16(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, causal):
+            ctx.save_for_backward(q, k, v)
+            ctx.causal = causal
+            return _taylor_core(q, k, v, None, causal, coef)[0]
+
+        @staticmethod
+        def backward(ctx, g):
+            low = [t.detach().to(torch.bfloat16).requires_grad_(True) for t in ctx.saved_tensors]
+            with torch.enable_grad():
+                out = _taylor_core(*low, None, ctx.causal, coef)[0]
+                grads = torch.autograd.grad(out, low, g.to(torch.bfloat16))
+            return (*(gr.to(g.dtype) for gr in grads), None)
+
+    return Bf16.apply
+
+
+def taylor_forms(defect: str = "none", coef: float = 0.5) -> dict[str, Any]:
+    """``attention``, ``stateful``, ``step`` of float32/float64 Taylor linear attention (BHTD
+    torch; NumPy inputs run in float64 without gradients) with one ``defect``: ``none``;
+    ``dq``/``dk``/``dv`` ×(1.03, 1.03, 1.01) in the backward of inputs narrower than float64;
+    ``bf16_backward``: the backward in bfloat16 for inputs narrower than float64;
+    ``state_detached``: ``stateful``/``step`` take the initial state out of the graph;
+    ``state_bf16``: the final state rounded through bfloat16. ``state`` is ``(S, z)``
+    ``(B, H, m, d_v)``, ``(B, H, m)``."""
+    import torch
+
+    factors = {"dq": {"q": 1.03}, "dk": {"k": 1.03}, "dv": {"v": 1.01}}.get(defect)
+
+    def run(q, k, v, state, causal):
+        low = q.dtype != torch.float64
+        if factors is not None and low:
+            q, k, v = _grad_scale(factors)(q, k, v)
+        if defect == "bf16_backward" and low and state is None:
+            return _bf16_backward(coef)(q, k, v, causal), None
+        if defect == "state_detached" and state is not None:
+            state = tuple(t.detach() for t in state)
+        out, new = _taylor_core(q, k, v, state, causal, coef)
+        if defect == "state_bf16":
+            new = tuple(t.to(torch.bfloat16).to(t.dtype) for t in new)
+        return out, new
+
+    def attention(q, k, v, *, causal: bool, seed: int = 0, **_: Any):
+        if isinstance(q, np.ndarray):
+            tq, tk, tv = (torch.as_tensor(a, dtype=torch.float64) for a in (q, k, v))
+            with torch.no_grad():
+                return run(tq, tk, tv, None, causal)[0].numpy()
+        return run(q, k, v, None, causal)[0]
+
+    def stateful(q, k, v, *, initial_state=None, seed: int = 0):
+        out, new = run(q, k, v, initial_state, True)
+        if new is None:  # the bf16-backward defect's full-sequence path keeps no state
+            new = _taylor_core(q, k, v, None, True, coef)[1]
+        return out, new
+
+    def step(state, q_t, k_t, v_t, *, seed: int = 0):
+        out, new = stateful(q_t[..., None, :], k_t[..., None, :], v_t[..., None, :],
+                            initial_state=state)
+        return new, out[..., 0, :]
+
+    def features(x: np.ndarray, seed: int) -> np.ndarray:
+        return taylor_features_np(x)  # the declared map: Based's, coef = 1/2
+
+    def state_sums(state) -> tuple[np.ndarray, np.ndarray]:
+        return tuple(t.detach().to("cpu", torch.float64).numpy() for t in state)
+
+    return {"attention": attention, "stateful": stateful, "step": step, "features": features,
+            "state_sums": state_sums}
+
+
+_TAYLOR_ATT = frozenset({"causal", "noncausal", "positive_weights", "differentiable",
+                         "deterministic_backward"})
+
+
+def taylor_target(name: str, defect: str = "none", *, dtypes: tuple[str, ...] = ("float32",),
+                  declare: tuple[str, ...] = ("features", "state_sums"),
+                  forms: bool = True, coef: float = 0.5) -> list[Target]:
+    """One Taylor linear-attention target (:func:`taylor_forms`): torch ``dtypes``, declaring
+    the white-box extras in ``declare`` (``features``, ``state_sums``; without ``features`` it
+    declares ``feature_count`` instead), with or without its forms."""
+    f = taylor_forms(defect, coef)
+    extras: dict[str, Any] = {k: f[k] for k in declare}
+    if "features" not in declare:
+        extras["feature_count"] = 28  # 1 + d + d(d + 1)/2 at the suite's widest d = 6
+    if forms:
+        extras.update(stateful=f["stateful"], step=f["step"])
+    return [AttentionTarget(name, f["attention"], _TAYLOR_ATT, backends=("torch",),
+                            dtypes=dtypes, **extras)]
+
+
 #: name -> (description, family, make)
 GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
     "grad_positive_drops_minus_x": (
@@ -392,9 +553,49 @@ GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
         "(∂ log φ = ∂φ/φ, φ recomputed): 0/0 where φ underflows, at large input norms in "
         "float32, while the log-space forward stays finite", "feature_map",
         lambda: _log_positive_targets("mutant:grad_log_positive_via_phi", "via_phi")),
+    "grad_f32_dq_scaled": (
+        "float32-only Taylor linear attention (forms, declared features) whose backward's "
+        "∂L/∂q is 1.03 times the true one", "attention",
+        lambda: taylor_target("mutant:grad_f32_dq_scaled", "dq")),
+    "grad_f32_dk_scaled": (
+        "float32-only Taylor linear attention whose backward's ∂L/∂k is 1.03 times the true "
+        "one", "attention", lambda: taylor_target("mutant:grad_f32_dk_scaled", "dk")),
+    "grad_f32_dv_scaled": (
+        "float32-only Taylor linear attention whose backward's ∂L/∂v is 1.01 times the true "
+        "one", "attention", lambda: taylor_target("mutant:grad_f32_dv_scaled", "dv")),
+    "grad_f32_backward_bfloat16": (
+        "float32-only Taylor linear attention whose backward recomputes and differentiates "
+        "the forward in bfloat16", "attention",
+        lambda: taylor_target("mutant:grad_f32_backward_bfloat16", "bf16_backward")),
+    "grad_lowp_backward_bfloat16": (
+        "Taylor linear attention taking float64 and float32 (feature_count declared, no "
+        "features) whose float32 backward runs in bfloat16", "attention",
+        lambda: taylor_target("mutant:grad_lowp_backward_bfloat16", "bf16_backward",
+                              dtypes=("float64", "float32"), declare=(), forms=False)),
+    "grad_lowp_dq_scaled": (
+        "Taylor linear attention taking float64 and float32 (feature_count declared, no "
+        "features) whose float32 backward's ∂L/∂q is 1.03 times the true one", "attention",
+        lambda: taylor_target("mutant:grad_lowp_dq_scaled", "dq",
+                              dtypes=("float64", "float32"), declare=(), forms=False)),
+    "grad_f32_initial_state_detached": (
+        "float32-only Taylor linear attention whose stateful/step forms take the initial "
+        "state out of the graph (no gradient reaches the prefix through the state)",
+        "attention",
+        lambda: taylor_target("mutant:grad_f32_initial_state_detached", "state_detached")),
+    "forms_f32_final_state_bfloat16": (
+        "float32-only Taylor linear attention (features declared, opaque state) whose final "
+        "state is rounded through bfloat16", "attention",
+        lambda: taylor_target("mutant:forms_f32_final_state_bfloat16", "state_bf16",
+                              declare=("features",))),
+    "based_coefficient_t_squared": (
+        "float32-only Based attention (Taylor kernel, no forms, features declared as "
+        "1 + t + t²/2) computing 1 + t + t²", "attention",
+        lambda: taylor_target("mutant:based_coefficient_t_squared", declare=("features",),
+                              forms=False, coef=1.0)),
 }
 
 _G = "gradients::test_"
+_D = "declared_features::test_"
 #: The property each gradient mutant is written for (``family::test``); the others count any
 #: property of ``gradients`` (the catalogue's default).
 GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
@@ -408,6 +609,15 @@ GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
     "grad_causal_lowp_backward_unscaled": (f"{_G}low_precision_gradients_near_float64",),
     "grad_log_positive_drops_minus_x": (f"{_G}feature_attention_gradients_match_exact",),
     "grad_log_positive_via_phi": (f"{_G}attention_gradients_finite_along_scale_sweep",),
+    "grad_f32_dq_scaled": (f"{_D}gradients_meet_declared_features",),
+    "grad_f32_dk_scaled": (f"{_D}gradients_meet_declared_features",),
+    "grad_f32_dv_scaled": (f"{_D}gradients_meet_declared_features",),
+    "grad_f32_backward_bfloat16": (f"{_D}gradients_meet_declared_features",),
+    "grad_lowp_backward_bfloat16": (f"{_G}low_precision_gradients_near_float64",),
+    "grad_lowp_dq_scaled": (f"{_G}low_precision_gradients_near_float64",),
+    "grad_f32_initial_state_detached": ("attention_forms::test_gradients_flow_through_the_state",),
+    "forms_f32_final_state_bfloat16": ("attention_forms::test_split_invariance",),
+    "based_coefficient_t_squared": (f"{_D}attention_meets_declared_features",),
 }
 
 #: Correct custom backwards: must pass every property.
@@ -427,6 +637,15 @@ GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
                                 ("float64", "float32")),
     "grad_log_positive_custom_backward":
         lambda: _log_positive_targets("control:grad_log_positive_custom_backward", "right"),
+    "grad_f32_taylor": lambda: taylor_target("control:grad_f32_taylor"),
+    "grad_f32_taylor_opaque_state":
+        lambda: taylor_target("control:grad_f32_taylor_opaque_state", declare=("features",)),
+    "based_f32_parallel":
+        lambda: taylor_target("control:based_f32_parallel", declare=("features",),
+                              forms=False),
+    "grad_lowp_taylor":
+        lambda: taylor_target("control:grad_lowp_taylor", dtypes=("float64", "float32"),
+                              declare=(), forms=False),
 }
 
 
