@@ -2,7 +2,8 @@
 
 Registry feature maps, attention with every registry map whose kernel makes attention meaningful
 (``builtin_attention``: the rest with their reason) and exact softmax attention (NumPy and
-torch), every random-matrix construction, and Nyström (``builtin_approx``). The property suite
+torch), every random-matrix construction, Nyström (``builtin_approx``) and the tiny causal
+LM (``builtin_models``). The property suite
 (``properties/targets.py``) and ``kernel-verify calibrate`` read them from here.
 """
 
@@ -54,6 +55,13 @@ def _builtin_approximations() -> list[KernelApproxTarget]:
     return approximation_targets()
 
 
+def _builtin_models() -> list[Target]:
+    """The tiny causal LM (``builtin_models``): the reference model target."""
+    from kernel_verify.properties.builtin_models import model_targets
+
+    return list(model_targets())
+
+
 def _declared_attention_claims(system: str) -> frozenset[str]:
     """The claims of a registered attention system (:mod:`kernel_verify.impls.systems`) in the
     words the target protocol knows: written once, in the declaration."""
@@ -71,6 +79,6 @@ def builtin_targets() -> tuple[Target, ...]:
         *registry_attention_targets(),
     ]
     matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]
-    return (*maps, *attention, *matrices, *_builtin_approximations())
+    return (*maps, *attention, *matrices, *_builtin_approximations(), *_builtin_models())
 
 

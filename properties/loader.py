@@ -8,7 +8,8 @@ from collections.abc import Iterable
 
 from kernel_verify.properties.protocol import Target
 
-_TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget")
+_TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget",
+                 "ModelTarget")
 
 
 def _as_target(obj: object, where: str) -> Target:

@@ -230,3 +230,24 @@ def clustered_points(draw, n: int, d: int, scale: float = 1.0,
     if o == 0.0:
         return x
     return x + draw(points((n, d), o * scale), label="offsets")
+
+
+# ---------------------------------------------------------------------- model inputs
+@st.composite
+def model_cases(draw, vocab_size: int, max_len: int, min_len: int = 3, batch=(1, 2)):
+    """A model input (:class:`kernel_verify.properties.model_checks.Case`): ``B`` rows of
+    ``T`` token ids in ``[0, vocab_size)``, a split ``1 ≤ s < T`` (every split, not only
+    ``T − 1``), packing lengths summing to ``T`` (1 to 3 sequences, any cut) and a pad count
+    ``0 < p < T`` per row."""
+    from kernel_verify.properties.model_checks import Case
+
+    b = draw(st.integers(*batch))
+    t = draw(st.integers(min_len, max_len))
+    ids = tuple(tuple(draw(st.lists(st.integers(0, vocab_size - 1), min_size=t, max_size=t)))
+                for _ in range(b))
+    split = draw(st.integers(1, t - 1))
+    cuts = sorted(draw(st.sets(st.integers(1, t - 1), min_size=0, max_size=min(2, t - 1))))
+    bounds = [0, *cuts, t]
+    lengths = tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
+    pads = tuple(draw(st.integers(1, t - 1)) for _ in range(b))
+    return Case(ids, split, lengths, pads)

@@ -21,6 +21,7 @@ from kernel_verify.properties.protocol import (
     AttentionTarget,
     FeatureMapTarget,
     KernelApproxTarget,
+    ModelTarget,
     RandomMatrixTarget,
     Target,
 )
@@ -100,6 +101,12 @@ def matrices(*claims: str) -> list:
 def approximations(*claims: str) -> list:
     return _params(_select(KernelApproxTarget, claims),
                    f"kernel approximation with claims {sorted(claims)}")
+
+
+def models(*claims: str) -> list[ModelTarget]:
+    """Model targets having every claim in ``claims`` (the model properties pair each with its
+    dtype paths and skip with their own reasons: :mod:`kernel_verify.properties.model_checks`)."""
+    return _select(ModelTarget, claims)  # type: ignore[return-value]
 
 
 def attentions_with(claims: Iterable[str]) -> tuple[list[AttentionTarget], str | None]:

@@ -32,6 +32,8 @@ LIBRARIES: dict[str, Library] = {
         Library("performer", "performer", "performer-pytorch", "performer_pytorch",
                 "performer-pytorch"),
         Library("fla", "fla", "fla-core", "fla", "flash-linear-attention (fla-core)"),
+        Library("fla_models", "fla-models", "flash-linear-attention", "fla.models",
+                "flash-linear-attention models (fla.models)"),
         Library("nystrom_attention", "nystrom", "nystrom-attention", "nystrom_attention",
                 "nystrom-attention"),
         Library("fast_transformers", "fast-transformers", "pytorch-fast-transformers",

@@ -1,0 +1,118 @@
+"""A thin adapter from HF-style causal LMs to :class:`~kernel_verify.properties.model_protocol.
+ModelTarget`: any ``torch.nn.Module`` called as ``model(input_ids=…, past_key_values=…,
+use_cache=True)`` returning ``.logits`` and ``.past_key_values``, with a ``generate`` method
+(transformers' ``GenerationMixin``). Duck-typed: nothing here imports transformers.
+
+* **build**: ``make()`` constructs the model from its config (random init, nothing
+  downloaded) under ``torch.manual_seed(seed)`` (the global generator is restored after);
+  every parameter with two or more dimensions (embeddings, projections, convolutions) is then
+  multiplied by ``init_scale``: the spread of the library's own init, scaled. One-dimensional
+  parameters (norm weights, biases, decay and step parameters such as Mamba's ``A_log`` and
+  ``dt_bias``) keep their init. ``dtype="float64"``: the float32 model cast, so its weights
+  are exactly the float32 model's.
+* **forward**: ``model(input_ids=ids, use_cache=False).logits``.
+* **prefill / step**: ``model(input_ids=ids, use_cache=True)``, then one token per call with
+  the cache under the keyword ``cache_arg`` (``past_key_values``; transformers' Mamba takes
+  ``cache_params`` and a ``cache_position``, given with ``cache_position=True``). ``step`` with
+  no cache runs the token from the empty state.
+* **generate**: ``model.generate(ids, max_new_tokens=n, do_sample=False,
+  output_logits=True, return_dict_in_generate=True, use_cache=True)`` with the end-of-sequence
+  token unset (every row generates ``n`` tokens); the scores are the raw logits of each step.
+* **packed**: ``model(input_ids=ids, <packed_arg>=cu_seqlens).logits`` where the library
+  accepts packed input (fla's models: ``cu_seqlens``).
+* **padded**: ``model(input_ids=ids, attention_mask=mask).logits``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kernel_verify.properties.model_protocol import ModelTarget
+
+__all__ = ["hf_model_target", "scale_weights"]
+
+
+def scale_weights(model: Any, init_scale: float) -> Any:
+    """Multiply every parameter of ``model`` with ``ndim ≥ 2`` by ``init_scale`` (in place)."""
+    import torch
+
+    if init_scale != 1.0:
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.ndim >= 2:
+                    p.mul_(float(init_scale))
+    return model
+
+
+def _quiet_generation(model: Any) -> None:
+    """Greedy generation of exactly ``max_new_tokens``: no end-of-sequence token, a pad id."""
+    cfg = getattr(model, "generation_config", None)
+    if cfg is not None:
+        cfg.eos_token_id = None
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = 0
+        cfg.do_sample = False
+
+
+def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
+                    claims: frozenset[str] = frozenset(), cache_arg: str = "past_key_values",
+                    cache_position: bool = False, packed_arg: str | None = None,
+                    generate: bool = True, float64: bool = False, max_len: int = 12,
+                    init_scales: tuple[float, ...] = (1.0, 4.0, 16.0, 64.0),
+                    call_seconds: float | None = None,
+                    known_failures: Mapping[str, str] | None = None) -> ModelTarget:
+    """A :class:`ModelTarget` for the HF-style model ``make()`` builds (module docstring).
+    ``claims``: what the model claims (``differentiable``, ``left_padding``,
+    ``right_padding``; ``float64`` is added by ``float64=True``); padding claims make the
+    ``padded`` call available."""
+    import torch
+
+    def build(seed: int, *, init_scale: float = 1.0, dtype: str = "float32"):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = make()
+        scale_weights(model, init_scale)
+        _quiet_generation(model)
+        model = model.to(getattr(torch, dtype)).eval()
+        return model
+
+    def forward(model, ids):
+        return model(input_ids=ids, use_cache=False).logits
+
+    def prefill(model, ids):
+        out = model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values if cache_arg == "past_key_values" else getattr(
+            out, cache_arg)
+        return out.logits, (cache, ids.shape[1])
+
+    def step(model, cache, ids_t):
+        kw: dict[str, Any] = {"use_cache": True}
+        if cache is not None:
+            kw[cache_arg] = cache[0]
+            if cache_position:
+                kw["cache_position"] = torch.tensor([cache[1]], dtype=torch.int64)
+        out = model(input_ids=ids_t.reshape(-1, 1), **kw)
+        new = out.past_key_values if cache_arg == "past_key_values" else getattr(out, cache_arg)
+        return out.logits[:, -1], (new, 1 if cache is None else cache[1] + 1)
+
+    def gen(model, ids, max_new_tokens):
+        out = model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=0,
+                             do_sample=False, output_logits=True, return_dict_in_generate=True,
+                             use_cache=True, attention_mask=torch.ones_like(ids))
+        return out.sequences[:, ids.shape[1]:], torch.stack(tuple(out.logits), 1)
+
+    def packed(model, ids, cu_seqlens):
+        return model(input_ids=ids, use_cache=False, **{packed_arg: cu_seqlens}).logits
+
+    def padded(model, ids, attention_mask):
+        return model(input_ids=ids, attention_mask=attention_mask, use_cache=False).logits
+
+    all_claims = frozenset(claims) | ({"float64"} if float64 else set())
+    padding = bool({"left_padding", "right_padding"} & all_claims)
+    return ModelTarget(
+        name, build=build, forward=forward, vocab_size=vocab_size, claims=all_claims,
+        prefill=prefill, step=step, generate=gen if generate else None,
+        packed=packed if packed_arg else None, padded=padded if padding else None,
+        max_len=max_len, init_scales=init_scales, call_seconds=call_seconds,
+        known_failures=dict(known_failures or {}))

@@ -1,0 +1,507 @@
+"""The checks of the model properties (``properties/test_models.py``; docs/math.md §15), their
+tolerances, and the power control every model verdict carries.
+
+**A check** compares two routes to the same numbers of one model (decoding with the cache vs
+the full forward, packed vs separate runs, …) and returns None, or a text naming what
+differed, by how much, where, and the tolerance. Each check also runs with ``defect=True``:
+the same comparison with **a planted defect of its class** applied through the target's own
+calls (the cache dropped after the first step, the packed sequences run as one, the mask
+dropped, the prefill detached from the graph, …; see each check). The defect is planted at
+the call level, so it needs nothing from the model beyond the calls it already offers.
+
+**The power control** (:func:`power_ladder`): before a property's examples run, its check runs
+on a fixed control case with and without the defect at each init scale of the target's ladder
+(``init_scales``), in order. The first scale at which the planted defect *fails* the check is
+the scale the property's examples run at: there the check is shown able to fail. Where the
+defect passes at every scale of the ladder the verdict is ``not credited: cannot fail at this
+init`` (the examples still run, at the largest scale). The correct model is checked at every
+scale of the ladder up to the credited one.
+
+**Tolerances** (:func:`tolerance`). With the claim ``float64`` (the same weights in float64):
+the float32 full forward's observed error ``e = max|f₃₂ − f₆₄|`` over the case sets the scale,
+``tol₃₂ = K·e + 4u₃₂·max|f₆₄|`` with ``K =`` :data:`ROUTE_FACTOR` (the stated assumption: each of
+the two routes compared rounds at most ``K/2`` times as much as the full forward), and
+``tol₆₄ = tol₃₂ · u₆₄/u₃₂`` (rounding error scales with the unit roundoff of the same
+algorithm). Without float64: the stated assumption ``tol₃₂ =`` :data:`ASSUMED_ULPS` ``· u₃₂ ·
+T · max(1, max|f₃₂|)`` (T tokens of accumulation). Gradients: the same with the gradients of
+the full forward's loss in place of the logits.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernel_verify.properties.model_protocol import ModelTarget
+
+U32 = 2.0**-24
+U64 = 2.0**-53
+#: K of the module docstring: two routes, each assumed to round at most 8× as much as the full
+#: forward (the built-in LM's observed ratio is reported in docs/math.md §15).
+ROUTE_FACTOR = 16.0
+#: Float32-only targets: the assumed error per token of accumulation, in units of u₃₂ of the
+#: largest logit (module docstring).
+ASSUMED_ULPS = 64.0
+#: The init scales of the finiteness sweep, times the first scale of the target's ladder.
+FINITE_SWEEP = (1.0, 8.0, 64.0, 512.0, 4096.0, 32768.0)
+
+
+# ----------------------------------------------------------------------------- models
+_BUILT: dict[tuple, tuple[ModelTarget, Any]] = {}
+_BUILT_MAX = 8
+
+
+def model(target: ModelTarget, seed: int, scale: float, dtype: str) -> Any:
+    """The target's model at ``seed``, ``scale`` and ``dtype`` (the last few built are kept;
+    targets are keyed by identity: a target holds mappings, so it is not hashable)."""
+    key = (id(target), int(seed), float(scale), dtype)
+    if key not in _BUILT:
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = (target, target.build(int(seed), init_scale=float(scale), dtype=dtype))
+    return _BUILT[key][1]
+
+
+def dtypes(target: ModelTarget) -> list[str]:
+    """The dtype paths of a target: float32, and float64 where it runs."""
+    return ["float32", "float64"] if target.has("float64") else ["float32"]
+
+
+def _np(x: Any) -> np.ndarray:
+    return x.detach().to("cpu", torch.float64).numpy()
+
+
+def logits_of(target: ModelTarget, m: Any, ids: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return target.forward(m, ids)
+
+
+# ------------------------------------------------------------------------- tolerances
+@dataclass(frozen=True)
+class Tolerance:
+    value: float
+    how: str
+
+
+def _scale_tol(target: ModelTarget, dtype: str, e32: float | None, ref_max: float,
+               tokens: int) -> Tolerance:
+    if e32 is not None:
+        tol32 = ROUTE_FACTOR * e32 + 4 * U32 * ref_max
+        if dtype == "float32":
+            return Tolerance(tol32, f"K·e + 4u₃₂·max = {ROUTE_FACTOR:g}·{e32:.3g} + "
+                             f"4u₃₂·{ref_max:.3g}")
+        return Tolerance(tol32 * U64 / U32, f"(K·e + 4u₃₂·max)·u₆₄/u₃₂ with e = {e32:.3g} "
+                         "(float32 full forward vs float64)")
+    tol = ASSUMED_ULPS * U32 * tokens * max(1.0, ref_max)
+    return Tolerance(tol, f"assumed {ASSUMED_ULPS:g}·u₃₂·T·max(1, max|f|), T = {tokens} "
+                     "(no float64 run of this model)")
+
+
+def tolerance(target: ModelTarget, dtype: str, seed: int, scale: float,
+              ids: torch.Tensor) -> Tolerance:
+    """The logits tolerance of a case (module docstring)."""
+    f32 = _np(logits_of(target, model(target, seed, scale, "float32"), ids))
+    if target.has("float64"):
+        f64 = _np(logits_of(target, model(target, seed, scale, "float64"), ids))
+        return _scale_tol(target, dtype, float(np.max(np.abs(f32 - f64))),
+                          float(np.max(np.abs(f64))), ids.shape[1])
+    return _scale_tol(target, dtype, None, float(np.max(np.abs(f32))), ids.shape[1])
+
+
+def differ(got: Any, want: Any, tol: Tolerance, what: str) -> str | None:
+    """None when ``|got − want| ≤ tol`` everywhere (and both finite), else what differed."""
+    g, w = _np(got) if isinstance(got, torch.Tensor) else got, (
+        _np(want) if isinstance(want, torch.Tensor) else want)
+    if g.shape != w.shape:
+        return f"{what}: shapes differ, {g.shape} vs {w.shape}"
+    bad = ~np.isfinite(g) | ~np.isfinite(w)
+    if bad.any():
+        i = tuple(int(j) for j in np.argwhere(bad)[0])
+        return f"{what}: {int(bad.sum())} non-finite values (first at {i}: {g[i]!r} vs {w[i]!r})"
+    diff = np.abs(g - w)
+    if not (diff > tol.value).any():
+        return None
+    i = tuple(int(j) for j in np.unravel_index(int(np.argmax(diff)), diff.shape))
+    return (f"{what}: max |difference| {diff[i]:.3g} at {i} ({g[i]!r} vs {w[i]!r}), "
+            f"{int((diff > tol.value).sum())} of {diff.size} values beyond the tolerance "
+            f"{tol.value:.3g} ({tol.how}); max |reference| {np.max(np.abs(w)):.3g}")
+
+
+# ------------------------------------------------------------------------------ cases
+@dataclass(frozen=True)
+class Case:
+    """A model input: ``ids (B, T)``, a split ``1 ≤ split < T``, packing lengths (summing to
+    T, batch 1 uses row 0) and pad counts per row."""
+
+    ids: tuple[tuple[int, ...], ...]
+    split: int
+    lengths: tuple[int, ...]
+    pads: tuple[int, ...]
+    seed: int = 0
+
+    def tensor(self) -> torch.Tensor:
+        return torch.tensor(self.ids, dtype=torch.int64)
+
+    @property
+    def length(self) -> int:
+        return len(self.ids[0])
+
+
+def control_case(target: ModelTarget) -> Case:
+    """The fixed case of the power control: batch 2, the longest sequences, the split in the
+    middle, two packed sequences, pads of a third of the length (deterministic ids)."""
+    t = target.max_len
+    g = np.random.default_rng(20261126)
+    ids = tuple(tuple(int(v) for v in g.integers(0, target.vocab_size, t)) for _ in range(2))
+    return Case(ids, t // 2, (t // 2, t - t // 2), (t // 3, max(1, t // 4)))
+
+
+# ------------------------------------------------------------------------------ checks
+Check = Callable[[ModelTarget, str, float, Case, bool], "str | None"]
+
+
+def decode(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+           ) -> str | None:
+    """Prefill ``x[:split]``, then one-token steps: the logits of each step equal row ``t`` of
+    the full forward. Defect: the cache is dropped after the first step (``step(model, None,
+    x_t)`` from the second step on)."""
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    tol = tolerance(target, dtype, case.seed, scale, ids)
+    with torch.no_grad():
+        full = target.forward(m, ids)
+        logits, cache = target.prefill(m, ids[:, :case.split])
+        problem = differ(logits, full[:, :case.split], tol, f"prefill of {case.split} tokens "
+                         "vs the full forward")
+        if problem:
+            return problem
+        steps = []
+        for t in range(case.split, case.length):
+            if defect and t > case.split:
+                cache = None
+            out, cache = target.step(m, cache, ids[:, t])
+            steps.append(out)
+    return differ(torch.stack(steps, 1), full[:, case.split:], tol,
+                  f"step-by-step logits after a prefill of {case.split} of {case.length} tokens "
+                  "vs the full forward")
+
+
+def generate(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+             ) -> str | None:
+    """Greedy ``generate`` with the cache from the prompt ``x[:split]`` equals greedy decoding
+    without a cache (the full forward over the prefix, recomputed each step), token for token,
+    with the scores compared at every step. Where two scores of the reference are within the
+    tolerance of each other (a tie within rounding) and the tokens differ, the comparison stops
+    there. Defect: the generated scores are those of a cache dropped after the first step (the
+    full forward of the last token alone)."""
+    m = model(target, case.seed, scale, dtype)
+    prompt = case.tensor()[:, :case.split]
+    n = case.length - case.split
+    tol = tolerance(target, dtype, case.seed, scale, case.tensor())
+    with torch.no_grad():
+        tokens, scores = target.generate(m, prompt, n)
+        if tokens.shape != (prompt.shape[0], n) or scores.shape[:2] != (prompt.shape[0], n):
+            return (f"generate returned tokens {tuple(tokens.shape)} and scores "
+                    f"{tuple(scores.shape)}, expected ({prompt.shape[0]}, {n}) and "
+                    f"({prompt.shape[0]}, {n}, V)")
+        if defect:
+            scores = scores.clone()
+            for i in range(1, n):
+                scores[:, i] = target.forward(m, tokens[:, i - 1:i])[:, -1]
+        seq = prompt
+        for i in range(n):
+            want = target.forward(m, seq)[:, -1]
+            problem = differ(scores[:, i], want, tol, f"scores of generated token {i + 1} "
+                             f"(prompt {case.split}) vs the full forward of the prefix")
+            if problem:
+                return problem
+            ref_tok = want.argmax(-1)
+            if not torch.equal(ref_tok, tokens[:, i]):
+                top2 = torch.topk(want, 2, dim=-1).values
+                gap = float((top2[:, 0] - top2[:, 1]).min())
+                if gap <= 2 * tol.value:
+                    return None  # a tie within rounding: the sequences may part here
+                return (f"generated token {i + 1}: {tokens[:, i].tolist()} with the cache, "
+                        f"{ref_tok.tolist()} by greedy decoding without it (top-2 gap "
+                        f"{gap:.3g} > 2·tol {2 * tol.value:.3g})")
+            seq = torch.cat([seq, tokens[:, i:i + 1]], dim=1)
+    return None
+
+
+def _cu(lengths: tuple[int, ...]) -> torch.Tensor:
+    return torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int64)
+
+
+def packed(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+           ) -> str | None:
+    """``packed(x, cu_seqlens)`` equals the separate runs of each sequence (positions, states
+    and convolution windows reset at each boundary). Defect: the packed row run as one
+    sequence (``forward`` without ``cu_seqlens``: state carried across)."""
+    m = model(target, case.seed, scale, dtype)
+    row = case.tensor()[:1]
+    tol = tolerance(target, dtype, case.seed, scale, row)
+    cu = _cu(case.lengths)
+    with torch.no_grad():
+        got = target.forward(m, row) if defect else target.packed(m, row, cu)
+        want = torch.cat([target.forward(m, row[:, a:b])
+                          for a, b in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)], 1)
+    return differ(got, want, tol, f"packed sequences of lengths {list(case.lengths)} vs "
+                  "separate runs")
+
+
+def _padded(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool,
+            left: bool) -> str | None:
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    b, t = ids.shape
+    mask = torch.ones(b, t, dtype=torch.int64)
+    for r, p in enumerate(case.pads):
+        p = min(p, t - 1)
+        if left:
+            mask[r, :p] = 0
+        else:
+            mask[r, t - p:] = 0
+    side = "left" if left else "right"
+    with torch.no_grad():
+        if defect and left:  # the mask dropped: the pad tokens enter the state
+            got = target.forward(m, ids)
+        elif defect:  # a right-padded mask read as left padding (the valid tokens at the end)
+            flipped = mask.flip(1)
+            out = target.padded(m, ids, flipped)
+            got = torch.zeros_like(out)
+            for r in range(b):
+                got[r, mask[r].bool()] = out[r, flipped[r].bool()]
+        else:
+            got = target.padded(m, ids, mask)
+        problems = []
+        for r in range(b):
+            valid = mask[r].bool()
+            alone = ids[r:r + 1, valid]
+            want = target.forward(m, alone)[0]
+            tol = tolerance(target, dtype, case.seed, scale, alone)
+            problems.append(differ(got[r, valid], want, tol, f"row {r} {side}-padded by "
+                                   f"{int((~valid).sum())} of {t} vs the row unpadded"))
+    return next((p for p in problems if p), None)
+
+
+def left_padding(target, dtype, scale, case, defect):
+    """Left-padded rows (``attention_mask`` 0 on a prefix) give the unpadded logits at the
+    valid positions. Defect: the mask dropped (pad tokens run as tokens)."""
+    return _padded(target, dtype, scale, case, defect, left=True)
+
+
+def right_padding(target, dtype, scale, case, defect):
+    """Right-padded rows give the unpadded logits at the valid positions. Defect: the
+    right-padded mask read as left padding (with a causal model, dropping a right-padding mask
+    changes no valid position, so that defect could never fail this check)."""
+    return _padded(target, dtype, scale, case, defect, left=False)
+
+
+def _loss_weights(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    g = torch.Generator().manual_seed(7)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+def _grads(target: ModelTarget, m: Any, ids: torch.Tensor, split: int | None,
+           detach_prefill: bool = False) -> list[torch.Tensor]:
+    """∇ of ``Σ w ⊙ logits`` over every position, by the full forward (``split`` None) or by
+    prefill + steps."""
+    params = target.params_of(m)
+    with torch.enable_grad():
+        if split is None:
+            logits = target.forward(m, ids)
+        else:
+            if detach_prefill:
+                with torch.no_grad():
+                    first, cache = target.prefill(m, ids[:, :split])
+            else:
+                first, cache = target.prefill(m, ids[:, :split])
+            rest = []
+            for t in range(split, ids.shape[1]):
+                out, cache = target.step(m, cache, ids[:, t])
+                rest.append(out)
+            logits = torch.cat([first, torch.stack(rest, 1)], 1)
+        loss = (logits * _loss_weights(tuple(logits.shape), logits.dtype)).sum()
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+
+
+def _flat(gs: list[torch.Tensor]) -> np.ndarray:
+    return np.concatenate([_np(g).reshape(-1) for g in gs])
+
+
+def _grad_tol(target: ModelTarget, dtype: str, seed: int, scale: float,
+              ids: torch.Tensor) -> Tolerance:
+    g32 = _flat(_grads(target, model(target, seed, scale, "float32"), ids, None))
+    if target.has("float64"):
+        g64 = _flat(_grads(target, model(target, seed, scale, "float64"), ids, None))
+        return _scale_tol(target, dtype, float(np.max(np.abs(g32 - g64))),
+                          float(np.max(np.abs(g64))), ids.shape[1])
+    return _scale_tol(target, dtype, None, float(np.max(np.abs(g32))), ids.shape[1])
+
+
+def _backward_error(err: RuntimeError, what: str) -> str:
+    return f"{what} raised {type(err).__name__}: {str(err).splitlines()[0][:300]}"
+
+
+def gradients(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+              ) -> str | None:
+    """The gradients w.r.t. the parameters of ``Σ w ⊙ logits`` (fixed random ``w``) through
+    prefill + cached decoding equal those through the full forward. Defect: the prefill run
+    without gradient (the cache enters decoding as a constant)."""
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    tol = _grad_tol(target, dtype, case.seed, scale, ids)
+    want = _flat(_grads(target, m, ids, None))
+    try:
+        got = _flat(_grads(target, m, ids, case.split, detach_prefill=defect))
+    except RuntimeError as err:
+        return _backward_error(err, f"backward through prefill ({case.split}) + decoding")
+    return differ(got, want, tol, f"parameter gradients through a prefill of {case.split} of "
+                  f"{case.length} tokens and cached decoding vs the full forward's")
+
+
+def second_backward(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+                    ) -> str | None:
+    """Two backward passes through one graph of prefill + cached decoding both run and give
+    the same gradients bitwise (no saved tensor of the cache was updated in place). Defect: the
+    graph freed by the first backward (``retain_graph=False``)."""
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    params = target.params_of(m)
+    try:
+        with torch.enable_grad():
+            first, cache = target.prefill(m, ids[:, :case.split])
+            rest = []
+            for t in range(case.split, case.length):
+                out, cache = target.step(m, cache, ids[:, t])
+                rest.append(out)
+            logits = torch.cat([first, torch.stack(rest, 1)], 1)
+            loss = (logits * _loss_weights(tuple(logits.shape), logits.dtype)).sum()
+            g1 = torch.autograd.grad(loss, params, retain_graph=not defect, allow_unused=True)
+            g2 = torch.autograd.grad(loss, params, allow_unused=True)
+    except RuntimeError as err:
+        return _backward_error(err, f"backward through prefill ({case.split}) + "
+                               f"{case.length - case.split} cached steps")
+    for i, (a, b) in enumerate(zip(g1, g2, strict=True)):
+        if (a is None) != (b is None) or (a is not None and not torch.equal(a, b)):
+            return f"parameter {i}: the second backward's gradient differs from the first's"
+    return None
+
+
+def batch_independent(target: ModelTarget, dtype: str, scale: float, case: Case,
+                      defect: bool) -> str | None:
+    """Each row of a batch gets the logits it gets alone. Defect: each row after the first run
+    as the continuation of the row before it (state carried across batch elements)."""
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    with torch.no_grad():
+        got = target.forward(m, ids)
+        for r in range(ids.shape[0]):
+            alone = ids[r:r + 1]
+            tol = tolerance(target, dtype, case.seed, scale, alone)
+            want = target.forward(m, alone)[0]
+            row = got[r]
+            if defect and r > 0:
+                row = target.forward(m, torch.cat([ids[r - 1:r], alone], 1))[0, case.length:]
+            problem = differ(row, want, tol, f"row {r} of a batch of {ids.shape[0]} vs alone")
+            if problem:
+                return problem
+    return None
+
+
+def same_seed(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+              ) -> str | None:
+    """Two models built from the same seed give bitwise the same logits on the same input, and
+    a model called twice gives the same logits twice. Defect: the second model built from the
+    next seed."""
+    ids = case.tensor()
+    with torch.no_grad():
+        a = target.forward(target.build(case.seed, init_scale=scale, dtype=dtype), ids)
+        b = target.forward(target.build(case.seed + int(defect), init_scale=scale,
+                                        dtype=dtype), ids)
+        m = model(target, case.seed, scale, dtype)
+        c, d = target.forward(m, ids), target.forward(m, ids)
+    if not torch.equal(a, b):
+        diff = float((a.double() - b.double()).abs().max())
+        return f"two models built from seed {case.seed}: logits differ (max {diff:.3g})"
+    if not torch.equal(c, d):
+        return "one model called twice on the same input: logits differ"
+    return None
+
+
+def _finite(t: torch.Tensor) -> bool:
+    return bool(torch.isfinite(t).all())
+
+
+def finite(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
+           ) -> str | None:
+    """Logits and their log-softmax are finite at every init scale of the sweep
+    ``scale · FINITE_SWEEP``. Defect: the log-softmax taken naively,
+    ``log(exp(l) / Σ exp(l))`` (overflows where the logits exceed ~88 in float32, ~709 in
+    float64, underflows to −∞ where their spread does): proves the sweep reaches scales where a
+    numerically careless step breaks."""
+    ids = case.tensor()
+    for k in FINITE_SWEEP:
+        s = scale * k
+        m = target.build(case.seed, init_scale=s, dtype=dtype)
+        with torch.no_grad():
+            logits = target.forward(m, ids)
+        if not _finite(logits):
+            bad = int((~torch.isfinite(logits)).sum())
+            return f"init scale {s:g}: {bad} of {logits.numel()} logits are not finite"
+        lsm = (torch.log(torch.exp(logits) / torch.exp(logits).sum(-1, keepdim=True))
+               if defect else torch.log_softmax(logits, -1))
+        if not _finite(lsm):
+            return (f"init scale {s:g}: the log-softmax of the logits is not finite (max "
+                    f"|logit| {float(logits.abs().max()):.3g})")
+    return None
+
+
+# ---------------------------------------------------------------------- power control
+@dataclass(frozen=True)
+class Power:
+    """The outcome of :func:`power_ladder`: the credited scale (None: the planted defect passed
+    at every scale) and what the control did."""
+
+    scale: float | None
+    largest: float
+    note: str
+    problem: str | None  # the correct model's failure on the control case, if any
+
+
+_POWER: dict[tuple, tuple[ModelTarget, Power]] = {}
+
+
+def power_ladder(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> Power:
+    """Climb the target's ``init_scales``: at each, the check on the control case with the
+    defect (must fail) and without (must pass); stop at the first scale where the defect fails
+    (module docstring). Computed once per (target, check, dtype) in a process."""
+    key = (id(target), check, dtype)
+    if key not in _POWER:
+        _POWER[key] = (target, _climb(target, check, dtype, defect_name))
+    return _POWER[key][1]
+
+
+def _climb(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> Power:
+    case = control_case(target)
+    tried = []
+    for scale in target.init_scales:
+        problem = check(target, dtype, scale, case, False)
+        if problem:
+            return Power(None, scale, "", f"init scale {scale:g}, control case: {problem}")
+        control = check(target, dtype, scale, case, True)
+        if control:
+            return Power(scale, scale, f"power control at init scale {scale:g} ({dtype}): the "
+                         f"planted defect ({defect_name}) fails this check: {control}", None)
+        tried.append(f"{scale:g}")
+    return Power(None, target.init_scales[-1],
+                 f"not credited: cannot fail at this init: the planted defect ({defect_name}) "
+                 f"passes this check at every init scale tried ({', '.join(tried)}; {dtype}), "
+                 "so a defect of its class would go unseen", None)
+

@@ -1,0 +1,176 @@
+"""Model properties: a causal LM's decoding, generation, packing, padding and gradients, at
+random init (docs/math.md §15). Targets: :class:`~kernel_verify.properties.model_protocol.
+ModelTarget` (built-in: the tiny LM of ``impls/torch/tiny_lm.py``).
+
+Every property runs over drawn token sequences, batch sizes, split points, packing layouts and
+pad counts (:func:`kernel_verify.properties.strategies.model_cases`), on each dtype path of the
+target (float32; float64 where it runs), and **carries its own power control**
+(:func:`kernel_verify.properties.model_checks.power_ladder`): the same check on a planted defect
+of its class at the same init must fail; the init scale is raised along the target's ladder
+until it does, and the examples run there. A property whose planted defect passes at every
+scale is reported ``not credited: cannot fail at this init``. The checks, their defects and
+their tolerances are in :mod:`kernel_verify.properties.model_checks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernel_verify.properties import model_checks as mc
+from kernel_verify.properties.profiles import examples_for_cost, reduction_note
+from kernel_verify.properties.strategies import model_cases
+from kernel_verify.properties.targets import models, target_spec
+
+#: Hypothesis examples of one (property, target, dtype) case; each runs a model a few times.
+MODEL_EXAMPLES = 6
+
+
+@dataclass(frozen=True)
+class ModelPath:
+    """The dtype a case runs the model in (its ``id`` is the verdict's backend column)."""
+
+    dtype: str
+
+    @property
+    def id(self) -> str:
+        return f"torch:cpu-{self.dtype}"
+
+
+def paths(*, calls: tuple[str, ...] = (), claims: tuple[str, ...] = ()) -> list:
+    """pytest params ``(target, backend)`` of every model target offering ``calls`` and
+    claiming ``claims``, one per dtype path; a skip naming what is missing when none does."""
+    out, missing = [], []
+    for t in models():
+        lacks = [c for c in calls if not t.offers(c)] + [c for c in claims if not t.has(c)]
+        if lacks:
+            missing.append(f"{t.name} lacks {', '.join(lacks)}")
+            continue
+        out += [pytest.param(t, ModelPath(d), id=f"{t.name}-{d}") for d in mc.dtypes(t)]
+    if out:
+        return out
+    where = target_spec() or "the built-in registry"
+    reason = "; ".join(missing) or f"{where} provides no model target"
+    return [pytest.param(None, None, marks=pytest.mark.skip(reason=reason), id="none")]
+
+
+def run(target, backend: ModelPath, check: mc.Check, defect: str, record_property, *,
+        min_len: int = 3, examples: int = MODEL_EXAMPLES) -> None:
+    """The power control, then ``examples`` drawn cases at the credited init scale."""
+    power = mc.power_ladder(target, check, backend.dtype, defect)
+    assert power.problem is None, power.problem
+    if power.scale is None:
+        record_property("kv_uncredited", power.note)
+    else:
+        record_property("kv_note", power.note)
+    scale = power.scale or power.largest
+    n = examples_for_cost(target.call_seconds, examples)
+    if n < examples:
+        record_property("kv_reduced", reduction_note(target.call_seconds, n, examples))
+    strategy = model_cases(target.vocab_size, target.max_len, min_len=min_len)
+
+    @settings(max_examples=n)
+    @given(case=strategy)
+    def examples_at_scale(case):
+        problem = check(target, backend.dtype, scale, case, False)
+        assert problem is None, f"init scale {scale:g} ({backend.dtype}): {problem}"
+
+    examples_at_scale()
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("prefill", "step")))
+def test_decode_equals_full_forward_at_every_split(target, backend, record_property):
+    """Prefill to any drawn split, then one-token steps: each step's logits equal the full
+    forward's row (docs/math.md §15). Control: the cache dropped after the first step."""
+    run(target, backend, mc.decode, "cache dropped after the first step", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("generate",)))
+def test_greedy_generate_with_cache_equals_without(target, backend, record_property):
+    """Greedy ``generate`` with the cache = greedy decoding recomputed without it, token for
+    token, scores compared at every step. Control: scores of a cache dropped after the first
+    step."""
+    run(target, backend, mc.generate, "cache dropped after the first step", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("packed",)))
+def test_packed_sequences_equal_separate_runs(target, backend, record_property):
+    """``cu_seqlens``-packed sequences = separate runs. Control: state carried across packed
+    sequences (the packed row run as one sequence)."""
+    run(target, backend, mc.packed, "state carried across packed sequences", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(claims=("left_padding",)))
+def test_left_padding_equals_unpadded(target, backend, record_property):
+    """Left-padded rows give the unpadded logits at valid positions. Control: the mask
+    dropped."""
+    run(target, backend, mc.left_padding, "attention mask dropped", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(claims=("right_padding",)))
+def test_right_padding_equals_unpadded(target, backend, record_property):
+    """Right-padded rows give the unpadded logits at valid positions. Control: the mask read
+    as left padding."""
+    run(target, backend, mc.right_padding, "right-padding mask read as left padding",
+        record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"),
+                         paths(calls=("prefill", "step"), claims=("differentiable",)))
+def test_gradients_through_the_cache_equal_full_forward(target, backend, record_property):
+    """∇θ of a loss through prefill + cached decoding = ∇θ through the full forward. Control:
+    the prefill detached (no gradient through the cache)."""
+    run(target, backend, mc.gradients, "prefill detached from the graph", record_property,
+        examples=max(2, MODEL_EXAMPLES // 2))
+
+
+@pytest.mark.parametrize(("target", "backend"),
+                         paths(calls=("prefill", "step"), claims=("differentiable",)))
+def test_second_backward_through_the_cache(target, backend, record_property):
+    """Two backward passes through one graph of prefill + cached decoding both run and agree
+    bitwise: no saved cache tensor was updated in place. Control: the graph freed after the
+    first backward."""
+    run(target, backend, mc.second_backward, "graph freed after the first backward",
+        record_property, min_len=4, examples=max(2, MODEL_EXAMPLES // 2))
+
+
+@pytest.mark.parametrize(("target", "backend"), paths())
+def test_batch_elements_are_independent(target, backend, record_property):
+    """Each row of a batch = the row alone. Control: state carried from the previous row."""
+    run(target, backend, mc.batch_independent, "state carried across batch elements",
+        record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths())
+def test_same_seed_and_input_give_the_same_output(target, backend, record_property):
+    """Two builds from one seed, and two calls of one model, give bitwise equal logits.
+    Control: the second build from the next seed."""
+    run(target, backend, mc.same_seed, "the next seed", record_property,
+        examples=max(2, MODEL_EXAMPLES // 2))
+
+
+@pytest.mark.parametrize(("target", "backend"), paths())
+def test_outputs_stay_finite_over_an_init_scale_sweep(target, backend, record_property):
+    """Logits and log-softmax finite from the credited scale up to 32768× it. Control: a
+    naive log-softmax, which overflows somewhere on the sweep."""
+    run(target, backend, mc.finite, "naive log-softmax", record_property,
+        examples=max(2, MODEL_EXAMPLES // 3))
+
+
+def test_model_case_strategy_draws_valid_cases():
+    """The cases are what the checks assume (split inside, lengths sum to T, pads < T)."""
+
+    @settings(max_examples=30)
+    @given(case=model_cases(7, 9), data=st.data())
+    def inner(case, data):
+        t = case.length
+        assert all(len(r) == t for r in case.ids)
+        assert 1 <= case.split < t
+        assert sum(case.lengths) == t and all(n >= 1 for n in case.lengths)
+        assert all(1 <= p < t for p in case.pads)
+        assert all(0 <= v < 7 for r in case.ids for v in r)
+
+    inner()
