@@ -55,7 +55,7 @@ from kernel_verify.runner import (
 from kernel_verify.verify import atomic
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget",
-                 "KernelApproxTarget")
+                 "KernelApproxTarget", "GatedAttentionTarget")
 
 
 @dataclass
@@ -112,14 +112,13 @@ class CheckResult:
         return 2 if c["crash"] else 0
 
     def summary_line(self) -> str:
-        c = self.counts
-        extra = "".join(f", {c[k]} {word}" for k, word in
-                        (("crash", "crashed"), ("known", "known"), ("stale", "stale"),
-                         ("not credited", "not credited (could not fail for this target)"))
-                        if c[k])
-        line = (f"{c['pass']} passed, {c['fail']} failed{extra}, {c['skip']} skipped — "
-                f"properties that exercised your target ({self.seconds:.0f} s; profile "
-                f"{self.profile})")
+        from kernel_verify.properties.verdicts import count_line
+
+        line = (f"{count_line(self.counts)} — properties that exercised your target "
+                f"({self.seconds:.0f} s; profile {self.profile})")
+        if self.counts["not credited"]:
+            line += ("\nnot credited: passed only in cases that could not fail for this target "
+                     "(the reason is beside each); never counted as a pass")
         reduced = sum(bool(v.reduced) for v in self.verdicts)
         if reduced:
             from kernel_verify.properties.profiles import CI_CASE_SECONDS, MIN_EXAMPLES

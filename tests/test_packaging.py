@@ -176,13 +176,32 @@ def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path)
 
 
 def test_pytest_plugin_runs_the_installed_suite(installed, tmp_path):
+    """``pytest --kv-target`` collects the installed suite and counts as ``check`` does: the
+    example's attention does not claim ``validates_input``, so its NaN-input property is ``not
+    credited`` in both (pytest's counts line too), never a pass."""
+    import json
+
     work = _work_dir(tmp_path)
     py = str(installed / "bin" / "python")
+    keyword = "test_partition_of_unity or test_non_finite_input_is_rejected"
     proc = _run(installed, work, py, "-m", "pytest", "--kv-target", "my_favor:targets", "-v",
-                "-p", "no:cacheprovider", "-k", "test_partition_of_unity")
+                "-p", "no:cacheprovider", "-k", keyword)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     # The working directory holds no tests: what ran is the suite inside the installed package.
     assert "test_attention_identities.py::test_partition_of_unity" in proc.stdout, proc.stdout
-    assert "1 passed" in proc.stdout.splitlines()[-1], proc.stdout
+    last = proc.stdout.splitlines()[-1]
+    assert "1 passed" in last and "not credited" in last, proc.stdout
     assert "site-packages/kernel_verify/properties (target my_favor:targets)" in proc.stdout, (
         proc.stdout)
+    [plugin] = [ln for ln in proc.stdout.splitlines() if "as `kernel-verify check` counts" in ln]
+    out = work / "check.json"
+    cli = str(installed / "bin" / "kernel-verify")
+    check = _run(installed, work, cli, "check", "my_favor:targets", "-k", keyword, "--jobs", "1",
+                 "--json", str(out))
+    assert check.returncode == 0, check.stdout[-4000:] + check.stderr[-4000:]
+    counts = json.loads(out.read_text())["counts"]
+    assert counts["pass"] == 1 and counts["not credited"] == 1, counts
+    words = (("pass", "passed"), ("fail", "failed"), ("not credited", "not credited"),
+             ("skip", "skipped"))
+    assert plugin.startswith(", ".join(f"{counts[k]} {w}" for k, w in words) + " — "), (
+        plugin, counts)

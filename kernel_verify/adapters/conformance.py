@@ -116,12 +116,11 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         lines += ["## How the kernels were run", "", scope.text, ""]
         lines += [f"{i}. {w}" for i, w in enumerate(scope.workarounds, 1)] + [""]
     verdicts = run.verdicts
-    counts = {o: sum(v.outcome == o for v in verdicts)
-              for o in ("pass", "fail", "skip", "known", "stale", "crash", "not credited")}
-    extra = "".join(f", {counts[o]} {o}" for o in ("known", "stale", "crash", "not credited")
-                    if counts[o])
-    lines += [f"Property suite: {counts['pass']} passed, {counts['fail']} failed{extra}, "
-              f"{counts['skip']} skipped in {run.seconds:.0f} s; independent measurements: "
+    from kernel_verify.properties.verdicts import count_line, summary
+
+    lines += [f"Property suite: {count_line(summary(verdicts))} in {run.seconds:.0f} s "
+              "(one verdict per property × target, as `kernel-verify check` counts them); "
+              "independent measurements: "
               f"{seconds.get('confirm', 0.0):.0f} s.", ""]
     reduced = [v for v in verdicts if v.reduced]
     if reduced:
