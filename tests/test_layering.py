@@ -24,6 +24,12 @@ references' mp conversions; the reverse would be a cycle) and the truth has no i
 nothing but ``tests`` and ``benchmarks`` imports ``tests`` or ``benchmarks``; no library module
 imports a test module; nothing imports the bare top-level names ``impls``, ``verify`` or
 ``properties`` (they are not installed: one namespace).
+
+Inside the application (``kernel_verify/`` itself) the groups have an order of their own,
+:data:`APP_RANK` (provenance and the runner at the bottom, the API, then adapters, mutants and
+the report, then calibration, the CLI on top), with no import cycle; ``kernel_verify/calibration/``
+goes certify <- parts <- run <- report; every argparse handler is in ``cli.py``. Each of these
+rules fails at 92f56a8, the commit before they held (checked in a worktree of that commit).
 """
 
 from __future__ import annotations
@@ -245,3 +251,127 @@ def test_library_modules_never_import_test_modules():
         and _within(target, "kernel_verify.properties")
     ]
     assert not bad, "library modules import test modules:\n" + "\n".join(sorted(set(bad)))
+
+
+# ------------------------------------------------------------------ inside the application layer
+APP = "kernel_verify"
+
+#: The application's own order (issue #28), bottom to top: a module of ``kernel_verify/`` outside
+#: the three lower layers imports, besides its own group, only groups of a lower rank. A new
+#: module or subpackage of the application is placed here (test_every_app_group_has_a_rank).
+APP_RANK: dict[str, int] = {
+    "kernel_verify": 0,  # the namespace package itself (its public API is lazy, by name)
+    "kernel_verify.provenance": 0,  # commit, dirty state, code fingerprint: one rule
+    "kernel_verify.runner": 0,  # the suite in a pytest subprocess; verdicts
+    "kernel_verify.api": 1,  # check(): the Python API on the runner
+    "kernel_verify.adapters": 2,  # the shipped library adapters and their conformance pages
+    "kernel_verify.mutants": 2,  # the mutant catalogue and its runner
+    "kernel_verify.report": 2,  # the variance report
+    "kernel_verify.calibration": 3,  # calibration (its black-box part wraps mutants' controls)
+    "kernel_verify.calibration_gradients": 4,  # former path, re-exports calibration.gradients
+    "kernel_verify.cli": 5,  # the command line: every argparse handler; nothing imports it
+}
+
+#: Inside ``kernel_verify/calibration/``: the shared certification code at the bottom, one module
+#: per part above it (any module not named here is a part), the run, the report on top.
+CALIBRATION_RANK = {"certify": 0, "run": 2, "report": 3, "__init__": 4}
+_PART = 1
+
+
+def _app_modules() -> list[str]:
+    return [n for n in SOURCES if layer_of(n) == "kernel_verify"]
+
+
+def _app_group(name: str) -> str:
+    """The rank key of an application module: the longest key of :data:`APP_RANK` it lies in."""
+    keys = [k for k in APP_RANK if _within(name, k)]
+    return max(keys, key=len) if keys else name
+
+
+def _app_edges() -> dict[str, set[str]]:
+    """Module -> application modules it imports (imports of an enclosing package left out:
+    Python initialises it before the module in any case)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    app = set(_app_modules())
+    for name in app:
+        for imported, _ in _graph()[name]:
+            target = _project_module(imported)
+            if target in app and target != name and not _within(name, target):
+                edges[name].add(target)
+    return edges
+
+
+def test_every_app_group_has_a_rank():
+    unplaced = sorted({_app_group(n) for n in _app_modules()} - set(APP_RANK))
+    assert not unplaced, ("application modules without a place in APP_RANK (add them, with "
+                          "what they are for):\n" + "\n".join(unplaced))
+
+
+def test_application_imports_go_down():
+    bad = []
+    for name, targets in _app_edges().items():
+        src = _app_group(name)
+        for target in sorted(targets):
+            dst = _app_group(target)
+            if dst != src and APP_RANK.get(dst, 99) >= APP_RANK.get(src, -1):
+                bad.append(f"{SOURCES[name].relative_to(ROOT)} ({src}, rank "
+                           f"{APP_RANK.get(src)}) imports {target} ({dst}, rank "
+                           f"{APP_RANK.get(dst)})")
+    assert not bad, "application imports that do not go down APP_RANK:\n" + "\n".join(bad)
+
+
+def test_application_has_no_import_cycle():
+    """The module graph of ``kernel_verify/`` (function-level imports included) is acyclic."""
+    edges = _app_edges()
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> None:
+        state[n] = 1
+        for m in sorted(edges[n]):
+            if state.get(m) == 1:
+                pytest.fail("import cycle in kernel_verify/: " + " -> ".join([*path, n, m]))
+            if m not in state:
+                visit(m, [*path, n])
+        state[n] = 2
+
+    for n in sorted(_app_modules()):
+        if n not in state:
+            visit(n, [])
+
+
+def test_calibration_package_order():
+    """certify imports nothing of the package; a part imports certify only; run the parts; the
+    report the run."""
+    pkg = "kernel_verify.calibration"
+
+    def rank(name: str) -> int:
+        leaf = "__init__" if name == pkg else name.removeprefix(pkg + ".").split(".")[0]
+        return CALIBRATION_RANK.get(leaf, _PART)
+
+    bad = []
+    for name, targets in _app_edges().items():
+        if not _within(name, pkg) or name == pkg:
+            continue
+        for target in sorted(targets):
+            if _within(target, pkg) and rank(target) >= rank(name):
+                bad.append(f"{SOURCES[name].relative_to(ROOT)} imports {target}")
+    assert not bad, ("kernel_verify/calibration/ goes certify <- parts <- run <- report:\n"
+                     + "\n".join(bad))
+
+
+def test_argparse_handlers_live_in_cli():
+    """Every handler of a ``kernel-verify`` subcommand (a function taking the parsed
+    ``argparse.Namespace``) is in ``kernel_verify/cli.py``; the library functions it calls take
+    keyword arguments."""
+    bad = []
+    for name in _app_modules():
+        if name == "kernel_verify.cli":
+            continue
+        tree = ast.parse(SOURCES[name].read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for arg in node.args.args + node.args.kwonlyargs:
+                    if arg.annotation is not None and "Namespace" in ast.unparse(arg.annotation):
+                        bad.append(f"{SOURCES[name].relative_to(ROOT)}:{node.lineno} "
+                                   f"{node.name}({arg.arg}: {ast.unparse(arg.annotation)})")
+    assert not bad, "argparse handlers outside kernel_verify/cli.py:\n" + "\n".join(bad)
