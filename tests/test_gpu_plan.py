@@ -130,6 +130,24 @@ def test_asv_results_merge_and_load_in_asv(tmp_path):
     assert loaded.get_result_value(name, entry["params"]).count(None) == 6
 
 
+def test_the_listing_is_widened_with_the_cases_results_hold(tmp_path):
+    """asv draws only the parameter combinations benchmarks.json names: a CUDA result recorded on
+    another machine must widen the listing, or the dashboard shows no CUDA series."""
+    name = "attention.SoftmaxAttention.time_softmax_attention"
+    listing = {name: {"params": [["'torch:cpu/float32'"], ["1024"], ["False"]], "version": "v"},
+               "version": 2}
+    (tmp_path / "benchmarks.json").write_text(json.dumps(listing))
+    machine = {"machine": "gpu-box", "os": "Linux", "arch": "x86_64", "cpu": "c",
+               "num_cpu": "16", "ram": "1 GiB"}
+    cuda = {("'torch:cuda/float32'", "4096", "False"): asv_results.stats_of([0.1, 0.2], 4)}
+    asv_results.write(tmp_path, machine, "d" * 40, 1, "3.12", {name: cuda}, 1.0)
+    assert asv_results.widen_listing(tmp_path) == [name]
+    params = json.loads((tmp_path / "benchmarks.json").read_text())[name]["params"]
+    assert params == [["'torch:cpu/float32'", "'torch:cuda/float32'"], ["1024", "4096"],
+                      ["False"]]
+    assert asv_results.widen_listing(tmp_path) == []
+
+
 def test_the_rehearsal_fits_its_budget_from_measured_cell_costs():
     """Every cell of the CPU plan was measured by the committed rehearsal, and the gate's budget
     plus each cell's measured set-up and timed cost fit the rehearsal's budget."""

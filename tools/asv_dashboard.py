@@ -177,6 +177,13 @@ def publish(args: argparse.Namespace) -> None:
     ``--branch B`` (repeatable) publishes the history of branch ``B`` instead of the configured
     ``branches`` (e.g. a feature branch before it is merged), through a temporary config copy.
     """
+    # A listing written on a CPU machine names no torch:cuda case: widen it with the cases the
+    # results hold (the GPU run's), or asv draws no CUDA series (tools/gpu/asv_results.py).
+    if str(ROOT) not in sys.path:  # run as a script: tools/ is on the path, not the root
+        sys.path.insert(0, str(ROOT))
+    from tools.gpu.asv_results import widen_listing
+
+    widen_listing(results_dir())
     if args.branch:
         conf = json.loads(CONF.read_text())
         conf["branches"] = args.branch

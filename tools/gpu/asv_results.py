@@ -103,3 +103,40 @@ def write(results_dir: Path, machine: dict[str, str], commit: str, commit_date_m
         data["results"][name] = [entry.get(c) for c in COLUMNS]
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path
+
+
+def widen_listing(results_dir: Path) -> list[str]:
+    """Extend each benchmark's parameter lists in ``benchmarks.json`` with the values found in
+    any machine's results of that benchmark (same number of parameters), so ``asv publish``
+    graphs a CUDA series recorded on another machine: asv draws only the combinations its
+    listing names, and a listing written on a CPU machine names no ``torch:cuda`` case.
+    Returns the benchmarks widened. Values already listed keep their order."""
+    listing_path = results_dir / "benchmarks.json"
+    if not listing_path.exists():
+        return []
+    listing = json.loads(listing_path.read_text())
+    seen: dict[str, list[list[str]]] = {}
+    for path in sorted(results_dir.glob("*/*.json")):
+        if path.name == "machine.json":
+            continue
+        data = json.loads(path.read_text())
+        columns = data.get("result_columns", [])
+        if "params" not in columns:
+            continue
+        for name, row in data.get("results", {}).items():
+            params = row[columns.index("params")]
+            if name in listing and len(params) == len(listing[name].get("params", [])):
+                dims = seen.setdefault(name, [[] for _ in params])
+                for dim, values in zip(dims, params, strict=True):
+                    dim.extend(v for v in values if v not in dim)
+    widened = []
+    for name, dims in seen.items():
+        current = listing[name]["params"]
+        new = [cur + [v for v in dim if v not in cur] for cur, dim in zip(current, dims,
+                                                                          strict=True)]
+        if new != current:
+            listing[name]["params"] = new
+            widened.append(name)
+    if widened:
+        listing_path.write_text(json.dumps(listing, indent=4, sort_keys=True) + "\n")
+    return widened

@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             timings = _asv_timings(rows, key)
             if timings and set(commit) != {"0"}:
                 asv_results.write(args.results_dir, machine, commit, date, python, timings, wall)
+        asv_results.widen_listing(args.results_dir)
     meta = {"title": "GPU run" if args.device == "cuda" else "GPU run: CPU rehearsal",
             "device": args.device, "device_name": device_name, "torch": torch_version,
             "python": python, "head": head_commit[:8], "base": base_commit[:8],
