@@ -77,6 +77,7 @@ from tests.second_route import (
     pairs,
     point_text,
     rational_kernel,
+    record,
     third_derivative_bound,
     value_samples,
 )
@@ -179,6 +180,7 @@ def test_exact_kernel_matches_rational_arithmetic(kernel, point):
         else:
             got, want = value, mpmath.mpf(exact.numerator) / exact.denominator
         err = abs(got - want)
+    record(f"{kernel} value", "rational arithmetic", float(err / max(1, abs(want))), 1e-25)
     assert err <= 1e-25 * max(1, abs(want)), (
         f"{kernel} value vs rational arithmetic at {point_text(x, y)}: mp {mpmath.nstr(got, 20)}"
         f" vs exact {mpmath.nstr(want, 20)}")
@@ -233,6 +235,8 @@ def test_finite_maps_match_an_independent_mp_evaluation(point, pos):
         routes["fastfood_learned"] = (mpmath.fsum(mpmath.cos(t) for t in rows) / len(rows), kp)
         for kernel, (want, params) in routes.items():
             got = kernel_mp(kernel, x, y, dps=40, **params)
+            record(f"{kernel} value", "independent mp evaluation",
+                   float(abs(got - want) / max(1, abs(want))), 1e-25)
             assert abs(got - want) <= 1e-25 * max(1, abs(want)), (
                 f"{kernel} value vs independent evaluation at {point_text(x, y)}"
                 f"{f' i = {i}, j = {j}' if kernel == 'cosformer' else ''}: "
@@ -284,6 +288,7 @@ def test_kernel_gradient_matches_differences_at_a_moderate_step(kernel, point):
                     - kernel_mp(kernel, minus, to_mp(y), dps=30, **kp)) / (2 * H_STEP)
             tol = H_STEP**2 * m3[j] / 6 + eps / H_STEP + 1e-15 * (kernel == "generative") + 1e-25
             err = float(abs(diff - ref[j]))
+            record(f"{kernel} gradient", f"central differences h = {H_STEP}", err, tol)
             assert err <= tol, (
                 f"{kernel} gradient component {j}: kernel_grad_mp {float(ref[j]):.10g} vs central "
                 f"difference at h = {H_STEP} {float(diff):.10g}, |diff| {err:.3g} > {tol:.3g} at "
@@ -351,6 +356,8 @@ def test_closed_jacobian_matches_differences_at_generated_points(entry, point, s
             numeric = feature_jacobian_mp(entry, pts, params, log=log, numeric=True, dps=40)
             diff = max(abs(a - b) for a, b in zip(closed.ravel(), numeric.ravel(), strict=True))
             scale = max(abs(b) for b in numeric.ravel()) or 1
+            record(f"{entry.formula} Jacobian", "high-precision differences",
+                   float(diff / scale), 1e-25)
             assert diff <= 1e-25 * scale, (
                 f"{entry.formula} Jacobian (log={log}) closed vs differences: "
                 f"{mpmath.nstr(diff, 5)} (scale {mpmath.nstr(scale, 5)}) at {point_text(x, y)}, "
@@ -444,11 +451,14 @@ def test_quadrature_rules_match_exact_moments_and_a_higher_order(a, order):
             nodes, weights = rule(order, 40)
             for k in (0, 1, order // 2, order - 1):
                 got = mpmath.fsum(w * t ** (2 * k) for t, w in zip(nodes, weights, strict=True))
+                record(f"{rule.__name__}", "exact Gaussian/Legendre moments",
+                       float(abs(got - moment(k)) / moment(k)), 1e-25)
                 assert abs(got - moment(k)) <= 1e-25 * moment(k), (rule.__name__, order, k)
             hi_nodes, hi_weights = rule(order + 16, 40)
             low = mpmath.fsum(w * fn(t) for t, w in zip(nodes, weights, strict=True))
             high = mpmath.fsum(w * fn(t) for t, w in zip(hi_nodes, hi_weights, strict=True))
             tol = bound(order) + bound(order + 16) + mpmath.mpf(10) ** -30
+            record(f"{rule.__name__}", "order n + 16", float(abs(low - high)), float(tol))
             assert abs(low - high) <= tol, (
                 f"{rule.__name__} order {order} vs {order + 16} on a = {a}: "
                 f"{mpmath.nstr(low - high, 5)} > {mpmath.nstr(tol, 5)}")
