@@ -5,7 +5,12 @@ AttentionTarget`), over every backend and dtype the target accepts.
 Hypothesis draws the batch, heads, length ``T``, widths ``d`` and ``d_v`` (``H ≠ T``,
 ``d_v ≠ d`` in most draws: non-square layouts), the chunk size ``C`` and the split point; the
 lengths always include ``T ∈ {1, C − 1, C, C + 1}`` and the chunk sizes ``1``, ``T`` and
-non-divisors of ``T`` (:func:`form_cases`), besides free draws. Properties, each for the
+non-divisors of ``T`` (:func:`form_cases`), besides free draws. Before any draw, every property
+runs the fixed layouts around the target's chunk boundaries (:mod:`kernel_verify.properties.
+layouts`: its declared ``chunk_sizes``, else 4 and 16; ``T ∈ {1, C − 1, C, C + 1, 2C + 1}``,
+split points at ``C − 1``, ``C``, ``C + 1``, packed boundaries and padded lengths at ``C − 1``,
+``C``, ``C + 1``, with and without initial states): Hypothesis explicit examples, which a
+target's ``call_seconds`` never cuts. Properties, each for the
 targets offering the forms it needs (else skipped with the field that would add it):
 
 * the forms agree with each other: ``attention(causal=True)``, ``stateful``, ``chunked`` at the
@@ -59,6 +64,17 @@ from kernel_verify.properties.checks.forms import (  # shared with kernel-verify
 )
 from kernel_verify.properties.checks.forms import chunk_size as _chunk
 from kernel_verify.properties.evidence import nonfinite, observed
+from kernel_verify.properties.layouts import (
+    AT_BOUNDARIES,
+    FixedDraws,
+    Layout,
+    packings,
+    paddings,
+    shape_of,
+    shapes_for,
+    with_layouts,
+)
+from kernel_verify.properties.layouts import chunks_of as _chunks_of
 from kernel_verify.properties.strategies import QKV, generator, seeds
 from kernel_verify.properties.targets import attentions_with
 from kernel_verify.verify.backends import AXIS, Backend
@@ -124,9 +140,17 @@ EXAMPLES = (Shape(1, 2, 5, 3, 1, 3, 2, 0), Shape(2, 1, 4, 2, 3, 4, 3, 1),
 
 
 def _examples(fn):
-    for s in EXAMPLES:
+    """The fixed examples of a forms property: :data:`EXAMPLES`, then every layout around the
+    target's chunk boundaries (:mod:`kernel_verify.properties.layouts`: ``T ∈ {1, C − 1, C,
+    C + 1, 2C + 1}``, split points at ``C − 1``, ``C``, ``C + 1``), before the random draws.
+    Place it above ``@given`` and :data:`_at_layouts` below it."""
+    for s in (*EXAMPLES, AT_BOUNDARIES):
         fn = example(shape=s)(fn)
     return fn
+
+
+#: Runs the body once per layout of the target when Hypothesis passes ``AT_BOUNDARIES``.
+_at_layouts = with_layouts(lambda target, **_: ({"shape": s} for s in shapes_for(target)))
 
 
 def rows(x: QKV, a: int, b: int) -> QKV:
@@ -211,6 +235,7 @@ def _size(state) -> list[tuple[int, ...]]:
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
+@_at_layouts
 def test_forms_agree_with_each_other(target, backend, shape):
     """parallel = chunked (any C) = recurrent: ``attention(causal=True)``, ``stateful``,
     ``chunked`` at the drawn C and the steps give the same outputs within ``2ε``."""
@@ -279,6 +304,7 @@ def _exact_bounds(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, u: float, eta: 
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes(max_t=8))
+@_at_layouts
 def test_forms_meet_the_exact_recurrence(target, backend, shape):
     """Every offered form (and ``attention(causal=True)``) against the exact recurrence of the
     target's features (``features(x, seed)``, float64, of the inputs as the target saw them),
@@ -328,6 +354,7 @@ def test_forms_meet_the_exact_recurrence(target, backend, shape):
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
+@_at_layouts
 def test_split_invariance(target, backend, shape):
     """``[0, t₀)`` then ``[t₀, T)`` from its final state = ``[0, T)``: outputs within ``2ε``
     and the two final states continue a probe identically (bitwise, outputs and probe, under
@@ -364,6 +391,7 @@ def test_split_invariance(target, backend, shape):
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
+@_at_layouts
 def test_final_state_equals_the_recurrence_for_every_length(target, backend, shape):
     """The final state of a chunked run (any T, not only multiples of C) and the state after T
     steps continue a probe identically; so do their outputs."""
@@ -379,9 +407,21 @@ def test_final_state_equals_the_recurrence_for_every_length(target, backend, sha
 
 
 # ------------------------------------------------------------------ packed sequences
+def _packed_layouts(target, **_):
+    """Packed layouts around the chunk boundaries (:func:`~kernel_verify.properties.layouts.
+    packings`): the body's draws (count, lengths, initial states) answered from each."""
+    for i, p in enumerate(packings(_chunks_of(target))):
+        lay = Layout(max(p.lengths), p.chunk, 1, 100 + i)
+        yield {"shape": shape_of(target, lay),
+               "data": FixedDraws([len(p.lengths), *p.lengths, p.with_state],
+                                  f"lengths {list(p.lengths)}, initial states {p.with_state}")}
+
+
 @pytest.mark.parametrize(("target", "backend"), form_cases("varlen", any_of=STATEFUL))
 @settings(max_examples=FORM_EXAMPLES)
+@example(shape=AT_BOUNDARIES, data=AT_BOUNDARIES)
 @given(shape=form_shapes(), data=st.data())
+@with_layouts(_packed_layouts)
 def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
     """``varlen`` on N sequences packed along time (``cu_seqlens``) = N separate runs, outputs
     and final states, with fresh or given initial states (the state resets at each boundary)."""
@@ -429,9 +469,21 @@ def _index_array(a: np.ndarray, backend: Backend):
 
 
 # ------------------------------------------------------------------ padding
+def _padded_layouts(target, **_):
+    """Two rows padded around the chunk boundaries (:func:`~kernel_verify.properties.layouts.
+    paddings`): valid lengths ``C − 1``, ``C``, ``C + 1``, right and left padding."""
+    for i, p in enumerate(paddings(_chunks_of(target))):
+        lay = Layout(p.t, p.chunk, 1, 200 + i)
+        yield {"shape": shape_of(target, lay, b=2),
+               "data": FixedDraws([*p.valid, p.left],
+                                  f"valid lengths {list(p.valid)}, left {p.left}")}
+
+
 @pytest.mark.parametrize(("target", "backend"), form_cases("padded", any_of=STATEFUL))
 @settings(max_examples=FORM_EXAMPLES)
+@example(shape=AT_BOUNDARIES, data=AT_BOUNDARIES)
 @given(shape=form_shapes(), data=st.data())
+@with_layouts(_padded_layouts)
 def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape, data):
     """Rows padded on the right or the left with large garbage values: valid outputs and the
     final state equal those of the valid part alone; with ``differentiable`` (torch), padded
@@ -494,6 +546,7 @@ def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape,
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
+@_at_layouts
 def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
     """Prefill ``[0, t₀)`` with the full-sequence form, then decode ``t₀ … T−1`` one token at a
     time from its state (from the empty state when ``T = 1``): the decoded outputs equal the
@@ -516,6 +569,7 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
+@_at_layouts
 def test_state_size_does_not_grow_with_length(target, backend, shape):
     """The state after T tokens and after 2T + 5 tokens has the same arrays and shapes (and
     the step's state equals the full-sequence form's in layout)."""
@@ -536,17 +590,50 @@ def test_state_size_does_not_grow_with_length(target, backend, shape):
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes(max_t=6))
+@_at_layouts
 def test_gradients_flow_through_the_state(target, backend, shape):
     """``differentiable`` targets, torch float64: the outputs after the split point, computed by
     continuing from the prefix's final state, as a function of the *prefix* inputs — they reach
     it only through the state — have the gradient float64 central differences give
     (``torch.autograd.gradcheck``, fast mode; step and tolerance of
     ``properties/test_gradients.py``). A state detached from the graph, or a wrong backward
-    through it, fails."""
+    through it, fails.
+
+    torch float32 (issue #29; float32-only targets such as fla's kernels): a target declaring
+    ``features`` (with ``positive_weights``) has the same gradient compared with the exact
+    gradient of the declared formula (the rows before the split of ``∂L/∂(q, k, v)`` with
+    ``G = 0`` before it), within the derived float32 bound
+    (:func:`~kernel_verify.properties.checks.declared.state_gradient_declared`); without
+    features, float32 directional differences
+    (:func:`~kernel_verify.properties.checks.declared.state_gradient_differences`)."""
     if not (target.has("differentiable") and backend.library == "torch"
-            and backend.dtype == "float64"):
+            and backend.dtype in ("float64", "float32")):
         pytest.skip("gradients through the state: differentiable targets (claim "
-                    "`differentiable`) on torch float64")
+                    "`differentiable`) on torch float64 and float32")
+    if backend.dtype == "float32":
+        _state_gradient_float32(target, backend, shape)
+        return
     assert state_gradient_check(target, backend, shape) is not False, (
         f"{where(target, backend, shape)}: the gradient of the continuation with respect to the "
         f"prefix inputs (through the final state) disagrees with finite differences")
+
+
+def _state_gradient_float32(target, backend, shape) -> None:
+    from kernel_verify.properties.checks.declared import (
+        state_gradient_declared,
+        state_gradient_differences,
+    )
+
+    w = where(target, backend, shape)
+    if target.features is not None and target.has("positive_weights"):
+        for c in state_gradient_declared(target, backend, shape) or []:
+            assert c.ratio <= 1, (
+                f"{w}: ∂L/∂{c.name} of the prefix through the final state differs from the "
+                f"declared formula's: worst error/derived bound {c.ratio:.3g} (max |got| "
+                f"{np.abs(c.got).max():.3g}, max |exact| {np.abs(c.ref).max():.3g})")
+        return
+    for r in state_gradient_differences(target, backend, shape) or []:
+        assert r.ratio <= 1, (
+            f"{w}: the gradient of the continuation with respect to the prefix inputs (through "
+            f"the final state) disagrees with float32 finite differences: {r.numeric!r} vs "
+            f"{r.analytic!r} (allowed {r.allowed:.3g})")

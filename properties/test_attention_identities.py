@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.impls.numpy import attention as np_att
@@ -68,6 +68,13 @@ from kernel_verify.properties.checks.convergence import (
     convergence_threshold,
 )
 from kernel_verify.properties.evidence import nonfinite, observed, require_finite
+from kernel_verify.properties.layouts import (
+    AT_BOUNDARIES,
+    FixedDraws,
+    identity_inputs,
+    qkv_at,
+    with_layouts,
+)
 from kernel_verify.properties.strategies import (
     QKV,
     SCALE_PAIRS,
@@ -124,9 +131,66 @@ def _fail(target, backend, x, causal, seed, out, tol, where, what, text) -> None
     raise AssertionError(f"{where}: {what}: {text}")
 
 
+# ------------------------------------------------------------------ fixed layouts
+# Every identity below also runs, before its random draws, the fixed layouts around the
+# target's chunk boundaries (kernel_verify.properties.layouts: T ∈ {1, C − 1, C, C + 1, 2C + 1},
+# causal cuts at C − 2 … C + 1, the kept rows reaching into the second block): Hypothesis'
+# explicit example AT_BOUNDARIES, expanded by with_layouts into one run of the body per layout,
+# whose draws from ``data`` are answered by the layout's inputs.
+def _draws(x: QKV, lay, *more) -> FixedDraws:
+    return FixedDraws([x, *more], f"T={lay.t}, C={lay.chunk}, inputs {x.shape}")
+
+
+def _plain_layouts(target, **_):
+    """Inputs of every layout (``data`` draws ``x`` only)."""
+    return ({"data": _draws(x, lay), "seed": lay.index} for lay, x in identity_inputs(target))
+
+
+def _determinism_layouts(target, **_):
+    """Inputs of every layout, and the other inputs called in between (scale 1)."""
+    for lay, x in identity_inputs(target):
+        other = qkv_at(lay.t, seed=lay.index + 1000, scale=1.0,
+                       self_attention=x.self_attention)
+        yield {"data": _draws(x, lay, other), "seed": lay.index}
+
+
+def _finite_layouts(target, **_):
+    """Inputs of every layout at unit scale (the sweep multiplies them)."""
+    for lay, _x in identity_inputs(target):
+        x = qkv_at(lay.t, seed=lay.index, scale=1.0,
+                   self_attention=bool(target.self_attention_only))
+        yield {"data": _draws(x, lay), "seed": lay.index}
+
+
+def _causal_layouts(target, **_):
+    """Every layout of ≥ 2 rows with its cut: rows ``> c`` replaced (``cut`` the fraction that
+    selects ``c = lay.cut``)."""
+    for lay, x in identity_inputs(target, min_t=2):
+        yield {"data": _draws(x, lay), "seed": lay.index,
+               "cut": (lay.cut + 0.5) / (lay.t - 1), "scales": (0.5, 0.5)}
+
+
+def _batch_layouts(target, **_):
+    """Every layout with two batch elements and two heads; the replaced one alternates between
+    the batch axis and the heads axis."""
+    for lay, x in identity_inputs(target, b=2, h=2):
+        yield {"data": _draws(x, lay), "seed": lay.index, "which": lay.index,
+               "axis": lay.index % 2, "scales": (0.5, 30.0)}
+
+
+def _permutation_layouts(target, **_):
+    """Every layout of ≥ 2 rows: keys reversed, queries rotated by one."""
+    for lay, x in identity_inputs(target, min_t=2):
+        n = lay.t
+        yield {"data": _draws(x, lay, np.arange(n)[::-1].copy(), np.roll(np.arange(n), 1)),
+               "seed": lay.index}
+
+
 # ------------------------------------------------------------------ determinism
 @pytest.mark.parametrize(("target", "backend"), cases())
+@example(data=AT_BOUNDARIES, seed=0)
 @given(data=st.data(), seed=seeds)
+@with_layouts(_determinism_layouts)
 def test_same_seed_gives_same_output(target, backend, data, seed, request):
     """Same seed, same inputs ⇒ same output (within ``2ε``: reductions may be reordered, e.g.
     CUDA atomics), also when the target was called on other inputs in between (state kept
@@ -157,7 +221,9 @@ def test_same_seed_gives_same_output(target, backend, data, seed, request):
 
 # ------------------------------------------------------------------ positive weights
 @pytest.mark.parametrize(("target", "backend"), cases("positive_weights"))
+@example(data=AT_BOUNDARIES, seed=0)
 @given(data=st.data(), seed=seeds)
+@with_layouts(_plain_layouts)
 def test_partition_of_unity(target, backend, data, seed):
     x = data.draw(_inputs(target))
     x = QKV(x.q, x.k, np.ones((*x.shape[:-1], 2)), x.scale, x.self_attention)
@@ -169,7 +235,9 @@ def test_partition_of_unity(target, backend, data, seed):
 
 
 @pytest.mark.parametrize(("target", "backend"), cases("positive_weights"))
+@example(data=AT_BOUNDARIES, seed=0)
 @given(data=st.data(), seed=seeds)
+@with_layouts(_plain_layouts)
 def test_outputs_are_convex_combinations_of_visible_values(target, backend, data, seed):
     x = data.draw(_inputs(target))
     xs = seen(x, backend)
@@ -260,8 +328,10 @@ def _judgeable(constrained: np.ndarray) -> None:
 
 # ------------------------------------------------------------------ causality
 @pytest.mark.parametrize(("target", "backend"), cases("causal"))
+@example(data=AT_BOUNDARIES, seed=0, cut=0.0, scales=(0.5, 0.5))
 @given(data=st.data(), seed=seeds, cut=st.floats(0.0, 1.0),
        scales=scale_pairs((*SCALE_PAIRS, (0.5, SCALE_SWEEP[-1]))))
+@with_layouts(_causal_layouts)
 def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales, request):
     """Queries, keys and values after position c are replaced by fresh ones at another scale
     (large-norm pasts with small futures are where a shift over the sequence underflows). The
@@ -303,8 +373,10 @@ def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales
 
 # ------------------------------------------------------------------ batch and heads
 @pytest.mark.parametrize(("target", "backend"), cases())
+@example(data=AT_BOUNDARIES, seed=0, which=0, axis=0, scales=(0.5, 30.0))
 @given(data=st.data(), seed=seeds, which=st.integers(0, 2**16), axis=st.sampled_from([0, 1]),
        scales=scale_pairs(((0.5, 30.0), (30.0, 0.5), (0.5, 0.5), (0.5, SCALE_SWEEP[-1]))))
+@with_layouts(_batch_layouts)
 def test_batch_elements_and_heads_are_independent(target, backend, data, seed, which, axis,
                                                   scales, request):
     """Replace batch element b (axis 0) or head h (axis 1) by fresh inputs at another scale:
@@ -345,7 +417,9 @@ def test_batch_elements_and_heads_are_independent(target, backend, data, seed, w
 
 # ------------------------------------------------------------------ permutations
 @pytest.mark.parametrize(("target", "backend"), cases("noncausal"))
+@example(data=AT_BOUNDARIES, seed=0)
 @given(data=st.data(), seed=seeds)
+@with_layouts(_permutation_layouts)
 def test_permutation_equivariance(target, backend, data, seed, request):
     x = data.draw(_inputs(target, shape=shapes(n=(2, 8)), dv=2))
     n = x.shape[2]
@@ -382,7 +456,9 @@ def test_permutation_equivariance(target, backend, data, seed, request):
 
 # ------------------------------------------------------------------ input scale
 @pytest.mark.parametrize(("target", "backend"), cases())
+@example(data=AT_BOUNDARIES, seed=0)
 @given(data=st.data(), seed=seeds)
+@with_layouts(_finite_layouts)
 def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
     """The same unit-scale input multiplied by each scale of the sweep: outputs stay finite.
 
