@@ -94,10 +94,10 @@ from kernel_verify.properties.checks.estimates import (
     random_pair,
     range_bound,
 )
+from kernel_verify.properties.checks.reference import has_twin, inner_bound
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import fixed_input, generator, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.properties.test_feature_reference import has_twin, inner_bound
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_mp

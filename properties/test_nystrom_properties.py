@@ -7,36 +7,9 @@ Each target gets ``kernel(A, B)`` = the exact Gram matrix correctly rounded to f
 (:func:`kernel_verify.verify.references.kernels.gram_reference`) of a PSD kernel (Gaussian σ = 1,
 softmax).
 
-The float bound on ``|K̃_computed − K̃_exact|`` (:func:`nystrom_error_bound`), for any method that
-solves with W backward-stably (eigendecomposition, Cholesky, LU) and forms ``C·(…)·Cᵀ`` by
-ordinary products. With ``c_i = K[S, i]``, ``λ = λ_min(W) > 0`` and, for PSD K,
-``‖W^(−1/2)c_i‖² ≤ K_ii`` (the Schur complement of W in ``K[S∪i, S∪i]`` is ≥ 0):
-
-* W is perturbed by ``E`` (entry rounding ``u|W|`` + solver backward error ``2·500·s·ε‖W‖₁``,
-  the LAPACK limit used in :mod:`kernel_verify.verify.psd`), ``η = ‖E‖₂/λ < 1``:
-  ``|c_iᵀ((W+E)⁻¹ − W⁻¹)c_j| ≤ √(K_ii K_jj)·η/(1−η)``;
-* the columns are rounded, ``‖Δc_i‖ ≤ u‖c_i‖``: ``(‖Δc_i‖√K_jj + ‖Δc_j‖√K_ii)/(√λ(1−η)) +
-  ‖Δc_i‖‖Δc_j‖/(λ(1−η))``;
-* forming ``c_iᵀ·V Λ⁻¹ Vᵀ·c_j`` (or any product of C, an s×s factor and Cᵀ) in float64:
-  ``γ_(3s+6)·Σ|terms| ≤ γ_(3s+6)·s·‖c_i‖‖c_j‖/(λ(1−η))`` (``‖|V|‖₂² ≤ s``).
-
-``λ`` is a lower bound: the float64 eigenvalue of the rounded W minus ``‖E‖₂`` (Weyl). Examples
-with ``η ≥ ½`` are rejected (the bound is then uninformative); among them every example whose
-landmark set holds two copies of one point (W exactly singular, ``λ ≤ 0``: the bound is void, and
-what a correct K̃ then is depends on the implementation's eigenvalue cutoff, which
-:func:`test_exact_for_a_rank_deficient_kernel` checks on its own).
-
-**Point sets** (:data:`cases`): 5–7 points in R^2 or R^3, drawn value by value, either
-independent (:func:`~kernel_verify.properties.strategies.points`) or clustered
-(:func:`~kernel_verify.properties.strategies.clustered_points`: 1 to n centres, offsets at
-0, 1e-3, 1e-2 or 1e-1 times the scale) — the exact duplicates and near-duplicates of real data,
-where K has (nearly) rank ≤ the number of centres and W is (nearly) singular. Those sets give the
-properties their power on defects hidden by generic points: an approximation that is secretly of
-rank r + 1 for the r landmarks it reports beats σ_(r+1) when K is nearly of rank r + 1
-(:func:`test_error_is_at_least_eckart_young`), and an eigenvalue of W below a regulariser is
-where a wrongly signed one makes K̃ indefinite (``test_psd_properties``). Between 1 draw in 6
-and 1 in 3 is rejected (mostly exact duplicate landmarks; 300 draws, twice); every property on
-:data:`cases` runs the profile's full example count (:data:`CASE_EXAMPLES`).
+The float bound on ``|K̃_computed − K̃_exact|``, its derivation, and the point sets the
+properties draw (independent or clustered, with exact and near duplicates) are in
+:mod:`kernel_verify.properties.checks.nystrom`.
 """
 
 from __future__ import annotations
@@ -50,98 +23,24 @@ from hypothesis import strategies as st
 
 from kernel_verify.impls.numpy import nystrom as np_nystrom
 from kernel_verify.impls.torch import nystrom as torch_nystrom
-from kernel_verify.properties.protocol import KernelApproxTarget
-from kernel_verify.properties.strategies import clustered_points, generator, points
+from kernel_verify.properties.checks.nystrom import (
+    KERNELS,
+    case_examples,
+    cases,
+    close,
+    nystrom_error_bound,
+    run,
+)
+from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import approximations
 from kernel_verify.verify.psd import EIGH_BACKWARD_C
-from kernel_verify.verify.references.kernels import gram_reference
 from kernel_verify.verify.references.mp import to_mp, working_precision
-from kernel_verify.verify.tolerance import gamma
+from kernel_verify.verify.tolerance import EPS64, U64, gamma
 
-U64 = 2.0**-53
-EPS = 2.0**-52
 FEW = max(3, settings.default.max_examples // 5)
-#: Examples of the properties on :data:`cases`: the profile's full count (25 in ``ci``). Their
-#: point sets come from two families (independent; clustered at four offset scales, with exact
-#: and near duplicates) and one example costs milliseconds; at ``FEW`` (5) a defect that only
-#: near-duplicate landmarks expose was missed in 2 to 8 of 20 random runs (module docstring).
-CASE_EXAMPLES = max(3, settings.default.max_examples)
-KERNELS = {"gaussian": {"sigma": 1.0}, "softmax": {}}
+CASE_EXAMPLES = case_examples()
 
 seeds = st.integers(0, 2**32 - 1)
-
-
-# ----------------------------------------------------------------------------- shared helpers
-def kernel_fn(kernel: str):
-    params = KERNELS[kernel]
-    return lambda A, B: gram_reference(kernel, A, B, **params)
-
-
-def point_set(seed: int, n: int, d: int, scale: float) -> np.ndarray:
-    """A fixed Gaussian point set ``scale·N(0, 1)`` of an example-based test (the seed's
-    stream ``"point_set"``); properties draw theirs by value (:data:`cases`)."""
-    return scale * generator(seed, "point_set").standard_normal((n, d))
-
-
-def run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int):
-    """``(K (rounded exact Gram), K̃, landmark indices)``."""
-    k_ref = kernel_fn(kernel)(X, X)
-    k_tilde, idx = target.approximate(X, kernel_fn(kernel), generator(seed, "landmarks"))
-    k_tilde = np.asarray(k_tilde, dtype=np.float64)
-    idx = np.asarray(idx)
-    assert k_tilde.shape == k_ref.shape, f"{target.name}: K̃ shape {k_tilde.shape}"
-    assert idx.ndim == 1 and idx.size >= 1 and len(np.unique(idx)) == idx.size
-    return k_ref, k_tilde, idx
-
-
-def nystrom_error_bound(k_ref: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(bound on |K̃_computed − K̃_exact| entry-wise, η)`` (module docstring)."""
-    s = idx.size
-    w = k_ref[np.ix_(idx, idx)]
-    e_norm = float(np.linalg.norm(U64 * np.abs(w))) + 2 * EIGH_BACKWARD_C * s * EPS * float(
-        np.abs(w).sum(axis=0).max())
-    lam = float(np.linalg.eigvalsh(0.5 * (w + w.T))[0]) - e_norm
-    if lam <= 0:
-        return np.full(k_ref.shape, np.inf), np.inf
-    eta = e_norm / lam
-    if eta >= 1:
-        return np.full(k_ref.shape, np.inf), eta
-    diag = np.sqrt(np.abs(np.diag(k_ref)) * (1 + U64))
-    c_norm = np.linalg.norm(k_ref[idx, :], axis=0) * (1 + U64)
-    dc = U64 * c_norm
-    shrink = 1 - eta
-    t1 = np.outer(diag, diag) * eta / shrink
-    t2 = (np.outer(dc, diag) + np.outer(diag, dc)) / (np.sqrt(lam) * shrink)
-    t3 = np.outer(dc, dc) / (lam * shrink)
-    t4 = gamma(3 * s + 6, U64) * s * np.outer(c_norm, c_norm) / (lam * shrink)
-    return t1 + t2 + t3 + t4, eta
-
-
-def close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, what: str, repro: str) -> None:
-    err = np.abs(got - want)
-    bad = ~(err <= bound)
-    if bad.any():
-        i = np.unravel_index(int(np.argmax(np.where(bad, err - bound, -np.inf))), err.shape)
-        raise AssertionError(
-            f"{what}: |err| {err[i]:.3e} > bound {bound[i]:.3e} at {i} ({int(bad.sum())} of "
-            f"{err.size} entries); reproduce: {repro}")
-
-
-@st.composite
-def _cases(draw) -> tuple[int, np.ndarray, str]:
-    """``(seed, X, kernel)``: the landmark draw's seed, 5–7 points in R^2 or R^3 drawn value by
-    value at scale 0.8 or 1.2 and a kernel. The points are either independent
-    (:func:`~kernel_verify.properties.strategies.points`) or clustered
-    (:func:`~kernel_verify.properties.strategies.clustered_points`: exact duplicates and
-    near-duplicates, so K is (nearly) low rank and W can be nearly singular)."""
-    seed = draw(seeds, label="seed")
-    n, d = draw(st.integers(5, 7), label="n"), draw(st.integers(2, 3), label="d")
-    scale = draw(st.sampled_from([0.8, 1.2]), label="scale")
-    X = draw(st.one_of(points((n, d), scale), clustered_points(n, d, scale)), label="X")
-    return seed, X, draw(st.sampled_from(sorted(KERNELS)), label="kernel")
-
-
-cases = _cases()
 
 
 # -------------------------------------------------------------------------------- landmarks
@@ -206,9 +105,9 @@ def test_exact_for_a_rank_deficient_kernel(target, seed, n, d, data):
     assume(idx.size > d)
     lam = np.linalg.eigvalsh(k_ref[np.ix_(idx, idx)])[::-1]
     # λ_d well above the eigensolver's backward error (docstring: case restriction)
-    assume(lam[d - 1] > 4 * EIGH_BACKWARD_C * idx.size * EPS * lam[0])
+    assume(lam[d - 1] > 4 * EIGH_BACKWARD_C * idx.size * EPS64 * lam[0])
     kappa = lam[0] / lam[d - 1]
-    bound = 4 * EIGH_BACKWARD_C * idx.size * EPS * kappa**2 * np.linalg.norm(k_ref, 2)
+    bound = 4 * EIGH_BACKWARD_C * idx.size * EPS64 * kappa**2 * np.linalg.norm(k_ref, 2)
     close(np.asarray(k_tilde, dtype=np.float64), k_ref, np.full(k_ref.shape, bound),
           f"{target.name}: K̃ = K for the rank-{d} linear kernel", f"seed={seed}, X={X.tolist()}")
 
@@ -230,7 +129,7 @@ def test_error_is_at_least_eckart_young(target, case):
     err = float(np.linalg.norm(k_ref - k_tilde, 2))
     norm1 = float(np.abs(k_ref).sum(axis=0).max() + np.abs(k_tilde).sum(axis=0).max())
     slack = (float(np.linalg.norm(bound)) + float(np.linalg.norm(U64 * k_ref))
-             + 2 * EIGH_BACKWARD_C * n * EPS * norm1)
+             + 2 * EIGH_BACKWARD_C * n * EPS64 * norm1)
     assert err >= sigma[r] - slack, (
         f"{target.name}: ‖K − K̃‖₂ = {err:.6g} < σ_(r+1) = {sigma[r]:.6g} − {slack:.3g} with "
         f"r = {r} landmarks: K̃ is not a rank-{r} approximation (case={case})")

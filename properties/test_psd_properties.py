@@ -17,7 +17,7 @@
   that reason, never ``pass``.
 * **Nyström** (``approximations("psd")``, ``approximations("schur_residual")``): ``K̃ ⪰ 0`` and
   ``K − K̃ ⪰ 0`` (a Schur complement), with entry errors from
-  :func:`kernel_verify.properties.test_nystrom_properties.nystrom_error_bound` (its docstring
+  :func:`kernel_verify.properties.checks.nystrom.nystrom_error_bound` (its docstring
   derives them) plus ``u₆₄|K|`` for the rounded reference and ``u₆₄|K − K̃|`` for the subtraction.
 """
 
@@ -28,25 +28,25 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kernel_verify.properties.protocol import FeatureMapTarget
-from kernel_verify.properties.strategies import generator, points
-from kernel_verify.properties.targets import approximations, feature_maps
-from kernel_verify.properties.test_nystrom_properties import (
-    CASE_EXAMPLES,
+from kernel_verify.properties.checks.nystrom import (
     KERNELS,
-    U64,
+    case_examples,
     cases,
     nystrom_error_bound,
     point_set,
     run,
 )
+from kernel_verify.properties.protocol import FeatureMapTarget
+from kernel_verify.properties.strategies import generator, points
+from kernel_verify.properties.targets import approximations, feature_maps
 from kernel_verify.verify.moments import QuadratureError
 from kernel_verify.verify.psd import psd_float, psd_mp
 from kernel_verify.verify.references.kernels import MP_KERNELS, gram_mp
 from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
-from kernel_verify.verify.tolerance import budget_for, dot_error_bound
+from kernel_verify.verify.tolerance import U64, budget_for, dot_error_bound
 
 FEW = max(3, settings.default.max_examples // 5)
+CASE_EXAMPLES = case_examples()
 seeds = st.integers(0, 2**32 - 1)
 
 

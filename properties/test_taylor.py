@@ -26,10 +26,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_verify.properties.checks.reference import has_twin, inner_bound
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.properties.test_feature_reference import has_twin, inner_bound
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound, features_mp
 from kernel_verify.verify.references.kernels import gram_mp

@@ -18,7 +18,7 @@ from kernel_verify.impls.registry import get, is_registered
 from kernel_verify.mutants.blackbox import CONTROLS, as_black_box, control_targets
 from kernel_verify.mutants.catalogue import load
 from kernel_verify.properties.checks.blackbox import NOISE_LEVEL, fourth_difference_noise
-from kernel_verify.properties.test_feature_reference import check_attention
+from kernel_verify.properties.checks.reference import check_attention
 from kernel_verify.verify.backends import get_backend
 from tests import whitebox_adapters as adapters
 

@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kernel_verify import FeatureMapTarget  # noqa: E402
-from kernel_verify.properties.test_feature_reference import check_features  # noqa: E402
+from kernel_verify.properties.checks.reference import check_features  # noqa: E402
 from kernel_verify.verify.backends import get_backend  # noqa: E402
 from kernel_verify.verify.tolerance import budget_for, native_budget_for  # noqa: E402
 

@@ -52,7 +52,9 @@ import numpy as np
 __all__ = [
     "BUDGETS",
     "ELEMENTARY",
+    "EPS64",
     "FORMATS",
+    "U64",
     "Budget",
     "budget_for",
     "device_name",
@@ -135,6 +137,12 @@ def device_name(device: Any) -> str:
     if kind not in ("cpu", "cuda"):
         raise KeyError(f"unknown device {device!r}; known: cpu, cuda (and numpy, torch:<device>)")
     return kind
+
+
+#: Unit roundoff of float64, ``u₆₄ = 2⁻⁵³`` (round to nearest; Higham §2.1): the one definition
+#: every check imports. ``EPS64 = 2u₆₄ = 2⁻⁵²`` is float64's machine epsilon (LAPACK's ε).
+U64: float = 2.0**-53
+EPS64: float = 2.0**-52
 
 
 def unit_roundoff(dtype: Any) -> float:
