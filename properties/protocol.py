@@ -143,9 +143,6 @@ def _validate_forms(t: AttentionTarget) -> None:
             raise _fail(ValueError, t.name, "chunk_sizes", "must not be empty (None: any size)")
         for c in t.chunk_sizes:
             _check_count(t.name, "chunk_sizes", c)
-        if t.chunked is None:
-            raise _fail(ValueError, t.name, "chunk_sizes", "is given but the target has no "
-                        "chunked form")
     if t.state_sums is not None and not any(getattr(t, f) is not None for f in ATTENTION_FORMS):
         raise _fail(ValueError, t.name, "state_sums", "is given but the target offers no form "
                     f"with a state ({', '.join(ATTENTION_FORMS)})")
@@ -183,7 +180,12 @@ class AttentionTarget:
     * ``stateful(q, k, v, *, initial_state=None, seed=0) -> (out, final_state)``: the causal
       full-sequence call with the state in and out;
     * ``chunked(q, k, v, *, chunk_size, initial_state=None, seed=0) -> (out, final_state)``:
-      the chunked form; ``chunk_sizes`` lists the sizes it accepts (None: every ``C ≥ 1``);
+      the chunked form; ``chunk_sizes`` lists the sizes it accepts (None: every ``C ≥ 1``).
+      A target without a chunked form may declare ``chunk_sizes`` too: the block sizes its
+      kernels work in inside (fla's ``chunk`` kernels: 64). Either way, the forms, packed and
+      identity properties run fixed layouts around them (``T = C ± 1``, ``2C + 1``; splits and
+      packed boundaries at ``C − 1``, ``C``, ``C + 1``: :mod:`kernel_verify.properties.layouts`)
+      before their random draws;
     * ``step(state, q_t, k_t, v_t, *, seed=0) -> (state, o_t)``: one token of the recurrence;
       ``q_t, k_t (B, H, d)``, ``v_t, o_t (B, H, d_v)`` (no time axis, so in either layout);
       ``state=None`` is the empty state;

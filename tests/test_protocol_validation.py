@@ -151,7 +151,6 @@ FORM_CASES = [
     ({"chunked": _form, "chunk_sizes": (0,)}, ValueError, ["chunk_sizes", ">= 1"]),
     ({"chunked": _form, "chunk_sizes": ()}, ValueError, ["chunk_sizes", "empty"]),
     ({"chunked": _form, "chunk_sizes": 64}, TypeError, ["chunk_sizes", "tuple"]),
-    ({"chunk_sizes": (64,)}, ValueError, ["chunk_sizes", "no chunked form"]),
     ({"state_sums": _form}, ValueError, ["state_sums", "no form"]),
     ({"claims": frozenset({"causal", "state_bitwise"}), "step": _form}, ValueError,
      ["state_bitwise", "stateful or chunked"]),
@@ -162,7 +161,7 @@ FORM_CASES = [
                          ids=[str(i) for i in range(len(FORM_CASES))])
 def test_attention_forms_fields(changes, exc, words) -> None:
     """The forms protocol (docs/math.md §13): optional callables, a known layout, chunk sizes
-    only with a chunked form, state extras only with a form that has a state."""
+    a non-empty tuple of sizes ≥ 1, state extras only with a form that has a state."""
     with pytest.raises(exc) as info:
         _att(**changes)
     for word in words:
@@ -178,6 +177,8 @@ def test_attention_forms_offered_and_layout() -> None:
     x = np.zeros((2, 3, 5, 4))
     assert t.to_layout(x).shape == (2, 5, 3, 4)
     assert _att().to_layout(x) is x
+    # chunk sizes without a chunked form: the kernel's internal blocks (the layouts cross them)
+    assert _att(chunk_sizes=(64,)).chunk_sizes == (64,)
     # __call__ converts to the target's layout and back.
     seen = []
     bthd = _att(layout="BTHD", attention=lambda q, k, v, **kw: seen.append(q.shape) or v)
