@@ -375,3 +375,19 @@ def test_argparse_handlers_live_in_cli():
                         bad.append(f"{SOURCES[name].relative_to(ROOT)}:{node.lineno} "
                                    f"{node.name}({arg.arg}: {ast.unparse(arg.annotation)})")
     assert not bad, "argparse handlers outside kernel_verify/cli.py:\n" + "\n".join(bad)
+
+
+def test_no_module_imports_a_property_test_module():
+    """Test files hold tests: the checks they share live in library modules
+    (``properties/checks/``), so no module of the suite (a test module included) imports a test
+    module of the suite (issue #28: ``check_features`` was imported from
+    ``test_feature_reference``, ``nystrom_error_bound`` from ``test_nystrom_properties``). The
+    project's unit tests (``tests/``) may import one to inspect what it selects."""
+    bad = [
+        f"{SOURCES[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, imports in _graph().items() if _within(name, SUITE)
+        for imported, line in imports
+        if (target := _project_module(imported)) is not None and _is_test_module(target)
+        and _within(target, "kernel_verify.properties") and target != name
+    ]
+    assert not bad, "modules import a test module of the suite:\n" + "\n".join(sorted(set(bad)))
