@@ -74,7 +74,8 @@ def builtin_targets() -> tuple[Target, ...]:
     attention: list[Target] = [
         AttentionTarget("attention:exact_softmax", _exact_softmax,
                         _declared_attention_claims("exact_softmax"),
-                        backends=("numpy", "torch"), dtypes=ALL_DTYPES),
+                        backends=("numpy", "torch"), dtypes=ALL_DTYPES,
+                        feature_count=0),  # exact attention: no feature terms in its bounds
         # every registered map whose kernel makes attention meaningful (builtin_attention)
         *registry_attention_targets(),
     ]

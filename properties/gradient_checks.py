@@ -410,8 +410,10 @@ def attention_qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: 
 
 
 #: How the bounds of :func:`low_precision_gradients` come about (one line, for the report).
-LOW_PRECISION_HOW = ("∂L/∂v: Σ_i ρ'|G_i| (derived); ∂L/∂q,k: 4ρ'·n·max|g₆₄| "
-                     "(stated assumption)")
+LOW_PRECISION_HOW = ("exact attention (feature_count 0): attention_grad_bound with "
+                     "softmax_weight_error (derived); else ∂L/∂v: Σ_i ρ'|G_i| (derived), "
+                     "∂L/∂q,k: 4ρ'·n·max|g₆₄| (stated assumption), ρ' over n + m features "
+                     "(m declared or measured, else M_MAX)")
 #: The inputs of ``test_low_precision_gradients_near_float64``: ``(b, h, n, d)``.
 LOW_PRECISION_SHAPE = (1, 2, 4, 4)
 
@@ -437,18 +439,57 @@ class LowPrecisionGradient:
         return float(r.max())
 
 
+def _low_precision_features(target) -> int:
+    """The feature count the bound charges: declared or measured, else ``M_MAX``."""
+    from kernel_verify.properties.attention_cases import feature_count, features_or_max
+
+    return features_or_max(feature_count(target))
+
+
 def low_precision_backend(target, dtype: str) -> tuple[Backend, str | None]:
     """The torch CPU backend of ``dtype`` as the properties judge ``target`` on it, and why no
     low-precision gradient bound is credited there (``None``: the bound applies): the larger
-    ``γ`` of ``ρ'`` spans ``2(n + M_MAX) + 20`` rounded operations (``n = 4`` keys), void when
+    ``γ`` of ``ρ'`` spans ``2(n + m) + 20`` rounded operations (``n = 4`` keys, ``m`` the
+    target's feature count — declared, measured from ``features``, else ``M_MAX``), void when
     that many times ``u`` of the compute dtype reaches 1."""
-    from kernel_verify.properties.attention_cases import M_MAX, for_target, void_bound_reason
+    from kernel_verify.properties.attention_cases import for_target, void_bound_reason
 
     backend = for_target(target, get_backend(f"torch:cpu-{dtype}"))
-    terms = 2 * (LOW_PRECISION_SHAPE[2] + M_MAX) + 20
+    terms = 2 * (LOW_PRECISION_SHAPE[2] + _low_precision_features(target)) + 20
     if terms * backend.budget.u_compute >= 1:
         return backend, void_bound_reason(backend, terms)
     return backend, None
+
+
+def _exact_softmax_bounds(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
+                          u: float, ulps: float, causal: bool) -> list[np.ndarray]:
+    """``[Δ∂L/∂q, Δ∂L/∂k, Δ∂L/∂v]`` of softmax attention ``softmax(qkᵀ/√d)v`` computed with
+    unit roundoff ``u`` (:func:`~kernel_verify.verify.gradient_bounds.softmax_weight_error`,
+    :func:`~kernel_verify.verify.gradient_bounds.attention_grad_bound`,
+    :func:`~kernel_verify.verify.gradient_bounds.softmax_qk_bounds`), per batch element and
+    head (derived, docs/math.md §14)."""
+    import math
+
+    from kernel_verify.verify.gradient_bounds import (
+        attention_grad_bound,
+        softmax_qk_bounds,
+        softmax_weight_error,
+    )
+
+    sc = 1 / math.sqrt(q.shape[-1])
+    out = [np.empty_like(q), np.empty_like(k), np.empty_like(v)]
+    for idx in np.ndindex(*q.shape[:-2]):
+        qi, ki, vi, gi = q[idx], k[idx], v[idx], g[idx]
+        rho = softmax_weight_error(qi, ki, sc, u, ulps, causal=causal)
+        s = (qi @ ki.T) * sc
+        if causal:
+            s = np.where(np.tril(np.ones(s.shape, dtype=bool)), s, -np.inf)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = e / e.sum(axis=-1, keepdims=True)
+        parts = attention_grad_bound(p, vi, gi, rho, u)
+        bq, bk = softmax_qk_bounds(parts, qi, ki, sc)
+        out[0][idx], out[1][idx], out[2][idx] = bq, bk, parts["v"]
+    return out
 
 
 def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: int = 28,
@@ -457,16 +498,23 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
     inputs (:func:`attention_qkv` at ``qkv_seed``, upstream ``G ~ N(0, 1)`` from ``g_seed``,
     rounded to the dtype; the target at ``seed``), with the bounds of
     ``properties/test_gradients.py::test_low_precision_gradients_near_float64`` (its module
-    docstring, docs/math.md §14): ``∂L/∂v`` within ``Σ_i ρ'·|G_i|`` (derived, ``P_ij ≤ 1``);
-    ``∂L/∂q,k`` within ``4ρ'·n·max|g₆₄|`` (a stated assumption: no cancellation beyond a factor
-    ``n`` in the score chain); ``ρ' = expm1(2γ_N(z + 1)) + γ_{2(n + M_MAX) + 20}`` of
-    ``properties/attention_cases.py`` with ``u`` of the compute dtype, plus the output rounding
-    of the dtype where the budget has it."""
+    docstring, docs/math.md §14):
+
+    * exact attention (``feature_count = 0``: softmax of ``qkᵀ/√d``): the derived bound of
+      :func:`_exact_softmax_bounds` for the compute dtype plus the same bound at ``u₆₄`` (the
+      float64 gradient's own error);
+    * otherwise ``∂L/∂v`` within ``Σ_i ρ'·|G_i|`` (derived, ``P_ij ≤ 1``); ``∂L/∂q,k`` within
+      ``4ρ'·n·max|g₆₄|`` (a stated assumption: no cancellation beyond a factor ``n`` in the
+      score chain); ``ρ' = expm1(2γ_(n+m+6)(z + 1)) + γ_(2(n + m) + 20)`` of
+      ``properties/attention_cases.py`` with ``u`` of the compute dtype and ``m`` the target's
+      feature count (declared, measured from ``features``, else ``M_MAX``);
+
+    plus the output rounding of the dtype where the budget has it."""
     import math
 
-    from kernel_verify.properties.attention_cases import M_MAX
+    from kernel_verify.properties.attention_cases import feature_count
     from kernel_verify.properties.strategies import generator
-    from kernel_verify.verify.tolerance import FORMATS, gamma
+    from kernel_verify.verify.tolerance import gamma
 
     dtype = backend.dtype
     budget = backend.budget
@@ -479,19 +527,34 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
     g = g_lo.double()
     got = vjp((fn(*lo) * g_lo).sum(), lo)
     ref = vjp((fn(*hi) * g).sum(), hi)
-    q, k = (a.detach().numpy() for a in hi[:2])
-    xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
-    z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * M_MAX)
     u_c = budget.u_compute
-    rho = math.expm1(2 * gamma(n + M_MAX + 6, u_c) * (z + 1)) + gamma(2 * (n + M_MAX) + 20, u_c)
-    u_out = FORMATS[dtype].u if budget.output_round else 0.0
+    q, k, v = (a.detach().numpy() for a in hi)
     ga = g.abs().numpy()
+    if feature_count(target) == 0:
+        ulps = max(budget.ulps.values())
+        if target.self_attention_only:
+            k = q
+        ours = _exact_softmax_bounds(q, k, v, g.numpy(), u_c, ulps, causal)
+        theirs = _exact_softmax_bounds(q, k, v, g.numpy(), U64, 1.0, causal)
+        if target.self_attention_only:  # ∂L/∂q collects both the query and the key paths
+            ours[0], theirs[0] = ours[0] + ours[1], theirs[0] + theirs[1]
+        bounds = [a + c for a, c in zip(ours, theirs, strict=True)]
+    else:
+        m = _low_precision_features(target)
+        xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25
+        z = 2 * (math.sqrt(d) + 8) * xn + xn * xn + math.log(n * max(m, 1))
+        rho = math.expm1(2 * gamma(n + m + 6, u_c) * (z + 1)) + gamma(2 * (n + m) + 20, u_c)
+        bounds = []
+        for name, r in zip("qkv", ref, strict=True):
+            b64 = to_numpy(r)
+            if name == "v":  # Σ_i ρ'·P_ij|G_i| ≤ ρ'·Σ_i |G_i| (P_ij ≤ 1)
+                bounds.append(rho * ga.sum(axis=-2, keepdims=True) * np.ones_like(b64))
+            else:
+                bounds.append(4 * rho * n * np.abs(b64).max() * np.ones_like(b64))
     out = []
-    for name, a, r in zip("qkv", got, ref, strict=True):
+    for name, a, r, bound in zip("qkv", got, ref, bounds, strict=True):
         a64, b64 = to_numpy(a), to_numpy(r)
-        if name == "v":  # Σ_i ρ'·P_ij|G_i| ≤ ρ'·Σ_i |G_i| (P_ij ≤ 1)
-            bound = rho * ga.sum(axis=-2, keepdims=True) * np.ones_like(b64)
-        else:
-            bound = 4 * rho * n * np.abs(b64).max() * np.ones_like(b64)
-        out.append(LowPrecisionGradient(name, a64, b64, bound + u_out * (np.abs(b64) + bound)))
+        if budget.output_round:  # the cast back, in ulps of the half type (subnormals too)
+            bound = bound + budget.output_round * ulp(np.abs(b64) + bound, dtype)
+        out.append(LowPrecisionGradient(name, a64, b64, bound))
     return out

@@ -29,26 +29,22 @@ from hypothesis import given, settings
 from kernel_verify.properties.attention_cases import modes
 from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.declared import (
+    declared_gradient_check,
     direct_extra,
-    exact_attention,
-    exact_gradients,
     feature_error,
-    feature_jacobian,
-    gradient_bounds,
+    inputs,
     output_bound,
+    reference_outputs,
+    seen_qkv,
 )
-from kernel_verify.properties.gradient_checks import vjp
-from kernel_verify.properties.strategies import QKV, generator, seeds
+from kernel_verify.properties.strategies import seeds
 from kernel_verify.properties.targets import attentions_with
-from kernel_verify.verify.backends import AXIS, Backend
-from kernel_verify.verify.references.forms import causal_recurrence_mp
+from kernel_verify.verify.backends import AXIS
 
 #: Drawn seeds per case besides the fixed layouts.
 EXAMPLES = max(2, settings.default.max_examples // 8)
 #: ``(B, H, T, d, d_v)`` of the fixed layouts (H ≠ T, d_v ≠ d).
 LAYOUTS = ((1, 2, 5, 4, 3), (2, 1, 9, 3, 2), (1, 1, 1, 4, 2))
-#: Above this many ``T·m`` entries the causal reference is float64 with its bound, not mpmath.
-MP_ENTRIES = 400
 
 
 def declared_cases(*claims: str, torch_only: bool = False) -> list:
@@ -79,33 +75,6 @@ def layouts(target) -> list[tuple[int, ...]]:
     return out
 
 
-def inputs(layout: tuple[int, ...], seed: int, self_attention: bool) -> QKV:
-    b, h, t, d, dv = layout
-    rng = generator(seed, "declared_features")
-    q = 0.5 * rng.standard_normal((b, h, t, d))
-    k = q if self_attention else 0.5 * rng.standard_normal((b, h, t, d))
-    return QKV(q, k, rng.standard_normal((b, h, t, dv)), 0.5, self_attention)
-
-
-def _seen(x: QKV, backend: Backend) -> QKV:
-    q = backend.seen(x.q)
-    k = q if x.self_attention else backend.seen(x.k)
-    return QKV(q, k, backend.seen(x.v), x.scale, x.self_attention)
-
-
-def _features(target, x: np.ndarray, seed: int) -> np.ndarray:
-    return np.asarray(target.features(x, seed), dtype=np.float64)
-
-
-def _reference(target, x: QKV, seed: int, causal: bool):
-    fq, fk = _features(target, x.q, seed), _features(target, x.k, seed)
-    if causal and fq.shape[-2] * fq.shape[-1] <= MP_ENTRIES:
-        ref = causal_recurrence_mp(fq, fk, x.v)[0]
-    else:
-        ref = exact_attention(fq, fk, x.v, causal)
-    return fq, fk, ref
-
-
 def _where(target, backend, layout, seed, causal) -> str:
     b, h, t, d, dv = layout
     return (f"{target.name} on {backend.id} (B={b}, H={h}, T={t}, d={d}, d_v={dv}, "
@@ -115,14 +84,14 @@ def _where(target, backend, layout, seed, causal) -> str:
 @pytest.mark.parametrize(("target", "backend"), declared_cases())
 @settings(max_examples=EXAMPLES)
 @given(seed=seeds)
-def test_attention_meets_declared_features(target, backend, seed):
+def test_attention_meets_declaredfeatures64(target, backend, seed):
     """The outputs equal linear attention on the declared features (the exact formula) within
     the derived bound for the compute dtype (module docstring)."""
     u = backend.budget.u_compute
     for layout in layouts(target):
         for causal in modes(target):
-            x = _seen(inputs(layout, seed, target.self_attention_only), backend)
-            fq, fk, ref = _reference(target, x, seed, causal)
+            x = seen_qkv(inputs(layout, seed, target.self_attention_only), backend)
+            fq, fk, ref = reference_outputs(target, x, seed, causal)
             eta = feature_error(x, fq.shape[-1], u)
             bound = output_bound(fq, fk, x.v, ref, u, eta, direct_extra(layout[3]), causal)
             t = target.to_layout
@@ -139,50 +108,11 @@ def test_attention_meets_declared_features(target, backend, seed):
                     f"{bound[i]:.3e} (worst error/bound {float(np.max(err / bound)):.3g})")
 
 
-def _grad_inputs(x: QKV, backend: Backend):
-    import torch
-
-    q = backend.from_numpy(x.q).requires_grad_(True)
-    k = q if x.self_attention else backend.from_numpy(x.k).requires_grad_(True)
-    v = backend.from_numpy(x.v).requires_grad_(True)
-    return q, k, v, torch
-
-
-def declared_gradient_check(target, backend: Backend, layout, seed: int, causal: bool):
-    """``[DeclaredGradient(q), (k), (v)]`` of one layout (module docstring)."""
-    from kernel_verify.properties.checks.declared import DeclaredGradient
-
-    u = backend.budget.u_compute
-    x = _seen(inputs(layout, seed, target.self_attention_only), backend)
-    q, k, v, torch = _grad_inputs(x, backend)
-    t = target.to_layout
-    out = t(target.attention(t(q), t(k), t(v), causal=causal, seed=seed))
-    g64 = generator(seed, "declared_features.G").standard_normal(tuple(out.shape))
-    g_t = torch.as_tensor(g64, dtype=out.dtype, device=out.device)
-    g = backend.to_numpy(g_t)
-    leaves = (q, v) if x.self_attention else (q, k, v)
-    # loss.backward(), not autograd.grad: fla's feature maps use reentrant checkpointing
-    grads = [backend.to_numpy(gr) for gr in vjp((out * g_t).sum(), list(leaves))]
-    fq, fk = _features(target, x.q, seed), _features(target, x.k, seed)
-    jq, ejq = feature_jacobian(target.features, x.q, seed)
-    jk, ejk = (jq, ejq) if x.self_attention else feature_jacobian(target.features, x.k, seed)
-    refs = exact_gradients(fq, fk, jq, jk, x.v, g, causal)
-    eta = feature_error(x, fq.shape[-1], u)
-    bounds = gradient_bounds(fq, fk, jq, ejq, jk, ejk, x.v, g, u, eta, direct_extra(layout[3]),
-                             causal, refs)
-    if x.self_attention:
-        return [DeclaredGradient("q (= k)", grads[0], refs["q"] + refs["k"],
-                                 bounds["q"] + bounds["k"]),
-                DeclaredGradient("v", grads[1], refs["v"], bounds["v"])]
-    return [DeclaredGradient(n, gr, refs[n], bounds[n])
-            for n, gr in zip("qkv", grads, strict=True)]
-
-
 @pytest.mark.parametrize(("target", "backend"),
                          declared_cases("differentiable", "positive_weights", torch_only=True))
 @settings(max_examples=EXAMPLES)
 @given(seed=seeds)
-def test_gradients_meet_declared_features(target, backend, seed):
+def test_gradients_meet_declaredfeatures64(target, backend, seed):
     """``∂L/∂(q, k, v)`` by autograd equal the exact gradients of linear attention on the
     declared features within the derived bound for the compute dtype (module docstring)."""
     for layout in layouts(target):

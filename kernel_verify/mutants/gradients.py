@@ -229,7 +229,7 @@ def _softmax_target(name: str, mode: str,
                     dtypes: tuple[str, ...] = ("float64",)) -> list[Target]:
     return [AttentionTarget(name, _attention_call(
         lambda q, k, v, seed: _causal_softmax_function(mode)(q, k, v)), _ATT,
-        backends=("numpy", "torch"), dtypes=dtypes)]
+        backends=("numpy", "torch"), dtypes=dtypes, feature_count=0)]
 
 
 _LOG_CLAIMS = _CLAIMS | {"log_features"}

@@ -266,3 +266,176 @@ class DeclaredGradient:
             err = np.where(np.isfinite(self.got), np.abs(self.got - self.ref), np.inf)
             r = np.where(self.bound > 0, err / self.bound, np.where(err > 0, np.inf, 0.0))
         return float(r.max(initial=0.0))
+
+
+# ------------------------------------------------------------------ one example, end to end
+#: Above this many ``T·m`` entries the causal reference is float64 with its bound, not mpmath.
+MP_ENTRIES = 400
+
+
+def inputs(layout: tuple[int, ...], seed: int, self_attention: bool) -> QKV:
+    """Gaussian ``q, k`` (scale 0.5) and ``v`` of ``layout = (B, H, T, d, d_v)`` from the seed's
+    stream ``declared_features`` (``k is q`` for self-attention-only targets)."""
+    from kernel_verify.properties.strategies import generator
+
+    b, h, t, d, dv = layout
+    rng = generator(seed, "declared_features")
+    q = 0.5 * rng.standard_normal((b, h, t, d))
+    k = q if self_attention else 0.5 * rng.standard_normal((b, h, t, d))
+    return QKV(q, k, rng.standard_normal((b, h, t, dv)), 0.5, self_attention)
+
+
+def seen_qkv(x: QKV, backend) -> QKV:
+    """``x`` rounded to the backend's dtype (what the target sees)."""
+    q = backend.seen(x.q)
+    k = q if x.self_attention else backend.seen(x.k)
+    return QKV(q, k, backend.seen(x.v), x.scale, x.self_attention)
+
+
+def features64(target, x: np.ndarray, seed: int) -> np.ndarray:
+    """The target's declared features of ``x`` (BHTD) as float64."""
+    return np.asarray(target.features(x, seed), dtype=np.float64)
+
+
+def reference_outputs(target, x: QKV, seed: int, causal: bool):
+    """``(φq, φk, o)``: the declared features and the exact outputs (the mpmath recurrence when
+    causal and ``T·m ≤`` :data:`MP_ENTRIES`, else float64)."""
+    from kernel_verify.verify.references.forms import causal_recurrence_mp
+
+    fq, fk = features64(target, x.q, seed), features64(target, x.k, seed)
+    if causal and fq.shape[-2] * fq.shape[-1] <= MP_ENTRIES:
+        ref = causal_recurrence_mp(fq, fk, x.v)[0]
+    else:
+        ref = exact_attention(fq, fk, x.v, causal)
+    return fq, fk, ref
+
+
+def _reference_gradients(target, x: QKV, g: np.ndarray, seed: int, u: float, causal: bool):
+    """``(refs, bounds)`` of :func:`exact_gradients` and :func:`gradient_bounds` at the seen
+    inputs ``x`` with upstream ``g``."""
+    fq, fk = features64(target, x.q, seed), features64(target, x.k, seed)
+    jq, ejq = feature_jacobian(target.features, x.q, seed)
+    jk, ejk = (jq, ejq) if x.self_attention else feature_jacobian(target.features, x.k, seed)
+    refs = exact_gradients(fq, fk, jq, jk, x.v, g, causal)
+    eta = feature_error(x, fq.shape[-1], u)
+    bounds = gradient_bounds(fq, fk, jq, ejq, jk, ejk, x.v, g, u, eta,
+                             direct_extra(x.q.shape[-1]), causal, refs)
+    return refs, bounds
+
+
+def _pack(names, grads, refs, bounds, self_attention: bool) -> list[DeclaredGradient]:
+    if self_attention:
+        return [DeclaredGradient("q (= k)", grads[0], refs["q"] + refs["k"],
+                                 bounds["q"] + bounds["k"]),
+                DeclaredGradient("v", grads[1], refs["v"], bounds["v"])]
+    return [DeclaredGradient(n, gr, refs[n], bounds[n]) for n, gr in zip(names, grads,
+                                                                          strict=True)]
+
+
+def declared_gradient_check(target, backend, layout, seed: int, causal: bool
+                            ) -> list[DeclaredGradient]:
+    """One example of ``test_gradients_meet_declared_features``: ``∂L/∂(q, k, v)`` of
+    ``L = Σ G⊙o`` (``G`` Gaussian from the seed's stream ``declared_features.G``, rounded to
+    the dtype) by the target's autograd against the declared formula's."""
+    import torch
+
+    from kernel_verify.properties.gradient_checks import vjp
+    from kernel_verify.properties.strategies import generator
+
+    u = backend.budget.u_compute
+    x = seen_qkv(inputs(layout, seed, target.self_attention_only), backend)
+    q = backend.from_numpy(x.q).requires_grad_(True)
+    k = q if x.self_attention else backend.from_numpy(x.k).requires_grad_(True)
+    v = backend.from_numpy(x.v).requires_grad_(True)
+    t = target.to_layout
+    out = t(target.attention(t(q), t(k), t(v), causal=causal, seed=seed))
+    g64 = generator(seed, "declared_features.G").standard_normal(tuple(out.shape))
+    g_t = torch.as_tensor(g64, dtype=out.dtype, device=out.device)
+    leaves = [q, v] if x.self_attention else [q, k, v]
+    # loss.backward(), not autograd.grad: fla's feature maps use reentrant checkpointing
+    grads = [backend.to_numpy(gr) for gr in vjp((out * g_t).sum(), leaves)]
+    refs, bounds = _reference_gradients(target, x, backend.to_numpy(g_t), seed, u, causal)
+    return _pack("qkv", grads, refs, bounds, x.self_attention)
+
+
+def state_gradient_declared(target, backend, shape) -> list[DeclaredGradient] | None:
+    """One example of ``test_gradients_flow_through_the_state`` on a float32 (or float64)
+    target declaring features: ``L = Σ_(i ≥ t₀) G_i⊙o_i`` of the outputs after the split point,
+    continued from the prefix's final state, differentiated with respect to the *prefix*
+    inputs (they reach ``L`` only through the state), against the same rows of the exact
+    gradient of the full causal formula with ``G_i = 0`` for ``i < t₀``, within
+    :func:`gradient_bounds`. None when ``T = 1`` (no split point)."""
+    import torch
+
+    from kernel_verify.properties.checks.forms import chunk_size, draw_inputs
+    from kernel_verify.properties.gradient_checks import vjp
+    from kernel_verify.properties.strategies import generator
+
+    if shape.t < 2:
+        return None
+    cut = min(shape.cut, shape.t - 1)
+    x = seen_qkv(draw_inputs(shape), backend)
+    t = target.to_layout
+
+    def part(a, lo, hi):
+        return backend.from_numpy(np.ascontiguousarray(a[..., lo:hi, :]))
+
+    pre = [part(a, 0, cut).requires_grad_(True) for a in (x.q, x.k, x.v)]
+    post = [part(a, cut, shape.t) for a in (x.q, x.k, x.v)]
+
+    def form(q, k, v, state=None):
+        if target.offers("chunked"):
+            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
+                                  initial_state=state, seed=shape.seed)
+        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+
+    out = t(form(*post, state=form(*pre)[1])[0])
+    g_post = generator(shape.seed, "state_gradient.G").standard_normal(tuple(out.shape))
+    g_t = torch.as_tensor(g_post, dtype=out.dtype, device=out.device)
+    loss = (out * g_t).sum()
+    if loss.requires_grad:
+        grads = [backend.to_numpy(gr) for gr in vjp(loss, pre)]
+    else:  # the state left the graph: no gradient reaches the prefix
+        grads = [np.zeros(a.shape) for a in pre]
+    g = np.zeros(x.v.shape)
+    g[..., cut:, :] = backend.to_numpy(g_t)
+    refs, bounds = _reference_gradients(target, QKV(x.q, x.k, x.v, x.scale), g, shape.seed,
+                                        backend.budget.u_compute, True)
+    rows = (..., slice(0, cut), slice(None))
+    return [DeclaredGradient(n, gr, refs[n][rows], bounds[n][rows])
+            for n, gr in zip("qkv", grads, strict=True)]
+
+
+def state_gradient_differences(target, backend, shape):
+    """The same continuation as :func:`state_gradient_declared` for a target without declared
+    features: directional central differences in the backend's dtype against the backward
+    (:func:`~kernel_verify.properties.gradient_checks.directional_differences`, tolerance
+    ``100·u^(2/3)`` of that dtype: a detached state — a zero gradient — fails; a gradient a few
+    percent off may not). None when ``T = 1``."""
+    import torch
+
+    from kernel_verify.properties.checks.forms import chunk_size, draw_inputs
+    from kernel_verify.properties.gradient_checks import directional_differences
+
+    if shape.t < 2:
+        return None
+    cut = min(shape.cut, shape.t - 1)
+    x = draw_inputs(shape)
+    t = target.to_layout
+    pre = tuple(backend.from_numpy(np.ascontiguousarray(a[..., :cut, :]))
+                for a in (x.q, x.k, x.v))
+    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
+
+    def form(q, k, v, state=None):
+        if target.offers("chunked"):
+            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
+                                  initial_state=state, seed=shape.seed)
+        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+
+    def continued(q, k, v):
+        out = t(form(*post, state=form(q, k, v)[1])[0])
+        # a state detached from the graph: the continuation is a constant of the prefix, whose
+        # zero gradient the differences then contradict
+        return out if out.requires_grad or not torch.is_grad_enabled() else out + 0 * q.sum()
+
+    return directional_differences(continued, pre, backend.dtype, shape.seed)
