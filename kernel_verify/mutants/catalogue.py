@@ -9,7 +9,8 @@ Families: random-matrix constructions (:mod:`kernel_verify.mutants.matrices`), a
 (:mod:`kernel_verify.mutants.attention`), feature maps
 (:mod:`kernel_verify.mutants.features`), Nyström
 (:mod:`kernel_verify.mutants.nystrom`), gradients
-(:mod:`kernel_verify.mutants.gradients`: forward right, backward wrong). ``expected_killers``
+(:mod:`kernel_verify.mutants.gradients`: forward right, backward wrong), whole models
+(:mod:`kernel_verify.mutants.models`: the tiny causal LM with one defect). ``expected_killers``
 records which property family (``properties/test_<family>.py``) is meant to catch each one; the
 runner's kill matrix shows which actually did.
 """
@@ -20,8 +21,11 @@ from kernel_verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
 from kernel_verify.mutants.base import Mutant
 from kernel_verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
 from kernel_verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
+from kernel_verify.mutants.gated import GATED_KILLERS, GATED_MUTANTS
+from kernel_verify.mutants.gated import make_target as gated_target
 from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
+from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
 from kernel_verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
 from kernel_verify.mutants.nystrom import target as nystrom_target
 from kernel_verify.mutants.torch_forms import TORCH_FORMS_KILLERS, TORCH_FORMS_MUTANTS
@@ -86,6 +90,14 @@ def _torch_forms(name: str) -> Mutant:
     return Mutant(name, "attention", description, make, TORCH_FORMS_KILLERS[name])
 
 
+def _gated(name: str) -> Mutant:
+    """Gated linear attention (:mod:`kernel_verify.mutants.gated`; controls: its
+    ``GATED_CONTROLS``)."""
+    description, switches = GATED_MUTANTS[name]
+    return Mutant(name, "attention", description,
+                  lambda: [gated_target(f"mutant:{name}", switches)], GATED_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
@@ -93,7 +105,9 @@ MUTANTS: list[Mutant] = [
     *(_nystrom(n) for n in NYSTROM_MUTANTS),
     *(_forms(n) for n in FORMS_MUTANTS),
     *(_torch_forms(n) for n in TORCH_FORMS_MUTANTS),
+    *(_gated(n) for n in GATED_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
+    *MODEL_MUTANTS,
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}
 

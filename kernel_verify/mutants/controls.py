@@ -92,6 +92,12 @@ def _forms() -> dict[str, Callable[[], list[Target]]]:
     return dict(FORMS_CONTROLS)
 
 
+def _gated() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.gated import GATED_CONTROLS
+
+    return dict(GATED_CONTROLS)
+
+
 _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("exact_softmax", "attention", "exact softmax attention (the mask/shift mutants' skeleton)",
      _attention_twin("exact_softmax", att.exact_softmax, att.EXACT)),
@@ -168,6 +174,9 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "forms of causal attention with every switch off", make,
              loader="kernel_verify.mutants.forms:control_")
       for n, make in _forms().items()),
+    *(Mutant(n, "attention", "gated linear attention with every switch off", make,
+             loader="kernel_verify.mutants.gated:control_")
+      for n, make in _gated().items()),
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}
 
