@@ -76,8 +76,9 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
     # deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per biased one).
     n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
                   for e in random_maps)
-    # ... and the exact-fourth-moment flag tests: one per m and per geometry point (≤ 4 axes)
-    n_flags = len(random_maps) * (len(s.ms) + 4 * s.geo_points)
+    # ... and the guaranteed-coverage flag tests: one per m and per geometry point (≤ 4 axes),
+    # and one more where a flag gets its second measurement (measure.resolve_flag)
+    n_flags = 2 * len(random_maps) * (len(s.ms) + 4 * s.geo_points)
     # ... and the gradient-bias median-of-means test: one per component where it applies
     n_grad = s.d * sum(median_test_applies(e) for e in random_maps)
     budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags

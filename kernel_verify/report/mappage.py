@@ -11,6 +11,7 @@ from kernel_verify.impls.names import identifier, split_name
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.report import figures
 from kernel_verify.report import gradients as grad
+from kernel_verify.report import measure as measure_mod
 from kernel_verify.report.accuracy import accuracy_rows, available_cases
 from kernel_verify.report.downstream import attention_curves, krr_curve
 from kernel_verify.report.measure import measure_target, pair, seed_of
@@ -97,6 +98,11 @@ def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
     if (data.get("gradient_bias") or {}).get("test_ok") is False:
         grad_fail.append("the gradient of the estimator is biased for ∇ₓk (median-of-means "
                          "test rejected)")
+    # a flag whose second measurement rejected the estimator with a guaranteed test while the
+    # theory's two routes agree (measure.resolve_flag): a bug in the code under test
+    wrong = [p["flag"] for p in ((meas or {}).get("points", []) + (meas or {}).get("geometry", []))
+             if p.get("resolution") == "estimator wrong"]
+    grad_fail += [f"estimator wrong: {f}" for f in wrong]
     if grad_fail:
         return "FAIL", ([] if v != "FAIL" else reasons) + grad_fail
     if not random and v == "pass":
@@ -178,9 +184,11 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
                      "—" if not tv else f"{p['variance'] / tv:.3f}",
                      f"{p['mse']:.4g}",
                      "—" if p["theory_mse"] is None else f"{p['theory_mse']:.4g}",
-                     f"**flagged**: {p['flag']}" if p["flag"] else "inside band"])
+                     f"**flagged**: {p['flag']}" if p["flag"] else
+                     "resolved (below)" if p.get("resolution") else "inside band"])
     page.table(["m", "measured Var [CI]", "theory Var", "measured/theory", "measured MSE",
                 "theory MSE", "theory in band?"], rows)
+    _resolutions(page, meas["points"])
     cap = figures.variance_figure(meas, figdir / f"{stem}_variance.png", s.conf)
     page.img(f"{rel}/{stem}_variance.png", cap)
     if meas["geometry"]:
@@ -189,15 +197,34 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
         page.img(f"{rel}/{stem}_geometry.png", cap)
         page.p(f"{s.geo_draws} draws per point at m = {s.geo_m}; theory drawn only where "
                "verify.moments has the exact variance at every point (iid and orthogonal rows). "
-               "A theory point is flagged by the exact-fourth-moment variance test (the property "
-               "suite's test, known false-alarm rate) when the map is unbiased with iid rows; "
-               "otherwise (orthogonal or structured rows: no exact fourth moment) when it lies "
-               "outside the bootstrap band, which under-covers heavy tails.")
+               "A theory point is decided by a variance test with guaranteed coverage where its "
+               "band is informative (exact fourth moment for iid rows, a proven range, or the "
+               "one-row fourth-moment bound for orthogonal rows); otherwise the bootstrap band, "
+               "which under-covers heavy tails, is a first look, and a point outside it gets a "
+               "second measurement (below).")
+        _resolutions(page, meas["geometry"])
         geo_flags = [g["flag"] for g in meas["geometry"] if g.get("flag")]
         if geo_flags:
-            page.p("**flagged** (the measurement cannot confirm the theory here; for heavy-tailed "
-                   "estimators at large inputs the sample MSE misses the rare huge draws):")
+            page.p("**flagged** (still outside after the second measurement: theory wrong, "
+                   "estimator wrong or unresolved, as each line says):")
             page.ul(geo_flags)
+
+
+def _resolutions(page, points: list[dict]) -> None:
+    """How each theory point was decided, and every flag's second measurement
+    (measure.resolve_flag: theory confirmed, not decidable at these draws, theory wrong,
+    estimator wrong, unresolved)."""
+    bands = sorted({p.get("band", "bootstrap").split(":")[0] for p in points
+                    if p.get("theory_variance", p.get("theory_rel_mse")) is not None})
+    if bands:
+        page.p("Theory points decided by: " + "; ".join(bands) + " (a test with guaranteed "
+               "coverage decides a point where its band is informative; the bootstrap band is "
+               "otherwise a first, descriptive look).")
+    done = [p["resolution"] for p in points if p.get("resolution") and not p.get("flag")]
+    if done:
+        page.p("Flags resolved by a second measurement (fresh draws, "
+               f"{measure_mod.SECOND_FACTOR}× as many):")
+        page.ul(done)
 
 
 def _construction_section(page, entry, data, siblings, s, figdir, rel, stem) -> None:

@@ -9,18 +9,46 @@ range and variance bound ``V₁``: :func:`~kernel_verify.properties.checks.estim
 Intervals are percentile bootstrap intervals (``conf``, default 99.9 %: about 0.5 chance flags
 over the ~500 points of a full report): valid for heavy-tailed (log-normal) estimators where
 ±2 SE from the sample fourth moment is not, though at small R any interval under-covers a heavy
-tail — so a theory point outside its band is flagged, never silently drawn. Where the map is
-unbiased with iid rows and its formula has an exact fourth moment
-(:mod:`kernel_verify.verify.moments.fourth`), the flag is instead decided by the property suite's
-variance test with that moment (median of means, known false-alarm rate, in the report's α
-budget): the bootstrap band is then only drawn.
+tail — so a theory point outside its band is flagged, never silently drawn.
+
+**A flag means the theory or the code may be wrong** (issue #35). Where a test with guaranteed
+coverage exists for ``E(X − k)² = σ²`` (an unbiased map, theory variance σ²), it decides the flag
+instead of the bootstrap band, which is then only drawn (:func:`guaranteed_variance_test`):
+
+* the exact fourth central moment (iid rows, :mod:`kernel_verify.verify.moments.fourth`);
+* a proven range of every estimate (bounded maps, e.g. RFF): Hoeffding/Bernstein on ``(X − k)²``;
+* a derived bound on the fourth moment where the rows are Gaussian marginally (iid or
+  orthogonal with χ norms): ``X − k = (1/m)Σᵢ(h(wᵢ) − k)`` and convexity of ``t⁴`` give
+  ``E(X − k)⁴ ≤ E(h(w) − k)⁴``, the exact fourth central moment of one row (whatever the
+  dependence between rows), so ``Var((X − k)²) ≤ E(h − k)⁴``: median of means with that bound.
+
+A guaranteed band decides only where it is informative (:data:`INFORMATIVE`: half-width at most
+the theory variance); at heavy-tailed points its width at the page's draws is many times the
+theory (e.g. softmax_positive[orthogonal] at ‖x + y‖ = 2.5, m = 16: a fourth-moment bound of
+~10¹⁸ against a variance of ~400), and the bootstrap band stays the first, descriptive look.
+
+A point still flagged is **resolved by a second measurement** (:func:`resolve_flag`):
+:data:`SECOND_FACTOR` times the draws, fresh seeds, the same guaranteed test (or, where none
+exists, the bootstrap band at those draws). Not rejected: **theory confirmed** (the first band
+missed a rare heavy-tail draw; the flag is cleared and the page shows both measurements).
+Rejected again: the theory's variance is recomputed by its second route (Gauss–Hermite quadrature
+of the per-row moments and, for orthogonal rows, the disk quadrature of the row covariance,
+instead of the closed forms and the moment series); if the two routes disagree the verdict is
+**theory wrong** (a bug in the truth, flagged), otherwise **estimator wrong** (a bug in the code
+under test: the page FAILs). Where the guaranteed band exists but is still too wide at the second
+measurement's draws, the point is **not decidable** at these draws: the page says how many draws
+a guaranteed band would need (its half-width falls as 1/√n) and the flag is cleared — the point
+is shown, not tested. Without any guaranteed test a persisting flag stays **unresolved**.
+Each second-measurement test is one more assertion of the report's α budget.
 """
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import asdict, dataclass, field
 
+import mpmath
 import numpy as np
 
 from kernel_verify.properties.checks.estimates import (
@@ -30,14 +58,35 @@ from kernel_verify.properties.checks.estimates import (
     mean_test_variance,
     point_range,
     range_bound,
+    row_construction,
     row_law,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report.settings import Settings
 from kernel_verify.report.theory import Theory, theory
+from kernel_verify.verify.moments import (
+    FOURTH_MOMENT_FORMULAS,
+    MOMENT_FORMULAS,
+    exact_moments,
+    fourth_central_moment,
+    orf_variance,
+)
+from kernel_verify.verify.moments.estimators import per_frequency_moments
+from kernel_verify.verify.moments.orf import orthogonal_covariance_quadrature
+from kernel_verify.verify.references.mp import to_mp
 from kernel_verify.verify.stats import mean_test, variance_test
 
 SHIFT_INVARIANT = frozenset({"gaussian", "spectral_mixture", "generative"})
+#: The second measurement of a flagged point draws this many times the page's draws
+#: (:func:`resolve_flag`): the median-of-means threshold shrinks as 1/√draws, 4× narrower.
+SECOND_FACTOR = 16
+#: Seed offset of the second measurement (fresh draws, disjoint from the page's seeds).
+SECOND_SEED = 10**6
+#: A guaranteed band decides a point only if its half-width is at most this fraction of the
+#: theory variance (it can then tell the theory from 0 or from twice the theory); a wider one
+#: (a heavy tail at few draws) is shown, and the point falls back to the bootstrap band and,
+#: if flagged, to the second measurement.
+INFORMATIVE = 1.0
 
 
 def seed_of(name: str, salt: int = 0) -> int:
@@ -85,6 +134,9 @@ class Point:
     test: str
     test_ok: bool | None
     flag: str = ""
+    #: how the flag was decided, and the second measurement's resolution (module docstring)
+    band: str = "bootstrap"
+    resolution: str = ""
 
 
 @dataclass
@@ -100,6 +152,8 @@ class GeoPoint:
     theory_rel_mse: float | None
     rel_bias: float
     flag: str = ""
+    band: str = "bootstrap"
+    resolution: str = ""
 
 
 @dataclass
@@ -141,26 +195,133 @@ def _test(target: FeatureMapTarget, samples, x, y, m: int, mu: float | None, alp
     return bool(res.ok), f"{res.method}{extra}, α = {alpha:.2g}"
 
 
-def fourth_moment_flag(target: FeatureMapTarget, samples: np.ndarray, x, y, m: int, k: float,
-                       theory_mean: float | None, where: str, alpha: float) -> str | None:
-    """The flag of a theory point decided by a test with a known false-alarm rate, where one
-    exists: for an unbiased map with iid rows and an exact fourth moment, ``variance_test`` of
-    ``E(X − k)² = σ²`` with ``Var((X − k)²) = μ₄ − σ⁴`` (median of means, the property's test) at
-    ``alpha``. Returns ``""`` (no flag), the flag text, or None when no such test exists (the
-    bootstrap band decides)."""
-    if theory_mean is None or abs(theory_mean - k) > 1e-12 * abs(k):
+def guaranteed_variance_test(target: FeatureMapTarget, samples: np.ndarray, x, y, m: int,
+                             k: float, theory_mean: float | None, var: float | None,
+                             alpha: float) -> tuple[bool, str, bool, float] | None:
+    """``(rejected, how, informative, half-width)`` of ``E(X − k)² = var`` by a test with guaranteed
+    coverage at ``alpha`` (module docstring: exact fourth moment, proven range, or the one-row
+    fourth-moment bound), or None where no such test exists (biased map, no theory, structured
+    or fixed-norm rows). ``informative``: the guaranteed band's half-width is at most ``var``
+    (:data:`INFORMATIVE`), so the test would reject a variance of 0 or of twice the theory."""
+    if (theory_mean is None or var is None or not var > 0
+            or abs(theory_mean - k) > 1e-12 * max(abs(k), 1e-300)):
         return None
-    moments = exact_fourth_moment(target, x, y, m)
-    if moments is None or not moments[1] > 0:
+    exact = exact_fourth_moment(target, x, y, m)
+    bounds = range_bound(target, x.shape[-1], m) or point_range(target, x, y, m)
+    try:
+        if exact is not None and exact[1] > 0:
+            res = variance_test(samples, k, var, alpha=alpha, fourth_central_moment=exact[0])
+            how = "exact fourth moment"
+        elif bounds is not None and bounds[0] <= k <= bounds[1]:
+            res = variance_test(samples, k, var, alpha=alpha, bounds=bounds)
+            how = "proven range of every estimate"
+        elif (row_construction(target) in ("iid", "orthogonal")
+              and target.formula in FOURTH_MOMENT_FORMULAS):
+            mu4_row = float(fourth_central_moment(target.formula, x, y, dict(target.config), 1)[0])
+            res = variance_test(samples, k, var, alpha=alpha,
+                                fourth_central_moment=mu4_row + var * var)
+            how = (f"fourth-moment bound E(X − k)⁴ ≤ E(h − k)⁴ = {mu4_row:.4g} of one Gaussian "
+                   "row (convexity)")
+        else:
+            return None
+    except (ValueError, KeyError, NotImplementedError, ArithmeticError):
         return None
-    mu4, var = moments
-    res = variance_test(samples, k, var, alpha=alpha, fourth_central_moment=mu4,
-                        label=f"{target.name}: {where}")
-    if res.ok:
-        return ""
-    return (f"{where}: measured E(X − k)² = {float(np.mean((samples - k) ** 2)):.4g} against the "
-            f"exact {var:.4g}, rejected by the exact-fourth-moment variance test at α = "
-            f"{alpha:.2g} ({len(samples)} draws, m = {m})")
+    lo, hi = var - res.threshold, var + res.threshold
+    return (not res.ok, f"{how}: E(X − k)² = {float(res.statistic):.4g} vs theory {var:.4g}, "
+            f"guaranteed band [{lo:.4g}, {hi:.4g}] at α = {alpha:.2g} ({len(samples)} draws)",
+            res.threshold <= INFORMATIVE * var, float(res.threshold))
+
+
+def theory_second_route(target: FeatureMapTarget, x, y, m: int) -> tuple[float, float] | None:
+    """The theory variance by its two routes: closed forms (and the orthogonal covariance's
+    moment series) against Gauss–Hermite quadrature of the per-row moments (and the disk
+    quadrature of the covariance). None where verify.moments has no second route."""
+    matrix = row_construction(target)
+    if target.formula not in MOMENT_FORMULAS or matrix not in ("iid", "orthogonal"):
+        return None
+    config = dict(target.config)
+    try:
+        first = exact_moments(target.formula, x, y, config, m, matrix=matrix).variance
+        with mpmath.workdps(30):
+            xm, ym = to_mp(np.asarray(x, float)), to_mp(np.asarray(y, float))
+            mean, v1 = per_frequency_moments(target.formula, xm, ym, config, "quadrature", 30)
+            if matrix == "iid":
+                second = v1 / m
+            else:
+                cov = orthogonal_covariance_quadrature(target.formula, xm, ym, config, mean, 30)
+                second = orf_variance(v1, cov, m, len(x))
+    except (ValueError, KeyError, NotImplementedError, ArithmeticError):
+        return None
+    return float(first), float(second)
+
+
+def resolve_flag(target: FeatureMapTarget, x, y, m: int, k: float, theory_mean: float | None,
+                 var: float, draws: int, seed: int, alpha: float, boot: int, conf: float
+                 ) -> tuple[str, str]:
+    """The second measurement of a flagged variance point (module docstring): ``(outcome,
+    text)`` with outcome ``"theory confirmed"``, ``"theory wrong"``, ``"estimator wrong"``,
+    ``"not decidable"`` (a guaranteed band exists but would need more draws than any measurement
+    here: ``n·(t/σ²)²`` by the 1/√n rule of its half-width t, stated on the page) or
+    ``"unresolved"`` (no guaranteed band at all, and the second bootstrap band misses too)."""
+    n2 = SECOND_FACTOR * draws
+    samples = estimates(target, x, y, m, seed + SECOND_SEED, n2)
+    g = guaranteed_variance_test(target, samples, x, y, m, k, theory_mean, var, alpha)
+    if g is None or not g[2]:
+        rng = np.random.default_rng(seed + SECOND_SEED)
+        err2 = (samples - k) ** 2
+        boots = err2[rng.integers(0, n2, (boot, n2))].mean(axis=1)
+        lo, hi = np.quantile(boots, [(1 - conf) / 2, (1 + conf) / 2])
+        tmse = var + ((theory_mean if theory_mean is not None else k) - k) ** 2
+        inside = lo - 1e-12 <= tmse <= hi + 1e-12
+        why = ("no test with guaranteed coverage exists here" if g is None else
+               f"the guaranteed band is still too wide: {g[1]}")
+        how = (f"{n2} fresh draws, {conf:.1%} bootstrap band of the MSE [{lo:.4g}, {hi:.4g}] vs "
+               f"theory {tmse:.4g} (descriptive: {why})")
+        if inside:
+            return "theory confirmed", f"theory confirmed by a second measurement: {how}"
+    else:
+        rejected, how = g[0], g[1]
+        how = f"second measurement, {n2} fresh draws, {how}"
+        if not rejected:
+            return "theory confirmed", f"theory confirmed: {how}"
+    routes = theory_second_route(target, x, y, m)
+    if routes is not None and abs(routes[0] - routes[1]) > 1e-9 * max(abs(routes[1]), 1e-300):
+        return "theory wrong", (f"theory wrong: its two routes disagree (closed {routes[0]:.6g}, "
+                                f"quadrature {routes[1]:.6g}); {how}")
+    if g is None:
+        return "unresolved", f"unresolved: {how}"
+    if not g[2]:
+        needed = math.ceil(n2 * (g[3] / (INFORMATIVE * var)) ** 2)
+        return "not decidable", (
+            f"not decidable at these draws (heavy tail; the theory point is not tested): a band "
+            f"with guaranteed coverage would need about {needed:.3g} draws (its half-width "
+            f"falls as 1/√n and must reach the theory variance), the pages use {draws} and the "
+            f"second measurement {n2}; {how}")
+    agree = "" if routes is None else f" (theory's two routes agree: {routes[1]:.6g})"
+    return "estimator wrong", f"estimator wrong: {how}{agree}"
+
+
+def _decide(target, samples, x, y, m, k, theory_mean, var, alpha, where, band_flag: str,
+            draws: int, seed: int, boot: int, conf: float) -> tuple[str, str, str]:
+    """``(flag, band, resolution)`` of one theory point: the guaranteed test where one exists
+    (else the bootstrap flag ``band_flag``), then the second measurement of a flag."""
+    g = guaranteed_variance_test(target, samples, x, y, m, k, theory_mean, var, alpha)
+    if g is None:
+        flag, band = band_flag, "bootstrap (no test with guaranteed coverage here)"
+    elif not g[2]:
+        band = f"bootstrap (the guaranteed band is too wide at these draws: {g[1]})"
+        flag = band_flag
+    else:
+        rejected, how = g[0], g[1]
+        band = how
+        flag = f"{where}: theory variance rejected by the {how}" if rejected else ""
+    if not flag:
+        return "", band, ""
+    outcome, text = resolve_flag(target, x, y, m, k, theory_mean, var, draws, seed, alpha, boot,
+                                 conf)
+    if outcome in ("theory confirmed", "not decidable"):
+        return "", band, f"{where}: first measurement flagged ({flag}); {text}"
+    return f"{flag}; {text}", band, outcome
 
 
 def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, version: str,
@@ -182,20 +343,19 @@ def measure_target(target: FeatureMapTarget, s: Settings, *, alpha: float, versi
         mse = (mean - th.kernel) ** 2 + var
         tmse = None if (tv is None or th.mean is None) else (th.mean - th.kernel) ** 2 + tv
         ok, how = _test(target, samples, x, y, m, tested_mean, alpha, sm)
-        flag = ""
-        decided = None if tv is None else fourth_moment_flag(
-            target, samples, x, y, m, th.kernel, th.mean, f"m = {m}", alpha)
-        if decided is not None:
-            flag = decided
-        elif tv is not None:
+        flag, band, resolution = "", "bootstrap", ""
+        if tv is not None:
             # slack 1e-12·k²: a variance below that is zero to float64 (e.g. exact estimators)
             slack = 1e-12 * th.kernel**2
             lo, hi = vl - 2 * (tse or 0.0) - slack, vh + 2 * (tse or 0.0) + slack
-            if not lo <= tv <= hi:
-                flag = (f"m = {m}: theory variance {tv:.4g} outside the measured {s.conf:.1%} "
-                        f"bootstrap band [{vl:.4g}, {vh:.4g}]")
+            boot_flag = "" if lo <= tv <= hi else (
+                f"m = {m}: theory variance {tv:.4g} outside the measured {s.conf:.1%} "
+                f"bootstrap band [{vl:.4g}, {vh:.4g}]")
+            flag, band, resolution = _decide(target, samples, x, y, m, th.kernel, th.mean, tv,
+                                             alpha, f"m = {m}", boot_flag, s.draws, sm, s.boot,
+                                             s.conf)
         meas.points.append(Point(m, mean, ml, mh, var, vl, vh, th.mean, tv, tse, mse, tmse,
-                                 how, ok, flag))
+                                 how, ok, flag, band, resolution))
     if geometry:
         meas.geometry = sweep(target, s, version, alpha)
     return meas
@@ -240,8 +400,9 @@ def geometry_grid(target: FeatureMapTarget, d: int, n: int):
 def sweep(target: FeatureMapTarget, s: Settings, version: str,
           alpha: float = 1e-3) -> list[GeoPoint]:
     """Relative MSE ``(bias² + Var)/k²`` over the input geometry at ``m = geo_m``. A theory point
-    is flagged by the exact-fourth-moment test where one exists (:func:`fourth_moment_flag`),
-    else when it lies outside the bootstrap band."""
+    is flagged by a test with guaranteed coverage where one exists
+    (:func:`guaranteed_variance_test`), else when it lies outside the bootstrap band; a flag is
+    resolved by a second measurement (:func:`resolve_flag`)."""
     m = feature_m(target, s.geo_m)
     out = []
     for j, (axis, value, x, y) in enumerate(geometry_grid(target, s.d, s.geo_points)):
@@ -256,14 +417,14 @@ def sweep(target: FeatureMapTarget, s: Settings, version: str,
         lo, hi = np.quantile(boots, [(1 - s.conf) / 2, (1 + s.conf) / 2])
         tv = th.variance[0]
         t_rel = None if (tv is None or th.mean is None) else ((th.mean - k) ** 2 + tv) / k**2
-        flag = ""
-        decided = None if t_rel is None else fourth_moment_flag(
-            target, samples, x, y, m, k, th.mean, f"{axis} = {value:.3g}", alpha)
-        if decided is not None:
-            flag = decided
-        elif t_rel is not None and not lo - 1e-12 <= t_rel <= hi + 1e-12:  # 1e-12: 0 in float64
-            flag = (f"{axis} = {value:.3g}: theory relative MSE {t_rel:.3g} outside the measured "
-                    f"{s.conf:.1%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
+        flag, band, resolution = "", "bootstrap", ""
+        if t_rel is not None:
+            boot_flag = "" if lo - 1e-12 <= t_rel <= hi + 1e-12 else (  # 1e-12: 0 in float64
+                f"{axis} = {value:.3g}: theory relative MSE {t_rel:.3g} outside the measured "
+                f"{s.conf:.1%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
+            flag, band, resolution = _decide(target, samples, x, y, m, k, th.mean, tv, alpha,
+                                             f"{axis} = {value:.3g}", boot_flag, s.geo_draws,
+                                             seed_of(target.name, 100 + j), s.boot, s.conf)
         out.append(GeoPoint(axis, value, k, float(err2.mean()), float(lo), float(hi), t_rel,
-                            float(samples.mean() / k - 1), flag))
+                            float(samples.mean() / k - 1), flag, band, resolution))
     return out
