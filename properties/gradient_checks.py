@@ -42,13 +42,10 @@ import torch
 
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import to_numpy
+from kernel_verify.properties.formulas import record
 from kernel_verify.verify.backends import Backend, get_backend
-from kernel_verify.verify.gradient_bounds import BACKWARD_RULES, feature_vjp_bound
-from kernel_verify.verify.references.features import (
-    MP_FEATURES,
-    feature_error_bound,
-    features_mp,
-)
+from kernel_verify.verify.gradient_bounds import feature_vjp_bound
+from kernel_verify.verify.references.features import feature_error_bound, features_mp
 from kernel_verify.verify.references.gradients import feature_jacobian_mp
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.seeds import rng as seeded_rng
@@ -72,11 +69,11 @@ U64 = 2.0**-53
 def rule_entry(target) -> tuple[Any, str | None]:
     """``(target, None)`` when the target's formula has an mpmath twin and a derived backward
     bound (the truth then reads the target itself), else ``(None, reason)``."""
-    if target.formula is None or target.formula not in MP_FEATURES:
+    facts = record(target.formula)
+    if facts.twin is None:
         return None, f"{target.name}: no mpmath twin for formula {target.formula!r}"
-    if target.formula not in BACKWARD_RULES:
-        return None, (f"{target.name}: no derived backward bound for formula {target.formula!r} "
-                      "(its gradient is checked by finite differences, test_gradcheck_float64)")
+    if facts.backward is None:  # the record's declared reason (properties/formulas.py)
+        return None, f"{target.name} (formula {target.formula!r}): {facts.why_not('backward')}"
     return target, None
 
 

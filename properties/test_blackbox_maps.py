@@ -80,11 +80,11 @@ from hypothesis import strategies as st
 from kernel_verify.impls.registry import all_maps
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.checks.blackbox import (
-    FAMILY_IDENTITY_FORMULAS,
     IDENTITY_LEVEL,
     NOISE_LEVEL,
     family_identity_failures,
     fourth_difference_noise,
+    has_family_identities,
     pilot_mean_test,
 )
 from kernel_verify.properties.checks.estimates import (
@@ -95,6 +95,7 @@ from kernel_verify.properties.checks.estimates import (
     range_bound,
 )
 from kernel_verify.properties.checks.reference import has_twin, inner_bound
+from kernel_verify.properties.formulas import records
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import fixed_input, generator, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
@@ -311,12 +312,13 @@ def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
 
 # ------------------------------------------------------- per-draw identities of a family
 def _with_family_identities(t: FeatureMapTarget) -> bool:
-    return _not_positional(t) and t.formula in FAMILY_IDENTITY_FORMULAS
+    return _not_positional(t) and has_family_identities(t.formula)
 
 
 @pytest.mark.parametrize("target", feature_maps(
     predicate=_with_family_identities,
-    none_reason=(f"no target declares one of the formulas {sorted(FAMILY_IDENTITY_FORMULAS)} "
+    none_reason=("no target declares one of the formulas "
+                 f"{sorted(f for f, r in records().items() if has_family_identities(f))} "
                  "(declare formula= to add the per-draw identities of its family)")))
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 8), shift=st.sampled_from([0.5, 2.0, 5.0]),

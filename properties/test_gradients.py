@@ -68,6 +68,7 @@ from hypothesis import strategies as st
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
+from kernel_verify.properties.formulas import record
 from kernel_verify.properties.gradient_checks import (  # shared with the report
     KINK_SHIFT,
     LOW_PRECISION_HOW,
@@ -95,7 +96,6 @@ from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.gradient_bounds import (
-    BACKWARD_RULES,
     attention_grad_bound,
     feature_vjp_bound,
     softmax_qk_bounds,
@@ -114,7 +114,6 @@ from kernel_verify.verify.tolerance import FORMATS, gamma
 
 torch = pytest.importorskip("torch")
 
-U64 = 2.0**-53
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 FEW = max(3, settings.default.max_examples // 5)
 seeds = st.integers(0, 2**32 - 1)
@@ -151,7 +150,7 @@ def _one_per_formula(t) -> bool:
     the iid variant stands for them (third-party targets are all kept)."""
     if not is_registered(t):
         return True
-    return t.matrix in (None, "iid") and t.formula in BACKWARD_RULES
+    return t.matrix in (None, "iid") and record(t.formula).backward is not None
 
 
 WHITE = feature_maps("differentiable", white_box=True, predicate=_one_per_formula,
@@ -219,17 +218,16 @@ def test_kernel_estimate_gradient_matches_exact(target, backend, seed, d, m, sca
 
 
 # -------------------------------------------------------------- attention with a white-box map
-EXP_AFFINE = ("softmax_positive", "softmax_hyperbolic", "gerf")
 LOG_MAPS = feature_maps(
     "differentiable", "positive", "log_features", white_box=True,
-    predicate=lambda t: t.formula in EXP_AFFINE and _one_per_formula(t),
+    predicate=lambda t: record(t.formula).exp_affine and _one_per_formula(t),
     none_reason="no white-box positive log-feature map of an exp-affine formula claims "
                 "`differentiable`")
 
 
 def _feature_attention_check(target, q, k, v, g, params, backend: Backend, causal, *,
                              hypothesis: bool = True) -> None:
-    entry = target  # the twin reads the target itself (formula in EXP_AFFINE: it has one)
+    entry = target  # the twin reads the target itself (an exp-affine formula: it has one)
     n, d = q.shape
     b = _map_budget(target, backend)
     u_c, ulps = b.u_compute, max(b.ulps.values())
@@ -664,10 +662,10 @@ def test_low_precision_gradients_near_float64(target, dtype):
 # ------------------------------------------------------------------------------- statistics
 UNBIASED_POSITIVE = feature_maps(
     "differentiable", "unbiased", "gaussian_rows",
-    predicate=lambda t: t.formula == "softmax_positive" and t.matrix == "iid"
+    predicate=lambda t: record(t.formula).gradient_median_test and t.matrix == "iid"
     and (t.white_box or t.sample_fn is not None),
-    none_reason="no differentiable feature map declares formula 'softmax_positive' with iid "
-                "rows (the family whose gradient moments are exact)")
+    none_reason="no differentiable feature map declares, with iid rows, a formula whose "
+                "gradient moments are exact (softmax_positive; properties/formulas.py)")
 
 
 @pytest.mark.statistical(assertions=STAT_D)

@@ -31,13 +31,13 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
     from kernel_verify.mutants.wrap import control_targets
     from kernel_verify.properties.checks.blackbox import (
         DRAWS,
-        FAMILY_IDENTITY_FORMULAS,
         IDENTITY_LEVEL,
         NOISE_LEVEL,
         deterministic_excess,
         estimates,
         family_identity_failures,
         fourth_difference_noise,
+        has_family_identities,
         pilot_mean_tests,
         pilot_variance,
     )
@@ -56,7 +56,7 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
                     NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,),
                     (sum(s > NOISE_LEVEL for s in stats),), a_op,
                     f"max noise / level = {max(stats) / NOISE_LEVEL:.2g}"))
-    if fam.formula in FAMILY_IDENTITY_FORMULAS:
+    if has_family_identities(fam.formula):
         for level, what in ((IDENTITY_LEVEL, "at IDENTITY_LEVEL"),
                             (IDENTITY_LEVEL * 1e-3, "at IDENTITY_LEVEL/1000 (margin)")):
             bad = sum(bool(family_identity_failures(

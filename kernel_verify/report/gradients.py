@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from kernel_verify.properties.backends import to_numpy
+from kernel_verify.properties.formulas import record
 from kernel_verify.properties.gradient_checks import (
     estimator_gradients,
     feature_vjp_check,
@@ -142,7 +143,7 @@ def gradient_rows(target: FeatureMapTarget) -> list[GradientRow]:
 
 def median_test_applies(target: FeatureMapTarget) -> bool:
     """The property's exact-moment test exists: unbiased positive features with iid rows."""
-    return (target.has("unbiased") and target.formula == "softmax_positive"
+    return (target.has("unbiased") and record(target.formula).gradient_median_test
             and target.matrix == "iid")
 
 

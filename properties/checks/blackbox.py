@@ -21,6 +21,7 @@ import numpy as np
 
 from kernel_verify.properties.checks.estimates import estimates as shared_estimates
 from kernel_verify.properties.checks.estimates import feature_pairs
+from kernel_verify.properties.formulas import record
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.seeds import rng as seeded_rng
@@ -173,23 +174,30 @@ def deterministic_excess(target: FeatureMapTarget, seed: int, d: int, scale: flo
 
 
 # ------------------------------------------------------------ per-draw identities of a family
-#: Declared formulas whose features are ``[cos, sin]`` pairs with squared weights summing to 1:
-#: per draw, ``‖φ(x)‖² = 1`` and ``φ(x + c)ᵀφ(y + c) = φ(x)ᵀφ(y)`` (``cos a cos b + sin a sin b =
-#: cos(a − b)`` for every row).
-PAIR_FORMULAS = frozenset({"rff_pairs", "fastfood", "gmm_rks", "generative"})
-#: Trigonometric softmax features ``φ = e^(‖x‖²/2)·ψ`` with ψ a pair map: the same identities
-#: for ψ, i.e. ``‖φ(x)‖² = e^(‖x‖²)`` — the norm factor of softmax features (docs/math.md §2).
-NORM_FACTOR_FORMULAS = frozenset({"softmax_trig"})
-#: Exponential features of the softmax kernel (positive, hyperbolic, GERF): every feature is
-#: ``const·exp(±B·wᵀx − ‖x‖²/2)`` (GERF: ``B = √(1 − 4A)``, ``C = −½``; docs/math.md §2, §4),
-#: so ``g(x) = log φ(x) + ‖x‖²/2`` is affine in x per draw:
-#: ``g(x) + g(y) − g(x + y) − g(0) = 0``.
-EXPONENTIAL_FORMULAS = frozenset({"softmax_positive", "softmax_hyperbolic", "gerf"})
-#: Positively homogeneous features of the arc-cosine kernel of degree 1 (relu random features,
-#: Cho & Saul 2009; docs/math.md §0): ``φ(a·x) = a·φ(x)`` for ``a > 0``, per draw.
-HOMOGENEOUS_FORMULAS = frozenset({"relu_features"})
-FAMILY_IDENTITY_FORMULAS = (PAIR_FORMULAS | NORM_FACTOR_FORMULAS | EXPONENTIAL_FORMULAS
-                            | HOMOGENEOUS_FORMULAS)
+#: The per-draw identities of each black-box family (a formula's family is its record's
+#: ``blackbox_family``, :mod:`kernel_verify.properties.formulas`):
+#:
+#: * ``pairs``: features are ``[cos, sin]`` pairs with squared weights summing to 1: per draw,
+#:   ``‖φ(x)‖² = 1`` and ``φ(x + c)ᵀφ(y + c) = φ(x)ᵀφ(y)`` (``cos a cos b + sin a sin b =
+#:   cos(a − b)`` for every row);
+#: * ``norm_factor``: trigonometric softmax features ``φ = e^(‖x‖²/2)·ψ`` with ψ a pair map: the
+#:   same identities for ψ, i.e. ``‖φ(x)‖² = e^(‖x‖²)`` — the norm factor of softmax features
+#:   (docs/math.md §2);
+#: * ``exponential``: exponential features of the softmax kernel (positive, hyperbolic, GERF):
+#:   every feature is ``const·exp(±B·wᵀx − ‖x‖²/2)`` (GERF: ``B = √(1 − 4A)``, ``C = −½``;
+#:   docs/math.md §2, §4), so ``g(x) = log φ(x) + ‖x‖²/2`` is affine in x per draw:
+#:   ``g(x) + g(y) − g(x + y) − g(0) = 0``;
+#: * ``homogeneous``: positively homogeneous features of the arc-cosine kernel of degree 1 (relu
+#:   random features, Cho & Saul 2009; docs/math.md §0): ``φ(a·x) = a·φ(x)`` for ``a > 0``, per
+#:   draw.
+FAMILIES = ("pairs", "norm_factor", "exponential", "homogeneous")
+
+
+def has_family_identities(formula: str | None) -> bool:
+    """Whether the declared formula's record names a black-box family with identities here."""
+    return record(formula).blackbox_family in FAMILIES
+
+
 #: Relative level of the identities (an assumption, stated in the verdict): a correct float64
 #: map meets them to ~1e-13 (phase errors ``≈ d·u·‖w‖‖x‖``); float32 evaluation or any model
 #: defect (a wrong norm factor, a per-row stabiliser, a missing pair) is far above 1e-9.
@@ -208,7 +216,8 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
     property uses :data:`IDENTITY_LEVEL`; the calibration also runs tighter levels to measure
     the margin). Raises KeyError for a formula without identities here."""
     formula = target.formula
-    if formula not in FAMILY_IDENTITY_FORMULAS:
+    family = record(formula).blackbox_family
+    if family not in FAMILIES:
         raise KeyError(f"no per-draw identities for formula {formula!r}")
     if inputs is None:
         inputs = tuple(seeded_rng(seed, "family_identity.points").standard_normal((3, d)))
@@ -218,7 +227,7 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
     pts = np.stack([x, y, x + c, y + c, x + y, np.zeros(d)])
     F = target.features(pts, seed=seed)
     bad = []
-    if formula in HOMOGENEOUS_FORMULAS:
+    if family == "homogeneous":
         a = 1.0 + shift
         G = target.features(a * pts[:2], seed=seed)
         err = np.abs(G - a * F[:2])
@@ -227,7 +236,7 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
             bad.append(f"φ({a:g}·x) ≠ {a:g}·φ(x) (max |Δ| = {err.max():.3g}): relu features "
                        "are positively homogeneous of degree 1 for every draw")
         return bad
-    if formula in EXPONENTIAL_FORMULAS:
+    if family == "exponential":
         if not (F > 0).all():
             return [f"{int((~(F > 0)).sum())} of {F.size} features are not > 0, but formula "
                     f"{formula!r} has exponential (positive) features"]
@@ -242,12 +251,13 @@ def family_identity_failures(target: FeatureMapTarget, seed: int, d: int,
                        "features carry an input-dependent factor (per-row stabiliser, +ε)")
         return bad
     sq = np.sum(pts**2, axis=1)
-    psi = F * np.exp(-0.5 * sq)[:, None] if formula in NORM_FACTOR_FORMULAS else F
+    norm_factor = family == "norm_factor"
+    psi = F * np.exp(-0.5 * sq)[:, None] if norm_factor else F
     norms2 = np.sum(psi[:4] ** 2, axis=1)
     if not (np.abs(norms2 - 1) <= level * np.maximum(norms2, 1)).all():
-        what = "e^(−‖z‖²)·‖φ(z)‖²" if formula in NORM_FACTOR_FORMULAS else "‖φ(z)‖²"
+        what = "e^(−‖z‖²)·‖φ(z)‖²" if norm_factor else "‖φ(z)‖²"
         bad.append(f"{what} = {np.array2string(norms2, precision=12)} at four inputs, not 1: "
-                   + ("the norm factor is not exp(‖x‖²/2)" if formula in NORM_FACTOR_FORMULAS
+                   + ("the norm factor is not exp(‖x‖²/2)" if norm_factor
                       else "the [cos, sin] weights do not square-sum to 1 (or a pair is broken)"))
     before, after = psi[0] @ psi[1], psi[2] @ psi[3]
     mag = np.abs(psi[0] * psi[1]).sum() + np.abs(psi[2] * psi[3]).sum()

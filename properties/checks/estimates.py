@@ -8,10 +8,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from kernel_verify.properties.formulas import record
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import (
-    FOURTH_MOMENT_FORMULAS,
-    MOMENT_FORMULAS,
     QuadratureError,
     exact_moments,
     fourth_central_moment,
@@ -22,12 +21,8 @@ from kernel_verify.verify.references.biased_means import (
     not_covered,
     row_moments,
 )
-from kernel_verify.verify.tolerance import gamma
+from kernel_verify.verify.tolerance import U64, gamma
 
-U64 = 2.0**-53
-#: ``sup ‖φ(x)‖²`` by formula (properties/test_feature_unbiased.py); ``|φ(x)ᵀφ(y)| ≤`` this value.
-SQ_NORM_BOUND = {"rff_pairs": 1.0, "fastfood": 1.0, "gmm_rks": 1.0, "generative": 1.0,
-                 "rff_phase": 2.0}
 #: Monte Carlo sample sizes (independent parameter draws per assertion): mean tests, and the
 #: variance tests of properties/test_feature_variance.py.
 DRAWS = 500
@@ -74,10 +69,11 @@ def feature_m(target: FeatureMapTarget, m: int) -> int:
 def range_bound(target: FeatureMapTarget, d: int, m: int) -> tuple[float, float] | None:
     """Proven range of one computed estimate (derived in the docstring of
     properties/test_feature_unbiased.py), or None."""
-    if not target.has("bounded") or target.formula not in SQ_NORM_BOUND:
+    sq_norm = record(target.formula).sq_norm_bound  # sup ‖φ(x)‖²: |φ(x)ᵀφ(y)| ≤ this value
+    if not target.has("bounded") or sq_norm is None:
         return None
-    width = 2 * m + 8 * d + 64  # ≥ D, the feature count, for every formula of the table
-    b = SQ_NORM_BOUND[target.formula] * (1 + gamma(width + 8, U64))
+    width = 2 * m + 8 * d + 64  # ≥ D, the feature count, for every bounded formula
+    b = sq_norm * (1 + gamma(width + 8, U64))
     return -b, b
 
 
@@ -92,7 +88,7 @@ def row_construction(target: FeatureMapTarget) -> str | None:
 def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
     """Exact variance of one estimate, when verify.moments covers the target."""
     matrix = row_construction(target)
-    if target.formula not in MOMENT_FORMULAS or matrix not in ("iid", "orthogonal"):
+    if not record(target.formula).exact_variance or matrix not in ("iid", "orthogonal"):
         return None
     try:
         mom = exact_moments(target.formula, x, y, dict(target.config), m, matrix=matrix)
@@ -111,7 +107,7 @@ def mean_test_variance(target: FeatureMapTarget, x, y, m: int) -> tuple[float, s
     var = exact_variance(target, x, y, m)
     if var is not None:
         return var, "exact variance"
-    if not target.has("gaussian_rows") or target.formula not in MOMENT_FORMULAS:
+    if not target.has("gaussian_rows") or not record(target.formula).exact_variance:
         return None
     try:
         mom = exact_moments(target.formula, x, y, dict(target.config), 1, matrix="iid")
@@ -125,7 +121,7 @@ def variance_covered(target: FeatureMapTarget) -> bool:
     """Whether :func:`mean_test_variance` has a variance for this target's family at every point
     where its quadrature converges (so that a None from it is a quadrature failure at that point,
     not a family without a variance)."""
-    if target.formula not in MOMENT_FORMULAS:
+    if not record(target.formula).exact_variance:
         return False
     return row_construction(target) in ("iid", "orthogonal") or target.has("gaussian_rows")
 
@@ -135,7 +131,7 @@ def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, 
     moment (:mod:`kernel_verify.verify.moments.fourth`), else None (orthogonal or structured rows,
     unknown
     formula, or ``E h⁴`` infinite / not converged)."""
-    if target.formula not in FOURTH_MOMENT_FORMULAS or row_construction(target) != "iid":
+    if not record(target.formula).fourth_moment or row_construction(target) != "iid":
         return None
     try:
         mu4, var = fourth_central_moment(target.formula, x, y, dict(target.config), m)
@@ -188,7 +184,7 @@ def _relu_fixed_norm(target: FeatureMapTarget) -> bool:
     """ReLU features with fixed-norm rows: no row law (two projections), but a range,
     ``h ∈ [0, d(‖x‖‖y‖ + xᵀy)/2]`` per row
     (:func:`~kernel_verify.verify.references.biased_means.fixed_norm_relu_range`)."""
-    return (target.white_box and target.formula == "relu_features"
+    return (target.white_box and record(target.formula).fixed_norm_range is not None
             and target.matrix == "orthogonal_fixed_norm")
 
 

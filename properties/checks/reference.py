@@ -49,6 +49,7 @@ from hypothesis import assume
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import to_numpy
+from kernel_verify.properties.formulas import record
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import generator
 from kernel_verify.verify.attention_bounds import linear_attention_error_bound
@@ -56,7 +57,6 @@ from kernel_verify.verify.backends import Backend
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.attention import estimator_attention_reference
 from kernel_verify.verify.references.features import (
-    MP_FEATURES,
     feature_error_bound,
     features_mp,
     features_reference,
@@ -75,7 +75,7 @@ from kernel_verify.verify.tolerance import (
 def has_twin(target: FeatureMapTarget) -> bool:
     """Whether the target's formula has an mpmath twin. The truth then reads the target itself
     (its formula, config and claims; :class:`kernel_verify.verify.references.spec.MapSpec`)."""
-    return target.formula is not None and target.formula in MP_FEATURES
+    return record(target.formula).twin is not None
 
 
 def need_twin(target: FeatureMapTarget | None) -> FeatureMapTarget:
