@@ -47,6 +47,9 @@ ROUTE_FACTOR = 16.0
 #: Float32-only targets: the assumed error per token of accumulation, in units of u₃₂ of the
 #: largest logit (module docstring).
 ASSUMED_ULPS = 64.0
+#: A float64 claim is false when the float32 and float64 full forwards differ by more than
+#: this times max(1, max|logit|): float32 rounding is ~1e-7 of that; a different function is O(1).
+FLOAT64_CLAIM_BOUND = 2.0**-10
 #: The init scales of the finiteness sweep, times the first scale of the target's ladder.
 FINITE_SWEEP = (1.0, 8.0, 64.0, 512.0, 4096.0, 32768.0)
 
@@ -108,8 +111,12 @@ def tolerance(target: ModelTarget, dtype: str, seed: int, scale: float,
     f32 = _np(logits_of(target, model(target, seed, scale, "float32"), ids))
     if target.has("float64"):
         f64 = _np(logits_of(target, model(target, seed, scale, "float64"), ids))
-        return _scale_tol(target, dtype, float(np.max(np.abs(f32 - f64))),
-                          float(np.max(np.abs(f64))), ids.shape[1])
+        e32, ref = float(np.max(np.abs(f32 - f64))), float(np.max(np.abs(f64)))
+        assert e32 <= FLOAT64_CLAIM_BOUND * max(1.0, ref), (
+            f"{target.name} claims float64, but its float64 model does not compute its float32 "
+            f"model's function: max |f32 − f64| = {e32:.3g} over logits up to {ref:.3g} (more "
+            f"than {FLOAT64_CLAIM_BOUND:.3g}·max(1, max|f|)); tolerances cannot be derived")
+        return _scale_tol(target, dtype, e32, ref, ids.shape[1])
     return _scale_tol(target, dtype, None, float(np.max(np.abs(f32))), ids.shape[1])
 
 

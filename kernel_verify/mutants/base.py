@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from kernel_verify.properties.protocol import Target
 
 #: Mutant families (the kind of implementation broken).
-FAMILIES = ("random_matrix", "attention", "feature_map", "nystrom")
+FAMILIES = ("random_matrix", "attention", "feature_map", "nystrom", "model")
 
 
 @dataclass(frozen=True)

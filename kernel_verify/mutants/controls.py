@@ -41,6 +41,7 @@ from kernel_verify.mutants.features import _blackbox_of
 from kernel_verify.mutants.features import blackbox_positive as _blackbox_positive
 from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
+from kernel_verify.mutants.models import CONTROLS as MODEL_CONTROLS
 from kernel_verify.mutants.nystrom import target as nystrom_target
 from kernel_verify.properties.protocol import Target
 
@@ -177,6 +178,7 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "gated linear attention with every switch off", make,
              loader="kernel_verify.mutants.gated:control_")
       for n, make in _gated().items()),
+    *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}
 

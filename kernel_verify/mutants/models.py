@@ -1,0 +1,223 @@
+"""Model-level mutants: the tiny causal LM (:mod:`kernel_verify.impls.torch.tiny_lm`) with one
+defect each, of the kinds the field reported for linear-attention and state-space LMs, and
+their correct twin (docs/math.md §15).
+
+Each mutant is a subclass of :class:`~kernel_verify.impls.torch.tiny_lm.TinyLM` that overrides
+one call; the control (``control_model_tiny_lm``) is the same target built from the unchanged
+class. Run one: ``kernel-verify check kernel_verify.mutants.models:target_<name> --profile
+mutants`` (the twin: ``kernel_verify.mutants.models:control_model_tiny_lm``).
+
+* ``model_packed_state_carried``: ``cu_seqlens`` is accepted and each sequence starts from the
+  previous one's final state (convolution window and attention state carried across the
+  boundary) — the packed input run as one sequence;
+* ``model_padding_leaks_into_state``: the attention mask only zeroes the logits; the padded
+  positions are run as token 0, so left padding enters the convolution window and the state;
+* ``model_cache_ignored_after_first_step``: ``step`` returns the cache it was given instead
+  of the updated one: the first decoded token is right, every later one misses the tokens
+  decoded since the prefill;
+* ``model_cache_updated_in_place``: ``step`` adds the new token to the cache's ``S`` and ``z``
+  in place (``add_``) before reading them: every value is right, but a tensor the previous
+  step saved for backward has been overwritten, so backward through two or more cached steps
+  raises;
+* ``model_split_off_by_one``: the prefill returns the state after its first ``T − 1`` tokens
+  (its logits are right): decoding continues without the prompt's last token.
+* ``model_right_padding_read_as_left``: a padded row runs its last ``n`` tokens (``n`` valid
+  positions): right for left padding, the pad tokens for right padding;
+* ``model_final_norm_over_batch``: the final RMSNorm takes its statistics over the batch and
+  the features: each row's logits depend on the other rows;
+* ``model_exp_features_overflow``: the attention features are ``exp(x)`` without a shift
+  (right kernel where it does not overflow; ∞/∞ = NaN at large weights);
+* ``model_init_ignores_seed``: the weights come from the global torch generator, not from the
+  seed: two builds from one seed differ.
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+from collections.abc import Callable
+
+from kernel_verify.mutants.base import Mutant
+from kernel_verify.properties.protocol import Target
+
+FAMILY = "models"
+LOADER = "kernel_verify.mutants.models:target_"
+CONTROL_LOADER = "kernel_verify.mutants.models:control_"
+
+
+def _classes() -> dict[str, type]:
+    """The mutant classes (built lazily: importing torch only when a mutant runs)."""
+    import torch
+
+    from kernel_verify.impls.torch.tiny_lm import TinyLM, _rmsnorm
+
+    class PackedStateCarried(TinyLM):
+        def forward_packed(self, ids, cu_seqlens):
+            bounds = [int(c) for c in cu_seqlens.tolist()]
+            outs, cache = [], None
+            for a, b in itertools.pairwise(bounds):
+                out, cache = self(ids[:, a:b], cache)
+                outs.append(out)
+            return torch.cat(outs, dim=1), cache
+
+    class PaddingLeaks(TinyLM):
+        def forward_padded(self, ids, attention_mask):
+            mask = attention_mask.bool()
+            logits, cache = self(ids.masked_fill(~mask, 0))
+            return logits * mask[..., None], cache
+
+    class CacheIgnoredAfterFirstStep(TinyLM):
+        def step(self, ids_t, cache):
+            logits, new = super().step(ids_t, cache)
+            return logits, (new if cache is None else cache)
+
+    class CacheUpdatedInPlace(TinyLM):
+        def step(self, ids_t, cache):
+            if cache is None:
+                return super().step(ids_t, cache)
+            h = self.embed(ids_t.reshape(-1))[:, None]
+            new = []
+            for blk, (window, s, z) in zip(self.blocks, cache, strict=True):
+                u, window = blk.convolve(window, _rmsnorm(h, blk.norm1))
+                fq, fk, v = (x[:, :, 0] for x in blk._heads(u))
+                s.add_(fk.unsqueeze(-1) * v.unsqueeze(-2))
+                z.add_(fk)
+                num = (fq.unsqueeze(-2) @ s).squeeze(-2)
+                den = (fq * z).sum(-1, keepdim=True)
+                h = blk._finish(h, (num / den).unsqueeze(2))
+                new.append((window, s, z))
+            return self._logits(h)[:, 0], new
+
+    class SplitOffByOne(TinyLM):
+        def forward(self, ids, cache=None):
+            logits, new = super().forward(ids, cache)
+            if ids.shape[1] > 1:
+                _, new = super().forward(ids[:, :-1], cache)
+            return logits, new
+
+    class RightPaddingReadAsLeft(TinyLM):
+        def forward_padded(self, ids, attention_mask):
+            rows, caches = [], []
+            for b in range(ids.shape[0]):
+                valid = attention_mask[b].bool()
+                n = int(valid.sum())
+                out, cache = self(ids[b:b + 1, ids.shape[1] - n:])  # the last n tokens
+                row = out.new_zeros(1, ids.shape[1], out.shape[-1])
+                row[0, valid] = out[0]
+                rows.append(row)
+                caches.append(cache)
+            return torch.cat(rows, dim=0), self.stack(caches)
+
+    class NormOverBatch(TinyLM):
+        def _logits(self, h):
+            scale = torch.rsqrt(h.pow(2).mean(dim=(0, -1), keepdim=True) + 1e-6)
+            return self.head(h * scale * self.norm)
+
+    class ExpFeatures(TinyLM):
+        def __init__(self, cfg):
+            super().__init__(cfg)
+            for blk in self.blocks:
+                blk._heads = types.MethodType(_exp_heads, blk)
+
+    return {"model_packed_state_carried": PackedStateCarried,
+            "model_right_padding_read_as_left": RightPaddingReadAsLeft,
+            "model_final_norm_over_batch": NormOverBatch,
+            "model_exp_features_overflow": ExpFeatures,
+            "model_padding_leaks_into_state": PaddingLeaks,
+            "model_cache_ignored_after_first_step": CacheIgnoredAfterFirstStep,
+            "model_cache_updated_in_place": CacheUpdatedInPlace,
+            "model_split_off_by_one": SplitOffByOne,
+            "model_tiny_lm": TinyLM}
+
+
+def _exp_heads(blk, u):
+    """``φ = exp`` without a shift: overflows to ∞ (then ∞/∞ = NaN) at large activations."""
+    import torch
+
+    b, t, d = u.shape
+    h = blk.cfg.n_heads
+    q, k, v = blk.qkv(u).split(d, dim=-1)
+    q, k, v = (x.reshape(b, t, h, d // h).transpose(1, 2) for x in (q, k, v))
+    return torch.exp(q), torch.exp(k), v
+
+
+def _unseeded_build(seed: int, *, init_scale: float = 1.0, dtype: str = "float32"):
+    """The tiny LM drawn from the global torch generator: the seed is ignored."""
+    import torch
+
+    from kernel_verify.impls.torch.tiny_lm import build_tiny_lm
+
+    return build_tiny_lm(int(torch.randint(0, 2**31 - 1, ())), init_scale=init_scale,
+                         dtype=getattr(torch, dtype))
+
+
+#: name → (description, intended killers: ``models::<property>``).
+MODEL_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "model_packed_state_carried": (
+        "tiny LM: packed sequences continue from the previous sequence's state",
+        ("models::test_packed_sequences_equal_separate_runs",)),
+    "model_padding_leaks_into_state": (
+        "tiny LM: padded positions run as token 0 (left padding enters the state)",
+        ("models::test_left_padding_equals_unpadded",)),
+    "model_cache_ignored_after_first_step": (
+        "tiny LM: step returns the cache it was given, not the updated one",
+        ("models::test_decode_equals_full_forward_at_every_split",
+         "models::test_greedy_generate_with_cache_equals_without",
+         "models::test_gradients_through_the_cache_equal_full_forward")),
+    "model_cache_updated_in_place": (
+        "tiny LM: step updates the cache's S and z in place (backward breaks)",
+        ("models::test_gradients_through_the_cache_equal_full_forward",
+         "models::test_second_backward_through_the_cache")),
+    "model_right_padding_read_as_left": (
+        "tiny LM: a padded row runs its last n tokens (masks read as left padding)",
+        ("models::test_right_padding_equals_unpadded",)),
+    "model_final_norm_over_batch": (
+        "tiny LM: the final RMSNorm takes its statistics over the whole batch",
+        ("models::test_batch_elements_are_independent",)),
+    "model_exp_features_overflow": (
+        "tiny LM: attention features exp(x) without a shift (overflow at large weights)",
+        ("models::test_outputs_stay_finite_over_an_init_scale_sweep",)),
+    "model_init_ignores_seed": (
+        "tiny LM: weights drawn from the global generator, the seed ignored",
+        ("models::test_same_seed_and_input_give_the_same_output",)),
+    "model_split_off_by_one": (
+        "tiny LM: the prefill's cache holds T - 1 tokens",
+        ("models::test_decode_equals_full_forward_at_every_split",
+         "models::test_greedy_generate_with_cache_equals_without",
+         "models::test_gradients_through_the_cache_equal_full_forward")),
+}
+
+
+def _make(name: str, prefix: str) -> Callable[[], list[Target]]:
+    def make() -> list[Target]:
+        from kernel_verify.properties.builtin_models import tiny_lm_target
+
+        if name == "model_init_ignores_seed":
+            return [tiny_lm_target(f"{prefix}:{name}", build=_unseeded_build)]
+        return [tiny_lm_target(f"{prefix}:{name}", cls=_classes()[name])]
+
+    return make
+
+
+MUTANTS: list[Mutant] = [
+    Mutant(name, "model", desc, _make(name, "mutant"), killers, loader=LOADER)
+    for name, (desc, killers) in MODEL_MUTANTS.items()
+]
+CONTROLS: list[Mutant] = [
+    Mutant("model_tiny_lm", "model", "tiny LM with every defect off (the mutants' skeleton)",
+           _make("model_tiny_lm", "control"), loader=CONTROL_LOADER),
+]
+_MUTANTS = {m.name: m for m in MUTANTS}
+_CONTROLS = {c.name: c for c in CONTROLS}
+
+
+def __getattr__(attr: str) -> list[Target]:
+    """``target_<name>``: a mutant's targets; ``control_<name>``: its twin's."""
+    if attr.startswith("target_") and attr.removeprefix("target_") in _MUTANTS:
+        return _MUTANTS[attr.removeprefix("target_")].targets
+    if attr.startswith("control_") and attr.removeprefix("control_") in _CONTROLS:
+        return _CONTROLS[attr.removeprefix("control_")].targets
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+__all__ = ["CONTROLS", "MODEL_MUTANTS", "MUTANTS"]
