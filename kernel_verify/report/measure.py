@@ -61,12 +61,11 @@ from kernel_verify.properties.checks.estimates import (
     row_construction,
     row_law,
 )
+from kernel_verify.properties.formulas import record
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.report.settings import Settings
 from kernel_verify.report.theory import Theory, theory
 from kernel_verify.verify.moments import (
-    FOURTH_MOMENT_FORMULAS,
-    MOMENT_FORMULAS,
     exact_moments,
     fourth_central_moment,
     orf_variance,
@@ -216,7 +215,7 @@ def guaranteed_variance_test(target: FeatureMapTarget, samples: np.ndarray, x, y
             res = variance_test(samples, k, var, alpha=alpha, bounds=bounds)
             how = "proven range of every estimate"
         elif (row_construction(target) in ("iid", "orthogonal")
-              and target.formula in FOURTH_MOMENT_FORMULAS):
+              and record(target.formula).fourth_moment):
             mu4_row = float(fourth_central_moment(target.formula, x, y, dict(target.config), 1)[0])
             res = variance_test(samples, k, var, alpha=alpha,
                                 fourth_central_moment=mu4_row + var * var)
@@ -237,7 +236,7 @@ def theory_second_route(target: FeatureMapTarget, x, y, m: int) -> tuple[float, 
     moment series) against Gauss–Hermite quadrature of the per-row moments (and the disk
     quadrature of the covariance). None where verify.moments has no second route."""
     matrix = row_construction(target)
-    if target.formula not in MOMENT_FORMULAS or matrix not in ("iid", "orthogonal"):
+    if not record(target.formula).exact_variance or matrix not in ("iid", "orthogonal"):
         return None
     config = dict(target.config)
     try:
