@@ -22,10 +22,13 @@ here. The properties, the calibration, the report and the mutants read a formula
 its record (:func:`record`), never by testing the formula's name.
 
 **A fact left out is declared.** Every field that applies to a formula (:data:`APPLIES`) and is
-empty has a reason in :data:`WITHOUT`; :meth:`Formula.why_not` returns it, and the property that
-needs the fact reports it as its verdict's "not tested (why)". ``tests/test_formula_records.py``
-fails for an empty field without a reason, naming the field and the table to add it to (as
-PyTorch's OpInfo database does), and for a reason left behind once the fact exists.
+empty has a reason: in its twin's ``not_derived`` (a fact of the truth the twin declares it does
+not derive: ``@mp_feature(..., not_derived={"backward": "why"})``) or in :data:`WITHOUT` (the
+suite's own facts, and the reasons stated before twins could declare them).
+:meth:`Formula.why_not` returns it, and the property that needs the fact reports it as its
+verdict's "not tested (why)". ``tests/test_formula_records.py`` fails for an empty field without
+a reason, naming the field and the table to add it to (as PyTorch's OpInfo database does), and
+for a reason left behind once the fact exists.
 """
 
 from __future__ import annotations
@@ -223,6 +226,12 @@ def _truth() -> dict[str, dict[str, Any]]:
             for f in FORMULAS}
 
 
+def _declared(formula: str, twin: Any) -> dict[str, str]:
+    """The reasons declared for the facts a formula lacks: the truth's own (its twin's
+    ``not_derived``, verify/references) and the suite's (:data:`WITHOUT`)."""
+    return {**dict(getattr(twin, "not_derived", None) or {}), **WITHOUT.get(formula, {})}
+
+
 @functools.cache
 def records() -> dict[str, Formula]:
     """formula id -> :class:`Formula`, built on first use (the registry loads its catalogue)."""
@@ -235,7 +244,7 @@ def records() -> dict[str, Formula]:
             kernels=tuple(sorted({m.kernel for m in maps})),
             claims=frozenset().union(*(m.claims for m in maps)),
             **truth[f], **_SUITE_FACTS.get(f, {}),
-            without=dict(WITHOUT.get(f, {})))
+            without=_declared(f, truth[f]["twin"]))
     return out
 
 

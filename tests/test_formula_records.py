@@ -27,22 +27,27 @@ def test_every_field_says_when_it_applies_and_where_it_is_added():
 def test_record_is_complete(formula):
     r = record(formula)
     missing = [f"{formula}: field {fact!r} is empty and applies to it: add it in "
-               f"{WHERE[fact]}, or declare why not in properties/formulas.py "
-               f"WITHOUT[{formula!r}][{fact!r}]"
+               f"{WHERE[fact]}, or declare why not: not_derived={{{fact!r}: ...}} on its twin "
+               f"(a fact of the truth) or WITHOUT[{formula!r}][{fact!r}] in "
+               "properties/formulas.py"
                for fact in FIELDS if APPLIES[fact](r) and not r.has(fact)
-               and not WITHOUT.get(formula, {}).get(fact)]
+               and not r.without.get(fact)]
     assert not missing, "\n".join(missing)
 
 
-@pytest.mark.parametrize("formula", sorted(WITHOUT))
+def test_reasons_name_known_formulas():
+    assert set(WITHOUT) <= set(FORMULAS), sorted(set(WITHOUT) - set(FORMULAS))
+
+
+@pytest.mark.parametrize("formula", sorted(FORMULAS))
 def test_no_stale_reason(formula):
-    """A declared reason for a fact the record has (or one that does not apply) is stale."""
-    assert formula in FORMULAS, f"WITHOUT names an unknown formula {formula!r}"
+    """A declared reason (WITHOUT or the twin's not_derived) for a fact the record has, or one
+    that does not apply, is stale."""
     r = record(formula)
-    stale = [f"{formula}: WITHOUT[{formula!r}][{fact!r}] is stale: "
+    stale = [f"{formula}: the reason declared for {fact!r} is stale: "
              + ("the record has it" if fact in FIELDS and r.has(fact) else
                 "the fact does not apply to it" if fact in FIELDS else "no such field")
-             for fact in WITHOUT[formula]
+             for fact in r.without
              if fact not in FIELDS or r.has(fact) or not APPLIES[fact](r)]
     assert not stale, "\n".join(stale)
 

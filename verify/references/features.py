@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import mpmath
@@ -88,6 +88,10 @@ class MpFeature:
     log_fn: TwinFn | None = None
     error_bound: BoundFn | None = None
     log_error_bound: BoundFn | None = None
+    #: facts of the truth this formula is declared not to have, with the reason (``"backward"``:
+    #: no derived backward bound, ``"exact_variance"``, …): read into the formula's record
+    #: (``properties/formulas.py``), where each becomes a verdict's "not tested (why)"
+    not_derived: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 #: formula id -> its twin. Filled by :func:`mp_feature`.
@@ -95,10 +99,12 @@ MP_FEATURES: dict[str, MpFeature] = {}
 
 
 def mp_feature(
-    formula: str, *, log: bool = False, error_bound: BoundFn | None = None
+    formula: str, *, log: bool = False, error_bound: BoundFn | None = None,
+    not_derived: Mapping[str, str] | None = None,
 ) -> Callable[[TwinFn], TwinFn]:
     """Register ``fn(x_mp, params, config[, positions=]) -> object ndarray (..., n, D)`` as the
-    mpmath twin of ``formula`` (of ``log φ`` when ``log=True``), with its optional error bound."""
+    mpmath twin of ``formula`` (of ``log φ`` when ``log=True``), with its optional error bound
+    and the facts the truth declares it does not derive for it (``not_derived``: fact -> why)."""
     if not isinstance(formula, str) or not formula:
         raise TypeError(f"formula must be a non-empty str, got {formula!r}")
 
@@ -108,7 +114,8 @@ def mp_feature(
         if getattr(record, slot) is not None:
             kind = "log twin" if log else "twin"
             raise ValueError(f"the mp {kind} of formula {formula!r} is registered twice")
-        MP_FEATURES[formula] = replace(record, **{slot: fn, bound_slot: error_bound})
+        MP_FEATURES[formula] = replace(record, **{slot: fn, bound_slot: error_bound},
+                                       not_derived={**record.not_derived, **(not_derived or {})})
         return fn
 
     return decorate
