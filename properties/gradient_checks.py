@@ -50,6 +50,7 @@ from kernel_verify.verify.references.gradients import feature_jacobian_mp
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.seeds import rng as seeded_rng
 from kernel_verify.verify.tolerance import (
+    U64,
     budget_for,
     native_budget_for,
     reference_rounding,
@@ -63,7 +64,6 @@ __all__ = ["LOW_PRECISION_HOW", "LOW_PRECISION_SHAPE", "STAT_D", "Directional", 
            "low_precision_gradients", "map_budget", "rule_entry", "tensor",
            "unbiased_gradient_test", "unbiased_gradient_trial", "vjp"]
 
-U64 = 2.0**-53
 
 
 def rule_entry(target) -> tuple[Any, str | None]:

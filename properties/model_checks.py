@@ -38,9 +38,9 @@ import numpy as np
 import torch
 
 from kernel_verify.properties.model_protocol import ModelTarget
+from kernel_verify.verify.tolerance import U64
 
 U32 = 2.0**-24
-U64 = 2.0**-53
 #: K of the module docstring: two routes, each assumed to round at most 8× as much as the full
 #: forward (the built-in LM's observed ratio is reported in docs/math.md §15).
 ROUTE_FACTOR = 16.0

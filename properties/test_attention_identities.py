@@ -88,9 +88,8 @@ from kernel_verify.properties.strategies import (
     shapes,
 )
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.verify.tolerance import gamma
+from kernel_verify.verify.tolerance import U64, gamma
 
-U64 = 2.0**-53
 STAT_EXAMPLES = max(1, settings.default.max_examples // 4)
 
 

@@ -103,9 +103,8 @@ from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.tolerance import reference_rounding
+from kernel_verify.verify.tolerance import U64, reference_rounding
 
-U64 = 2.0**-53
 #: Assumed relative error of each returned feature of a correct float64 map (module docstring).
 FEATURE_ULPS = 64
 FEW = max(3, settings.default.max_examples // 5)

@@ -39,9 +39,8 @@ from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import features_mp
 from kernel_verify.verify.references.mp import to_float
-from kernel_verify.verify.tolerance import reference_rounding
+from kernel_verify.verify.tolerance import U64, reference_rounding
 
-U64 = 2.0**-53
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 #: Reference (mpmath) comparisons are slower: a fifth of the profile's examples, at least 3.
 FEW = max(3, settings.default.max_examples // 5)

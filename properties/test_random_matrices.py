@@ -49,9 +49,8 @@ from kernel_verify.properties.checks.row_law import (
     row_law_checks,
 )
 from kernel_verify.properties.targets import matrices
-from kernel_verify.verify.tolerance import gamma
+from kernel_verify.verify.tolerance import U64, gamma
 
-U64 = 2.0**-53
 #: Examples of the statistical property: a quarter of the profile's budget (ci: 6).
 STAT_EXAMPLES = max(1, settings.default.max_examples // 4)
 

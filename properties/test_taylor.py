@@ -35,9 +35,8 @@ from kernel_verify.verify.references.features import feature_error_bound, featur
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
 from kernel_verify.verify.references.mp import to_float, working_precision
-from kernel_verify.verify.tolerance import reference_rounding
+from kernel_verify.verify.tolerance import U64, reference_rounding
 
-U64 = 2.0**-53
 FEW = max(3, settings.default.max_examples // 5)
 seeds = st.integers(0, 2**32 - 1)
 

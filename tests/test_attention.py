@@ -23,8 +23,8 @@ from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.impls.torch import attention as torch_att
 from kernel_verify.properties.backends import backend_axis, to_numpy
 from kernel_verify.verify.attention_bounds import gamma, linear_attention_error_bound
+from kernel_verify.verify.tolerance import U64
 
-U64 = float(np.finfo(np.float64).eps / 2)
 POSITIVE_MAPS = [
     m.name for m in all_maps(claims=["positive", "log_features"]) if m.matrix in (None, "iid")
 ]

@@ -42,9 +42,8 @@ from kernel_verify.verify.references.features import (
 )
 from kernel_verify.verify.references.kernels import gram_mp, gram_reference
 from kernel_verify.verify.references.mp import to_float, working_precision
-from kernel_verify.verify.tolerance import gamma, reference_rounding, ulp
+from kernel_verify.verify.tolerance import U64, gamma, reference_rounding, ulp
 
-U64 = 2.0**-53
 EXACT = ("taylor2", "taylor3", "taylor2_compressed", "polynomial", "linear", "cosine")
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 

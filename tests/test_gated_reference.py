@@ -26,8 +26,7 @@ from kernel_verify.verify.references.gated import (
     gated_parallel_mp,
     gated_recurrence_mp,
 )
-
-U64 = 2.0**-53
+from kernel_verify.verify.tolerance import U64
 
 
 def _inputs(t=5, m=3, dv=2, lead=(2,), seed=0, kind="scalar", positive=False, strong=False):

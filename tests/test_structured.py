@@ -24,8 +24,7 @@ from hypothesis import strategies as st
 from kernel_verify.impls.random_matrices import draw_factors, draw_matrix, factors_matrix
 from kernel_verify.impls.torch.structured import Hadamard, radices, structured_projections
 from kernel_verify.verify.attention_bounds import gamma
-
-U64 = float(np.finfo(np.float64).eps / 2)
+from kernel_verify.verify.tolerance import U64
 
 
 @pytest.mark.parametrize("p", [1, 2, 4, 32, 64, 128, 1024, 2048])

@@ -63,6 +63,7 @@ __all__ = [
     "elementwise_bound",
     "gamma",
     "native_budget_for",
+    "real_gamma",
     "ulp",
     "unit_roundoff",
 ]
@@ -167,6 +168,16 @@ def reference_rounding(ref, u: float = 2.0**-53):
     return EVALUATION_SLACK * u * np.abs(ref)
 
 
+def real_gamma(k: float, u: float) -> float:
+    """``γ_k = k·u/(1 − k·u)`` for a real count ``k ≥ 0`` (Higham Lemma 3.1): the forward error
+    rules count an elementary function's ulps as fractional roundings, so ``k`` need not be an
+    integer (:mod:`kernel_verify.verify.references.features`). ``ValueError`` when ``k·u ≥ 1``.
+    :func:`gamma` is the same for an integer count, with its arguments checked."""
+    if k * u >= 1:
+        raise ValueError(f"gamma_k undefined: k*u = {k * u} >= 1")
+    return k * u / (1 - k * u)
+
+
 def gamma(n: int, u: float) -> float:
     """``γ_n = n·u/(1 − n·u)`` (Higham Lemma 3.1); a ``ValueError`` when ``n·u ≥ 1``."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer):
@@ -178,7 +189,7 @@ def gamma(n: int, u: float) -> float:
     nu = int(n) * float(u)
     if nu >= 1.0:
         raise ValueError(f"gamma is undefined for n·u >= 1 (n={n}, u={u}): the bound is void")
-    return nu / (1.0 - nu)
+    return real_gamma(int(n), float(u))
 
 
 def ulp(x: Any, dtype: Any) -> np.ndarray:

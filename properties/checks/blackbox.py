@@ -26,7 +26,7 @@ from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.seeds import rng as seeded_rng
 from kernel_verify.verify.stats import StatResult, mean_test
-from kernel_verify.verify.tolerance import gamma, reference_rounding
+from kernel_verify.verify.tolerance import U64, gamma, reference_rounding
 
 #: Finite-difference step and rejection level of the float64-accuracy check.
 STEP = 2.0**-12
@@ -36,7 +36,6 @@ PILOT, INFLATION, DRAWS = 200, 4.0, 500
 #: Relative error of each feature of a correct float64 map: the stated assumption of the
 #: black-box checks (properties/test_blackbox_maps.py, "float64 accuracy").
 FEATURE_REL_ERROR = 1e-12
-U64 = 2.0**-53
 
 
 def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
@@ -140,7 +139,6 @@ def pilot_mean_tests(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, see
 
 
 # ------------------------------------------------------------------ deterministic identity
-U64 = 2.0**-53
 #: Assumed relative error of each returned feature of a correct float64 map (no formula).
 FEATURE_ULPS = 64
 

@@ -44,13 +44,12 @@ from kernel_verify.verify.forms_bounds import (
     plain_state_error_bound,
 )
 from kernel_verify.verify.gradient_bounds import attention_grad_bound
-from kernel_verify.verify.tolerance import gamma, reference_rounding
+from kernel_verify.verify.tolerance import U64, gamma, reference_rounding
 
 __all__ = ["DeclaredGradient", "direct_extra", "exact_attention", "exact_bounds",
            "exact_gradients", "feature_error", "feature_jacobian", "gradient_bounds",
            "output_bound"]
 
-U64 = 2.0**-53
 #: Roundings charged to each Jacobian entry of the target's features (module docstring).
 JACOBIAN_ROUNDINGS = 10
 

@@ -63,6 +63,7 @@ from kernel_verify.verify.references.mp import (
     working_precision,
 )
 from kernel_verify.verify.references.spec import MapSpec, require_map
+from kernel_verify.verify.tolerance import real_gamma as gamma  # γ_k, real k (the rules)
 
 __all__ = [
     "MP_FEATURES",
@@ -243,13 +244,6 @@ def feature_error_bound(
 
 # --------------------------------------------------------------------------------------------
 # Forward error analysis (rules in the module docstring)
-
-
-def gamma(k: float, u: float) -> float:
-    """``γ_k = ku/(1−ku)`` (Higham Lemma 3.1); raises when ``ku >= 1``."""
-    if k * u >= 1:
-        raise ValueError(f"gamma_k undefined: k*u = {k * u} >= 1")
-    return k * u / (1 - k * u)
 
 
 def smallest_normal(u: float) -> float:
