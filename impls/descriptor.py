@@ -190,13 +190,79 @@ def _validate(t: FeatureMapTarget) -> None:
         if not isinstance(getattr(t, field_name), str):
             raise target_error(TypeError, t.name, field_name, "must be a str, got "
                                f"{type(getattr(t, field_name)).__name__}")
-    check_known_failures(t.name, t.known_failures)
+    check_known_failures(t.name, t.known_failures, kind="FeatureMapTarget")
     white = t.draw is not None and (t.numpy_fn is not None or t.torch_fn is not None)
     if not white and t.sample_fn is None:
         raise ValueError(
             f"target {t.name!r} needs either draw + numpy_fn/torch_fn (white-box) or "
             "sample_fn(x, seed) (black-box)"
         )
+    if "differentiable" in t.claims and white and t.torch_fn is None:
+        raise target_error(ValueError, t.name, "claims", "has 'differentiable' but the map has "
+                           "no torch_fn: the gradient is taken by torch's autograd; add "
+                           "torch_fn(x, params, config) or drop the claim")
+
+
+def _features_expected(t: FeatureMapTarget, d: int) -> tuple[int | None, str]:
+    """How many features ``sample_fn`` must return for inputs of dimension ``d``, and where the
+    number comes from: the map's ``output_dim(d, m)``; else that of the registry's map of its
+    declared ``formula`` (e.g. 2m for ``rff_pairs``); else ``m`` — except for a deterministic
+    map that declares neither, whose output size ``m`` does not describe (None: not checked)."""
+    if t.output_dim is not None:
+        return int(t.output_dim(d, t.m)), f"output_dim(d={d}, m={t.m})"
+    if t.formula is not None:
+        from kernel_verify.impls.registry import all_maps
+
+        entry = next((e for e in all_maps() if e.formula == t.formula), None)
+        if entry is not None and (entry.output_dim or entry.output_dim_for_config):
+            dim = (entry.output_dim_for_config(t.config) if entry.output_dim_for_config
+                   else entry.output_dim)
+            return int(dim(d, t.m)), f"formula {t.formula!r} with d={d}, m={t.m}"
+        return t.m, f"m = {t.m}"
+    if "deterministic" in t.claims:
+        return None, ""
+    return t.m, f"m = {t.m}"
+
+
+def _checked_sample_fn(t: FeatureMapTarget) -> Callable[..., Any]:
+    """``t.sample_fn`` with its result checked at every call: the declared ``m`` is the number
+    of features it returns (``output_dim(d, m)`` where the map declares ``output_dim``), and a
+    map claiming ``differentiable`` takes a torch tensor and returns one (its gradient route)."""
+    fn = getattr(t.sample_fn, "_kv_unchecked", t.sample_fn)
+    differentiable = "differentiable" in t.claims
+
+    @functools.wraps(fn)
+    def sample_fn(x: Any, seed: int) -> Any:
+        torch_in = type(x).__module__.startswith("torch")
+        try:
+            out = fn(x, seed)
+        except Exception as err:
+            if torch_in and differentiable and not isinstance(err, ValueError):
+                raise target_error(TypeError, t.name, "sample_fn", "failed on a torch tensor "
+                                   f"({type(err).__name__}: {err}); the map claims "
+                                   "'differentiable', so sample_fn must take torch tensors and "
+                                   "return features differentiable in x (or drop the claim)"
+                                   ) from err
+            raise
+        if torch_in and differentiable and not type(out).__module__.startswith("torch"):
+            raise target_error(TypeError, t.name, "sample_fn", "returned "
+                               f"{type(out).__name__} for a torch tensor; the map claims "
+                               "'differentiable', so sample_fn must return a torch tensor "
+                               "differentiable in x (or drop the claim)")
+        shape = getattr(out, "shape", None)
+        d = int(x.shape[-1]) if hasattr(x, "shape") and len(x.shape) else None
+        if shape is not None and len(shape) and d is not None:
+            want, why = _features_expected(t, d)
+            if want is not None and int(shape[-1]) != want:
+                raise target_error(ValueError, t.name, "m", f"does not match sample_fn: "
+                                   f"{why} means {want} features, but sample_fn returned "
+                                   f"{int(shape[-1])} (shape {tuple(shape)} for x of shape "
+                                   f"{tuple(x.shape)}); declare the m sample_fn uses (and "
+                                   "output_dim(d, m) if it returns other than m features)")
+        return out
+
+    sample_fn._kv_unchecked = fn  # type: ignore[attr-defined]
+    return sample_fn
 
 
 @dataclass(frozen=True)
@@ -242,6 +308,8 @@ class FeatureMapTarget:
             object.__setattr__(self, "output_dim", self.output_dim_for_config(self.config))
         if self.min_m_for_config is not None:
             object.__setattr__(self, "min_m", int(self.min_m_for_config(self.config)))
+        if self.sample_fn is not None:
+            object.__setattr__(self, "sample_fn", _checked_sample_fn(self))
 
     @property
     def white_box(self) -> bool:

@@ -8,7 +8,7 @@ The helpers accept NumPy arrays and torch tensors alike (duck-typed on ``dtype``
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -307,9 +307,21 @@ def check_count_field(name: str, field_name: str, value: object) -> None:
         raise target_error(ValueError, name, field_name, f"must be >= 1, got {value}")
 
 
-def check_known_failures(name: str, known: object) -> None:
+#: Checks that the names of ``known_failures`` are properties of the target's kind. The suite
+#: (``kernel_verify.properties.property_index``) registers it when it is imported: the code under
+#: test cannot import the suite (imports go down only), and a target is only ever run by it.
+_KNOWN_PROPERTY_CHECK: list[Callable[[object, str, Mapping[str, str]], None]] = []
+
+
+def set_known_property_check(check: Callable[[object, str, Mapping[str, str]], None]) -> None:
+    """Register ``check(target_name, kind, known_failures)`` (it raises on an unknown name)."""
+    _KNOWN_PROPERTY_CHECK[:] = [check]
+
+
+def check_known_failures(name: str, known: object, kind: str | None = None) -> None:
     """``known_failures``: property (test function) name -> reason, with a link where there is
-    one (array-api-tests' expected-failures file, as data on the target)."""
+    one (array-api-tests' expected-failures file, as data on the target). With ``kind`` (the
+    target's class name) and the suite imported, every name must be a property of that kind."""
     if not isinstance(known, Mapping):
         raise target_error(TypeError, name, "known_failures", "must be a mapping property name "
                            f"-> reason, got {type(known).__name__} {known!r}")
@@ -320,6 +332,9 @@ def check_known_failures(name: str, known: object) -> None:
         if not isinstance(reason, str) or not reason.strip():
             raise target_error(TypeError, name, "known_failures", f"[{prop!r}] must be a "
                                f"non-empty reason string, got {reason!r}")
+    if kind is not None and known:
+        for check in _KNOWN_PROPERTY_CHECK:
+            check(name, kind, known)
 
 
 
@@ -344,5 +359,6 @@ __all__ = [
     "check_target_name",
     "config_value",
     "dtype_name",
+    "set_known_property_check",
     "target_error",
 ]

@@ -57,6 +57,7 @@ float64 input) is a precision loss and fails
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,13 +71,19 @@ from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_count_field as _check_count
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
+from kernel_verify.impls.validation import set_known_property_check as _set_known_check
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties.model_protocol import MODEL_CLAIMS, ModelTarget
+from kernel_verify.properties.property_index import check_known_properties
 from kernel_verify.verify.backends import as_float64
 
 __all__ = ["APPROX_CLAIMS", "ATTENTION_CLAIMS", "ATTENTION_FORMS", "LAYOUTS", "MATRIX_CLAIMS",
            "MODEL_CLAIMS", "AttentionTarget", "FeatureMapTarget", "KernelApproxTarget",
            "ModelTarget", "RandomMatrixTarget", "Target"]
+
+# known_failures of every kind of target, FeatureMapTarget (defined in impls) included, must name
+# properties of that kind: the suite's index of its own properties checks them.
+_set_known_check(check_known_properties)
 
 ATTENTION_CLAIMS = {
     "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
@@ -149,6 +156,63 @@ def _validate_forms(t: AttentionTarget) -> None:
     if "state_bitwise" in t.claims and t.stateful is None and t.chunked is None:
         raise _fail(ValueError, t.name, "claims", "has 'state_bitwise' but the target has no "
                     "stateful or chunked form to continue from a state")
+    if "differentiable" in t.claims and "torch" not in tuple(t.backends):
+        raise _fail(ValueError, t.name, "claims", "has 'differentiable' but backends "
+                    f"{tuple(t.backends)} has no 'torch': the gradient properties call the target "
+                    "with torch tensors that require grad; add 'torch' or drop the claim")
+    for form in ATTENTION_FORMS:
+        if getattr(t, form) is not None:
+            object.__setattr__(t, form, _checked_form(t, form))
+
+
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _check_state_value(name: object, form: str, state: Any, *, optional: bool) -> None:
+    if state is None and optional:
+        return
+    if not isinstance(state, tuple | list) or not all(_is_array(s) for s in state):
+        got = type(state).__name__ if not _is_array(state) else "an array"
+        raise _fail(TypeError, name, form, f"must return its state as a tuple of arrays, got "
+                    f"{got}" + (" (are (o, state) swapped?)" if form == "step" else ""))
+
+
+def _checked_form(t: AttentionTarget, form: str) -> Callable[..., Any]:
+    """The form ``form`` of ``t`` with the shape of its result checked at every call:
+    ``(out, final_state)`` (``step``: ``(state, o_t)``), so that a form returning only the
+    output, or a step returning ``(o_t, state)``, fails with the field's name instead of "not
+    enough values to unpack" inside a property."""
+    fn = getattr(t, form)
+    fn = getattr(fn, "_kv_unchecked", fn)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        want = "(state, o_t)" if form == "step" else "(out, final_state)"
+        if not isinstance(result, tuple | list) or len(result) != 2:
+            got = ("one array" if _is_array(result) else
+                   f"a {type(result).__name__} of length {len(result)}"
+                   if isinstance(result, tuple | list) else type(result).__name__)
+            raise _fail(TypeError, t.name, form, f"must return a pair {want}, got {got}")
+        first, second = result
+        if form == "step":
+            if _is_array(first) and isinstance(second, tuple | list):
+                raise _fail(TypeError, t.name, "step", "must return (state, o_t), got (array, "
+                            "tuple): (o_t, state) swapped?")
+            _check_state_value(t.name, form, first, optional=False)
+            if not _is_array(second):
+                raise _fail(TypeError, t.name, "step", f"must return (state, o_t) with o_t an "
+                            f"array, got {type(second).__name__}")
+        else:
+            if not _is_array(first):
+                raise _fail(TypeError, t.name, form, f"must return {want} with out an array, "
+                            f"got {type(first).__name__}")
+            _check_state_value(t.name, form, second, optional=form == "padded")
+        return result
+
+    checked._kv_unchecked = fn  # type: ignore[attr-defined]
+    return checked
 
 
 # --- End of validation ------------------------------------------------------------------------
@@ -252,7 +316,7 @@ class AttentionTarget:
             raise TypeError(f"target {self.name!r}: feature_count must be a non-negative int "
                             f"(0: exact attention without features) or None (unknown), got "
                             f"{self.feature_count!r}")
-        _check_known_failures(self.name, self.known_failures)
+        _check_known_failures(self.name, self.known_failures, type(self).__name__)
         for field_name, allowed in (("backends", ("numpy", "torch")),
                                     ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
             value = getattr(self, field_name)
@@ -311,7 +375,7 @@ class RandomMatrixTarget:
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "draw", MATRIX_CLAIMS)
-        _check_known_failures(self.name, self.known_failures)
+        _check_known_failures(self.name, self.known_failures, type(self).__name__)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
@@ -331,7 +395,7 @@ class KernelApproxTarget:
     def __post_init__(self) -> None:
         _validate_simple_target(self, "approximate", APPROX_CLAIMS)
         _check_count(self.name, "rank", self.rank)
-        _check_known_failures(self.name, self.known_failures)
+        _check_known_failures(self.name, self.known_failures, type(self).__name__)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims

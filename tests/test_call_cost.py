@@ -80,8 +80,8 @@ def test_a_declared_known_failure_is_not_shrunk(monkeypatch):
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
     fn = settings(phases=list(profiles.CI_PHASES))(_prop())
     known = AttentionTarget("known", _softmax, frozenset({"causal"}),
-                            known_failures={"test_prop": "fails as declared"})
-    item = _Item(fn, known, "test_prop")
+                            known_failures={"test_partition_of_unity": "fails as declared"})
+    item = _Item(fn, known, "test_partition_of_unity")
     _case_settings(item)
     assert Phase.shrink not in item._kv_settings.phases
     assert set(item._kv_settings.phases) == set(profiles.KNOWN_PHASES) & set(profiles.CI_PHASES)

@@ -185,3 +185,139 @@ def test_attention_forms_offered_and_layout() -> None:
     v = np.arange(2 * 3 * 5 * 4, dtype=float).reshape(2, 3, 5, 4)
     np.testing.assert_array_equal(bthd(x, x, v, causal=True), v)
     assert seen == [(2, 5, 3, 4)]
+
+
+# --- Declarations checked when a target is made (issue 30) ------------------------------------
+import ast  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+import kernel_verify.properties as properties_pkg  # noqa: E402
+from kernel_verify.properties.property_index import properties_by_kind  # noqa: E402
+
+
+@pytest.mark.parametrize("make", [
+    lambda known: _att(known_failures=known),
+    lambda known: _fm(known_failures=known),
+    lambda known: RandomMatrixTarget("m", lambda rng, m, d: rng.standard_normal((m, d)),
+                                     frozenset(), known_failures=known),
+    lambda known: KernelApproxTarget("a", lambda X, kernel, rng: (X, X), frozenset(),
+                                     known_failures=known),
+], ids=["attention", "feature_map", "random_matrix", "kernel_approx"])
+def test_known_failures_must_name_properties_of_the_kind(make) -> None:
+    with pytest.raises(ValueError, match="known_failures names 'test_partiton_of_unity', which "
+                                         "is not a property of the suite"):
+        make({"test_partiton_of_unity": "typo"})
+
+
+def test_known_failures_typo_suggests_and_other_kind_is_named() -> None:
+    with pytest.raises(ValueError, match="did you mean 'test_partition_of_unity'"):
+        _att(known_failures={"test_partition_of_unit": "typo"})
+    with pytest.raises(ValueError, match="is a property of feature-map targets, not of "
+                                         "attention targets"):
+        _att(known_failures={"test_features_match_reference": "wrong kind"})
+    with pytest.raises(ValueError, match="is a property of attention targets, not of "
+                                         "feature-map targets"):
+        _fm(known_failures={"test_partition_of_unity": "wrong kind"})
+    # a real property of the kind is accepted, also through dataclasses.replace
+    t = _att(known_failures={"test_partition_of_unity": "declared"})
+    assert dataclasses.replace(t, name="u").known_failures == t.known_failures
+
+
+def test_the_property_index_covers_every_property_over_targets() -> None:
+    """Derived, not listed: every ``test_…`` function of properties/test_*.py parametrised over a
+    ``target`` is found under a kind, and each kind's properties include ones known to be of it."""
+    index = properties_by_kind()
+    indexed = set().union(*index.values())
+    missed = []
+    for path in Path(properties_pkg.__file__).parent.glob("test_*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and any(
+                    a.arg in ("target", "first") for a in node.args.args):
+                if node.name not in indexed:
+                    missed.append(f"{path.name}::{node.name}")
+    assert not missed, missed
+    assert "test_partition_of_unity" in index["AttentionTarget"]
+    assert "test_features_match_reference" in index["FeatureMapTarget"]
+    assert "test_rows_are_orthogonal_within_blocks" in index["RandomMatrixTarget"]
+    assert "test_nystrom_approximation_is_psd" in index["KernelApproxTarget"]
+    assert "test_partition_of_unity" not in index["FeatureMapTarget"]
+
+
+def _blackbox(m: int, returned: int, claims=frozenset({"unbiased", "positive"}), **kw):
+    def sample_fn(x, seed):
+        w = np.random.default_rng(seed).standard_normal((returned, x.shape[-1]))
+        return np.exp(x @ w.T - 0.5 * (x * x).sum(-1, keepdims=True)) / np.sqrt(returned)
+
+    return FeatureMapTarget("bb", "softmax", claims, m=m, sample_fn=sample_fn, **kw)
+
+
+def test_declared_m_must_match_what_sample_fn_returns() -> None:
+    """The issue's case (m = 8 declared, 9 features returned), at the first call; m = the count
+    or ``output_dim``/the declared formula's count is accepted."""
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    with pytest.raises(ValueError, match=r"target 'bb': m does not match sample_fn: m = 8 means "
+                                         r"8 features, but sample_fn returned 9"):
+        _blackbox(8, 9).sample_fn(x, 0)
+    with pytest.raises(ValueError, match="formula 'softmax_positive' with d=4, m=8 means 8"):
+        _blackbox(8, 9, formula="softmax_positive").sample_fn(x, 0)
+    assert _blackbox(8, 8).sample_fn(x, 0).shape == (3, 8)
+    assert _blackbox(8, 16, output_dim=lambda d, m: 2 * m).sample_fn(x, 0).shape == (3, 16)
+    pairs = get("rff_pairs[iid]")
+
+    def rff(x, seed):
+        params = pairs.draw(np.random.default_rng(seed), x.shape[-1], 8, pairs.config)
+        return pairs.numpy_fn(x, params, pairs.config)
+
+    t = FeatureMapTarget("rff", "gaussian", frozenset({"unbiased"}), m=8, sample_fn=rff,
+                         formula="rff_pairs", config=dict(pairs.config))
+    assert t.sample_fn(x, 0).shape == (3, 16)  # 2m features: the formula says so
+    with pytest.raises(ValueError, match="m does not match"):
+        dataclasses.replace(t, m=16).sample_fn(x, 0)  # replace re-checks against the new m
+
+
+def test_differentiable_needs_a_torch_path() -> None:
+    with pytest.raises(ValueError, match="claims has 'differentiable' but the map has no "
+                                         "torch_fn"):
+        _fm(claims=frozenset({"unbiased", "differentiable"}))
+    bb = _blackbox(8, 8, claims=frozenset({"unbiased", "differentiable"}))
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match=r"target 'bb': sample_fn failed on a torch tensor .*must "
+                                        r"take torch tensors"):
+        bb.sample_fn(x, 0)
+    with pytest.raises(TypeError, match="sample_fn returned ndarray for a torch tensor"):
+        dataclasses.replace(bb, sample_fn=lambda x, s: np.ones((3, 8))).sample_fn(x, 0)
+    with pytest.raises(ValueError, match="has 'differentiable' but backends \\('numpy',\\) has "
+                                         "no 'torch'"):
+        _att(claims=frozenset({"causal", "differentiable"}))
+
+
+def _stateful(q, k, v, *, initial_state=None, seed=0):
+    return v, (np.zeros((q.shape[0], 2)),)
+
+
+@pytest.mark.parametrize(("form", "fn", "message"), [
+    ("stateful", lambda q, k, v, **kw: v, "stateful must return a pair \\(out, final_state\\), "
+                                          "got one array"),
+    ("chunked", lambda q, k, v, **kw: (v, (v,), 3), "chunked must return a pair \\(out, "
+                                                    "final_state\\), got a tuple of length 3"),
+    ("varlen", lambda q, k, v, **kw: (v, v), "varlen must return its state as a tuple of "
+                                             "arrays, got an array"),
+    ("step", lambda s, q, k, v, **kw: (v, (v,)), "step must return \\(state, o_t\\), got \\(array,"
+                                                 " tuple\\): \\(o_t, state\\) swapped"),
+    ("step", lambda s, q, k, v, **kw: ((v,), None), "step must return \\(state, o_t\\) with o_t "
+                                                    "an array, got NoneType"),
+])
+def test_forms_must_return_what_the_protocol_says(form, fn, message) -> None:
+    """A form returning only the output, or a step returning (o, state), fails at its first
+    call with the field's name (it was "not enough values to unpack" inside a property)."""
+    t = _att(claims=frozenset({"causal"}), **{form: fn})
+    x = np.zeros((1, 1, 3, 2))
+    args = (None, x[..., 0, :], x[..., 0, :], x[..., 0, :]) if form == "step" else (x, x, x)
+    with pytest.raises(TypeError, match=f"target 'a': {message}"):
+        getattr(t, form)(*args)
+    good = _att(claims=frozenset({"causal"}), stateful=_stateful)
+    out, state = good.stateful(x, x, x)
+    assert out is x and state[0].shape == (1, 2)
+    assert dataclasses.replace(good, name="u").stateful(x, x, x)[0] is x

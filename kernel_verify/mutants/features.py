@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.descriptor import GRADIENT_CLAIMS
 from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.numpy import random_features as np_rf
 from kernel_verify.impls.numpy.attention import linear_attention, log_linear_attention
@@ -249,8 +250,11 @@ def feature_mutant(name: str, entry_name: str, fn: Fn, *, log_fn: Fn | None = No
     if config:
         entry = entry.with_config(**config)
     draw = get(draw_from).draw if draw_from else entry.draw
+    # NumPy only: no torch path, so no gradient claim (a target claiming 'differentiable' needs
+    # torch_fn; the gradient mutants are in kernel_verify.mutants.gradients)
     target = replace(entry, name=f"mutant:{name}", numpy_fn=fn, torch_fn=None,
-                     log_numpy_fn=log_fn, log_torch_fn=None, draw=draw)
+                     log_numpy_fn=log_fn, log_torch_fn=None, draw=draw,
+                     claims=entry.claims - GRADIENT_CLAIMS)
     return [target, _attention_from(name, target)] if attention else [target]
 
 

@@ -60,6 +60,9 @@ def as_black_box(target: FeatureMapTarget, *, family: bool = True,
         # version may declare no config at all)
         kernel_params=lambda config, d, white=target: white.kernel_args(d),
         m=target.m,
+        # the wrapped map returns output_dim(d, m) features (2m for paired maps): said so, since
+        # a declared m is checked against what sample_fn returns
+        output_dim=target.output_dim,
         config=dict(target.config) if family else {},
         sample_fn=sampler(target),
         formula=target.formula if family else None,
