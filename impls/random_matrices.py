@@ -64,7 +64,7 @@ def _haar_blocks(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
     """The first ``m`` rows of ``⌈m/d⌉`` stacked :func:`haar_orthogonal` blocks, drawn in one
     call: the Gaussian stack consumes the generator as ``⌈m/d⌉`` separate draws do, and the
     batched QR factors each matrix as a single QR does, so the matrix is the same bit for bit
-    (``tests/test_random_matrices.py``) at a quarter of the per-block overhead."""
+    (``tests/test_haar_blocks.py``) at a quarter of the per-block overhead."""
     count = -(-m // d)
     q, r = np.linalg.qr(rng.standard_normal((count, d, d)))
     signs = np.sign(np.diagonal(r, axis1=-2, axis2=-1)).copy()

@@ -1,4 +1,5 @@
-"""Every dotted cross-reference in a docstring or comment is an import path that works.
+"""Every dotted cross-reference in a docstring or comment is an import path that works, and every
+import path or repository file written out in a docstring, comment or document exists.
 
 ``:mod:`, ``:func:``, ``:class:`` (and the other Sphinx roles) with a dotted target must name a
 module or an attribute that ``importlib`` finds, so that a reader (or Sphinx) can follow it:
@@ -63,3 +64,82 @@ def test_every_dotted_reference_resolves() -> None:
     broken = [f"{f}:{line}: {target}" for f, line, target in _references()
               if not _resolves(target) and not _resolves(f"{f}.{target}")]
     assert not broken, "references that do not import:\n" + "\n".join(broken)
+
+
+# ------------------------------------------ import paths and file paths in docstrings and docs
+#: ``kernel_verify.<module>.<name>`` written out (not only in a Sphinx role).
+DOTTED = re.compile(r"(?<![\w./])(kernel_verify(?:\.[A-Za-z_]\w*)+)")
+#: A repository file (``properties/test_<family>.py``, ``docs/math.md``), optionally ``::name``.
+#: (``reports/`` is left out: what a command writes there may be absent from a fresh clone.)
+FILE_REF = re.compile(
+    r"(?<![\w./-])((?:impls|verify|properties|kernel_verify|tests|benchmarks|tools|examples"
+    r"|docs)/[\w/.-]*\w\.(?:py|md|json|toml))(?:::(\w+))?")
+DOCS = ("README.md", "CONTRIBUTING.md", "docs")
+
+
+def _prose() -> list[tuple[str, int, str]]:
+    """``(file, first line, text)`` of every docstring and comment of the sources and of every
+    Markdown document (README, CONTRIBUTING, docs/): what a reader follows, not string data."""
+    import ast
+    import io
+    import tokenize
+
+    out = []
+    for folder in FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            rel, text = str(path.relative_to(REPO)), path.read_text(encoding="utf-8")
+            tree = ast.parse(text)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef |
+                              ast.AsyncFunctionDef):
+                    body = node.body
+                    if (body and isinstance(body[0], ast.Expr)
+                            and isinstance(body[0].value, ast.Constant)
+                            and isinstance(body[0].value.value, str)):
+                        out.append((rel, body[0].lineno, body[0].value.value))
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                if tok.type == tokenize.COMMENT:
+                    out.append((rel, tok.start[0], tok.string))
+    for doc in DOCS:
+        for path in sorted([REPO / doc] if doc.endswith(".md") else (REPO / doc).glob("*.md")):
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                out.append((str(path.relative_to(REPO)), i, line))
+    return out
+
+
+def _importable(target: str) -> str | None:
+    """None when ``target`` resolves; else why not."""
+    try:
+        return None if _resolves(target) else "does not resolve"
+    except Exception as err:  # a module that fails to import is a broken reference too
+        return f"import fails: {type(err).__name__}: {err}"[:160]
+
+
+def test_every_written_import_path_resolves() -> None:
+    """``kernel_verify.<module>.<name>`` in a docstring, comment or document resolves."""
+    broken = []
+    for where, line, text in _prose():
+        for m in DOTTED.finditer(text):
+            target = m.group(1)
+            why = _importable(target)
+            if why is not None:
+                broken.append(f"{where}:{line}: {target} ({why})")
+    assert not broken, "import paths that do not resolve:\n" + "\n".join(sorted(set(broken)))
+
+
+def test_every_file_cited_in_prose_exists() -> None:
+    """A repository path (``properties/test_<family>.py``, ``docs/math.md``) in a docstring,
+    comment or document exists; with ``::name``, the file defines ``name``."""
+    broken = []
+    for where, line, text in _prose():
+        for m in FILE_REF.finditer(text):
+            path, name = REPO / m.group(1), m.group(2)
+            if not path.exists():
+                broken.append(f"{where}:{line}: {m.group(1)} does not exist")
+            elif name and path.suffix == ".py" and not re.search(
+                    rf"^\s*(?:async def|def|class)\s+{name}\b|^{name}\s*[:=]",
+                    path.read_text(encoding="utf-8"), re.M):
+                broken.append(f"{where}:{line}: {m.group(1)} defines no {name!r}")
+    assert not broken, "cited files that do not exist:\n" + "\n".join(sorted(set(broken)))

@@ -22,7 +22,7 @@ The ulp figures per (dtype, device), and where they come from:
   NumPy's own accuracy tables (``numpy/_core/tests/data/umath-validation-set-*.csv``: 1 ulp for
   float64) and SLEEF ``u10`` kernels used by torch (1.0 ulp). sqrt: IEEE 754 requires a correctly
   rounded sqrt (0.5 ulp), but torch's vectorised CPU sqrt was measured at 1.0 ulp on this suite's
-  machine (``properties/test_tolerance.py`` checks every entry empirically), so the table says 1.
+  machine (``tests/test_tolerance.py`` checks every entry empirically), so the table says 1.
 * CPU float32: 4 ulp for exp/log/cos/sin — NumPy's AVX2/AVX-512 float32 paths are validated at
   3 (exp), 4 (log), 2 (sin, cos) ulp in the same tables; torch's SLEEF ``u10`` paths are 1 ulp.
   sqrt 1 ulp (as for float64).

@@ -110,7 +110,7 @@ def merge_report(old: str, sections: dict[str, str], assumption_trials: int) -> 
         "rate is ≤ the level, at every level of the row. Checks with a derived threshold run at "
         f"every rung of {LADDER} that their trial count can certify (e.g. 0.2 / 0.1 / 0.05: "
         "the rejections, rates and bounds are listed in that order); the properties use them at "
-        "α_op = α_total/N, which the derivation covers (kernel_verify/calibration.py). Model "
+        "α_op = α_total/N, which the derivation covers (kernel_verify/calibration/). Model "
         f"assumptions run at their stated level: P0 for convergence, {ASSUMPTION_LEVEL:g} per "
         f"example for the deterministic thresholds ({assumption_trials} trials). A *measured* "
         "row has no certified level (the pilot-variance assumption: it adds its rate q to the "
