@@ -176,6 +176,15 @@ def gradient_samples(kernel: str, x, y, kp, rng, n=DRAWS):
     if kernel == "generative":  # |X_j| ≤ B_j
         g = generative_frequencies(rng, n, kp)
         return -np.sin(g @ delta)[:, None] * g, ("bounded", 2 * generative_bound(kp))
+    if kernel == "gaussian_fixed_norm":  # |ω_j| ≤ ‖ω‖ = √d/σ
+        w = _sphere(rng, n, d) / kp.get("sigma", 1.0)
+        return (-np.sin(w @ delta)[:, None] * w,
+                ("bounded", np.full(d, 2 * math.sqrt(d) / kp.get("sigma", 1.0))))
+    if kernel == "softmax_fixed_norm":  # |Λe^{wᵀs}(w_j − x_j)| ≤ Λe^{√d‖s‖}(√d + |x_j|)
+        w = _sphere(rng, n, d)
+        top = lam * math.exp(math.sqrt(d) * float(np.linalg.norm(s)))
+        return (lam * np.exp(w @ s))[:, None] * (w - x), (
+            "bounded", 2 * top * (math.sqrt(d) + np.abs(x)))
     if kernel == "softmax":  # X = Λe^{wᵀs}(w − x); E X_j² = Λ²e^{2‖s‖²}((2s − x)_j² + 1)
         w = rng.standard_normal((n, d))
         bound = lam**2 * math.exp(2 * s @ s) * ((2 * s - x) ** 2 + 1)
@@ -213,8 +222,24 @@ def third_derivative_bound(kernel: str, x, y, kp, h: float) -> np.ndarray | None
         return generative_bound(kp) ** 3
     if kernel == "fastfood_learned":
         return None  # handled by the rows' maximum in the test (needs the exact matrix)
+    if kernel == "gaussian_fixed_norm":  # |ω_j| ≤ √d/σ
+        return np.full(d, (math.sqrt(d) / kp.get("sigma", 1.0)) ** 3)
     if kernel == "softmax":
         return np.abs(y) ** 3 * math.exp(x @ y + h * float(np.max(np.abs(y))))
+    if kernel == "polynomial":  # ∂³_j (xᵀy + c)^p = p(p−1)(p−2)y_j³(xᵀy + c)^(p−3)
+        p_, c = int(kp["p"]), float(kp["c"])
+        if p_ < 3:
+            return np.zeros(d)
+        base = np.abs(x @ y) + c + h * np.abs(y)
+        return p_ * (p_ - 1) * (p_ - 2) * np.abs(y) ** 3 * base ** (p_ - 3)
+    if kernel == "taylor":  # ∂³_j Σ_k t^k/k! = (y_j/√d)³ Σ_(k≥3) t^(k−3)/(k−3)!
+        order = int(kp["order"])
+        t = (np.abs(x @ y) + h * np.abs(y)) / math.sqrt(d)
+        series = sum(t**k / math.factorial(k) for k in range(max(order - 2, 0)))
+        return (np.abs(y) / math.sqrt(d)) ** 3 * series
+    if kernel == "elu_plus_one":  # f(x_j)f(y_j): linear for x_j > h, e^(x_j)f(y_j) for x_j < −h
+        fy = np.where(y > 0, y + 1, np.exp(np.minimum(y, 0)))
+        return np.where(x > 0, 0.0, np.exp(np.minimum(x + h, 0)) * fy)
     if kernel in ("linear", "square_dot", "relu_dot", "dpfp", "cosformer"):
         return np.zeros(d)
     return None

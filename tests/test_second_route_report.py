@@ -83,7 +83,7 @@ def test_a_heavy_tail_point_is_not_decidable_and_says_how_many_draws():
     samples = props.estimates(target, x, y, 16, 3, 100)
     g = measure.guaranteed_variance_test(target, samples, x, y, 16, k, k, var, ALPHA)
     assert g is not None and not g[2], "the one-row bound should be uninformative here"
-    outcome, text = measure.resolve_flag(target, x, y, 16, k, k, var, 100, 3, ALPHA, 200, 0.999)
+    outcome, text = measure.resolve_flag(target, x, y, 16, k, k, var, 100, 3, ALPHA, 100, 0.999)
     assert outcome == "not decidable" and "would need about" in text, text
 
 
