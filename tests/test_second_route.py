@@ -71,6 +71,7 @@ from kernel_verify.verify.references.quadrature import gauss_legendre, hermite_r
 from tests.second_route import (
     check_bounded,
     check_unbounded,
+    empirical_bernstein,
     fwht,
     gradient_samples,
     mirror,
@@ -87,8 +88,9 @@ DEFAULT_Y = np.array([0.3, 0.6 * math.sin(math.pi / 3), 0, 0, 0, 0, 0, 0])  # th
 
 
 #: Upper bound on this module's statistical assertions per run (examples incl. explicit ones ×
-#: assertions: 8 kernels × 5 × 2 values, 8 × 4 × 4 gradient components, 2 × 4 × 2 moments).
-MODULE_ASSERTIONS = 8 * 5 * 2 + 8 * 4 * 4 + 2 * 4 * 2
+#: assertions: 8 kernels × 5 × 2 values, 8 × 4 × 4 gradient components, 2 × 4 × 2 moments,
+#: 4 × 4 reference means).
+MODULE_ASSERTIONS = 8 * 5 * 2 + 8 * 4 * 4 + 2 * 4 * 2 + 4 * 4
 
 
 def _alpha() -> float:
@@ -473,3 +475,56 @@ def test_quadrature_rules_match_exact_moments_and_a_higher_order(a, order):
             assert abs(low - high) <= tol, (
                 f"{rule.__name__} order {order} vs {order + 16} on a = {a}: "
                 f"{mpmath.nstr(low - high, 5)} > {mpmath.nstr(tol, 5)}")
+
+
+# ------------------------------------------------------- reference means of biased estimators
+def _rows_direct(rng, n: int, d: int, matrix: str) -> np.ndarray:
+    """Rows of the construction itself, sampled in NumPy: SORF row ``i`` (uniform) of
+    ``√p·(HD₁)(HD₂)(HD₃)`` (``H = H₊/√p``, Sylvester; first d columns), or a row of a
+    fixed-norm orthogonal block (uniform on the sphere of radius √d)."""
+    if matrix == "orthogonal_fixed_norm":
+        g = rng.standard_normal((n, d))
+        return g / np.linalg.norm(g, axis=1, keepdims=True) * math.sqrt(d)
+    p = 1 << max(0, (d - 1).bit_length())
+    h = np.array([[1.0]])
+    while h.shape[0] < p:
+        h = np.block([[h, h], [h, -h]])
+    signs = [rng.choice((-1.0, 1.0), size=(n, p)) for _ in range(3)]
+    row = h[rng.integers(0, p, n)] * signs[0]
+    row = (row @ h) * signs[1]
+    row = (row @ h) * signs[2]
+    return row[:, :d] / p
+
+
+@pytest.mark.statistical(assertions=1)
+@pytest.mark.parametrize("matrix", ["sorf", "orthogonal_fixed_norm"])
+@pytest.mark.parametrize("formula", ["rff_pairs", "softmax_positive"])
+@settings(max_examples=3)
+@given(point=pairs(dims=(2, 3, 4), scale=0.5))
+def test_reference_mean_of_a_biased_construction_matches_its_rows(formula, matrix, point):
+    """``verify.references.biased_means.row_moments(...).mean`` (SORF: the exact enumeration of
+    one row's law; fixed-norm: the ₀F₁ series) against the mean of ``h`` over 200 000 rows
+    built by the construction itself (``_rows_direct``), within ``mean_error`` plus the
+    empirical-Bernstein half-width on the proven range of ``h`` (``‖w‖ ≤ √p``: RFF in
+    ``[−1, 1]``, positive features in ``e^{−N}e^{±√p‖s‖}``)."""
+    from kernel_verify.verify.references.biased_means import row_moments
+
+    x, y = point
+    d = len(x)
+    sigma = 1.3
+    config = {"sigma": sigma} if formula == "rff_pairs" else {}
+    ref = row_moments(formula, matrix, x, y, config)
+    w = _rows_direct(np.random.default_rng(_seed(x, 9)), 200_000, d, matrix)
+    radius = math.sqrt(1 << max(0, (d - 1).bit_length())) if matrix == "sorf" else math.sqrt(d)
+    if formula == "rff_pairs":
+        h, width = np.cos(w @ (x - y) / sigma), 2.0
+    else:
+        n_half = (x @ x + y @ y) / 2
+        r = radius * float(np.linalg.norm(x + y))
+        h = math.exp(-n_half) * np.exp(w @ (x + y))
+        width = math.exp(-n_half) * (math.exp(r) - math.exp(-r))
+    label = f"{formula}[{matrix}] reference mean vs rows of the construction at {point_text(x, y)}"
+    err = abs(float(h.mean()) - ref.mean)
+    tol = ref.mean_error + empirical_bernstein(h, width, _alpha())
+    record(label.split(" at ")[0], "Monte Carlo of the rows, empirical Bernstein", err, tol)
+    assert err <= tol, f"{label}: Monte Carlo {h.mean():.6g} vs reference {ref.mean:.6g}"
