@@ -78,9 +78,26 @@ def _mask(n: int, offset: int) -> np.ndarray:
     return np.tril(np.ones((n, n), dtype=bool), k=offset)
 
 
+def _block_mask(n: int, block: int, leaky: int | None) -> np.ndarray:
+    """The causal mask ``j ≤ i`` built block by block (``block`` queries at a time, as tiled
+    kernels do); ``leaky``: the index of the block whose diagonal tile is left unmasked (each of
+    its queries sees every key of its own block, the later ones included)."""
+    mask = _mask(n, 0)
+    if leaky is not None:
+        lo, hi = leaky * block, min((leaky + 1) * block, n)
+        mask[lo:hi, lo:hi] = True
+    return mask
+
+
+#: Tile of :func:`exact_softmax`'s blocked mask (``block_leak``).
+BLOCK = 4
+
+
 def exact_softmax(q, k, v, *, causal, seed=0, mask_offset=0, global_max=False, bias=0.0,
-                  ignore_causal=False, force_causal=False, roll_heads=False, **_):
-    """Exact softmax attention with the switches the mutants flip."""
+                  ignore_causal=False, force_causal=False, roll_heads=False, leaky_block=None,
+                  **_):
+    """Exact softmax attention with the switches the mutants flip; ``leaky_block``: the causal
+    mask built in :data:`BLOCK`-query tiles with that tile's diagonal block left unmasked."""
     if roll_heads:
         k, v = np.roll(k, 1, axis=1), np.roll(v, 1, axis=1)
     s = _scores(q, k)
@@ -89,7 +106,9 @@ def exact_softmax(q, k, v, *, causal, seed=0, mask_offset=0, global_max=False, b
         pos = np.arange(n)
         s = s - bias * np.abs(pos[:, None] - pos[None, :])
     if (causal and not ignore_causal) or force_causal:
-        s = np.where(_mask(n, mask_offset), s, MASKED)
+        mask = (_block_mask(n, BLOCK, leaky_block) if leaky_block is not None
+                else _mask(n, mask_offset))
+        s = np.where(mask, s, MASKED)
     with np.errstate(invalid="ignore", under="ignore"):
         return _softmax(s, v, global_max)
 
@@ -178,7 +197,7 @@ def nystromformer(q, k, v, *, causal=False, seed=0, landmarks=4, iterations=3,
 
 
 def _target(name: str, fn: Callable, claims: frozenset[str], validate: bool = True,
-            **fixed) -> AttentionTarget:
+            call_seconds: float | None = None, **fixed) -> AttentionTarget:
     def attention(q, k, v, *, causal, seed=0, **kw):
         # Inputs are validated like the correct code does: each mutant has one defect only.
         if validate:
@@ -186,7 +205,48 @@ def _target(name: str, fn: Callable, claims: frozenset[str], validate: bool = Tr
                                    backend="numpy")
         return fn(q, k, v, causal=causal, seed=seed, **{**fixed, **kw})
 
-    return AttentionTarget(f"mutant:{name}", attention, claims)
+    return AttentionTarget(f"mutant:{name}", attention, claims, call_seconds=call_seconds)
+
+
+#: The cost a slow library declares (fla's kernels under the interpreter): the ci profiles then
+#: run few random examples of each property, and only the fixed layouts reach longer sequences.
+SLOW = 0.1
+
+
+def fla_dk_scaled(factor: float, name: str) -> list[AttentionTarget]:
+    """fla's real ``chunk_linear_attn`` (the adapter's target, Triton interpreter) with the
+    gradient reaching ``k`` multiplied by ``factor`` (forward unchanged): the kernel's backward
+    ``dk`` scaled, since the feature map in front of it is linear in its cotangent. ``factor =
+    1``: the correct twin (the same wrapper, nothing scaled)."""
+    import dataclasses
+
+    import torch
+
+    from kernel_verify.adapters import fla
+
+    base = next(t for t in fla.attention_targets if t.name.startswith("fla.chunk_linear_attn"))
+
+    class _ScaleGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * factor
+
+    def scaled(fn):
+        def wrapped(q, k, v, *args, **kw):
+            return fn(q, _ScaleGrad.apply(k), v, *args, **kw)
+
+        return wrapped
+
+    def step(state, q_t, k_t, v_t, **kw):
+        return base.step(state, q_t, _ScaleGrad.apply(k_t), v_t, **kw)
+
+    return [dataclasses.replace(base, name=name, attention=scaled(base.attention),
+                                stateful=scaled(base.stateful), varlen=scaled(base.varlen),
+                                step=step)]
 
 
 ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
@@ -270,6 +330,16 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
         "Nyströmformer whose pseudo-inverse initialisation Z₀ uses norms over the whole batch",
         lambda: _target("nystromformer_batch_coupled", nystromformer, frozenset(),
                         couple_batch=True)),
+    "causal_mask_leaks_in_second_block": (
+        f"causal softmax mask built in tiles of {BLOCK} queries with the second tile's diagonal "
+        "block left unmasked: rows 4-7 see the later keys of their own tile (wrong only from "
+        "T = 6 on); a slow target (call_seconds) gets few random draws",
+        lambda: _target("causal_mask_leaks_in_second_block", exact_softmax, EXACT,
+                        call_seconds=SLOW, leaky_block=1)),
+    "fla_chunk_linear_attn_dk_scaled": (
+        "fla's real chunk_linear_attn (Triton interpreter, float32 only) with its backward's "
+        "dk scaled by 1.1 (forward unchanged)",
+        lambda: fla_dk_scaled(1.1, "mutant:fla_chunk_linear_attn_dk_scaled")[0]),
 }
 
 _F = "attention_identities::test_"
@@ -300,4 +370,8 @@ ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
     "keys_aligned_to_values": (f"{_F}mismatched_shapes_are_rejected",),
     "causal_collapsed_to_running_mean": (f"{_F}large_scale_keeps_the_argmax_value",),
     "nystromformer_batch_coupled": (f"{_F}batch_elements_and_heads_are_independent",),
+    "causal_mask_leaks_in_second_block": (f"{_F}past_outputs_ignore_the_future",),
+    # a float32-only target: its gradients are judged against a float64 evaluation of its
+    # declared features (the gradient properties), not only its own float32 differences
+    "fla_chunk_linear_attn_dk_scaled": ("gradients",),
 }

@@ -106,6 +106,13 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
      _attention_twin("favor_log_space", att.favor, att.ALL, key_shift="log_space")),
     ("nystromformer", "attention", "Nyströmformer with per-matrix Z₀ norms",
      _attention_twin("nystromformer", att.nystromformer, frozenset())),
+    ("exact_softmax_slow", "attention",
+     "exact softmax attention declaring call_seconds (the blocked-mask mutant's skeleton, "
+     "its cost and its reduced random search)",
+     _attention_twin("exact_softmax_slow", att.exact_softmax, att.EXACT, call_seconds=att.SLOW)),
+    ("fla_chunk_linear_attn_grad_wrapper", "attention",
+     "fla's chunk_linear_attn behind the dk-scaling mutant's wrapper with factor 1",
+     lambda: att.fla_dk_scaled(1.0, "control:fla_chunk_linear_attn_grad_wrapper")),
     ("matrix_iid", "random_matrix", "i.i.d. Gaussian rows",
      lambda: _renamed([matrix_target("matrix_iid", _builtin("iid"), {"gaussian_rows"})])),
     ("matrix_orthogonal", "random_matrix", "ORF with χ_d norms (sign-corrected QR)",

@@ -26,6 +26,9 @@ with every form of the protocol: ``attention`` (the stable log-space kernel of `
   normaliser through ``φ(0)`` (fla issue 1263);
 * ``state_keeps_every_chunk``: the returned state is the stack of every chunk's prefix state
   (the cumulative sums without their last-chunk index), so it grows with the length;
+* ``packed_reset_one_token_late``: packed sequences reset the state one token late (the first
+  token of each later sequence continues the previous one): an off-by-one in ``cu_seqlens``
+  handling, seen only with two or more sequences;
 * ``eps_in_every_denominator``: every form (the full-sequence one evaluated as one chunk, the
   chunked one, the decode step) divides by ``φ(q)ᵀz + 10⁻⁶``: the forms agree with each other,
   the outputs are off the exact recurrence by ``≈ 10⁻⁶/φ(q)ᵀz`` relative. This target is
@@ -67,6 +70,7 @@ class Switches:
     padding_in_normaliser: bool = False
     state_per_chunk: bool = False
     den_eps: float = 0.0
+    packed_reset_one_late: bool = False
 
 
 def _log_features(x: np.ndarray, seed: int, scale: float) -> np.ndarray:
@@ -152,6 +156,17 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
             init = None if initial_state is None else tuple(s[i:i + 1] for s in initial_state)
             if sw.packed_no_reset and carried is not None:
                 init = carried
+            if sw.packed_reset_one_late and carried is not None:
+                # off by one: the first token of sequence i still continues sequence i − 1,
+                # the reset (to sequence i's own initial state) comes one token late
+                head, _ = stateful(q[:, :, a:a + 1], k[:, :, a:a + 1], v[:, :, a:a + 1],
+                                   initial_state=carried, seed=seed)
+                tail, st = stateful(q[:, :, a + 1:b], k[:, :, a + 1:b], v[:, :, a + 1:b],
+                                    initial_state=init, seed=seed)
+                outs.append(np.concatenate([head, tail], axis=2))
+                states.append(st)
+                carried = st
+                continue
             out, st = stateful(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], initial_state=init,
                                seed=seed)
             outs.append(out)
@@ -268,6 +283,10 @@ FORMS_MUTANTS: dict[str, tuple[str, Switches]] = {
         "every form divides by φ(q)ᵀz + 1e-6 (white-box target: features and state sums "
         "exposed): the forms agree, the exact recurrence does not",
         Switches(den_eps=1e-6)),
+    "packed_reset_one_token_late": (
+        "packed sequences (cu_seqlens) reset the state one token late: the first token of each "
+        "later sequence still continues the previous one, and its own state starts after it "
+        "(an off-by-one at the boundaries)", Switches(packed_reset_one_late=True)),
 }
 #: Mutants whose target is white-box (``features``, ``state_sums``).
 _WHITEBOX = {"eps_in_every_denominator"}
@@ -277,6 +296,7 @@ _WHITEBOX = {"eps_in_every_denominator"}
 FORMS_KILLERS: dict[str, tuple[str, ...]] = {
     "state_keeps_every_chunk": ("attention_forms::test_state_size_does_not_grow_with_length",),
     "eps_in_every_denominator": ("attention_forms::test_forms_meet_the_exact_recurrence",),
+    "packed_reset_one_token_late": ("attention_forms::test_packed_sequences_equal_separate_runs",),
 }
 
 #: Correct controls: the same code with every switch off (BHTD, and behind a BTHD interface).
