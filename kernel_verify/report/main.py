@@ -156,16 +156,19 @@ def _swap(tmp: Path, out: Path) -> None:
 GUIDE = [
     "**Verdict** — **FAIL**: a test rejected or accuracy exceeded its budget; **not tested**: "
     "at least one claim got no statistical test (the page says which and why); **flagged**: "
-    "every test passed but a theory point lies outside its measured band; pass: every claim "
-    "was tested and held, nothing flagged.",
+    "every test passed but a theory point lies outside its band even after a second "
+    "measurement (theory wrong, or unresolved); an estimator a second measurement rejects with "
+    "a guaranteed test FAILs; pass: every claim was tested and held, nothing flagged.",
     "**Bias** is measured mean / target kernel − 1 at the default pair with a percentile-bootstrap "
     "interval; maps that claim to be biased show the predicted bias (declared mean kernel, or a "
     "cached Monte Carlo reference).",
     "**Theory** curves are exact (verify.moments, iid and orthogonal rows) or a Monte Carlo "
     "reference computed once with its own ±2 SE band; every figure says which.",
-    "**Heavy tails**: positive/hyperbolic/GERF estimators are log-normal-like; their sample "
-    "variance under-covers the tail at small R, so bands are bootstrap intervals and a theory "
-    "point outside is flagged, not hidden.",
+    "**Heavy tails**: positive/hyperbolic/GERF estimators are log-normal-like; a bootstrap band "
+    "under-covers their tail at small R, so a theory point is decided by a band with guaranteed "
+    "coverage where one is informative, and a point outside its band is measured again (16× the "
+    "draws): theory confirmed, not decidable at these draws (the draws a guaranteed band would "
+    "need are stated), theory wrong or estimator wrong — each page says which.",
     "**Gradients**: worst |autograd − exact| / derived backward bound over torch backends × "
     "dtypes (≤ 1 passes; NumPy has no autograd, CUDA rows need a GPU); for unbiased random maps "
     "the page also shows the bias of the gradient estimator with its interval, tested where the "
