@@ -153,8 +153,6 @@ ALL = feature_maps(predicate=_not_positional)
 @given(seed=seeds, d=st.integers(1, 5), data=st.data())
 def test_same_seed_gives_the_same_draw(target, seed, d, data):
     """The protocol: the same seed means the same parameter draw."""
-    if target is None:
-        pytest.skip("no target")
     x = data.draw(points((3, d)), label="x")
     a, b = features(target, x, seed), features(target, x, seed)
     tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(a), np.abs(b))
@@ -168,8 +166,6 @@ def test_same_seed_gives_the_same_draw(target, seed, d, data):
 @pytest.mark.parametrize("target", ALL)
 def test_float64_input_gives_float64_output(target):
     """A float64 input must not come back narrower (dtype rule of the adapter protocol)."""
-    if target is None:
-        pytest.skip("no target")
     x = fixed_input("test_float64_input_gives_float64_output", (3, 3))
     out = raw_features(target, x, 0)
     assert np.issubdtype(out.dtype, np.floating) and np.finfo(out.dtype).bits >= 64, (
@@ -185,8 +181,6 @@ def test_float64_input_gives_float64_output(target):
        data=st.data())
 def test_claimed_sign_of_features(target, seed, d, scale, data):
     """claim positive: every feature > 0; nonnegative: ≥ 0 (a violation is a counterexample)."""
-    if target is None:
-        pytest.skip("no target")
     x = data.draw(points((6, d), scale), label="x")
     f = features(target, x, seed)
     strict = target.has("positive")
@@ -235,8 +229,6 @@ def derived_feature_bounds(target: FeatureMapTarget, X: np.ndarray, F: np.ndarra
 def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data):
     """φ(x)ᵀφ(y) = k(x, y) for a deterministic map seen through ``sample_fn`` (any seed), and
     two seeds give the same features."""
-    if target is None:
-        pytest.skip("no target")
     X = data.draw(points((3, d), scale), label="X")
     Y = data.draw(points((3, d), scale), label="Y")
     F = features(target, np.concatenate([X, Y]), seed)
@@ -264,8 +256,6 @@ def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data)
 def test_float64_input_is_computed_in_float64(target, seed, d, norm):
     """Features of float64 input carry float64 accuracy: the fourth finite difference along a
     random direction shows no float32-sized rounding noise (module docstring)."""
-    if target is None:
-        pytest.skip("no target")
     noise = fourth_difference_noise(target, seed, d, norm)
     assert noise <= NOISE_LEVEL, (
         f"{target.name}: median |Δ⁴φ|/max|φ| = {noise:.3g} > {NOISE_LEVEL:g} along a random "
@@ -298,8 +288,6 @@ def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
     """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption).
     The points x, y (directions drawn by Hypothesis, norms nx, ny) are inputs; the estimates
     are the seed's independent parameter draws (the Monte Carlo sample)."""
-    if target is None:
-        pytest.skip("no target")
     from kernel_verify.verify.references.kernels import kernel_mp
 
     x = nx * data.draw(unit_vectors(d), label="x/‖x‖")
@@ -326,8 +314,6 @@ def test_declared_family_identities_hold_for_every_draw(target, seed, d, shift, 
     """Per-draw identities of the declared formula (module docstring): pair norm, stationarity,
     the softmax norm factor, log-affine exponential features. x, y (scaled to norms ≤ 1) and the
     shift's direction are drawn by Hypothesis."""
-    if target is None:
-        pytest.skip("no target")
     x = data.draw(points((d,)), label="x")
     y = data.draw(points((d,)), label="y")
     c = data.draw(unit_vectors(d), label="c/‖c‖")
@@ -356,8 +342,6 @@ def test_orthogonal_claim_has_the_orthogonal_variance(target):
     Bernstein for ``(X − μ)² ∈ [0, R]`` with ``Var ≤ R·σ²_ORF`` at the run's α: a derived bound.
     An "orthogonal" map whose rows are really iid has the iid variance, ``(d−1)|C|/m`` above it
     (reported with the threshold: the power)."""
-    if target is None:
-        pytest.skip("no target")
     from kernel_verify.properties.checks.estimates import estimates
     from kernel_verify.properties.unbiased_checks import kernel_value
     from kernel_verify.verify.stats import variance_test
@@ -403,8 +387,6 @@ def test_random_features_are_distinct(target, seed, d):
     declared family. A feature constant over the 64 inputs is a failure too (a Gaussian-row
     feature depends on x; the likeliest constant one, a ReLU feature ≡ 0, has probability 2⁻⁶⁴);
     a map with a single feature has nothing to compare and is skipped as such."""
-    if target is None:
-        pytest.skip("no target")
     # generic points (the claim holds almost surely, not at every input: Hypothesis' zeros and
     # equal rows make features coincide legitimately), a sample of the seed's own stream
     X = generator(seed, "generic_inputs").standard_normal((64, d))

@@ -141,8 +141,8 @@ def test_kernel_estimate_matches_reference(target, backend, seed, d, m, scale, d
 
 
 # -------------------------------------------------------------------------------- attention
-def _dims(target: FeatureMapTarget | None):
-    prescaled = target is not None and target.attention_prescale
+def _dims(target: FeatureMapTarget):
+    prescaled = target.attention_prescale
     return st.sampled_from([1, 16]) if prescaled else st.integers(1, 4)
 
 

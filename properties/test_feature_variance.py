@@ -189,8 +189,6 @@ def test_sample_variance_matches_exact_variance(target, seed, d, m, z, data):
     """Measured variance of φ(x)ᵀφ(y) over independent draws = the exact (iid or ORF) one.
     x and the direction of x − y are drawn by Hypothesis; the estimates are the seed's
     independent parameter draws."""
-    if target is None:
-        pytest.skip("no target")
     x = data.draw(points((d,)), label="x")
     y = x - z * data.draw(unit_vectors(d), label="(x − y)/‖x − y‖")
     m = feature_m(target, min(m, d) if target.has("orthogonal") else m)
@@ -229,8 +227,6 @@ def test_iid_variance_matches_exact_variance_by_fourth_moment(target, seed, d, m
     (positive, hyperbolic, trigonometric, GERF, relu); for bounded ones (RFF) it complements the
     range-based test, which has little power at large m (the range R ≫ σ²). Detects an m that is
     not what the map says."""
-    if target is None:
-        pytest.skip("no target")
     x, y = data.draw(point_pair(d, nx, ny), label="x, y")
     m = feature_m(target, m)
     moments = exact_fourth_moment(target, x, y, m)

@@ -125,8 +125,6 @@ def _torch_backends(dtypes: tuple[str, ...]) -> list:
 
 
 def _need_torch_fn(target, backend: Backend, log: bool = False):
-    if target is None:
-        pytest.skip("no target")
     fn = target.log_torch_fn if log else target.torch_fn
     if fn is None:
         pytest.skip(f"{target.name} provides no torch {'log-' if log else ''}feature function")
@@ -166,7 +164,7 @@ WHITE = feature_maps("differentiable", white_box=True, predicate=_one_per_formul
 def test_feature_gradient_matches_exact(target, backend, log, seed, n, d, m, scale, data):
     """``∂/∂x Σ G⊙φ(x)`` by autograd equals ``Σ_f G_f ∂φ_f/∂x`` (exact) within the derived
     backward bound (module docstring)."""
-    if log and (target is None or not target.has("log_features")):
+    if log and not target.has("log_features"):
         pytest.skip("claims no log_features")
     _need_torch_fn(target, backend, log)
     entry = _need_rule(target)
@@ -417,8 +415,6 @@ def _map_input(seed: int, d: int, dtype=torch.float64):
 @pytest.mark.parametrize("target", MAPS)
 def test_gradcheck_float64_feature_map(target):
     """float64 central differences agree with autograd (step and tolerance: module docstring)."""
-    if target is None:
-        pytest.skip("no target")
     fn = _map_fn(target, 11, 3)
     x = _map_input(12, 3)
     _fd_check(fn, (x,), "float64", 12, target.name)
@@ -427,8 +423,6 @@ def test_gradcheck_float64_feature_map(target):
 @pytest.mark.parametrize("target", MAPS)
 def test_feature_rows_have_independent_gradients(target):
     """``∂φ(x_i)/∂x_j = 0`` exactly for ``j ≠ i`` (row independence of the map)."""
-    if target is None:
-        pytest.skip("no target")
     if target.has("positional"):
         pytest.skip(f"{target.name} is positional: rows differ by position by design")
     fn = _map_fn(target, 13, 3)
@@ -474,8 +468,6 @@ def test_forward_mode_matches_reverse_mode_feature_map(target):
     """``vᵀ(Ju) = (vᵀJ)u`` within ``γ_N(u₆₄)·|v|ᵀ|J||u|`` (``N`` = inputs + outputs + 100: each
     side is a sum over the products of Jacobian entries, each formed by at most 100 roundings —
     a stated count)."""
-    if target is None:
-        pytest.skip("no target")
     fn = _map_fn(target, 15, 3)
     x = _map_input(16, 3)
     lhs, rhs, mag = _fwd_rev(fn, (x,), 17)
@@ -488,8 +480,6 @@ def test_forward_mode_matches_reverse_mode_feature_map(target):
 @pytest.mark.parametrize("target", DETERMINISTIC_MAPS)
 def test_feature_map_backward_is_deterministic(target):
     """``deterministic_backward``: two backward passes give bitwise equal gradients."""
-    if target is None:
-        pytest.skip("no target")
     fn = _map_fn(target, 18, 3)
     x = _map_input(19, 3)
     g = torch.tensor(generator(20, "upstream_gradient").standard_normal(tuple(fn(x).shape)))
@@ -529,8 +519,6 @@ _qkv = attention_qkv
 def _work_dtype(target) -> str:
     """float64 when the target takes it, else float32 (fla's Triton kernels): the dtype of the
     black-box gradient identities; the finite-difference step and tolerances scale with its u."""
-    if target is None:
-        pytest.skip("no target")
     for dtype in ("float64", "float32"):
         if target.accepts("torch", dtype):
             return dtype
@@ -540,8 +528,6 @@ def _work_dtype(target) -> str:
 
 
 def _need_dtype(target, dtype: str) -> None:
-    if target is None:
-        pytest.skip("no target")
     if not target.accepts("torch", dtype):
         pytest.skip(f"{target.name} accepts no torch {dtype} (AttentionTarget.dtypes)")
 
@@ -617,8 +603,6 @@ def test_attention_gradients_batch_and_head_independent(target):
 @pytest.mark.parametrize("target", _attn_params("deterministic_backward"))
 def test_attention_backward_is_deterministic(target):
     """``deterministic_backward``: two backward passes give bitwise equal gradients."""
-    if target is None:
-        pytest.skip("no target")
     dtype = next((d for d in ("float64", "float32") if target.accepts("torch", d)), None)
     if dtype is None:
         pytest.skip(f"{target.name} accepts neither torch float64 nor float32")
@@ -682,8 +666,6 @@ def test_gradient_of_unbiased_estimator_is_unbiased(target, seed):
     from kernel_verify.properties import alpha as alpha_budget
     from kernel_verify.verify.gradient_stats import draws_for_alpha
 
-    if target is None:
-        pytest.skip("no target")
     if target.white_box and target.torch_fn is None:
         pytest.skip(f"{target.name} provides no torch feature function")
     alpha = alpha_budget.per_assertion()
