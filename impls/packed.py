@@ -44,8 +44,8 @@ def run_packed(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[A
     if len(first.shape) < 3:
         raise ValueError(f"with cu_seqlens, {names[0]} must have a batch axis of size 1 before "
                          f"the time axis, got shape {tuple(first.shape)}")
-    check_packed_batch(names[0], first)
     bounds = check_cu_seqlens(cu_seqlens, length=int(first.shape[time_axis]))
+    check_packed_batch(names[0], first)
     n_seq = len(bounds) - 1
     check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
     outs, finals = [], []

@@ -433,6 +433,15 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
                              f"{', '.join(PROFILES)}")
     if keyword is not None and (not isinstance(keyword, str) or not keyword.strip()):
         raise ValueError(f"keyword must be a non-empty pytest -k expression, got {keyword!r}")
+    for name, value, zero_ok in (("shrink_seconds", shrink_seconds, True),
+                                 ("timeout", timeout, False)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not (value >= 0 if zero_ok else value > 0)
+                                  or value != value):
+            raise ValueError(f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'}"
+                             f" or None, got {value!r}")
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__} {progress!r}")
     spec, root, loaded = _resolve(targets)
     names = tuple(t.name for t in loaded)
     chosen = profile or _default_profile()

@@ -22,10 +22,11 @@ import numpy as np
 
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.attention_checks import check_attention_inputs
-from kernel_verify.impls.forms_checks import check_step_inputs
+from kernel_verify.impls.forms_checks import check_state, check_step_inputs
 from kernel_verify.impls.packed import run_packed
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.impls.sequence_validation import check_mask, check_state_count
+from kernel_verify.impls.validation import check_array, check_one_backend, check_positive_int
 
 __all__ = ["registry_forms"]
 
@@ -50,6 +51,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
     log = entry.has("log_features")
 
     def params_for(x: Any, seed: int) -> dict:
+        seed = check_positive_int("seed", seed, minimum=0)
         p = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
         if _is_torch(x):
             from kernel_verify.impls.torch.convert import to_torch
@@ -69,6 +71,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return out.to(v.dtype) if _is_torch(v) else out.astype(v.dtype, copy=False)
 
     def chunked(q, k, v, *, chunk_size, initial_state=None, seed=0):
+        check_one_backend(("q", "k", "v"), q, k, v)
         check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
                                backend="torch" if _is_torch(q) else "numpy")
         params = params_for(q, seed)
@@ -83,6 +86,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return chunked(q, k, v, chunk_size=64, initial_state=initial_state, seed=seed)
 
     def step(state, q_t, k_t, v_t, *, seed=0):
+        check_one_backend(("q_t", "k_t", "v_t"), q_t, k_t, v_t)
         check_step_inputs(q_t, k_t, v_t, names=("q_t", "k_t", "v_t"),
                           backend="torch" if _is_torch(q_t) else "numpy")
         params = params_for(q_t, seed)
@@ -103,6 +107,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return np.concatenate(parts, axis=axis)
 
     def _inputs(q, k, v):
+        check_one_backend(("q", "k", "v"), q, k, v)
         check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
                                backend="torch" if _is_torch(q) else "numpy")
         if q.ndim != 4:
@@ -134,12 +139,23 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return out, tuple(_cat([s[j] for s in states], q) for j in range(len(states[0])))
 
     def features(x: np.ndarray, seed: int) -> np.ndarray:
+        check_array("x", x, backend="numpy")
+        seed = check_positive_int("seed", seed, minimum=0)
         params = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
         if entry.attention_prescale:
             x = x * (float(x.shape[-1]) ** -0.25)
         return np.asarray(map_features(entry, x, params), dtype=np.float64)
 
     def state_sums(state) -> tuple[np.ndarray, np.ndarray]:
+        if (not isinstance(state, tuple | list) or len(state) != 2
+                or not all(hasattr(s, "shape") and len(s.shape) >= 1 for s in state)):
+            raise TypeError(f"state must be a pair of arrays {'(L, V̄)' if log else '(S, z)'} "
+                            f"from a form of this target, got {type(state).__name__}")
+        head, tail = (state[0], state[1]) if log else (state[1], state[0])  # (…, m) and (…, m, d_v)
+        check_state(state, lead=tuple(head.shape[:-1]), m=int(head.shape[-1]),
+                    dv=int(tail.shape[-1]), log=log,
+                    backend="torch" if _is_torch(state[0]) else "numpy", like=state[0],
+                    name="state")
         first, second = (np.asarray(s.detach().to("cpu").double().numpy() if _is_torch(s)
                                     else s, dtype=np.float64) for s in state)
         if log:  # (L, V̄) → (e^L V̄, e^L)

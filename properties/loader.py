@@ -38,7 +38,8 @@ def load_targets(spec: str) -> list[Target]:
     obj: object = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attr_path!r}")
+            raise ValueError(f"target {spec!r}: module {module_name!r} has no attribute "
+                             f"{attr_path!r}")
         obj = getattr(obj, part)
     if callable(obj) and type(obj).__name__ not in _TARGET_TYPES:
         obj = obj()

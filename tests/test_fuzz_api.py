@@ -55,6 +55,8 @@ INTERNAL_MODULES = {
     "kernel_verify.impls.sequence_validation": "checks of cu_seqlens, masks and per-sequence "
     "states (exercised through the forms' cu_seqlens and the targets' varlen/padded below)",
     "kernel_verify.impls.packed": "runs packed sequences through a form (the forms' cu_seqlens)",
+    "kernel_verify.impls.gated_checks": "argument checks of the gated forms (exercised through "
+    "their log_gates below)",
 }
 # Public functions that the recipes cannot drive, with the reason (kept short on purpose).
 EXCUSED = {
@@ -176,6 +178,11 @@ RECIPES: dict[str, Recipe] = {
     "v_t": Recipe(_arr(lambda c: (2, 3)), "array"),
     "state": Recipe(lambda c: None, "state"),
     "initial_state": Recipe(lambda c: None, "state"),
+    # packed sequences of the forms (None: not packed); every bad value is bad for any T
+    "cu_seqlens": Recipe(lambda c: None, "cu_seqlens"),
+    # the gated forms: log-gates g <= 0, one per token ((2, n); one token: (2,))
+    "log_gates": Recipe(lambda c: c.arr(-np.exp(c.rng.standard_normal((2, c.n)))), "gates"),
+    "log_gate_t": Recipe(lambda c: c.arr(-np.exp(c.rng.standard_normal(2))), "gates"),
 }
 #: Per-function overrides where a conventional name means something else.
 OVERRIDES: dict[tuple[str, str], Recipe] = {
@@ -274,6 +281,25 @@ STATE_BAD = [Bad("int", lambda x, c: 3), Bad("one array", lambda x, c: (c.arr(np
                                       c.arr(np.full((2, c.m), np.nan))))]
 
 
+#: Boundaries of packed sequences that no T accepts (``T = c.n`` rows).
+CU_SEQLENS_BAD = [Bad("negative", lambda x, c: np.array([0, -1, c.n])),
+                  Bad("non-monotone", lambda x, c: np.array([0, c.n, 1, c.n])),
+                  Bad("not from 0", lambda x, c: np.array([1, c.n])),
+                  Bad("not to T", lambda x, c: np.array([0, c.n - 1])),
+                  Bad("past T", lambda x, c: np.array([0, c.n + 1])),
+                  Bad("float", lambda x, c: np.array([0.0, 1.5, c.n])),
+                  Bad("bool", lambda x, c: np.array([False, True])),
+                  Bad("one boundary", lambda x, c: np.array([0])),
+                  Bad("2-D", lambda x, c: np.array([[0, c.n]])),
+                  Bad("str", lambda x, c: "0,2")]
+
+
+#: Log-gates (``g <= 0``, finite): the array bad values but ``-inf`` (checked apart), and a
+#: positive gate (a growth ``e^g > 1``).
+GATES_BAD = [b for b in ARRAY_BAD if b.label != "-inf"] + [
+    Bad("positive", _with_value(0.5)), Bad("-inf", _with_value(-np.inf))] + MISMATCH_BAD
+
+
 def bad_values(fn_name: str, param: str, recipe: Recipe, n_arrays: int) -> list[Bad]:
     """The bad values of one parameter (only values that are invalid in every context)."""
     if recipe.kind == "array":
@@ -284,7 +310,8 @@ def bad_values(fn_name: str, param: str, recipe: Recipe, n_arrays: int) -> list[
     if recipe.kind == "real":
         return REAL_BAD + (POSITIVE_REAL_BAD if param in POSITIVE_REALS else [])
     return {"flag": FLAG_BAD, "choice": CHOICE_BAD, "rng": RNG_BAD,
-            "indices": INDEX_BAD, "state": STATE_BAD}[recipe.kind]
+            "indices": INDEX_BAD, "state": STATE_BAD,
+            "cu_seqlens": CU_SEQLENS_BAD, "gates": GATES_BAD}[recipe.kind]
 
 
 # --- entry points --------------------------------------------------------------------------
@@ -647,3 +674,416 @@ def test_fuzz_catches_a_planted_silent_wrong(monkeypatch) -> None:
     prop = fuzz_property(point, max_examples=300, derandomize=True, database=None)
     with pytest.raises(AssertionError, match=r"v = <int64>: accepted"):
         prop()
+
+
+# --- Newer surfaces (issue 30): the forms of attention targets, declarations, check() ----------
+# A deterministic sweep, enumerated as the entry points above are: every form of the protocol
+# (``ATTENTION_FORMS`` + ``features``, ``state_sums``) of the built-in attention targets, one per
+# kind of state (log-space and plain, taken from the registry), on both backends, with every
+# parameter of its signature; every field of the target dataclasses; every parameter of
+# ``kernel_verify.check``. One argument at a time is replaced by a bad value. Outcomes:
+# *clear* (ValueError/TypeError naming the argument), *unclear* (one that does not name it),
+# *wrong* (a result was returned), *traceback* (any other exception). Only clear is allowed.
+# ``CI=true pytest tests/test_fuzz_api.py -k sweep -n 0 -s`` prints the counts.
+import dataclasses  # noqa: E402
+
+from kernel_verify.impls.descriptor import FeatureMapTarget  # noqa: E402
+from kernel_verify.properties.protocol import (  # noqa: E402
+    ATTENTION_FORMS,
+    AttentionTarget,
+    KernelApproxTarget,
+    RandomMatrixTarget,
+)
+
+SWEEP: dict[str, dict[str, int]] = {}
+OUTCOMES = ("tried", "clear", "unclear", "wrong", "traceback")
+
+
+def _outcome(call: Callable[[], Any], names: tuple[str, ...]) -> tuple[str, str]:
+    try:
+        result = call()
+    except BAD_EXC as err:
+        kind = "clear" if _names_argument(str(err), names) else "unclear"
+        return kind, f"{type(err).__name__}: {err}"
+    except Exception as err:  # the sweep classifies every exception
+        return "traceback", f"{type(err).__name__}: {err}"
+    return "wrong", f"returned {type(result).__name__}"
+
+
+def _sweep(surface: str, cases: list[tuple[str, Callable[[], Any], tuple[str, ...]]]) -> None:
+    """Run ``cases`` (label, call, names the message may use); record and check the tally."""
+    tally = dict.fromkeys(OUTCOMES, 0)
+    bad = []
+    for label, call, names in cases:
+        kind, what = _outcome(call, names)
+        tally["tried"] += 1
+        tally[kind] += 1
+        if kind != "clear":
+            bad.append(f"{label}: {kind}: {what[:200]}")
+    SWEEP[surface] = tally
+    print(f"\nsweep {surface}: " + ", ".join(f"{k} {v}" for k, v in tally.items()))
+    assert not bad, f"{len(bad)} of {tally['tried']} bad inputs not refused by name:\n" + \
+        "\n".join(bad[:40])
+
+
+# ---- the forms
+def _form_targets() -> list[AttentionTarget]:
+    """One built-in attention target per kind of state (log-space (L, V̄), plain (S, z)), on
+    the torch and NumPy backends, from the registry's order."""
+    from kernel_verify.properties.builtin_attention import registry_attention_targets
+
+    chosen: dict[bool, AttentionTarget] = {}
+    for t in registry_attention_targets():
+        if all(getattr(t, f) is not None for f in (*ATTENTION_FORMS, "features", "state_sums")):
+            entry = get_entry(t)
+            chosen.setdefault(entry.has("log_features"), t)
+    return list(chosen.values())
+
+
+def get_entry(t: AttentionTarget) -> FeatureMap:
+    from kernel_verify.impls.registry import get
+
+    return get(t.name.split(":")[-1].split("@")[0]) if ":" in t.name else next(
+        e for e in all_maps() if t.name.startswith(e.name) or e.name in t.name)
+
+
+def _arr4(rng: np.random.Generator, backend: str, *shape: int) -> Any:
+    a = rng.standard_normal(shape)
+    return torch.as_tensor(a) if backend == "torch" else a
+
+
+def _index(a: Any, backend: str) -> Any:
+    return torch.as_tensor(np.asarray(a)) if backend == "torch" else np.asarray(a)
+
+
+def _array_bads(backend: str, *, tied_last: bool, time_axis: int | None,
+                alone: bool = False) -> list[Bad]:
+    """Bad values of an array argument; ``alone``: the only array of the call (``features``'
+    x: no dtype to mismatch, and an empty batch has its exact, empty, result)."""
+    def to(a: Any) -> np.ndarray:
+        return a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+
+    def back(a: np.ndarray) -> Any:
+        return torch.as_tensor(a) if backend == "torch" else a
+
+    def put(value: float) -> Callable[[Any, Ctx], Any]:
+        def make(x: Any, c: Ctx) -> Any:
+            a = to(x).copy()
+            a.reshape(-1)[a.size // 2] = value
+            return back(a)
+        return make
+
+    out = [Bad("nan", put(np.nan)), Bad("+inf", put(np.inf)), Bad("-inf", put(-np.inf)),
+           Bad("int64", lambda x, c: back((to(x) * 3).astype(np.int64))),
+           Bad("bool", lambda x, c: back(to(x) > 0)),
+           Bad("complex", lambda x, c: back(to(x) + 1j)),
+           Bad("list", lambda x, c: to(x).tolist()),
+           Bad("other backend", lambda x, c: to(x) if backend == "torch"
+               else torch.as_tensor(x)),
+           Bad("rank 1", lambda x, c: back(to(x).reshape(-1))),
+           Bad("float32 among float64", lambda x, c: back(to(x).astype(np.float32))),
+           Bad("batch 0", lambda x, c: back(to(x)[:0]))]
+    if alone:
+        out = out[:-2]
+    if tied_last:
+        out.append(Bad("last dim + 1", lambda x, c: back(np.concatenate(
+            [to(x), to(x)[..., :1]], axis=-1))))
+    if time_axis is not None:
+        out.append(Bad("one row less", lambda x, c: back(np.delete(to(x), 0, axis=time_axis))))
+    if backend == "torch":
+        out.append(Bad("meta tensor", lambda x, c: torch.empty(tuple(x.shape), device="meta",
+                                                               dtype=x.dtype)))
+    return out
+
+
+SEED_BAD = [Bad("-1", lambda x, c: -1), Bad("str", lambda x, c: "0"),
+            Bad("float", lambda x, c: 2.5), Bad("bool", lambda x, c: True),
+            Bad("None", lambda x, c: None)]
+CU_BAD = [Bad("negative", lambda x, c: [0, -1, 5]), Bad("non-monotone", lambda x, c: [0, 4, 2, 5]),
+          Bad("not from 0", lambda x, c: [1, 3, 5]), Bad("not to T", lambda x, c: [0, 2, 4]),
+          Bad("past T", lambda x, c: [0, 2, 6]), Bad("float 2.5", lambda x, c: [0, 2.5, 5]),
+          Bad("bool", lambda x, c: [False, True]), Bad("one boundary", lambda x, c: [0]),
+          Bad("2-D", lambda x, c: [[0, 2, 5]]), Bad("None", lambda x, c: None),
+          Bad("str", lambda x, c: "0,2,5")]
+MASK_BAD = [Bad("B-1 rows", lambda x, c: np.ones((1, 5), bool)),
+            Bad("T+1 columns", lambda x, c: np.ones((2, 6), bool)),
+            Bad("1-D", lambda x, c: np.ones(5, bool)),
+            Bad("float 0.2", lambda x, c: np.full((2, 5), 0.2)),
+            Bad("integer 2", lambda x, c: np.full((2, 5), 2)),
+            Bad("None", lambda x, c: None), Bad("str", lambda x, c: "all")]
+CHUNK_BAD = [Bad(b.label, b.make) for b in COUNT_BAD + ZERO_BAD]
+
+
+def _state_bads(n_states: int | None) -> list[Bad]:
+    """Bad (initial) states; ``n_states``: how many states the call takes along the batch (None:
+    any number, and any backend: ``state_sums`` reads a state of any batch as float64)."""
+    def more(x: Any, c: Ctx) -> Any:
+        good = c.extra["state"]
+        lib = torch if isinstance(good[0], torch.Tensor) else np
+        return tuple(lib.concatenate([s, s[:1]]) if lib is np else torch.cat([s, s[:1]])
+                     for s in good)
+
+    def nan(x: Any, c: Ctx) -> Any:
+        good = c.extra["state"]
+        return tuple(s * float("nan") for s in good)
+
+    def swapped(x: Any, c: Ctx) -> Any:
+        return tuple(reversed(c.extra["state"]))
+
+    out = [Bad("int", lambda x, c: 3), Bad("one array", lambda x, c: (c.extra["state"][0],)),
+           Bad("swapped pair", swapped), Bad("NaN", nan)]
+    if n_states is None:
+        return out
+    return [*out, Bad(f"{n_states + 1} states for {n_states}", more),
+            Bad("other backend", lambda x, c: tuple(
+                s.numpy() if isinstance(s, torch.Tensor) else torch.as_tensor(s)
+                for s in c.extra["state"]))]
+
+
+@dataclass
+class _FormCtx:
+    extra: dict[str, Any]
+
+
+def _form_calls(target: AttentionTarget, backend: str) -> list[tuple[str, Callable[[], Any],
+                                                                     tuple[str, ...]]]:
+    """Every (form, parameter, bad value) of ``target`` on ``backend``."""
+    rng = np.random.default_rng(0)
+    b, h, t, d, dv = 2, 2, 5, 3, 2
+    q, k, v = (_arr4(rng, backend, b, h, t, w) for w in (d, d, dv))
+    good_state = target.stateful(q, k, v)[1]
+    q1, k1, v1 = (x[:1] for x in (q, k, v))
+    two_states = target.stateful(*(x[:2, :, :2] for x in (q, k, v)))[1]
+    mask = np.ones((b, t), bool)
+    mask[1, 3:] = False
+    goods: dict[str, dict[str, Any]] = {
+        "stateful": {"q": q, "k": k, "v": v, "initial_state": good_state, "seed": 0},
+        "chunked": {"q": q, "k": k, "v": v, "chunk_size": 2, "initial_state": good_state,
+                    "seed": 0},
+        "step": {"state": good_state, "q_t": q[..., 0, :], "k_t": k[..., 0, :],
+                 "v_t": v[..., 0, :], "seed": 0},
+        "varlen": {"q": q1, "k": k1, "v": v1, "cu_seqlens": _index([0, 2, 5], backend),
+                   "initial_state": two_states, "seed": 0},
+        "padded": {"q": q, "k": k, "v": v, "mask": _index(mask, backend),
+                   "initial_state": good_state, "seed": 0},
+        "features": {"x": rng.standard_normal((b, h, t, d)), "seed": 0},
+        "state_sums": {"state": good_state},
+    }
+    missing = [f for f in (*ATTENTION_FORMS, "features", "state_sums") if f not in goods]
+    assert not missing, f"forms without a valid call in the sweep: {missing}"
+    calls = []
+    for form, good in goods.items():
+        fn = getattr(target, form)
+        params = list(inspect.signature(fn).parameters)
+        unknown = [p for p in params if p not in good]
+        assert not unknown, f"{target.name}.{form}: parameters without a recipe: {unknown}"
+        fn(**good) if form not in ("features", "state_sums") else fn(*good.values())
+        n_states = None if form == "state_sums" else 2
+        for param in params:
+            if param in ("q", "k", "v", "q_t", "k_t", "v_t", "x"):
+                bads = _array_bads("numpy" if form == "features" else backend,
+                                   tied_last=param in ("q", "k", "q_t", "k_t"),
+                                   time_axis=-2 if param in ("k", "v") else None,
+                                   alone=form == "features")
+            elif param in ("state", "initial_state"):
+                bads = _state_bads(n_states)
+            elif param == "seed":
+                bads = SEED_BAD
+            elif param == "chunk_size":
+                bads = CHUNK_BAD
+            elif param == "cu_seqlens":
+                bads = [Bad(x.label, lambda x_, c, m=x.make: (
+                    None if m(x_, c) is None or isinstance(m(x_, c), str)
+                    else _index(m(x_, c), backend))) for x in CU_BAD]
+            elif param == "mask":
+                bads = [Bad(x.label, lambda x_, c, m=x.make: (
+                    m(x_, c) if m(x_, c) is None or isinstance(m(x_, c), str)
+                    else _index(m(x_, c), backend))) for x in MASK_BAD]
+            else:
+                raise AssertionError(f"{target.name}.{form}: no bad values for {param!r}")
+            ctx = _FormCtx({"state": two_states if form == "varlen" else good_state})
+            for bad in bads:
+                args = {**good, param: bad.make(good[param], ctx)}
+
+                def call(fn=fn, args=args, form=form) -> Any:
+                    if form in ("features", "state_sums"):
+                        return fn(*args.values())
+                    return fn(**args)
+
+                calls.append((f"{target.name}.{form} on {backend}: {param} = <{bad.label}>",
+                              call, (param, *_FORM_ALIASES.get(param, ()))))
+    return calls
+
+
+#: Names a message may use for a form's argument besides its own (``state_sums`` validates the
+#: state it is given as ``state``; the step's state is the form's ``state``).
+_FORM_ALIASES = {"initial_state": ("state",)}
+
+
+def test_sweep_forms_of_attention_targets() -> None:
+    targets = _form_targets()
+    assert len(targets) == 2, [t.name for t in targets]
+    cases = [c for t in targets for backend in ("numpy", "torch") for c in _form_calls(t, backend)]
+    _sweep("forms", cases)
+
+
+# ---- the declarations: every field of every target dataclass, and what is checked at first call
+def _stub_form(*args: Any, **kwargs: Any) -> Any:
+    return None, None
+
+
+_BASE_TARGETS: dict[type, Callable[..., Any]] = {
+    AttentionTarget: lambda **kw: AttentionTarget(**{
+        "name": "a", "attention": lambda q, k, v, **_: v, "claims": frozenset({"causal"}),
+        **{f: _stub_form for f in ATTENTION_FORMS}, "chunk_sizes": (2,), **kw}),
+    FeatureMapTarget: lambda **kw: FeatureMapTarget(**{
+        "name": "f", "kernel": "softmax", "claims": frozenset({"unbiased"}),
+        "draw": lambda rng, d, m, config: {"W": rng.standard_normal((m, d))},
+        "numpy_fn": lambda x, p, c: np.exp(x @ p["W"].T), "formula": "softmax_positive", **kw}),
+    RandomMatrixTarget: lambda **kw: RandomMatrixTarget(**{
+        "name": "r", "draw": lambda rng, m, d: rng.standard_normal((m, d)),
+        "claims": frozenset(), **kw}),
+    KernelApproxTarget: lambda **kw: KernelApproxTarget(**{
+        "name": "k", "approximate": lambda X, kernel, rng: (kernel(X, X), np.arange(2)),
+        "claims": frozenset(), **kw}),
+}
+#: Bad values by a field's annotation (``X | None`` as ``X``): every field gets those of its type;
+#: a new field of a new type fails :func:`test_sweep_declarations` until it gets a row.
+_FIELD_BAD: dict[str, list[Any]] = {
+    "str": [3, b"x"],
+    "Callable": [3, "fn"],
+    "frozenset[str]": [frozenset({"bogus"}), "causal", frozenset({3})],
+    "tuple[str, ...]": [("bogus",), "numpy", ()],
+    "bool": [1, "yes"],
+    "Mapping[str, str]": [42, {"test_no_such_property": "typo"}, {"rows_law": "not a test"},
+                          {"test_partition_of_unity": ""}],
+    "Mapping[str, Any]": [3, "sigma=1"],
+    "KernelParams": [3, "order=2"],
+    "int": [0, -1, True, 2.5, "3"],
+    "int | None": [-1, True, 2.5, "3"],
+    "tuple[int, ...]": [(0,), (), 64, ("a",)],
+    "float": [-1.0, 0, True, "x", float("nan")],
+}
+#: Fields whose value is a word of a vocabulary: an unknown word too.
+_WORDS = {"kernel": "bogus", "formula": "bogus", "matrix": "bogus", "mean_kernel": "bogus",
+          "layout": "BTDH", "name": ""}
+
+
+def _annotation(kind: str) -> str:
+    base = kind.removesuffix(" | None")
+    if base.startswith(("Callable", "Draw", "MapFn")):
+        return "Callable"
+    return "int | None" if kind == "int | None" else base
+
+
+def _declared_behaviour_cases() -> list[tuple[str, Callable[[], Any], tuple[str, ...]]]:
+    """Declarations checked at construction or at the first call (issue 30)."""
+    from kernel_verify.impls.registry import get
+    from kernel_verify.properties.builtin_forms import registry_forms
+
+    x = np.random.default_rng(0).standard_normal((3, 4))
+
+    def sample(count: int) -> Callable[[Any, int], Any]:
+        return lambda x, seed: np.ones((*np.shape(x)[:-1], count))
+
+    fm = _BASE_TARGETS[FeatureMapTarget]
+    att = _BASE_TARGETS[AttentionTarget]
+    forms = registry_forms(get("softmax_positive[iid]"), 8)
+    q = np.random.default_rng(1).standard_normal((1, 2, 6, 3))
+    two = forms["stateful"](*(np.random.default_rng(2).standard_normal((3, 2, 2, 3)),) * 3)[1]
+    o = np.zeros((1, 1, 3, 2))
+    return [
+        ("m = 8 declared, sample_fn returns 9", lambda: fm(
+            draw=None, numpy_fn=None, m=8, sample_fn=sample(9)).sample_fn(x, 0), ("m",)),
+        ("formula's count (2m) not met", lambda: FeatureMapTarget(
+            "p", "gaussian", frozenset({"unbiased"}), m=8, sample_fn=sample(8),
+            formula="rff_pairs", config={"sigma": 1.0}).sample_fn(x, 0), ("m",)),
+        ("differentiable without torch_fn", lambda: fm(
+            claims=frozenset({"unbiased", "differentiable"})), ("differentiable", "claims")),
+        ("differentiable, NumPy-only sample_fn, torch input", lambda: fm(
+            draw=None, numpy_fn=None, m=8, sample_fn=sample(8),
+            claims=frozenset({"unbiased", "differentiable"})).sample_fn(torch.ones(3, 4), 0),
+         ("sample_fn",)),
+        ("attention differentiable without torch", lambda: att(
+            claims=frozenset({"causal", "differentiable"})), ("differentiable", "claims")),
+        ("stateful returns only the output", lambda: att(
+            stateful=lambda q, k, v, **kw: v).stateful(o, o, o), ("stateful",)),
+        ("chunked returns three values", lambda: att(
+            chunked=lambda q, k, v, **kw: (v, (v,), 1)).chunked(o, o, o, chunk_size=2),
+         ("chunked",)),
+        ("step returns (o, state)", lambda: att(
+            step=lambda s, q, k, v, **kw: (v, (v,))).step(None, o[0], o[0], o[0]), ("step",)),
+        ("varlen returns an array as state", lambda: att(
+            varlen=lambda q, k, v, **kw: (v, v)).varlen(o, o, o, cu_seqlens=np.array([0, 3])),
+         ("varlen",)),
+        ("3 initial states for 2 sequences", lambda: forms["varlen"](
+            q, q, q[..., :2], cu_seqlens=np.array([0, 3, 6]), initial_state=two),
+         ("initial_state",)),
+    ]
+
+
+def test_sweep_declarations() -> None:
+    cases = []
+    for cls, make in _BASE_TARGETS.items():
+        make()  # the base declaration is valid
+        for f in dataclasses.fields(cls):
+            kind = _annotation(str(f.type))
+            assert kind in _FIELD_BAD, f"{cls.__name__}.{f.name}: no bad values for {f.type}"
+            bads = list(_FIELD_BAD[kind]) + ([_WORDS[f.name]] if f.name in _WORDS else [])
+            if not str(f.type).endswith("| None") and kind not in ("bool",) and f.default in (
+                    dataclasses.MISSING,):
+                bads.append(None)
+            for bad in bads:
+                cases.append((f"{cls.__name__}.{f.name} = {bad!r}",
+                              lambda make=make, f=f, bad=bad: make(**{f.name: bad}),
+                              (f.name, "target name")))
+    cases += _declared_behaviour_cases()
+    _sweep("declarations", cases)
+
+
+# ---- kernel_verify.check's arguments: refused before anything runs
+class _Ran(Exception):
+    """Raised in place of the suite: ``check`` accepted its arguments."""
+
+
+_CHECK_BAD: dict[str, list[Any]] = {
+    "targets": [42, None, "", "kernel_verify_no_such_module:targets", "kernel_verify:no_attr",
+                [], [42], "no-colon"],
+    "profile": ["nonsense", 3, ""],
+    "keyword": ["", "   ", 3],
+    "jobs": [0, -1, True, 2.5, "2"],
+    "shrink_seconds": [-1, True, "x", float("nan")],  # 0: no shrinking, valid
+    "timeout": [-1, 0, True, "x", float("nan")],  # inf: no limit, valid
+    "progress": [1, "yes", None],
+}
+
+
+def test_sweep_check_arguments(monkeypatch) -> None:
+    """Every parameter of ``kernel_verify.check`` (a new one needs a row of bad values); the
+    suite itself is replaced by :class:`_Ran`, so an accepted bad value is a *wrong* outcome."""
+    import kernel_verify.api as api
+
+    def ran(*args: Any, **kwargs: Any) -> Any:
+        raise _Ran
+
+    monkeypatch.setattr(api, "run_suite", ran)
+    monkeypatch.setattr(api, "_run_in_process", ran)
+    target = _BASE_TARGETS[RandomMatrixTarget]()
+    good: dict[str, Any] = {"targets": [target]}
+    with pytest.raises(_Ran):  # the valid call reaches the suite
+        api.check(**good)
+    params = list(inspect.signature(api.check).parameters)
+    missing = [p for p in params if p not in _CHECK_BAD]
+    assert not missing, f"check() parameters without bad values in the sweep: {missing}"
+
+    def call(**kw: Any) -> Any:
+        try:
+            return api.check(**{**good, **kw})
+        except _Ran:
+            return "the suite ran"
+
+    # a spec string is "the target" (as on the command line: kernel-verify check <target>)
+    cases = [(f"check({p}={bad!r})", lambda p=p, bad=bad: call(**{p: bad}),
+              (p, "target") if p == "targets" else (p,))
+             for p in params for bad in _CHECK_BAD[p]]
+    _sweep("check", cases)
