@@ -201,7 +201,15 @@ def _cmd_mutants(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from kernel_verify.calibration import calibrate
 
-    return calibrate(args.seeds, args.parts, args.jobs)
+    parts = args.parts
+    if parts and "power" in parts:  # the power of the properties: reports/power.md
+        from kernel_verify.calibration.power import run_power
+
+        run_power()
+        parts = [p for p in parts if p != "power"]
+        if not parts:
+            return 0
+    return calibrate(args.seeds, parts, args.jobs)
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
@@ -279,8 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes (default: min(2, CPU count))")
     p.add_argument("--part", dest="parts", nargs="*", default=None,
                    choices=["matrices", "estimators", "reference_means", "convergence",
-                            "blackbox", "gradients", "gradient_assumptions"],
-                   help="only these groups of checks (default: all)")
+                            "blackbox", "gradients", "gradient_assumptions", "power"],
+                   help="only these groups of checks (default: all but power, which writes "
+                   "reports/power.md: the smallest defect each attention property detects)")
     p.set_defaults(run=_cmd_calibrate)
 
     p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")

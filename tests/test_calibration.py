@@ -49,7 +49,8 @@ def test_every_statistical_property_is_calibrated() -> None:
 def test_every_part_is_a_cli_choice() -> None:
     (action,) = [a for a in build_parser()._subparsers._group_actions[0].choices["calibrate"]
                  ._actions if a.dest == "parts"]
-    assert list(action.choices) == list(calibration.PARTS)
+    # power: the detection power of the attention properties, its own report (reports/power.md)
+    assert list(action.choices) == [*calibration.PARTS, "power"]
 
 
 def test_default_and_minimum_seeds() -> None:

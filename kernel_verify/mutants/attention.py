@@ -213,6 +213,10 @@ def _target(name: str, fn: Callable, claims: frozenset[str], validate: bool = Tr
 SLOW = 0.1
 
 
+#: fla's attention targets, loaded as ``kernel-verify check`` loads an adapter.
+FLA_SPEC = "kernel_verify.adapters.fla:attention_targets"
+
+
 def fla_dk_scaled(factor: float, name: str) -> list[AttentionTarget]:
     """fla's real ``chunk_linear_attn`` (the adapter's target, Triton interpreter) with the
     gradient reaching ``k`` multiplied by ``factor`` (forward unchanged): the kernel's backward
@@ -222,9 +226,10 @@ def fla_dk_scaled(factor: float, name: str) -> list[AttentionTarget]:
 
     import torch
 
-    from kernel_verify.adapters import fla
+    from kernel_verify.properties.loader import load_targets
 
-    base = next(t for t in fla.attention_targets if t.name.startswith("fla.chunk_linear_attn"))
+    # the adapter as a user points the suite at it (module:attribute), not a layer import
+    base = next(t for t in load_targets(FLA_SPEC) if t.name.startswith("fla.chunk_linear_attn"))
 
     class _ScaleGrad(torch.autograd.Function):
         @staticmethod
