@@ -43,8 +43,6 @@ bounds of :mod:`kernel_verify.verify.forms_bounds` for the exact comparison.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -57,6 +55,7 @@ from kernel_verify.properties.attention_cases import (
     seen,
 )
 from kernel_verify.properties.backends import backend_param
+from kernel_verify.properties.checks.declared import direct_extra, exact_bounds, feature_error
 from kernel_verify.properties.checks.forms import (  # shared with kernel-verify calibrate
     Shape,
     draw_inputs,
@@ -78,14 +77,7 @@ from kernel_verify.properties.layouts import chunks_of as _chunks_of
 from kernel_verify.properties.strategies import QKV, generator, seeds
 from kernel_verify.properties.targets import attentions_with
 from kernel_verify.verify.backends import AXIS, Backend
-from kernel_verify.verify.forms_bounds import (
-    log_forms_delta,
-    log_forms_error_bound,
-    plain_forms_error_bound,
-    plain_state_error_bound,
-)
 from kernel_verify.verify.references.forms import causal_recurrence_mp
-from kernel_verify.verify.tolerance import gamma
 
 #: Examples per (property, target, backend): the forms run several calls per example.
 FORM_EXAMPLES = max(2, settings.default.max_examples // 8)
@@ -163,9 +155,29 @@ def join(*xs: QKV) -> QKV:
                xs[0].scale)
 
 
-def tol(x: QKV, backend: Backend) -> float:
-    """``2ε`` for two outputs of the target on (rounded) inputs ``x``."""
-    return 2 * output_error_bound(seen(x, backend), backend)
+def tol(x: QKV, backend: Backend, target=None, seed: int = 0) -> float:
+    """``2ε`` for two outputs of the target on (rounded) inputs ``x`` (issue #29: bounds that
+    know what they bound). A target declaring ``features``, on float64/float32: twice the
+    largest derived bound of the causal evaluation on those features
+    (:func:`~kernel_verify.properties.checks.declared.exact_bounds`, the features' own error and
+    a directly formed weight included; it covers a state carried between calls, docs/math.md
+    §13); otherwise ``2ε`` of
+    :func:`~kernel_verify.properties.attention_cases.output_error_bound` with the target's
+    feature count (declared, else ``M_MAX``)."""
+    from kernel_verify.properties.attention_cases import feature_count
+
+    xs = seen(x, backend)
+    if target is not None and target.features is not None and not backend.budget.output_round:
+        from kernel_verify.properties.checks.declared import features64
+
+        u = backend.budget.u_compute
+        fq, fk = features64(target, xs.q, seed), features64(target, xs.k, seed)
+        bound = _exact_bounds(fq, fk, xs.v, u, _feature_error(xs, fq.shape[-1], u),
+                              direct_extra(xs.q.shape[-1]))[0]
+        if np.isfinite(bound).all():
+            return 2 * float(bound.max(initial=0.0))
+    m = None if target is None else feature_count(target)
+    return 2 * output_error_bound(xs, backend, m)
 
 
 # ------------------------------------------------------------------ calling the forms
@@ -210,7 +222,7 @@ def same_state(target, backend, a, b, probe: QKV, context: QKV, seed: int, what:
     input ``context + probe``)."""
     got_a = continuation(target, backend, a, probe, seed)
     got_b = continuation(target, backend, b, probe, seed)
-    text = observed(got_a, tol=tol(join(context, probe), backend), expected=got_b)
+    text = observed(got_a, tol=tol(join(context, probe), backend, target, seed), expected=got_b)
     if text:
         raise AssertionError(f"{what}: the probe continues differently from the two states: "
                              f"{text}")
@@ -249,7 +261,7 @@ def test_forms_agree_with_each_other(target, backend, shape):
             target, backend, x, seed=shape.seed, chunk=shape.chunk, form="chunked")[0]
     if target.offers("step"):
         outs["step × T"] = run_steps(target, backend, x, seed=shape.seed)[0]
-    bound = tol(x, backend)
+    bound = tol(x, backend, target, shape.seed)
     for name, out in outs.items():
         text = nonfinite(out) or observed(out, tol=bound, expected=ref)
         if text:
@@ -258,45 +270,10 @@ def test_forms_agree_with_each_other(target, backend, shape):
 
 
 # ------------------------------------------------------------------ the exact recurrence
-def _feature_error(x: QKV, m: int, u: float) -> float:
-    """Relative error ``η`` of a feature the target computes against ``features(x, seed)`` —
-    the same formula evaluated in another order or precision: exp-affine features
-    ``exp(wᵀx − ‖x‖²/2 + c)`` have an exponent within ``γ_(d+3)·(Z + 1)``,
-    ``Z = (√d + 8)·X + X² + log m`` (``X`` the largest pre-scaled input norm, ``‖w‖ ≤ √d + 8``:
-    the model of :func:`~kernel_verify.properties.attention_cases.output_error_bound`, failing with
-    probability ``< e^(−32)`` per row), and the exponential adds ≤ 4 ulp (verify/tolerance.py);
-    polynomial
-    (Taylor) features, ≤ 3 roundings, are inside the same figure."""
-    d = x.q.shape[-1]
-    big_x = max(np.linalg.norm(x.q, axis=-1).max(), np.linalg.norm(x.k, axis=-1).max()) * d**-0.25
-    z = (math.sqrt(d) + 8) * big_x + big_x * big_x + math.log(max(m, 2))
-    return math.expm1(gamma(d + 3, u) * (z + 1)) + 8 * u
-
-
-def _exact_bounds(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, u: float, eta: float):
-    """Output and state bounds of whichever derived evaluation the target uses
-    (verify/forms_bounds.py): the plain one always, the log-space one too when every feature is
-    positive (the larger of the two bounds either). The target's features differ from
-    ``features(x)`` by ``≤ η`` relative (:func:`_feature_error`): on the plain path every
-    product term moves by ``≤ 2η + η²``, i.e. ``⌈(2η + η²)/u⌉`` more roundings (``extra``); in
-    log space every logit by ``≤ 2·log(1 + η)``. The log-space state through ``state_sums``:
-    ``S = e^L·V̄`` with ``|ΔL| ≤ δ`` (plus ≤ 8u for the exponential and the product) and
-    ``|ΔV̄| ≤ E`` gives ``|ΔS| ≤ (e^δ − 1)|S| + z·E·e^δ`` and ``|Δz| ≤ (e^δ − 1)·z``."""
-    extra = math.ceil((2 * eta + eta * eta) / u)
-    out_b = plain_forms_error_bound(fq, fk, v, u=u, extra=extra)
-    s_b, z_b = plain_state_error_bound(fk, v, u=u, extra=extra)
-    if (fq > 0).all() and (fk > 0).all():
-        lq, lk = np.log(fq), np.log(fk)
-        shift = 2 * math.log1p(eta)
-        e_log = log_forms_error_bound(lq, lk, v, u=u, extra=shift)
-        out_b = np.maximum(out_b, e_log)
-        delta = log_forms_delta(lq, lk, u=u, extra=shift) + 8 * u
-        z = fk.sum(axis=-2)
-        s = np.swapaxes(fk, -1, -2) @ v
-        s_b = np.maximum(s_b, np.abs(s) * math.expm1(delta)
-                         + z[..., None] * e_log * math.exp(delta))
-        z_b = np.maximum(z_b, z * math.expm1(delta))
-    return out_b, s_b, z_b
+#: The derived bounds of the exact comparison (shared with the tolerances and the declared-
+#: features properties): properties/checks/declared.py.
+_feature_error = feature_error
+_exact_bounds = exact_bounds
 
 
 @pytest.mark.parametrize(("target", "backend"),
@@ -378,7 +355,7 @@ def test_split_invariance(target, backend, shape):
         b = continuation(target, backend, s_full, probe, shape.seed)
         assert np.array_equal(a, b), f"{w}: the two final states continue differently (bitwise)"
         return
-    text = observed(split, tol=tol(x, backend), expected=full)
+    text = observed(split, tol=tol(x, backend, target, shape.seed), expected=full)
     if text:
         raise AssertionError(f"{w}: running [0, {cut}) and continuing from its state differs "
                              f"from the full run: {text}")
@@ -399,7 +376,7 @@ def test_final_state_equals_the_recurrence_for_every_length(target, backend, sha
     out, s_chunks = run(target, backend, x, seed=shape.seed, chunk=shape.chunk)
     out_steps, s_steps = run_steps(target, backend, x, seed=shape.seed)
     w = where(target, backend, shape)
-    text = observed(out, tol=tol(x, backend), expected=out_steps)
+    text = observed(out, tol=tol(x, backend, target, shape.seed), expected=out_steps)
     if text:
         raise AssertionError(f"{w}: the chunked form differs from the recurrence: {text}")
     same_state(target, backend, s_chunks, s_steps, probe_for(shape), x, shape.seed,
@@ -451,7 +428,7 @@ def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
         context = x if prefix is None else join(rows(QKV(*(getattr(prefix, f)[i:i + 1]
                                                            for f in "qkv"), 0.5), 0, 2), x)
         got = out[..., cu[i]:cu[i + 1], :]
-        text = observed(got, tol=tol(context, backend), expected=ref)
+        text = observed(got, tol=tol(context, backend, target, shape.seed), expected=ref)
         if text:
             raise AssertionError(f"{w}: sequence {i} packed differs from its separate run: "
                                  f"{text}")
@@ -515,7 +492,8 @@ def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape,
         idx = np.flatnonzero(mask[b])
         xb = QKV(*(getattr(x, f)[b:b + 1][..., idx, :] for f in "qkv"), 0.5)
         ref, s_ref = run(target, backend, xb, seed=shape.seed)
-        text = observed(out_np[b:b + 1][..., idx, :], tol=tol(xb, backend), expected=ref)
+        text = observed(out_np[b:b + 1][..., idx, :], tol=tol(xb, backend, target, shape.seed),
+                        expected=ref)
         if text:
             raise AssertionError(f"{w}: row {b}: valid outputs changed by padding: {text}")
         if state is not None:
@@ -558,7 +536,7 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
         _, state = run(target, backend, rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
     decoded, _ = run_steps(target, backend, rows(x, cut, shape.t), seed=shape.seed, state=state)
     full = call(target, backend, x, causal=True, seed=shape.seed)
-    text = observed(decoded, tol=tol(x, backend), expected=full[..., cut:, :])
+    text = observed(decoded, tol=tol(x, backend, target, shape.seed), expected=full[..., cut:, :])
     if text:
         raise AssertionError(f"{where(target, backend, shape)}: decoding after a prefill of "
                              f"{cut} tokens differs from the causal run: {text}")

@@ -53,7 +53,10 @@ feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
 gradient of the estimator is unbiased for the kernel's gradient, ``E ∇ₓ φ(x)ᵀφ(y) = SM(x, y)·y``,
 by the median-of-means test of :mod:`kernel_verify.verify.gradient_stats` (exact per-frequency
 variance; false alarm ``≤ exp(−B/8) ≤ α`` per component for any distribution of the draws;
-calibrated by ``kernel-verify calibrate``, row "gradients: median-of-means test").
+calibrated by ``kernel-verify calibrate``, row "gradients: median-of-means test"). Each of the
+``B`` blocks is the mean of ``M`` iid frequency terms, ``M`` sized so that a gradient scaled by
+1.1 is rejected (``gradient_checks.block_features``: the threshold ``2σ_T/√M`` shrinks with
+the block; issue #29).
 """
 
 from __future__ import annotations

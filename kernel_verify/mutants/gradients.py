@@ -96,6 +96,8 @@ def _positive_function(mode: str):
                 grad = grad - gp.sum() * x
             elif mode != "no_minus_x":
                 grad = grad - gp.sum(-1, keepdim=True) * x
+            if mode == "scaled_1_1":
+                grad = grad * 1.1
             return grad, None
 
     return Positive.apply
@@ -553,6 +555,10 @@ GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
         "(∂ log φ = ∂φ/φ, φ recomputed): 0/0 where φ underflows, at large input norms in "
         "float32, while the log-space forward stays finite", "feature_map",
         lambda: _log_positive_targets("mutant:grad_log_positive_via_phi", "via_phi")),
+    "grad_positive_scaled_10_percent": (
+        "SM⁺ features whose hand-written backward is 1.1 times the true gradient (the "
+        "estimator's gradient is then biased by 10 %)", "feature_map",
+        lambda: _positive_targets("mutant:grad_positive_scaled_10_percent", "scaled_1_1")),
     "grad_f32_dq_scaled": (
         "float32-only Taylor linear attention (forms, declared features) whose backward's "
         "∂L/∂q is 1.03 times the true one", "attention",
@@ -609,6 +615,7 @@ GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
     "grad_causal_lowp_backward_unscaled": (f"{_G}low_precision_gradients_near_float64",),
     "grad_log_positive_drops_minus_x": (f"{_G}feature_attention_gradients_match_exact",),
     "grad_log_positive_via_phi": (f"{_G}attention_gradients_finite_along_scale_sweep",),
+    "grad_positive_scaled_10_percent": (f"{_G}gradient_of_unbiased_estimator_is_unbiased",),
     "grad_f32_dq_scaled": (f"{_D}gradients_meet_declared_features",),
     "grad_f32_dk_scaled": (f"{_D}gradients_meet_declared_features",),
     "grad_f32_dv_scaled": (f"{_D}gradients_meet_declared_features",),
