@@ -84,7 +84,7 @@ def _where(target, backend, layout, seed, causal) -> str:
 @pytest.mark.parametrize(("target", "backend"), declared_cases())
 @settings(max_examples=EXAMPLES)
 @given(seed=seeds)
-def test_attention_meets_declaredfeatures64(target, backend, seed):
+def test_attention_meets_declared_features(target, backend, seed):
     """The outputs equal linear attention on the declared features (the exact formula) within
     the derived bound for the compute dtype (module docstring)."""
     u = backend.budget.u_compute
@@ -112,7 +112,7 @@ def test_attention_meets_declaredfeatures64(target, backend, seed):
                          declared_cases("differentiable", "positive_weights", torch_only=True))
 @settings(max_examples=EXAMPLES)
 @given(seed=seeds)
-def test_gradients_meet_declaredfeatures64(target, backend, seed):
+def test_gradients_meet_declared_features(target, backend, seed):
     """``∂L/∂(q, k, v)`` by autograd equal the exact gradients of linear attention on the
     declared features within the derived bound for the compute dtype (module docstring)."""
     for layout in layouts(target):
