@@ -24,6 +24,11 @@ Columns:
   the others, so that a change of the causal path is measured before and after in one run.
 * ``forms/log`` (``--forms``): the chunk-parallel form of :mod:`kernel_verify.impls.torch.forms`
   (``log_linear_attention_chunked``, chunk 64, no loop over chunks; the same features).
+* ``gated/plain``, ``gk/plain`` (``--gated``): the gated chunked form of
+  :mod:`kernel_verify.impls.torch.gated_forms` (chunk 64, log-gates ``log σ(x)`` per token and
+  head — ``gated`` — or per key dimension — ``gk``, up to n = 4096) against its non-gated twin
+  ``linear_attention_chunked`` of :mod:`kernel_verify.impls.torch.forms` on the same arrays
+  (``benchmarks/gated.py``, whose asv class tracks the same pair).
 """
 
 from __future__ import annotations
@@ -102,6 +107,31 @@ def forms_case(n: int, device: str) -> Callable[[], object]:
     return run
 
 
+def gated_cases(n: int, device: str) -> dict[str, Callable[[], object]]:
+    """The gated chunked form (scalar and, up to n = 4096, per-key-dimension gates) and its
+    non-gated twin (``benchmarks/gated.py``)."""
+    from benchmarks.gated import KEY_DIM_MAX_N
+    from benchmarks.gated import inputs as gated_inputs
+    from kernel_verify.impls.torch.forms import linear_attention_chunked
+    from kernel_verify.impls.torch.gated_forms import gated_attention_chunked
+    from kernel_verify.verify.backends import AXIS
+
+    backend = next(b for b in AXIS if b.library == "torch" and b.device == device
+                   and b.dtype == "float32")
+    out: dict[str, Callable[[], object]] = {}
+    for kind, label in (("scalar", "gated"), ("key_dim", "gk")):
+        if kind == "key_dim" and n > KEY_DIM_MAX_N:
+            continue
+        q, k, v, g = gated_inputs(backend, n, kind)
+        out[label] = (lambda q=q, k=k, v=v, g=g:
+                      gated_attention_chunked(q, k, v, g, chunk_size=64))
+        if kind == "scalar":
+            fq, fk = q.exp(), (k / 8).exp()
+            out["plain chunked"] = (lambda fq=fq, fk=fk, v=v:
+                                    linear_attention_chunked(fq, fk, v, chunk_size=64))
+    return out
+
+
 def cases(n: int, device: str) -> dict[str, Callable[[], object]]:
     q, k, v, w = inputs(n, device)
     entry = get(ENTRY)
@@ -174,11 +204,13 @@ def sync(device: str) -> None:
 
 
 def measure(n: int, device: str, repeat: int, baseline: str | None = None,
-            forms: bool = False) -> dict[str, float]:
+            forms: bool = False, gated: bool = False) -> dict[str, float]:
     """Best wall time (s) of every case, interleaved round-robin."""
     fns = cases(n, device)
     if forms:
         fns["forms"] = forms_case(n, device)
+    if gated:
+        fns.update(gated_cases(n, device))
     if baseline:
         fns["causal@baseline"] = baseline_case(n, device, baseline)
     best = dict.fromkeys(fns, math.inf)
@@ -226,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", help="write the raw times here")
     ap.add_argument("--forms", action="store_true",
                     help="also time the chunk-parallel form (impls/torch/forms.py)")
+    ap.add_argument("--gated", action="store_true",
+                    help="also time the gated chunked form against its non-gated twin")
     ap.add_argument("--baseline", metavar="REV",
                     help="also time the causal path of impls/torch/attention.py at git REV")
     ap.add_argument("--structured", action="store_true",
@@ -247,11 +281,13 @@ def main(argv: list[str] | None = None) -> None:
         head += f" | causal@{args.baseline}/log"
     if args.forms:
         head += " | forms/log"
+    if args.gated:
+        head += " | gated/plain | gk/plain"
     if args.memory:
         head += " | mem causal/non-causal"
     print(head)
     for n in args.n:
-        t = measure(n, args.device, args.repeat, args.baseline, args.forms)
+        t = measure(n, args.device, args.repeat, args.baseline, args.forms, args.gated)
         raw[n] = t
         perf = t.get("performer", math.nan)
         perf_c = t.get("performer causal", math.nan)
@@ -264,6 +300,9 @@ def main(argv: list[str] | None = None) -> None:
             row += f" | {t['causal@baseline'] / t['log']:.2f}"
         if args.forms:
             row += f" | {t['forms'] / t['log']:.2f}"
+        if args.gated:
+            row += (f" | {t['gated'] / t['plain chunked']:.2f} | "
+                    f"{t.get('gk', math.nan) / t['plain chunked']:.2f}")
         if args.memory:
             mem_c, mem_n = peak_memory(n, True, args.threads), peak_memory(n, False, args.threads)
             raw[n]["mem"] = [mem_c, mem_n]

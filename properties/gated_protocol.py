@@ -22,7 +22,9 @@ scalar kind is both sides at once) — the only side this protocol covers now.
 ``parallel(q, k, v, g, *, initial_state=None, seed=0) -> (out, state)`` (the masked decay matrix
 form, or any full-sequence form), ``stateful`` (same signature: the production full-sequence
 call), ``chunked(q, k, v, g, *, chunk_size, initial_state=None, seed=0)`` (``chunk_sizes``: the
-sizes it accepts, None: any), ``step(state, q_t, k_t, v_t, g_t, *, seed=0) -> (state, o_t)``,
+sizes it accepts, None: any; without a chunked form: the kernel's own block sizes along time,
+which the suite's layouts then cross),
+``step(state, q_t, k_t, v_t, g_t, *, seed=0) -> (state, o_t)``,
 ``varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0) -> (out, states)`` (batch 1,
 sequences packed along time, gates packed with them; states along the batch axis),
 ``padded(q, k, v, g, *, mask, initial_state=None, seed=0) -> (out, state)``. States are opaque
@@ -39,6 +41,9 @@ comparison. ``feature_ulps``: how many ulps of the compute dtype the features th
 computes may differ from ``features`` (default 1: one rounding, e.g. ``q·d^(−1/2)``). Claims:
 :data:`GATED_CLAIMS`. ``min_log_gate``: the most negative log-gate the
 target is meant for (the suite draws down to it; default −30, decays down to ``e^(−30)``).
+``fixed_log_gates(H) -> (H,)``: a target whose decay is its own constant (RetNet's
+``γ_h = 1 − 2^(−5−h)``, ``gates="scalar_fixed"``) gives it here; the suite then passes exactly
+these gates (float64 values of what the target uses) instead of drawing them.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class GatedAttentionTarget:
     chunk_sizes: tuple[int, ...] | None = None
     state_sums: Callable[[tuple], tuple[np.ndarray, np.ndarray | None]] | None = None
     min_log_gate: float = -30.0
+    fixed_log_gates: Callable[[int], np.ndarray] | None = None
     feature_ulps: int = 1
     known_failures: Mapping[str, str] = field(default_factory=dict)
     call_seconds: float | None = None
@@ -105,6 +111,10 @@ class GatedAttentionTarget:
         _check_choice(self.name, "gate_side", self.gate_side, set(GATE_SIDES), optional=False)
         _check_choice(self.name, "layout", self.layout, {"BHTD", "BTHD"}, optional=False)
         _check_callable(self.name, "features", self.features, optional=False)
+        _check_callable(self.name, "fixed_log_gates", self.fixed_log_gates, optional=True)
+        if self.fixed_log_gates is not None and self.gates != "scalar_fixed":
+            raise _fail(ValueError, self.name, "fixed_log_gates", "is for gates='scalar_fixed' "
+                        f"(one decay per head), not {self.gates!r}")
         for f in (*GATED_FORMS, "state_sums"):
             _check_callable(self.name, f, getattr(self, f), optional=True)
         if not any(getattr(self, f) is not None for f in ("parallel", "stateful", "chunked",
@@ -126,9 +136,6 @@ class GatedAttentionTarget:
                             f"chunk sizes or None, got {self.chunk_sizes!r}")
             for c in self.chunk_sizes:
                 _check_count(self.name, "chunk_sizes", c)
-            if self.chunked is None:
-                raise _fail(ValueError, self.name, "chunk_sizes", "is given but the target has "
-                            "no chunked form")
         if isinstance(self.min_log_gate, bool) or not isinstance(self.min_log_gate,
                                                                  int | float) \
                 or not -1e4 <= self.min_log_gate < 0:

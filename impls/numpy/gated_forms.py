@@ -41,8 +41,7 @@ def _inputs(phi_q, phi_k, v, g, initial_state):
                         like=phi_q)
     if state is None:
         state = (np.zeros((*lead, m, dv), phi_q.dtype), np.zeros((*lead, m), phi_q.dtype))
-    gm = g[..., None] if kind == "scalar" else g
-    return np.broadcast_to(gm, phi_k.shape), tuple(s.astype(phi_q.dtype) for s in state)
+    return (g[..., None] if kind == "scalar" else g), tuple(s.astype(phi_q.dtype) for s in state)
 
 
 def _chunks(x: np.ndarray, chunk: int) -> np.ndarray:
@@ -56,7 +55,8 @@ def _chunks(x: np.ndarray, chunk: int) -> np.ndarray:
 def gated_chunk_sums(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, g: np.ndarray, chunk: int,
                      s0: np.ndarray, z0: np.ndarray) -> tuple[np.ndarray, np.ndarray, State]:
     """Numerators ``(..., T, d_v)``, denominators ``(..., T, 1)`` and the final state of the
-    chunked form (module docstring) on validated inputs; ``g`` per key dimension."""
+    chunked form (module docstring) on validated inputs; ``g (..., T, m)`` per key dimension or
+    ``(..., T, 1)`` one per token."""
     n, dv = fq.shape[-2], v.shape[-1]
     if n == 0:
         return (np.zeros((*fq.shape[:-1], dv), fq.dtype), np.ones((*fq.shape[:-1], 1), fq.dtype),
@@ -66,7 +66,10 @@ def gated_chunk_sums(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, g: np.ndarra
     gl = np.cumsum(gc, axis=-2)  # (..., nc, C, m): in-chunk cumulative log-gates
     causal = np.tril(np.ones((chunk, chunk), dtype=bool))[..., None]
     diff = np.where(causal, gl[..., :, None, :] - gl[..., None, :, :], -np.inf)
-    pair = np.einsum("...tf,...tsf,...sf->...ts", qc, np.exp(diff), kc)  # (..., nc, C, C)
+    if gc.shape[-1] == 1:  # one gate per token: (φQ φKᵀ) ⊙ D
+        pair = (qc @ np.swapaxes(kc, -1, -2)) * np.exp(diff[..., 0])
+    else:  # per key dimension: Σ_f φq_tf D_tsf φk_sf
+        pair = np.einsum("...tf,...tsf,...sf->...ts", qc, np.exp(diff), kc)
     last = gl[..., -1:, :]  # (..., nc, 1, m): the whole chunk's log-decay
     k_dec = kc * np.exp(last - gl)  # keys decayed to the chunk's end
     chunk_s = np.swapaxes(k_dec, -1, -2) @ vc  # (..., nc, m, dv)

@@ -1,0 +1,181 @@
+"""flash-linear-attention's gated kernels (``fla-core`` 0.6.0) under Triton's interpreter, as
+:class:`~kernel_verify.properties.gated_protocol.GatedAttentionTarget` s (docs/math.md §16),
+joined to :data:`kernel_verify.adapters.fla.targets`.
+
+Every kernel computes ``o_t = Σ_(s≤t) (q_t·s)ᵀ(D_ts ⊙ k_s) v_s`` (+ the decayed initial state)
+with fla's default scale ``s = K^(−1/2)``, no normaliser, layout ``(B, T, H, ·)`` (``BTHD``),
+torch float32 (fla accumulates in ``tl.float32``: no float64 path), log-gates as fla takes them:
+
+* simple GLA (``fla.ops.simple_gla``), one scalar gate per token and head, ``g (B, T, H)``:
+  ``chunk_simple_gla`` and ``fused_recurrent_simple_gla`` (state in and out, ``cu_seqlens``),
+  ``parallel_simple_gla`` (no state; ``cu_seqlens``);
+* GLA (``fla.ops.gla``), one gate per key dimension, ``g (B, T, H, K)``: ``chunk_gla``,
+  ``fused_recurrent_gla`` (``gk``);
+* retention (``fla.ops.retention``), RetNet's fixed decay ``γ_h = 1 − 2^(−5−h)`` computed by fla
+  in float32 (``fixed_log_gates`` gives exactly those values): ``chunk_retention``,
+  ``fused_recurrent_retention`` (state, ``cu_seqlens``), ``parallel_retention`` (no state).
+
+Forms: ``stateful`` (the kernel with ``initial_state`` and ``output_final_state``; fla's state
+``(N, H, K, V)``), ``step`` (the same kernel at T = 1 from the state), ``varlen``
+(``cu_seqlens``, batch 1, one state per sequence, checked by the adapter with
+:mod:`kernel_verify.impls.sequence_validation` since fla reads it unchecked), ``parallel`` for
+the parallel kernels; no ``padded`` (fla has no mask argument: padding is ``cu_seqlens``). The
+chunked kernels' block along time is 64 (``chunk_sizes``), so the suite's layouts cross it
+(``T = 63, 65, 129``). All claim ``differentiable`` (fla's hand-written backward passes).
+
+Log-gates: simple GLA and GLA down to ``min_log_gate = −5`` per token (models produce
+``logsigmoid(x)/16`` for GLA; strong decays still underflow a linear-space product over a
+64-token chunk: ``e^(−320)``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.adapters import _triton_interpreter as interp
+from kernel_verify.adapters._lazy import need
+from kernel_verify.impls.sequence_validation import (
+    check_cu_seqlens,
+    check_packed_batch,
+    check_state_count,
+)
+from kernel_verify.properties.gated_protocol import GatedAttentionTarget
+
+__all__ = ["CALL_SECONDS", "GATED_KERNELS", "gated_targets"]
+
+if "triton" not in sys.modules:  # before anything imports triton (the check's subprocess)
+    interp.enable()
+
+#: Seconds of one gated kernel call under the interpreter at T ≈ 65, d ≤ 4 (measured 0.1–0.6 s
+#: of CPU on the 2-core machine): the ci profile runs fewer examples of each property.
+CALL_SECONDS = 0.5
+#: kernel -> (module, gate kind, offers a state)
+GATED_KERNELS: dict[str, tuple[str, str, bool]] = {
+    "chunk_simple_gla": ("simple_gla", "scalar", True),
+    "fused_recurrent_simple_gla": ("simple_gla", "scalar", True),
+    "parallel_simple_gla": ("simple_gla", "scalar", False),
+    "chunk_gla": ("gla", "key_dim", True),
+    "fused_recurrent_gla": ("gla", "key_dim", True),
+    "chunk_retention": ("retention", "scalar_fixed", True),
+    "fused_recurrent_retention": ("retention", "scalar_fixed", True),
+    "parallel_retention": ("retention", "scalar_fixed", False),
+}
+CHUNK = 64
+
+
+@cache
+def gated_ops() -> dict[str, Callable[..., Any]]:
+    """fla's gated kernels under the interpreter (the workarounds of
+    :mod:`~kernel_verify.adapters._triton_interpreter`, once per process)."""
+    try:
+        interp.enable()
+    except interp.TritonAlreadyImported as err:
+        raise RuntimeError(f"fla gated kernel targets: {err}") from None
+    mods = {m: need("fla", f"ops.{m}") for m in ("simple_gla", "gla", "retention")}
+    interp.patch_autotuner()
+    interp.patch_nested_lang()
+    interp.patch_kernel_modules("fla.")
+    return {k: getattr(mods[m], k) for k, (m, _, _) in GATED_KERNELS.items()}
+
+
+def retention_log_gates(h: int) -> np.ndarray:
+    """RetNet's log-decays as fla computes them (float32): ``log(1 − 2^(−5−h))``."""
+    import torch
+
+    g = (1 - 2.0 ** (-5.0 - torch.arange(h, dtype=torch.float))).log()
+    return g.double().numpy()
+
+
+def _features(x: np.ndarray, role: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x * x.shape[-1] ** -0.5 if role == "q" else x
+
+
+def _check(name, q, k, v, g, kind) -> None:
+    if q.ndim != 4 or tuple(k.shape) != tuple(q.shape) or tuple(v.shape[:3]) != tuple(q.shape[:3]):
+        raise ValueError(f"{name}: q, k (B, T, H, K) alike and v (B, T, H, V) with their B, T, H; "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    want = {"scalar": tuple(q.shape[:3]), "key_dim": tuple(q.shape),
+            "scalar_fixed": (q.shape[2],)}[kind]
+    if g is not None and tuple(g.shape) != want:
+        raise ValueError(f"{name}: log-gates must have shape {want}, got {tuple(g.shape)}")
+
+
+def _forms(kernel: str) -> dict[str, Any]:
+    mod, kind, stateful_kernel = GATED_KERNELS[kernel]
+    name = f"fla.{kernel}"
+
+    def call(q, k, v, g, initial_state=None, cu_seqlens=None):
+        _check(name, q, k, v, g, kind)
+        fn = gated_ops()[kernel]
+        kw: dict[str, Any] = {"cu_seqlens": cu_seqlens}
+        if mod == "simple_gla":
+            kw["g"] = g
+        elif mod == "gla":
+            kw["gk" if kernel.startswith("fused_recurrent") else "g"] = g
+        if stateful_kernel:
+            kw.update(initial_state=None if initial_state is None else initial_state[0],
+                      output_final_state=True)
+            o, state = fn(q, k, v, **kw)
+            return o, (state,)
+        if initial_state is not None:
+            raise ValueError(f"{name} takes no initial state")
+        o, _ = fn(q, k, v, **kw)
+        return o, None
+
+    forms: dict[str, Any] = {}
+    if stateful_kernel:
+        def stateful(q, k, v, g, *, initial_state=None, seed=0):
+            return call(q, k, v, g, initial_state)
+
+        def step(state, q_t, k_t, v_t, g_t, *, seed=0):
+            gt = g_t if kind == "scalar_fixed" else g_t[:, None]
+            o, new = call(q_t[:, None], k_t[:, None], v_t[:, None], gt, state)
+            return new, o[:, 0]
+
+        forms.update(stateful=stateful, step=step)
+    else:
+        def parallel(q, k, v, g, *, initial_state=None, seed=0):
+            return call(q, k, v, g, initial_state)
+
+        forms["parallel"] = parallel
+
+    def varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0):
+        _check(name, q, k, v, g, kind)
+        check_packed_batch("q", q)
+        if type(cu_seqlens).__module__.split(".")[0] != "torch":
+            raise TypeError(f"{name}: cu_seqlens must be a torch integer tensor on q's device, "
+                            f"got {type(cu_seqlens).__name__}")
+        n_seq = len(check_cu_seqlens(cu_seqlens, length=int(q.shape[1]))) - 1
+        check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
+        return call(q, k, v, g, initial_state, cu_seqlens=cu_seqlens)
+
+    forms["varlen"] = varlen
+    return forms
+
+
+def _state_sums(state: tuple) -> tuple[np.ndarray, None]:
+    """fla's state ``(N, H, K, V)`` as float64 ``S``; no normaliser state."""
+    return state[0].detach().to("cpu").double().numpy(), None
+
+
+def _target(kernel: str) -> GatedAttentionTarget:
+    _, kind, stateful_kernel = GATED_KERNELS[kernel]
+    return GatedAttentionTarget(
+        f"fla.{kernel}", gates=kind, claims=frozenset({"differentiable"}), features=_features,
+        backends=("torch",), dtypes=("float32",), layout="BTHD",
+        chunk_sizes=(CHUNK,) if not kernel.startswith("fused_recurrent") else None,
+        state_sums=_state_sums if stateful_kernel else None,
+        min_log_gate=-5.0,
+        fixed_log_gates=retention_log_gates if kind == "scalar_fixed" else None,
+        call_seconds=CALL_SECONDS, **_forms(kernel))
+
+
+def gated_targets() -> list[GatedAttentionTarget]:
+    """One target per kernel of :data:`GATED_KERNELS`."""
+    return [_target(k) for k in GATED_KERNELS]
