@@ -15,6 +15,11 @@ committed matrix).
 
 The table is the committed report's: regenerate it (``kernel-verify mutants --blackbox``) after
 adding a property or a mutant.
+
+**Per dtype path** (issue #29): a kill is credited to the dtype path it happened on (``float64``,
+``float32``, ``half``; :mod:`kernel_verify.mutants.paths`). A property that ran on a mutant's
+float32 or half path without killing any mutant there is not credited on that path: it is listed
+in :data:`UNCREDITED_PATHS` with the reason, and the list is kept honest both ways.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from kernel_verify.verify.paths import reports_dir
 
 #: Credited properties without a planted defect they kill (``family::test``) and why.
 UNCOVERED: dict[str, str] = {}
+
+#: ``(family::test, path)`` pairs — a low-precision dtype path a property ran on, over the
+#: mutants, without killing one there — and why: on that path the property is not credited.
+UNCREDITED_PATHS: dict[tuple[str, str], str] = {}
 
 
 def _builtin_only(fn: ast.FunctionDef) -> bool:
@@ -112,3 +121,75 @@ def test_never_credited_properties_are_never_a_pass():
             for m in payload["mutants"] for v in m["verdicts"]
             if f"{v['family']}::{v['prop']}" in never and v["outcome"] == "pass"}
     assert not seen, f"never-credited properties folded to pass: {sorted(seen)}"
+
+
+# ------------------------------------------------------------------ per dtype path
+def _outcome(prop: str, outcome: str, node_id: str, message: str = "", backend: str = ""):
+    from kernel_verify.runner import Outcome
+
+    return Outcome("attention_forms", prop, "t", outcome, message=message, backend=backend,
+                   repro=f"pytest 'properties/test_attention_forms.py::{prop}[{node_id}]'")
+
+
+def test_credit_by_path_on_a_synthetic_matrix():
+    """Kills are credited to the dtype path of the failing case (the last dtype of its id, not
+    one inside the target's name), ran-paths come from passing and failing cases, a failure
+    that is not the property's assertion is no kill, and a case naming no dtype takes the one
+    dtype the mutant's targets accept (a float32-only library)."""
+    from kernel_verify.mutants.paths import case_path, credit_by_path, uncredited_paths
+    from kernel_verify.runner import SuiteRun
+
+    fail = "AssertionError: outputs differ"
+    runs = {
+        "m64": SuiteRun("spec", 1, 0.0, [
+            _outcome("test_a", "failed", "mutant:m_float32_inside-numpy-float64", fail,
+                     "numpy-float64"),
+            _outcome("test_a", "passed", "mutant:m_float32_inside-torch:cpu-bfloat16",
+                     backend="torch:cpu-bfloat16"),
+            _outcome("test_b", "failed", "mutant:m-torch:cpu-float32",
+                     "ValueError: bad input", "torch:cpu-float32")]),
+        "m32": SuiteRun("spec", 1, 0.0, [
+            _outcome("test_a", "failed", "mutant:fla_like", fail),
+            _outcome("test_b", "failed", "mutant:fla_like-float16", fail)]),
+    }
+    table = credit_by_path(runs, lambda name: ["float32"] if name == "m32" else [])
+    assert table["attention_forms::test_a"] == {
+        "ran": ["float64", "float32", "half"], "kills": {"float64": ["m64"], "float32": ["m32"]}}
+    assert table["attention_forms::test_b"] == {
+        "ran": ["float32", "half"], "kills": {"half": ["m32"]}}
+    assert uncredited_paths(table) == [("attention_forms::test_a", "half"),
+                                       ("attention_forms::test_b", "float32")]
+    assert case_path(_outcome("test_c", "passed", "x")) == "float64"  # no dtype, none declared
+
+
+def _path_table() -> dict[str, dict]:
+    path = reports_dir() / "mutants.json"
+    if not path.exists():
+        pytest.skip("no reports/mutants.json: run kernel-verify mutants")
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    assert "credit_by_path" in payload, (
+        "reports/mutants.json predates the credit table per dtype path (issue #29): rerun "
+        "kernel-verify mutants --blackbox")
+    return payload["credit_by_path"]
+
+
+def test_low_precision_paths_are_credited_only_where_a_mutant_is_killed():
+    """Every float32/half path a property ran on over the mutants either has a mutant it kills
+    there by its assertion, or is listed in UNCREDITED_PATHS with the reason."""
+    from kernel_verify.mutants.paths import uncredited_paths
+
+    table = _path_table()
+    missing = [pair for pair in uncredited_paths(table) if pair not in UNCREDITED_PATHS]
+    assert not missing, (
+        "properties that ran on a low-precision path without killing a mutant there (add a "
+        "mutant on that path, or list the pair in UNCREDITED_PATHS with the reason): "
+        f"{missing}")
+
+
+def test_uncredited_paths_list_is_current():
+    from kernel_verify.mutants.paths import uncredited_paths
+
+    table = _path_table()
+    stale = [pair for pair in UNCREDITED_PATHS if pair not in uncredited_paths(table)]
+    assert not stale, f"UNCREDITED_PATHS entries that are credited now (or never ran): {stale}"
+    assert all(reason.strip() for reason in UNCREDITED_PATHS.values())

@@ -40,6 +40,7 @@ from kernel_verify.mutants.kills import (
     killed,
     verdict_word,
 )
+from kernel_verify.mutants.paths import credit_by_path, markdown_rows, target_dtypes
 from kernel_verify.runner import SuiteRun, Verdict, run_suite
 from kernel_verify.verify import atomic
 from kernel_verify.verify.paths import reports_dir
@@ -170,6 +171,11 @@ def _markdown(mutants: list[Mutant], runs: dict[str, SuiteRun], seconds: float,
             lines.append(f"| `{prop}` | — | **none** |")
         for kind, names in by_kind.items():
             lines.append(f"| `{prop}` | {kind} | {', '.join(names)} |")
+    lines += ["", "## Credit per dtype path", "",
+              "A property is credited on a dtype path (float64, float32, half = float16 and "
+              "bfloat16) only where it kills a mutant on that path by its assertion "
+              "(`kernel_verify/mutants/paths.py`); on the paths it ran on without a kill it is "
+              "not credited.", "", *markdown_rows(_credit_by_path(mutants, runs))]
     lines += ["", "## Evidence (first failure per killed mutant)", ""]
     for m in killed_any:
         v = next(v for v in runs[m.name].verdicts if v.outcome == "fail")
@@ -257,6 +263,19 @@ def run_mutants(only: Sequence[str] | None = None, *, jobs: int = 2, json_out: s
     return 2 if crashed else 0
 
 
+def _credit_by_path(mutants: list[Mutant], runs: dict[str, SuiteRun]) -> dict[str, dict]:
+    """The credit table per dtype path (:mod:`kernel_verify.mutants.paths`) of the mutants."""
+    by_name = {m.name: m for m in mutants}
+
+    def dtypes(name: str) -> list[str]:  # built only for cases that name no dtype
+        try:
+            return target_dtypes(by_name[name].targets)
+        except Exception:  # a mutant whose targets cannot be built here: the default path
+            return []
+
+    return credit_by_path({m.name: runs[m.name] for m in mutants}, dtypes)
+
+
 def _payload(mutants: list[Mutant], controls: list[Mutant], runs: dict[str, SuiteRun],
              commit: str, seconds: float) -> dict:
     """reports/mutants.json of a run: every mutant's and control's verdicts and failures."""
@@ -285,4 +304,5 @@ def _payload(mutants: list[Mutant], controls: list[Mutant], runs: dict[str, Suit
         "controls_failed": sum(control_failed(runs[c.name]) for c in controls),
         "property_kills": property_kills({m.name: runs[m.name] for m in mutants}),
         "credit_table": credit_table(mutants, runs),
+        "credit_by_path": _credit_by_path(mutants, runs),
     }
