@@ -18,11 +18,6 @@ def torch_seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def seed_from(rng: np.random.Generator) -> int:
-    """A torch seed drawn from the suite's generator (same generator state → same seed)."""
-    return int(rng.integers(2**62))
-
-
 def as_torch(*arrays: np.ndarray):
     import torch
 
