@@ -343,13 +343,15 @@ def _flat(gs: list[torch.Tensor]) -> np.ndarray:
 
 
 def _grad_tol(target: ModelTarget, dtype: str, seed: int, scale: float,
-              ids: torch.Tensor) -> Tolerance:
+              ids: torch.Tensor) -> tuple[Tolerance, np.ndarray]:
+    """The gradient tolerance and the full forward's gradients in ``dtype``."""
     g32 = _flat(_grads(target, model(target, seed, scale, "float32"), ids, None))
     if target.has("float64"):
         g64 = _flat(_grads(target, model(target, seed, scale, "float64"), ids, None))
-        return _scale_tol(target, dtype, float(np.max(np.abs(g32 - g64))),
-                          float(np.max(np.abs(g64))), ids.shape[1])
-    return _scale_tol(target, dtype, None, float(np.max(np.abs(g32))), ids.shape[1])
+        tol = _scale_tol(target, dtype, float(np.max(np.abs(g32 - g64))),
+                         float(np.max(np.abs(g64))), ids.shape[1])
+        return tol, (g64 if dtype == "float64" else g32)
+    return _scale_tol(target, dtype, None, float(np.max(np.abs(g32))), ids.shape[1]), g32
 
 
 def _backward_error(err: RuntimeError, what: str) -> str:
@@ -363,8 +365,7 @@ def gradients(target: ModelTarget, dtype: str, scale: float, case: Case, defect:
     without gradient (the cache enters decoding as a constant)."""
     m = model(target, case.seed, scale, dtype)
     ids = case.tensor()
-    tol = _grad_tol(target, dtype, case.seed, scale, ids)
-    want = _flat(_grads(target, m, ids, None))
+    tol, want = _grad_tol(target, dtype, case.seed, scale, ids)
     try:
         got = _flat(_grads(target, m, ids, case.split, detach_prefill=defect))
     except RuntimeError as err:

@@ -34,6 +34,8 @@ LIBRARIES: dict[str, Library] = {
         Library("fla", "fla", "fla-core", "fla", "flash-linear-attention (fla-core)"),
         Library("fla_models", "fla-models", "flash-linear-attention", "fla.models",
                 "flash-linear-attention models (fla.models)"),
+        Library("transformers_models", "transformers-models", "transformers", "transformers",
+                "transformers (Mamba, Mamba2, RWKV models)"),
         Library("nystrom_attention", "nystrom", "nystrom-attention", "nystrom_attention",
                 "nystrom-attention"),
         Library("fast_transformers", "fast-transformers", "pytorch-fast-transformers",

@@ -336,7 +336,34 @@ def _fla(name: str) -> Callable[[bool], str]:
     return fn
 
 
+def _model(name: str) -> Callable[[bool], str]:
+    """A measurement of :mod:`kernel_verify.adapters._model_confirm`, in a fresh process (fla's
+    models need ``TRITON_INTERPRET=1`` before triton is imported)."""
+
+    def fn(quick: bool = False) -> str:
+        import os
+        import subprocess
+
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        cmd = [sys.executable, "-m", "kernel_verify.adapters._model_confirm", name,
+               *(["--quick"] if quick else [])]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            return f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        return proc.stdout.strip()
+
+    fn.__doc__ = f"``python -m kernel_verify.adapters._model_confirm {name}`` in a subprocess."
+    return fn
+
+
 FINDINGS: dict[str, tuple[str, Callable[[bool], str]]] = {
+    "fla_models_cu_seqlens": ("fla_models", _model("fla_models_cu_seqlens")),
+    "fla_models_generate_cache": ("fla_models", _model("fla_models_generate_cache")),
+    "transformers_rwkv_batch_step": ("transformers_models",
+                                     _model("transformers_rwkv_batch_step")),
+    "transformers_cache_in_place": ("transformers_models",
+                                    _model("transformers_cache_in_place")),
+    "transformers_mamba_float64": ("transformers_models", _model("transformers_mamba_float64")),
     "fla_kernels_exact": ("fla", _fla("fla_kernels_exact")),
     "fla_rebased_eps": ("fla", _fla("fla_rebased_eps")),
     "fla_shape_overflow": ("fla", _fla("fla_shape_overflow")),

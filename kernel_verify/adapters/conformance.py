@@ -37,6 +37,8 @@ DEPENDENCIES: dict[str, tuple[str, ...]] = {
     "sklearn": ("scipy",),
     "performer": ("einops", "local-attention", "axial-positional-embedding"),
     "fla": ("triton", "einops"),
+    "fla_models": ("fla-core", "transformers", "triton", "einops"),
+    "transformers_models": ("huggingface-hub", "safetensors"),
     "nystrom_attention": ("einops",),
     "fast_transformers": (),
 }

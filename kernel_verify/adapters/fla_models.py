@@ -39,7 +39,7 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "linear_attn": ("LinearAttentionConfig", "LinearAttentionForCausalLM", {"num_heads": 2}),
     "gla": ("GLAConfig", "GLAForCausalLM", {"num_heads": 2}),
     "retnet": ("RetNetConfig", "RetNetForCausalLM", {"num_heads": 2}),
-    "hgrn2": ("HGRN2Config", "HGRN2ForCausalLM", {"num_heads": 2}),
+    "hgrn2": ("HGRN2Config", "HGRN2ForCausalLM", {"num_heads": 2, "expand_ratio": 16}),
     "mamba2": ("Mamba2Config", "Mamba2ForCausalLM", {"num_heads": 4, "head_dim": 16,
                                                      "state_size": 16, "expand": 2,
                                                      "n_groups": 1, "chunk_size": 8}),
@@ -56,10 +56,47 @@ NOT_RUN: dict[str, str] = {
 }
 #: Seconds of one forward at the suite's sizes under the interpreter (order of magnitude,
 #: measured on the 2-core machine): the ci profiles run fewer examples of each property.
-CALL_SECONDS = 0.5
+CALL_SECONDS = {"rwkv7": 2.0}
+#: The init-scale ladder of the power controls (a short one: every rung costs calls).
+INIT_SCALES = (1.0, 4.0, 16.0)
+#: fla's RWKV7 initialises its output projection and feed-forward value matrix to zero (a fresh
+#: block is the identity, no context reaches the logits): they get N(0, 0.02²) entries, the
+#: models' ``initializer_range`` (hf_models.scale_weights).
+ZERO_STD = 0.02
 CLAIMS = frozenset({"differentiable", "left_padding"})
-#: Known failures as data: family → {property: reason} (filled from the conformance findings).
-KNOWN: dict[str, dict[str, str]] = {}
+#: Families whose packed input ignores ``cu_seqlens`` (conformance findings, confirmed by
+#: ``python -m kernel_verify.adapters._model_confirm fla_models_cu_seqlens``).
+PACKING_DROPPED = {"linear_attn": "LinearAttentionForCausalLM accepts `cu_seqlens` and drops it",
+                   "mamba2": "fla's Mamba2 layer ignores `cu_seqlens` on every path"}
+#: The first transformers release whose ``generate`` passes the cache as ``cache=`` (fla's
+#: models read ``past_key_values``): 5.23.0 still passes ``past_key_values``.
+CACHE_RENAMED_IN = (5, 24)
+#: Families whose ``generate`` loses the cache from that release on (measured with 5.24.0).
+GENERATE_AFFECTED = ("linear_attn", "gla", "retnet", "hgrn2", "mamba2", "rwkv7")
+
+
+def _transformers_version() -> tuple[int, ...]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(p) for p in version("transformers").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return (0,)
+
+
+def known_failures(family: str) -> dict[str, str]:
+    """The declared known failures of one family (reports/conformance/fla_models.md), read
+    without importing fla or transformers (the transformers version from its metadata)."""
+    page = "reports/conformance/fla_models.md"
+    out = {}
+    if family in PACKING_DROPPED:
+        out["test_packed_sequences_equal_separate_runs"] = (
+            f"{PACKING_DROPPED[family]} ({page}, finding 'fla_models_cu_seqlens')")
+    if family in GENERATE_AFFECTED and _transformers_version() >= CACHE_RENAMED_IN:
+        out["test_greedy_generate_with_cache_equals_without"] = (
+            "generate() drops the cache with transformers >= 5.24: every step after the first "
+            f"sees only its own token ({page}, finding 'fla_models_generate_cache')")
+    return out
 
 
 @cache
@@ -93,8 +130,10 @@ def family_target(family: str) -> ModelTarget:
     if family not in FAMILIES:
         raise ValueError(f"fla family must be one of {', '.join(FAMILIES)}, got {family!r}")
     return hf_model_target(f"fla.models:{family}", _maker(family), vocab_size=VOCAB,
-                           claims=CLAIMS, packed_arg="cu_seqlens", call_seconds=CALL_SECONDS,
-                           max_len=10, known_failures=KNOWN.get(family, {}))
+                           claims=CLAIMS, packed_arg="cu_seqlens",
+                           call_seconds=CALL_SECONDS.get(family, 0.5), max_len=10,
+                           init_scales=INIT_SCALES, zero_std=ZERO_STD,
+                           known_failures=known_failures(family))
 
 
 def targets() -> list[ModelTarget]:

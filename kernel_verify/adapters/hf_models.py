@@ -8,13 +8,15 @@ use_cache=True)`` returning ``.logits`` and ``.past_key_values``, with a ``gener
   every parameter with two or more dimensions (embeddings, projections, convolutions) is then
   multiplied by ``init_scale``: the spread of the library's own init, scaled. One-dimensional
   parameters (norm weights, biases, decay and step parameters such as Mamba's ``A_log`` and
-  ``dt_bias``) keep their init. ``dtype="float64"``: the float32 model cast, so its weights
-  are exactly the float32 model's.
+  ``dt_bias``) keep their init. With ``zero_std``, matrices the library initialises to exactly
+  zero get ``N(0, zero_std²)`` entries first (:func:`scale_weights`). ``dtype="float64"``: the
+  float32 model cast, so its weights are exactly the float32 model's.
 * **forward**: ``model(input_ids=ids, use_cache=False).logits``.
 * **prefill / step**: ``model(input_ids=ids, use_cache=True)``, then one token per call with
-  the cache under the keyword ``cache_arg`` (``past_key_values``; transformers' Mamba takes
-  ``cache_params`` and a ``cache_position``, given with ``cache_position=True``). ``step`` with
-  no cache runs the token from the empty state.
+  the cache under the keyword ``cache_arg`` (``past_key_values``; ``"auto"``: read from the
+  model's ``forward`` signature, :func:`cache_keyword`; transformers 4's Mamba takes
+  ``cache_params`` and a ``cache_position``, given then). ``step`` with no cache runs the token
+  from the empty state.
 * **generate**: ``model.generate(ids, max_new_tokens=n, do_sample=False,
   output_logits=True, return_dict_in_generate=True, use_cache=True)`` with the end-of-sequence
   token unset (every row generates ``n`` tokens); the scores are the raw logits of each step.
@@ -25,24 +27,51 @@ use_cache=True)`` returning ``.logits`` and ``.past_key_values``, with a ``gener
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kernel_verify.properties.model_protocol import ModelTarget
 
-__all__ = ["hf_model_target", "scale_weights"]
+__all__ = ["cache_keyword", "hf_model_target", "scale_weights"]
 
 
-def scale_weights(model: Any, init_scale: float) -> Any:
-    """Multiply every parameter of ``model`` with ``ndim ≥ 2`` by ``init_scale`` (in place)."""
+def scale_weights(model: Any, init_scale: float, zero_std: float | None = None) -> Any:
+    """Multiply every parameter of ``model`` with ``ndim ≥ 2`` by ``init_scale`` (in place).
+
+    ``zero_std``: a matrix the library initialises to exactly zero (RWKV7's output projection
+    and its feed-forward value matrix, for instance, so that a fresh block is the identity) is
+    first given ``N(0, zero_std²)`` entries, drawn from the seeded generator: otherwise no
+    context reaches the logits at any init scale and no check of the cache, the packing or the
+    padding could fail (the power control would say so). The identities checked hold for any
+    weights."""
     import torch
 
-    if init_scale != 1.0:
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.ndim >= 2:
-                    p.mul_(float(init_scale))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim < 2:
+                continue
+            if zero_std is not None and not bool(p.any()):
+                p.normal_(0.0, float(zero_std))
+            if init_scale != 1.0:
+                p.mul_(float(init_scale))
     return model
+
+
+#: Cache keywords of HF-style models, in the order :func:`cache_keyword` tries them.
+CACHE_KEYWORDS = ("past_key_values", "cache", "cache_params", "state")
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model.forward`` takes its cache under (and its output holds it under):
+    transformers 5 renamed ``past_key_values``/``cache_params``/``state`` to ``cache`` for some
+    models; a library's own models may keep the old name."""
+    params = inspect.signature(type(model).forward).parameters
+    for name in CACHE_KEYWORDS:
+        if name in params:
+            return name
+    raise TypeError(f"{type(model).__name__}.forward takes none of the cache keywords "
+                    f"{', '.join(CACHE_KEYWORDS)}: {list(params)}")
 
 
 def _quiet_generation(model: Any) -> None:
@@ -60,7 +89,7 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
                     cache_position: bool = False, packed_arg: str | None = None,
                     generate: bool = True, float64: bool = False, max_len: int = 12,
                     init_scales: tuple[float, ...] = (1.0, 4.0, 16.0, 64.0),
-                    call_seconds: float | None = None,
+                    call_seconds: float | None = None, zero_std: float | None = None,
                     known_failures: Mapping[str, str] | None = None) -> ModelTarget:
     """A :class:`ModelTarget` for the HF-style model ``make()`` builds (module docstring).
     ``claims``: what the model claims (``differentiable``, ``left_padding``,
@@ -72,7 +101,7 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             model = make()
-        scale_weights(model, init_scale)
+            scale_weights(model, init_scale, zero_std)
         _quiet_generation(model)
         model = model.to(getattr(torch, dtype)).eval()
         return model
@@ -80,21 +109,22 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
     def forward(model, ids):
         return model(input_ids=ids, use_cache=False).logits
 
+    def keyword(model) -> str:
+        return cache_keyword(model) if cache_arg == "auto" else cache_arg
+
     def prefill(model, ids):
         out = model(input_ids=ids, use_cache=True)
-        cache = out.past_key_values if cache_arg == "past_key_values" else getattr(
-            out, cache_arg)
-        return out.logits, (cache, ids.shape[1])
+        return out.logits, (getattr(out, keyword(model)), ids.shape[1])
 
     def step(model, cache, ids_t):
         kw: dict[str, Any] = {"use_cache": True}
+        name = keyword(model)
         if cache is not None:
-            kw[cache_arg] = cache[0]
-            if cache_position:
+            kw[name] = cache[0]
+            if cache_position or name == "cache_params":
                 kw["cache_position"] = torch.tensor([cache[1]], dtype=torch.int64)
         out = model(input_ids=ids_t.reshape(-1, 1), **kw)
-        new = out.past_key_values if cache_arg == "past_key_values" else getattr(out, cache_arg)
-        return out.logits[:, -1], (new, 1 if cache is None else cache[1] + 1)
+        return out.logits[:, -1], (getattr(out, name), 1 if cache is None else cache[1] + 1)
 
     def gen(model, ids, max_new_tokens):
         out = model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=0,

@@ -326,3 +326,132 @@ def known_failures(library: str, properties: tuple[str, ...] | None = None) -> d
             out[prop] = (f"{finding.title} (reports/conformance/{library}.md, "
                          f"finding '{finding.confirm}')")
     return out
+
+
+# ------------------------------------------------ causal LMs: fla.models and transformers
+# (kernel_verify.adapters.fla_models, kernel_verify.adapters.transformers_models)
+def _models_scope() -> Scope:
+    base = _fla_scope()
+    return Scope(("fla.models:",), base.tag,
+                 "fla's causal LMs run their Triton kernels under Triton's interpreter, as "
+                 "fla's attention kernels do (below); the models around them (embeddings, "
+                 "norms, MLPs, the cache, `generate`) are plain torch and transformers. Every "
+                 "model verdict carries its power control: the same check on a planted defect "
+                 "of its class (the cache dropped after the first step, packed sequences run "
+                 "as one, the mask dropped, the prefill detached) must fail at the init scale "
+                 "the verdict is given at, or the verdict is `not credited`.",
+                 base.workarounds)
+
+
+SCOPE["fla_models"] = _models_scope()
+RIGHT["fla_models"] = (
+    "Tiny random-init models (hidden 32, 2 layers, vocabulary 64, float32; nothing downloaded) "
+    "of linear attention, GLA, RetNet, HGRN2, Mamba2 and RWKV7, each verdict per family in "
+    "the table below. Where they pass: prefill to every drawn split then one-token steps "
+    "with `past_key_values` equals the full forward; left padding with `attention_mask` "
+    "equals the unpadded rows; gradients through prefill + cached decoding equal the full "
+    "forward's and a second backward through the same graph runs; rows of a batch are "
+    "independent; the same seed gives the same logits. GLA, RetNet, HGRN2 and RWKV7 pass "
+    "`cu_seqlens` to their layers and reset the state at every boundary. Not run here: "
+    "Based (fla 0.6.0 has the layer, no causal-LM class), HGRN (its training-mode kernel "
+    "fails under the interpreter: 'mask has unsupported dtype'), DeltaNet and GatedDeltaNet "
+    "(their chunk kernels refuse float32 here).")
+RIGHT["transformers_models"] = (
+    "Tiny random-init `MambaForCausalLM`, `Mamba2ForCausalLM` and `RwkvForCausalLM` on "
+    "transformers' reference PyTorch path (no `mamba_ssm`/`causal_conv1d`), float32 and "
+    "float64 with the same weights, so every tolerance is derived from the float64 run. "
+    "Mamba and Mamba2: decoding with the cache equals the full forward at every drawn split "
+    "(float32), greedy `generate` with the cache equals greedy decoding without it, left "
+    "padding equals the unpadded rows, rows are independent, the same seed gives the same "
+    "logits.")
+MINOR["transformers_models"] = (
+    "Mamba's logits are not finite from 64× its default init (float32 and float64 alike): the "
+    "selective scan computes `deltaB_u` in float32 (`.float()`) and overflows there; "
+    "see the finding on float32 casts in float64 models.")
+FINDINGS["fla_models"] = [
+    Finding(
+        "LinearAttentionForCausalLM accepts `cu_seqlens` and drops it",
+        "fla_models_cu_seqlens",
+        "`LinearAttentionForCausalLM.forward(..., **kwargs)` takes `cu_seqlens` and calls "
+        "`self.model(...)` without `**kwargs`; `LinearAttentionModel.forward` has no `**kwargs` "
+        "and passes none to its layers. Packed input runs as one sequence: the second "
+        "sequence continues from the first's state. The logits of the packed call equal those "
+        "of the unpacked row exactly (a forward pre-hook on the first `LinearAttention` layer "
+        "sees no `cu_seqlens`). At the default init the difference is ~1e-5 of the logits "
+        "(the power control cannot see it there); at 4× it is O(1).",
+        "Pass `**kwargs` from `LinearAttentionForCausalLM.forward` to `self.model(...)` and "
+        "from `LinearAttentionModel.forward` to each layer, as the GLA model does.",
+        ("test_packed_sequences_equal_separate_runs",)),
+    Finding(
+        "fla's Mamba2 layer ignores `cu_seqlens` on every path",
+        "fla_models_cu_seqlens",
+        "`fla.layers.Mamba2.forward(hidden_states, attention_mask, past_key_values, use_cache, "
+        "output_attentions, **kwargs)` receives `cu_seqlens` (the pre-hook sees it) and passes "
+        "it to neither `cuda_kernels_forward` nor `torch_forward`: the convolution window and "
+        "the SSM state run across every boundary. The packed logits equal the unpacked row's "
+        "exactly, already at the default init (0.31 at logits of ~1).",
+        "Thread `cu_seqlens` through `Mamba2.forward` into both paths (`causal_conv1d_fn(..., "
+        "seq_idx=...)` and the chunked scan's `seq_idx`/`cu_seqlens`), or raise when it is "
+        "given and unsupported.",
+        ("test_packed_sequences_equal_separate_runs",)),
+    Finding(
+        "`generate()` drops the cache with transformers 5.24: every step after the first "
+        "sees only its own token",
+        "fla_models_generate_cache",
+        "transformers 5.24.0 renamed the cache in `GenerationMixin.prepare_inputs_for_generation`"
+        ": it puts the cache under `model_inputs['cache']` and warns that `past_key_values` "
+        "is deprecated. fla's `FLAGenerationMixin` passes `past_key_values=` on, and fla's "
+        "models take `past_key_values` and swallow `cache` in `**kwargs`: from the second "
+        "generated token on, each forward runs the new token alone, without context (a forward "
+        "pre-hook shows `past_key_values=NoneType cache=Cache`; the scores equal the forward of "
+        "the last token alone). fla 0.6.0 allows `transformers>=5.6.2,<6`: with 5.6.2 and "
+        "5.23.0 (whose `prepare_inputs_for_generation` still writes `past_key_values`) the "
+        "same check passes; 5.24.0 is the newest allowed and the one pip installs today. "
+        "Decoding by hand with `past_key_values=` is right with both.",
+        "Accept `cache` in the models' `forward` (as an alias of `past_key_values`) or pin "
+        "`transformers<5.24` until then.",
+        ("test_greedy_generate_with_cache_equals_without",)),
+]
+FINDINGS["transformers_models"] = [
+    Finding(
+        "RWKV: one-token decoding with a batch of more than one row mixes the rows",
+        "transformers_rwkv_batch_step",
+        "In `RwkvSelfAttention.extract_key_value` and `RwkvFeedForward.forward`, a one-token "
+        "call with a state takes `shifted = state[1][:, :, layer_id]` of shape (B, H) while "
+        "`hidden` is (B, 1, H): `hidden * time_mix + shifted * (1 - time_mix)` broadcasts to "
+        "(B, B, H), so the step's logits come back (B, B, V) and row b's last position mixes "
+        "in another row's state. Batch 1 is right (2.98e-07); batch 2 and 3 are wrong in "
+        "every row (0.8 to 1.8 at logits of ~1). Greedy `generate` with a batch inherits it. "
+        "Present in 5.6.2 and 5.24.0.",
+        "`shifted = state[1][:, :, self.layer_id].unsqueeze(1)` (and the same for `state[0]` in "
+        "the feed-forward).",
+        ("test_decode_equals_full_forward_at_every_split",
+         "test_greedy_generate_with_cache_equals_without")),
+    Finding(
+        "Cached decoding cannot be differentiated: the caches are updated in place",
+        "transformers_cache_in_place",
+        "Mamba, Mamba2 and RWKV update their cache tensors in place (`copy_`, kept at static "
+        "addresses for CUDA graphs; RWKV writes `state[i][:, :, layer_id] = …`). A backward "
+        "through two or more cached steps raises `RuntimeError: one of the variables needed "
+        "for gradient computation has been modified by an inplace operation`. Nothing in the "
+        "documentation says decoding is inference-only; training or fine-tuning through "
+        "cached rollouts fails.",
+        "Document the cache as inference-only, or out-of-place updates when grad is enabled "
+        "(`torch.is_grad_enabled()`).",
+        ("test_gradients_through_the_cache_equal_full_forward",
+         "test_second_backward_through_the_cache")),
+    Finding(
+        "A float64 Mamba/Mamba2 decodes with float32 accuracy",
+        "transformers_mamba_float64",
+        "`MambaRMSNorm` casts to float32, `residual_in_fp32` keeps the residual in float32 and "
+        "the reference scan and one-token update compute in float32 (`.float()`), whatever "
+        "the model's dtype. In a float64 model decoding differs from the full forward by "
+        "5.7e-6 (Mamba) and 2.7e-5 (Mamba2) at logits of ~30 (init scale 16), the size of "
+        "the float32 model's own difference, where float64 rounding gives ~1e-13: a float64 "
+        "user gets float32 results silently. With transformers 5.6.2 Mamba's float64 decode "
+        "passes the same check.",
+        "Upcast to `torch.promote_types(dtype, torch.float32)` instead of `torch.float32`.",
+        ("test_decode_equals_full_forward_at_every_split",
+         "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded",
+         "test_outputs_stay_finite_over_an_init_scale_sweep")),
+]
