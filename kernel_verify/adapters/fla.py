@@ -71,6 +71,7 @@ import numpy as np
 
 from kernel_verify.adapters import _triton_interpreter as interp
 from kernel_verify.adapters._lazy import need
+from kernel_verify.adapters.fla_gated import gated_targets
 from kernel_verify.impls.sequence_validation import (
     check_cu_seqlens,
     check_packed_batch,
@@ -273,12 +274,26 @@ _ATTN_KW: dict[str, Any] = {"backends": ("torch",), "dtypes": ("float32",), "lay
                             "call_seconds": CALL_SECONDS}
 
 
+#: The block sizes along time inside each kernel's forward (the layouts of the forms, packed and
+#: identity properties cross them: ``T = C − 1, C, C + 1, 2C + 1``; kernel_verify.properties.
+#: layouts). ``chunk_linear_attn``: ``chunk_simple_gla``'s ``chunk_size = 64``;
+#: ``fused_chunk_linear_attn``: ``min(64, max(16, next_pow2(T)))``, so 64 from T = 33 on;
+#: ``fused_chunk_based``: ``BT = 16``; ``parallel_based``/``parallel_rebased``: query blocks
+#: ``BTL = 128`` swept in key blocks ``BTS = 32``. ``fused_recurrent_linear_attn`` runs one token
+#: at a time (no block along time: the suite's default layouts apply).
+CHUNK_SIZES: dict[str, tuple[int, ...] | None] = {
+    "chunk_linear_attn": (64,), "fused_chunk_linear_attn": (64,),
+    "fused_recurrent_linear_attn": None, "parallel_based": (32, 128),
+    "fused_chunk_based": (16,), "parallel_rebased": (32, 128)}
+
+
 def _linear_attn_target(kernel: str) -> AttentionTarget:
     forms = linear_attn_forms(kernel)
     return AttentionTarget(f"fla.{kernel}+TaylorFeatureMap", forms["attention"], _ATTN,
                            stateful=forms["stateful"], step=forms["step"],
                            varlen=forms["varlen"], features=_bhtd_features(taylor_features),
-                           state_sums=linear_attn_state_sums, **_ATTN_KW)
+                           state_sums=linear_attn_state_sums,
+                           chunk_sizes=CHUNK_SIZES[kernel], **_ATTN_KW)
 
 
 #: The attention kernels (names as targets carry them, without the ``fla.`` prefix).
@@ -288,12 +303,14 @@ KERNELS = ("chunk_linear_attn", "fused_chunk_linear_attn", "fused_recurrent_line
 attention_targets = [
     *(_linear_attn_target(k) for k in KERNELS[:3]),
     AttentionTarget("fla.parallel_based", parallel_attention("parallel_based"), _ATTN,
-                    features=_bhtd_features(taylor_features), **_ATTN_KW),
+                    features=_bhtd_features(taylor_features),
+                    chunk_sizes=CHUNK_SIZES["parallel_based"], **_ATTN_KW),
     AttentionTarget("fla.fused_chunk_based", parallel_attention("fused_chunk_based"), _ATTN,
-                    features=_bhtd_features(taylor_features), **_ATTN_KW),
+                    features=_bhtd_features(taylor_features),
+                    chunk_sizes=CHUNK_SIZES["fused_chunk_based"], **_ATTN_KW),
     AttentionTarget("fla.parallel_rebased", parallel_attention("parallel_rebased"), _ATTN,
                     features=_bhtd_features(square_features), known_failures=REBASED_KNOWN,
-                    **_ATTN_KW),
+                    chunk_sizes=CHUNK_SIZES["parallel_rebased"], **_ATTN_KW),
 ]
 
 feature_map_targets = [
@@ -307,4 +324,5 @@ feature_map_targets = [
                      draw=no_params, torch_fn=module_fn("ReLUFeatureMap"), formula="relu"),
 ]
 
-targets = [*feature_map_targets, *attention_targets]
+#: gated kernels (simple GLA, GLA, retention) as GatedAttentionTargets: adapters/fla_gated.py
+targets = [*feature_map_targets, *attention_targets, *gated_targets()]
