@@ -5,13 +5,17 @@ folders and are mapped into it by ``pyproject.toml``:
 
 * :mod:`kernel_verify.impls` (``impls/``): the implementations under test and the registry;
 * :mod:`kernel_verify.verify` (``verify/``): the truth (mpmath references, exact moments,
-  tolerances, statistics) and the drivers on top of it (CLI, check runner, reports, mutants);
+  tolerances, statistics);
 * :mod:`kernel_verify.properties` (``properties/``): the shipped Hypothesis property suite, run
   by ``kernel-verify check`` and by ``pytest --kv-target module:attr`` (pytest plugin
   :mod:`kernel_verify.properties.plugin`).
 
-Shipped adapters of widely used third-party libraries live in :mod:`kernel_verify.adapters`
-(``kernel-verify conformance``).
+The application sits on top, in ``kernel_verify/`` itself: the Python API
+(:mod:`kernel_verify.api`), the command line (:mod:`kernel_verify.cli`, every subcommand's
+handler), the check runner, the report, the mutants, the calibration
+(:mod:`kernel_verify.calibration`), provenance stamps (:mod:`kernel_verify.provenance`) and the
+shipped adapters of widely used third-party libraries (:mod:`kernel_verify.adapters`,
+``kernel-verify conformance``).
 
 The Python API (:mod:`kernel_verify.api`)::
 
