@@ -647,3 +647,127 @@ def test_gated_gradients_flow_through_the_state(target, backend, data):
         "the prefix inputs and gates (through the final state) disagrees with finite "
         "differences")
 
+
+
+# ------------------------------------------------------------------ gradients vs float64
+def _linear_scale(target, x: np.ndarray, role: str) -> float | None:
+    """``c`` when the target's declared features are ``φ(x) = c·x`` on ``x`` (checked), else
+    None: the float64 route needs the features' Jacobian, which is then ``c·I``."""
+    f = np.asarray(target.features(x, role), dtype=np.float64)
+    if f.shape != x.shape:
+        return None
+    c = float((f * x).sum() / max((x * x).sum(), 1e-300))
+    return c if np.allclose(f, c * x, rtol=1e-15, atol=0) else None
+
+
+def reference_gradients(fq, fk, v, g, w, *, u: float, exp_ulps: float, tiny: float):
+    """Float64 gradients of ``Σ w·o`` (no normaliser, no initial state) w.r.t. ``φq, φk, v`` and
+    the log-gates, and their derived bounds for an evaluation at unit roundoff ``u`` (docs/math.md
+    §16): with ``A_ts = Σ_f φq_tf D_tsf φk_sf`` and ``dA_ts = w_t·v_s`` (s ≤ t),
+    ``dv = Aᵀw``, ``dφq_tf = Σ_s dA_ts D_tsf φk_sf``, ``dφk_sf = Σ_t dA_ts D_tsf φq_tf``,
+    ``dg_rf = Σ_(t≥r>s) dA_ts φq_tf D_tsf φk_sf``. Every entry errs by at most
+    ``θ = e^δ(1 + γ_(4T+m+d_v+8)) − 1`` times the same sum of absolute terms (+ ``η`` per
+    pair); ``dg`` also by the route through ``φq ⊙ dφq`` and ``φk ⊙ dφk`` (reverse cumulative
+    sums, fla's), whose absolute sum is the larger and is used."""
+    from kernel_verify.verify.gated_bounds import decay_exponent_error, decay_matrix
+    from kernel_verify.verify.tolerance import gamma
+
+    n, m, dv_ = fq.shape[-2], fq.shape[-1], v.shape[-1]
+    d, _ = decay_matrix(g, fk)
+    delta = decay_exponent_error(g, fk, u=u, exp_ulps=exp_ulps).max(initial=0.0)
+    theta = np.exp(min(delta, 700.0)) * (1 + gamma(4 * n + m + dv_ + 8, u)) - 1
+    causal = np.tril(np.ones((n, n)))
+    aq, ak = np.abs(fq), np.abs(fk)
+    a = np.einsum("...tf,...tsf,...sf->...ts", fq, d, fk)
+    a_abs = np.einsum("...tf,...tsf,...sf->...ts", aq, d, ak)
+    plain = np.einsum("...tf,...sf->...ts", aq, ak) * causal
+    da = (w @ np.swapaxes(v, -1, -2)) * causal
+    da_abs = (np.abs(w) @ np.swapaxes(np.abs(v), -1, -2)) * causal
+    grads = {"v": np.swapaxes(a, -1, -2) @ w,
+             "q": np.einsum("...ts,...tsf,...sf->...tf", da, d, fk),
+             "k": np.einsum("...ts,...tsf,...tf->...sf", da, d, fq)}
+    bounds = {"v": theta * (np.swapaxes(a_abs, -1, -2) @ np.abs(w))
+              + tiny * (np.swapaxes(plain, -1, -2) @ np.abs(w)),
+              "q": theta * np.einsum("...ts,...tsf,...sf->...tf", da_abs, d, ak)
+              + tiny * np.einsum("...ts,...sf->...tf", da_abs, ak),
+              "k": theta * np.einsum("...ts,...tsf,...tf->...sf", da_abs, d, aq)
+              + tiny * np.einsum("...ts,...tf->...sf", da_abs, aq)}
+    p = da[..., None] * fq[..., :, None, :] * d * fk[..., None, :, :]  # (..., t, s, f)
+    before = np.cumsum(p, axis=-2) - p  # Σ_(s<r') P[t, s] at column r' = s index
+    rows = np.arange(n)
+    # dg_r = Σ_(t≥r) Σ_(s<r) P[t, s]: column r of the exclusive sums, rows t ≥ r
+    take = before[..., :, rows, :]  # (..., t, r, f)
+    dg = (take * (rows[:, None] >= rows[None, :])[..., None]).sum(axis=-3)
+    route = (np.cumsum((aq * np.einsum("...ts,...tsf,...sf->...tf", da_abs, d, ak))[..., ::-1, :],
+                       axis=-2)[..., ::-1, :]
+             + np.cumsum((ak * np.einsum("...ts,...tsf,...tf->...sf", da_abs, d, aq))
+                         [..., ::-1, :], axis=-2)[..., ::-1, :])
+    flush = tiny * n * n * float(np.abs(da).max(initial=0.0) * aq.max(initial=0.0)
+                                 * ak.max(initial=0.0))
+    grads["g"], bounds["g"] = dg, theta * route + flush
+    return grads, bounds
+
+
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=FULL))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_gradients_meet_the_float64_reference(target, backend, data):
+    """``differentiable`` targets in float32 and float64 (torch): autograd's gradients of
+    ``Σ w·o`` (random cotangent ``w``) w.r.t. q, k, v and the log-gates against the float64
+    closed forms of :func:`reference_gradients`, within their derived bounds — the check a
+    float32-only kernel's backward gets (finite differences need float64). Targets whose
+    declared features are linear (``φ(x) = c·x``: RetNet, GLA, fla), without a normaliser."""
+    if not (target.has("differentiable") and backend.library == "torch"
+            and backend.dtype in ("float64", "float32")):
+        pytest.skip("gradients against the float64 reference: differentiable gated targets on "
+                    "torch float64/float32 (half-type backward bounds are not derived)")
+    if target.has("normalised"):
+        pytest.skip("the float64 gradient reference covers targets without a normaliser")
+    import torch
+
+    shape, regime, x, g = setup(target, backend, data)
+    cq, ck = _linear_scale(target, x.q, "q"), _linear_scale(target, x.k, "k")
+    if cq is None or ck is None:
+        pytest.skip(f"{target.name}: declared features are not linear (φ(x) = c·x)")
+    t = target.to_layout
+    form = full_form(target)
+    gated_input = target.fixed_log_gates is None
+    arrays = [backend.from_numpy(a).requires_grad_(True) for a in (x.q, x.k, x.v)]
+    garr = _gate_arg(target, backend, g)
+    if gated_input:
+        garr = garr.detach().requires_grad_(True)
+    w = generator(shape.seed, "cotangent").standard_normal((*x.q.shape[:-1], x.v.shape[-1]))
+    if form == "chunked":
+        out = target.chunked(*(t(a) for a in arrays), garr, chunk_size=chunk_of(
+            target, shape.chunk), seed=shape.seed)[0]
+    else:
+        out = getattr(target, form)(*(t(a) for a in arrays), garr, seed=shape.seed)[0]
+    loss = (t(out) * torch.as_tensor(w, dtype=out.dtype, device=out.device)).sum()
+    got = torch.autograd.grad(loss, [*arrays, *([garr] if gated_input else [])],
+                              allow_unused=True)
+    b, _, n, _ = x.q.shape
+    gg = per_token(target, g, b, n)
+    budget = backend.budget
+    kw = {"u": budget.u_compute, "exp_ulps": budget.ulps["exp"],
+          "tiny": smallest_normal(budget.compute_dtype)}
+    ref, bound = reference_gradients(x.q * cq, x.k * ck, x.v, gg, w, **kw)
+    # the float64 reference's own error: the same bound at float64
+    _, own_b = reference_gradients(x.q * cq, x.k * ck, x.v, gg, w, u=2.0**-53, exp_ulps=1,
+                                   tiny=smallest_normal("float64"))
+    w_ = where(target, backend, shape, regime)
+    for name, gr, scale in (("q", got[0], cq), ("k", got[1], ck), ("v", got[2], 1.0)):
+        gnp = np.zeros(x.q.shape if name != "v" else x.v.shape) if gr is None else \
+            backend.to_numpy(gr)
+        check_within(gnp, ref[name] * scale, (bound[name] + own_b[name]) * abs(scale),
+                     f"{w_}: d(Σ w·o)/d{name}")
+    if gated_input:
+        if got[3] is None:  # the output does not depend on the gates at all
+            gnp = np.zeros(np.shape(g))
+        else:
+            gnp = backend.to_numpy(t(got[3]) if target.gates != "scalar_fixed" else got[3])
+        want, want_b = ref["g"], bound["g"] + own_b["g"]
+        if target.gates == "scalar":
+            want, want_b = want.sum(axis=-1), want_b.sum(axis=-1)
+        elif target.gates == "scalar_fixed":
+            want, want_b = want.sum(axis=(0, 2, 3)), want_b.sum(axis=(0, 2, 3))
+        check_within(gnp, want, want_b, f"{w_}: d(Σ w·o)/d(log-gates)")
