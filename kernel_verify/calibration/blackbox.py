@@ -20,34 +20,36 @@ from kernel_verify.calibration.certify import (
 
 def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The black-box feature-map checks (``properties/test_blackbox_maps.py``) on one correct
-    registry map wrapped black-box (:data:`kernel_verify.mutants.blackbox.CONTROLS`):
+    registry map wrapped black-box (:data:`kernel_verify.mutants.wrap.CONTROLS`):
 
     * float64 accuracy (``|Δ⁴φ|`` noise > ``NOISE_LEVEL``), deterministic identity (64-ulp
       feature assumption), per-draw family identities at ``IDENTITY_LEVEL`` and at a 1000×
-      tighter level: :data:`ASSUMPTION_LEVEL` rows with ``assumption_trials`` trials;
+      tighter level: :data:`ASSUMPTION_LEVEL` rows with ``assumption_trials`` trials
+      (:func:`_assumption_rows`);
     * the undeclared-family mean test (pilot variance ×4) and the declared-family mean test
       (median of means with the exact variance) on the α ladder; the pilot assumption's own
-      failure rate (``σ² > 4·s²``) measured, without a certified level."""
+      failure rate (``σ² > 4·s²``) measured, without a certified level (:func:`_mean_rows`)."""
     from kernel_verify.mutants.wrap import control_targets
-    from kernel_verify.properties.checks.blackbox import (
-        DRAWS,
-        IDENTITY_LEVEL,
-        NOISE_LEVEL,
-        deterministic_excess,
-        estimates,
-        family_identity_failures,
-        fourth_difference_noise,
-        has_family_identities,
-        pilot_mean_tests,
-        pilot_variance,
-    )
-    from kernel_verify.properties.checks.estimates import random_pair
-    from kernel_verify.verify.moments import exact_moments
-    from kernel_verify.verify.references.kernels import kernel_mp
-    from kernel_verify.verify.stats import mean_test
 
     (fam,) = control_targets(name)
     (bare,) = control_targets(name, family=False)
+    rows = _assumption_rows(fam, bare, name, entropy, assumption_trials)
+    if fam.has("deterministic") or not fam.has("unbiased"):
+        return rows
+    return rows + _mean_rows(fam, bare, name, n, entropy)
+
+
+def _assumption_rows(fam, bare, name: str, entropy: int, assumption_trials: int) -> list[Row]:
+    """The model-assumption rows of :func:`blackbox_rows` (stated level, measured margin)."""
+    from kernel_verify.properties.checks.blackbox import (
+        IDENTITY_LEVEL,
+        NOISE_LEVEL,
+        deterministic_excess,
+        family_identity_failures,
+        fourth_difference_noise,
+        has_family_identities,
+    )
+
     a_op = f"stated {ASSUMPTION_LEVEL:g} per example (model assumption)"
     rows = []
     stats = [fourth_difference_noise(fam, _seed(entropy, "noise", name, i), 2 + i % 4,
@@ -72,9 +74,23 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
                         bare.name, NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,),
                         (sum(e > 1 for e in ex),), a_op,
                         f"max error / bound = {max(ex):.2g}"))
-        return rows
-    if not fam.has("unbiased"):
-        return rows
+    return rows
+
+
+def _mean_rows(fam, bare, name: str, n: int, entropy: int) -> list[Row]:
+    """The mean-test rows of :func:`blackbox_rows` (an unbiased random map): the pilot-variance
+    test and the exact-variance test on the α ladder, and the pilot assumption's measured rate."""
+    from kernel_verify.properties.checks.blackbox import (
+        DRAWS,
+        estimates,
+        pilot_mean_tests,
+        pilot_variance,
+    )
+    from kernel_verify.properties.checks.estimates import random_pair
+    from kernel_verify.verify.moments import exact_moments
+    from kernel_verify.verify.references.kernels import kernel_mp
+    from kernel_verify.verify.stats import mean_test
+
     # orthogonal rows cost a QR factorisation per draw (1200 draws a trial): costly
     n = costly_trials(n) if fam.matrix == "orthogonal" else n
     levels = rungs(n)
@@ -100,9 +116,9 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
         samples = estimates(fam, x, y, seed, DRAWS)
         for a in levels:
             exact_c[a] += not mean_test(samples, mean, alpha=a, variance=var).ok
-    rows.append(ladder_row("blackbox_maps: mean test, no family (pilot-variance assumption)",
-                           bare.name, NUMPY64, n, pilot_c,
-                           "α_op + q (q: the pilot assumption's rate, next row)"))
+    rows = [ladder_row("blackbox_maps: mean test, no family (pilot-variance assumption)",
+                       bare.name, NUMPY64, n, pilot_c,
+                       "α_op + q (q: the pilot assumption's rate, next row)")]
     if tried_exact:
         rows.append(Row("blackbox_maps: pilot assumption fails, σ² > 4·s² (q)", bare.name,
                         NUMPY64, tried_exact, (), (), "not certified at α_op (measured only)",

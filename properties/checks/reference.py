@@ -181,8 +181,6 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
     use_log = target.has("log_features")
     fn = backend_fn(target, backend, log=use_log)
     n, d = q.shape
-    budget = backend.budget
-    u_c = budget.u_compute
     pos = positions_for(target, n)
     (q_in, q_r), (k_in, k_r), (v_in, v_r) = (rounded_input(a, backend) for a in (q, k, v))
     s = d ** -0.25 if target.attention_prescale else 1.0  # exact: d ∈ {1, 16} when prescaled
@@ -201,42 +199,9 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
     # declaring no ``attention_prescale`` runs its map on q, k as given (issue 10).
     ref = estimator_attention_reference(twin, params, q_r, k_r, v_r, causal=causal,
                                         positions=pos)
-    vmax = float(np.abs(v_r).max())
-    if use_log:
-        lq_ref = features_reference(twin, xq, params, positions=pos, log=True)
-        lk_ref = features_reference(twin, xk, params, positions=pos, log=True)
-        eq = feature_bound(twin, xq, params, backend, lq_ref, pos, log=True)
-        ek = feature_bound(twin, xk, params, backend, lk_ref, pos, log=True)
-        big_e = eq.max(axis=-1, keepdims=True) + ek.max()
-        lq_hat = to_numpy(call(target, fn, backend.from_numpy(xq), params, backend, pos))
-        raw = call(target, fn, backend.from_numpy(xk), params, backend, pos)
-        feat_dtype, lk_hat = raw.dtype, to_numpy(raw)
-        width = lq_hat.shape[-1]
-        z = np.abs(lq_hat).max() + np.abs(lk_hat).max() + np.log(n * width)
-        delta = gamma(n + width + 6, u_c) * (z + 1)
-        bound = (np.expm1(2 * big_e) + np.expm1(4 * delta)) * vmax
-        how = "log-feature bounds → expm1(2E)·max|v| + log-space evaluation expm1(4δ)·max|v|"
-    else:
-        fq_ref = features_reference(twin, xq, params, positions=pos)
-        fk_ref = features_reference(twin, xk, params, positions=pos)
-        eq = feature_bound(twin, xq, params, backend, fq_ref, pos)
-        ek = feature_bound(twin, xk, params, backend, fk_ref, pos)
-        aq, ak = np.abs(fq_ref) * (1 + U64), np.abs(fk_ref) * (1 + U64)
-        dk = aq @ ek.T + eq @ ak.T + eq @ ek.T
-        if causal:
-            dk = np.tril(dk)
-        a = dk @ np.abs(v_r)
-        b = dk.sum(axis=-1, keepdims=True)
-        slack = np.abs(den) - b
-        if hypothesis:
-            assume(np.all(slack > 0))
-        prop = (a + np.abs(ref) * b) / np.where(slack > 0, slack, np.nan)
-        fq_hat = to_numpy(call(target, fn, backend.from_numpy(xq), params, backend, pos))
-        raw = call(target, fn, backend.from_numpy(xk), params, backend, pos)
-        feat_dtype, fk_hat = raw.dtype, to_numpy(raw)
-        comp = linear_attention_error_bound(fq_hat, fk_hat, v_r, causal=causal, u=u_c)
-        bound = prop + comp
-        how = "feature bounds → (a + |out|b)/(|D| − b) + linear_attention_error_bound(u_c)"
+    path = _log_path_bound if use_log else _plain_path_bound
+    bound, how, feat_dtype = path(target, twin, fn, backend, params, pos, xq, xk, v_r, den, ref,
+                                  causal, hypothesis)
     bound = bound + reference_rounding(ref)
     assert np.isfinite(bound).all(), f"{target.name}: attention bound not finite (ill-posed)"
     # The adapter dtype rule (properties/protocol.py): features may come back wider than
@@ -255,6 +220,57 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
         how=how + " + u₆₄|ref|", repro=f"check_attention(target {target.name!r}, q, k, v, "
         f"params, get_backend({backend.id!r}), causal={causal})",
     )
+
+
+def _computed(target, fn, backend: Backend, params: dict, pos, xq, xk):
+    """The target's (log-)features of the prescaled q and k as computed, and their dtype."""
+    fq_hat = to_numpy(call(target, fn, backend.from_numpy(xq), params, backend, pos))
+    raw = call(target, fn, backend.from_numpy(xk), params, backend, pos)
+    return fq_hat, to_numpy(raw), raw.dtype
+
+
+def _log_path_bound(target, twin, fn, backend: Backend, params: dict, pos, xq, xk, v_r, den,
+                    ref, causal: bool, hypothesis: bool):
+    """``(bound, how, feature dtype)`` of the log path (the module docstring): log-feature
+    errors E move the weights by ``e^(±2E)``; the log-space evaluation adds ``expm1(4δ)``."""
+    n, u_c = xq.shape[0], backend.budget.u_compute
+    lq_ref = features_reference(twin, xq, params, positions=pos, log=True)
+    lk_ref = features_reference(twin, xk, params, positions=pos, log=True)
+    eq = feature_bound(twin, xq, params, backend, lq_ref, pos, log=True)
+    ek = feature_bound(twin, xk, params, backend, lk_ref, pos, log=True)
+    big_e = eq.max(axis=-1, keepdims=True) + ek.max()
+    lq_hat, lk_hat, feat_dtype = _computed(target, fn, backend, params, pos, xq, xk)
+    width = lq_hat.shape[-1]
+    z = np.abs(lq_hat).max() + np.abs(lk_hat).max() + np.log(n * width)
+    delta = gamma(n + width + 6, u_c) * (z + 1)
+    bound = (np.expm1(2 * big_e) + np.expm1(4 * delta)) * float(np.abs(v_r).max())
+    how = "log-feature bounds → expm1(2E)·max|v| + log-space evaluation expm1(4δ)·max|v|"
+    return bound, how, feat_dtype
+
+
+def _plain_path_bound(target, twin, fn, backend: Backend, params: dict, pos, xq, xk, v_r, den,
+                      ref, causal: bool, hypothesis: bool):
+    """``(bound, how, feature dtype)`` of the plain path (the module docstring): the propagated
+    feature error ``(a + |out|b)/(|D| − b)`` plus the computation's own bound."""
+    fq_ref = features_reference(twin, xq, params, positions=pos)
+    fk_ref = features_reference(twin, xk, params, positions=pos)
+    eq = feature_bound(twin, xq, params, backend, fq_ref, pos)
+    ek = feature_bound(twin, xk, params, backend, fk_ref, pos)
+    aq, ak = np.abs(fq_ref) * (1 + U64), np.abs(fk_ref) * (1 + U64)
+    dk = aq @ ek.T + eq @ ak.T + eq @ ek.T
+    if causal:
+        dk = np.tril(dk)
+    a = dk @ np.abs(v_r)
+    b = dk.sum(axis=-1, keepdims=True)
+    slack = np.abs(den) - b
+    if hypothesis:
+        assume(np.all(slack > 0))
+    prop = (a + np.abs(ref) * b) / np.where(slack > 0, slack, np.nan)
+    fq_hat, fk_hat, feat_dtype = _computed(target, fn, backend, params, pos, xq, xk)
+    comp = linear_attention_error_bound(fq_hat, fk_hat, v_r, causal=causal,
+                                        u=backend.budget.u_compute)
+    how = "feature bounds → (a + |out|b)/(|D| − b) + linear_attention_error_bound(u_c)"
+    return prop + comp, how, feat_dtype
 
 
 def widen_like(v_in: Any, feature_dtype: Any) -> Any:
