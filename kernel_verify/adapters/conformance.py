@@ -86,8 +86,51 @@ def _explain(v, key: str) -> str:
 
 def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float],
          profile: str, provenance: dict[str, str] | None = None) -> str:
+    """The Markdown page of library ``key`` from its suite run, its independent measurements
+    (``confirmations``: name -> output) and their times."""
+    lines = _head(key, profile, provenance or {})
+    reason = missing_reason(key)
+    if reason is not None:
+        lines += [f"**Not run**: {reason}.", ""]
+        if key in notes.MINOR:
+            lines += [notes.MINOR[key], ""]
+        return "\n".join(lines)
+    scope = notes.SCOPE.get(key)
+    if scope is not None:
+        lines += ["## How the kernels were run", "", scope.text, ""]
+        lines += [f"{i}. {w}" for i, w in enumerate(scope.workarounds, 1)] + [""]
+    verdicts = run.verdicts
+    lines += _run_lines(run, seconds, profile)
+    lines += ["## What it does right", "", notes.RIGHT[key] or "(see the verdicts)", ""]
+    for name in notes.MEASURED.get(key, ()):
+        lines += [f"`python -m kernel_verify.adapters.confirm {name}`:", "", "```",
+                  confirmations.get(name, "(not run)"), "```", ""]
+
+    def tagged(v) -> str:
+        return f" {scope.tag}" if scope is not None and scope.covers(v.target) else ""
+
+    passed = sorted({f"`{v.prop}` ({v.target}){tagged(v)}" for v in verdicts
+                     if v.outcome == "pass" and v.target})
+    if passed:
+        lines += ["Properties passed by its targets: " + "; ".join(passed) + ".", ""]
+    if key in notes.MINOR:
+        lines += ["Minor (not defects at realistic settings): " + notes.MINOR[key], ""]
+    lines += _findings_lines(key, confirmations)
+    lines += _failing_lines(key, verdicts, tagged)
+    lines += ["## Every property", "", "| property | target | verdict | note |",
+              "|---|---|---|---|"]
+    for v in verdicts:
+        note = _cell(v.evidence.splitlines()[0]) if v.evidence else ""
+        note = f"{tagged(v).strip()} {note}".strip()
+        if v.reduced:
+            note = f"{note} [reduced: {v.reduced}]".strip()
+        lines.append(f"| `{v.family}::{v.prop}` | {v.target or '—'} | {v.outcome} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+def _head(key: str, profile: str, prov: dict[str, str]) -> list[str]:
+    """Title, provenance, versions and commands of a page."""
     lib = LIBRARIES[key]
-    prov = provenance or {}
     lines = [f"# Conformance: {lib.title}", "",
              f"Written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `kernel-verify conformance "
              f"{key}` (Hypothesis profile `{profile}`).", ""]
@@ -107,23 +150,18 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
               f"kernel-verify conformance {key}          # this page",
               "python -m kernel_verify.adapters.confirm  # the independent measurements",
               "```", ""]
-    reason = missing_reason(key)
-    if reason is not None:
-        lines += [f"**Not run**: {reason}.", ""]
-        if key in notes.MINOR:
-            lines += [notes.MINOR[key], ""]
-        return "\n".join(lines)
-    scope = notes.SCOPE.get(key)
-    if scope is not None:
-        lines += ["## How the kernels were run", "", scope.text, ""]
-        lines += [f"{i}. {w}" for i, w in enumerate(scope.workarounds, 1)] + [""]
-    verdicts = run.verdicts
+    return lines
+
+
+def _run_lines(run, seconds: dict[str, float], profile: str) -> list[str]:
+    """The suite run's counts and times, a reduced search, a crash."""
     from kernel_verify.properties.verdicts import count_line, summary
 
-    lines += [f"Property suite: {count_line(summary(verdicts))} in {run.seconds:.0f} s "
-              "(one verdict per property × target, as `kernel-verify check` counts them); "
-              "independent measurements: "
-              f"{seconds.get('confirm', 0.0):.0f} s.", ""]
+    verdicts = run.verdicts
+    lines = [f"Property suite: {count_line(summary(verdicts))} in {run.seconds:.0f} s "
+             "(one verdict per property × target, as `kernel-verify check` counts them); "
+             "independent measurements: "
+             f"{seconds.get('confirm', 0.0):.0f} s.", ""]
     reduced = [v for v in verdicts if v.reduced]
     if reduced:
         from kernel_verify.properties.profiles import CI_CASE_SECONDS, MIN_EXAMPLES
@@ -137,21 +175,13 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
                   "the table's note says `reduced: n of N examples`.", ""]
     if run.crashed:
         lines += ["**The suite did not run**:", "", "```", run.output_tail, "```", ""]
-    lines += ["## What it does right", "", notes.RIGHT[key] or "(see the verdicts)", ""]
-    for name in notes.MEASURED.get(key, ()):
-        lines += [f"`python -m kernel_verify.adapters.confirm {name}`:", "", "```",
-                  confirmations.get(name, "(not run)"), "```", ""]
-    def tagged(v) -> str:
-        return f" {scope.tag}" if scope is not None and scope.covers(v.target) else ""
+    return lines
 
-    passed = sorted({f"`{v.prop}` ({v.target}){tagged(v)}" for v in verdicts
-                     if v.outcome == "pass" and v.target})
-    if passed:
-        lines += ["Properties passed by its targets: " + "; ".join(passed) + ".", ""]
-    if key in notes.MINOR:
-        lines += ["Minor (not defects at realistic settings): " + notes.MINOR[key], ""]
+
+def _findings_lines(key: str, confirmations: dict[str, str]) -> list[str]:
+    """The library's findings, each with its independent measurement and fix."""
     findings = notes.FINDINGS[key]
-    lines += ["## Findings", ""]
+    lines = ["## Findings", ""]
     if not findings:
         lines += ["None found: every failing property (if any) is listed below with what "
                   "explains it.", ""]
@@ -163,8 +193,13 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
         for prop in f.properties:
             lines += [f"Property: `kernel-verify check {_spec(key)} -k {prop}`", ""]
         lines += [f"**Fix**: {f.fix}", ""]
+    return lines
+
+
+def _failing_lines(key: str, verdicts, tagged) -> list[str]:
+    """Every failing (or known, stale, crashed) verdict with what explains it."""
     fails = [v for v in verdicts if v.outcome in ("fail", "known", "stale", "crash")]
-    lines += ["## Failing properties", ""]
+    lines = ["## Failing properties", ""]
     if not fails:
         lines += ["None.", ""]
     for v in fails:
@@ -175,15 +210,7 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
                   f"{_explain(v, key)}. "
                   f"Reproduce: `kernel-verify check {_spec(key)} -k {v.prop}`", "",
                   "  ```", *[f"  {ln}" for ln in v.evidence.splitlines()], "  ```", ""]
-    lines += ["## Every property", "", "| property | target | verdict | note |",
-              "|---|---|---|---|"]
-    for v in verdicts:
-        note = _cell(v.evidence.splitlines()[0]) if v.evidence else ""
-        note = f"{tagged(v).strip()} {note}".strip()
-        if v.reduced:
-            note = f"{note} [reduced: {v.reduced}]".strip()
-        lines.append(f"| `{v.family}::{v.prop}` | {v.target or '—'} | {v.outcome} | {note} |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int = 2,
