@@ -162,6 +162,11 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
     return SuiteRun(spec or "built-in", rc, seconds, outcomes, tail, text)
 
 
+#: The start of the note a model property records for its power control
+#: (:func:`kernel_verify.properties.model_checks.power_ladder`).
+POWER_NOTE = "power control"
+
+
 def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
     """A plain-text table property × target with the evidence of failures and the command that
     reproduces each."""
@@ -183,7 +188,12 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
             lines.extend(f"{'':{w_prop}}    | {ln}" for ln in v.evidence.splitlines())
             if v.repro:
                 lines.append(f"{'':{w_prop}}    | reproduce: {v.repro}")
-    notes = [(v, n) for v in verdicts for n in v.notes]
+    power = [(v, n) for v in verdicts for n in v.notes if n.startswith(POWER_NOTE)]
+    notes = [(v, n) for v in verdicts for n in v.notes if not n.startswith(POWER_NOTE)]
+    if power:
+        lines.append("\nPower controls (model properties: the planted defect that failed the "
+                     "same check at the init scale the verdict was given at):")
+        lines.extend(f"  {v.family}::{v.prop}  {v.target}: {n}" for v, n in power)
     if notes:
         lines.append("\nInput-policy notes (not correctness failures; claim validates_input to "
                      "make them failures):")
