@@ -123,7 +123,7 @@ class ModelTarget:
         if self.padded is not None and not {"left_padding", "right_padding"} & self.claims:
             raise _fail(ValueError, self.name, "padded", "is given but claims name neither "
                         "'left_padding' nor 'right_padding' (which masks it takes)")
-        _check_known_failures(self.name, self.known_failures)
+        _check_known_failures(self.name, self.known_failures, type(self).__name__)
         if self.call_seconds is not None and (
                 isinstance(self.call_seconds, bool)
                 or not isinstance(self.call_seconds, int | float) or not self.call_seconds > 0):
