@@ -364,6 +364,20 @@ RIGHT["transformers_models"] = (
     "(float32), greedy `generate` with the cache equals greedy decoding without it, left "
     "padding equals the unpadded rows, rows are independent, the same seed gives the same "
     "logits.")
+MINOR["fla_models"] = (
+    "Versions. fla 0.6.0 is the only flash-linear-attention release for fla-core 0.6.0 (the "
+    "adapter's kernels); its pin allows transformers 5.6.2 to <6. The verdicts below are for "
+    "transformers 5.24.0, the newest allowed. With the oldest allowed, 5.6.2 (laid over the "
+    "environment with `pip install --no-deps --target DIR transformers==5.6.2 "
+    "tokenizers==0.22.2 'huggingface-hub<2' httpx` and `PYTHONPATH=DIR`), greedy `generate` "
+    "with the cache equals greedy decoding without it for linear attention and GLA at init "
+    "1 and 16, and decoding with `past_key_values` passes as with 5.24.0; 5.23.0's "
+    "`prepare_inputs_for_generation` still writes `past_key_values` (read from its wheel). The "
+    "other verdicts were not re-run against 5.6.2. RWKV7's output projection and feed-forward "
+    "value matrix are zero at fla's init (a fresh block adds nothing, so no context reaches "
+    "the logits and no cache, packing or padding check could fail at any scale: their power "
+    "controls passed at every scale in a first run); the adapter gives them N(0, 0.02²) "
+    "entries before scaling.")
 MINOR["transformers_models"] = (
     "Mamba's logits are not finite from 64× its default init (float32 and float64 alike): the "
     "selective scan computes `deltaB_u` in float32 (`.float()`) and overflows there; "
