@@ -15,6 +15,7 @@ from kernel_verify.properties import alpha, profiles
 from kernel_verify.properties.backends import header_lines
 from kernel_verify.properties.builtin_attention import example_budget
 from kernel_verify.properties.known import apply_known_failures, known_reason, target_of
+from kernel_verify.properties.shape_contract import contract_note
 
 PROFILE = profiles.load()
 
@@ -107,6 +108,33 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     alpha.set_assertion_count(total)
     config._kv_alpha_assertions = total
     apply_known_failures(items)
+    for item in items:  # a declared shape contract: every verdict says what was not drawn
+        note = contract_note(target_of(item)) if target_of(item) is not None else None
+        if note is not None:
+            item.user_properties.append(("kv_note", note))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A case whose target's shape contract refused every input Hypothesis drew
+    (``Unsatisfiable`` or the filter health check) is a skip saying so, not a failure: nothing
+    of the target was tested there (:mod:`kernel_verify.properties.shape_contract`)."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "call" or call.excinfo is None or not report.failed:
+        return
+    target = target_of(item)
+    note = contract_note(target) if target is not None else None
+    if note is None:
+        return
+    from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+
+    err = call.excinfo.value
+    if isinstance(err, Unsatisfiable) or (isinstance(err, FailedHealthCheck)
+                                          and "filter" in str(err)):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0,
+                           f"Skipped: {note}; no input this property draws fits it")
 
 
 def pytest_report_header(config) -> list[str]:

@@ -58,6 +58,7 @@ float64 input) is a precision loss and fails
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,7 @@ from kernel_verify.impls.validation import set_known_property_check as _set_know
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties.model_protocol import MODEL_CLAIMS, ModelTarget
 from kernel_verify.properties.property_index import check_known_properties
+from kernel_verify.properties.shape_contract import keep_to_contract
 from kernel_verify.verify.backends import as_float64
 
 __all__ = ["APPROX_CLAIMS", "ATTENTION_CLAIMS", "ATTENTION_FORMS", "LAYOUTS", "MATRIX_CLAIMS",
@@ -156,6 +158,11 @@ def _validate_forms(t: AttentionTarget) -> None:
     if "state_bitwise" in t.claims and t.stateful is None and t.chunked is None:
         raise _fail(ValueError, t.name, "claims", "has 'state_bitwise' but the target has no "
                     "stateful or chunked form to continue from a state")
+    if not isinstance(t.dv_equals_d, bool):
+        raise _fail(TypeError, t.name, "dv_equals_d", f"must be a bool, got "
+                    f"{type(t.dv_equals_d).__name__}")
+    for field_name in ("length_multiple_of", "min_length"):
+        _check_count(t.name, field_name, getattr(t, field_name))
     if "differentiable" in t.claims and "torch" not in tuple(t.backends):
         raise _fail(ValueError, t.name, "claims", "has 'differentiable' but backends "
                     f"{tuple(t.backends)} has no 'torch': the gradient properties call the target "
@@ -178,6 +185,30 @@ def _check_state_value(name: object, form: str, state: Any, *, optional: bool) -
                     f"{got}" + (" (are (o, state) swapped?)" if form == "step" else ""))
 
 
+def _contract_of_call(t: AttentionTarget, form: str, args: tuple, kwargs: dict) -> None:
+    """Keep a form's call to the target's shape contract (``shape_contract``)."""
+    names = ("state", "q_t", "k_t", "v_t") if form == "step" else ("q", "k", "v")
+    got = dict(zip(names, args, strict=False)) | kwargs
+    q, v = got.get(names[1] if form == "step" else "q"), got.get(names[3] if form == "step"
+                                                               else "v")
+    if not (_is_array(q) and _is_array(v)) or not len(q.shape) or not len(v.shape):
+        return  # malformed input: the form's own checks name it
+    d, dv = int(q.shape[-1]), int(v.shape[-1])
+    if form == "step" or len(q.shape) < 3:
+        keep_to_contract(t, t=None, d=d, dv=dv)
+        return
+    time_axis = -2 if t.layout == "BHTD" else 1
+    lengths = [int(q.shape[time_axis])]
+    cu = got.get("cu_seqlens")
+    if form == "varlen" and hasattr(cu, "tolist"):
+        bounds = cu.tolist()
+        if (isinstance(bounds, list) and all(isinstance(b, int) for b in bounds)
+                and bounds[:1] == [0] and bounds == sorted(bounds)):  # else: the form names it
+            lengths = [b - a for a, b in itertools.pairwise(bounds)]
+    for length in lengths:
+        keep_to_contract(t, t=length, d=d, dv=dv)
+
+
 def _checked_form(t: AttentionTarget, form: str) -> Callable[..., Any]:
     """The form ``form`` of ``t`` with the shape of its result checked at every call:
     ``(out, final_state)`` (``step``: ``(state, o_t)``), so that a form returning only the
@@ -188,6 +219,7 @@ def _checked_form(t: AttentionTarget, form: str) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
+        _contract_of_call(t, form, args, kwargs)
         result = fn(*args, **kwargs)
         want = "(state, o_t)" if form == "step" else "(out, final_state)"
         if not isinstance(result, tuple | list) or len(result) != 2:
@@ -287,7 +319,14 @@ class AttentionTarget:
     slow (Triton's interpreter, a layer with 256 landmarks). The ``ci`` profiles then run fewer
     Hypothesis examples of each of its properties (never none;
     :func:`kernel_verify.properties.profiles.examples_for_cost`) and every verdict obtained so
-    says how many (``reduced``). None (the default): calls are fast."""
+    says how many (``reduced``). None (the default): calls are fast.
+
+    **Shape contract** (issue #30): the shapes the target accepts, besides
+    ``self_attention_only``: ``dv_equals_d`` (values as wide as queries and keys),
+    ``length_multiple_of`` (T a multiple of a block) and ``min_length`` (T at least this). The
+    suite does not call the target outside them: such an input is not an example (rejected inside
+    a Hypothesis property, a skip elsewhere), and every verdict says which shapes were not drawn
+    (:mod:`kernel_verify.properties.shape_contract`)."""
 
     name: str
     attention: Callable[..., Any]
@@ -307,6 +346,9 @@ class AttentionTarget:
     state_sums: Callable[[tuple], tuple[np.ndarray, np.ndarray | None]] | None = None
     call_seconds: float | None = None
     feature_count: int | None = None
+    dv_equals_d: bool = False
+    length_multiple_of: int = 1
+    min_length: int = 1
 
     def __post_init__(self) -> None:
         _validate_simple_target(self, "attention", ATTENTION_CLAIMS)
@@ -358,6 +400,8 @@ class AttentionTarget:
     def __call__(self, q, k, v, *, causal: bool, seed: int = 0, **kw: Any) -> np.ndarray:
         """The output as a float64 NumPy array (exact widening from any backend and dtype),
         ``(B, H, T, d_v)`` whatever the target's layout."""
+        for x in (q, k):
+            keep_to_contract(self, t=int(x.shape[-2]), d=int(q.shape[-1]), dv=int(v.shape[-1]))
         t = self.to_layout
         tq = t(q)
         tk = tq if k is q else t(k)

@@ -705,7 +705,7 @@ def _outcome(call: Callable[[], Any], names: tuple[str, ...]) -> tuple[str, str]
     except BAD_EXC as err:
         kind = "clear" if _names_argument(str(err), names) else "unclear"
         return kind, f"{type(err).__name__}: {err}"
-    except Exception as err:  # the sweep classifies every exception
+    except (Exception, pytest.skip.Exception, pytest.fail.Exception) as err:  # classify all
         return "traceback", f"{type(err).__name__}: {err}"
     return "wrong", f"returned {type(result).__name__}"
 

@@ -321,3 +321,64 @@ def test_forms_must_return_what_the_protocol_says(form, fn, message) -> None:
     out, state = good.stateful(x, x, x)
     assert out is x and state[0].shape == (1, 2)
     assert dataclasses.replace(good, name="u").stateful(x, x, x)[0] is x
+
+
+# --- A declared shape contract (issue 30) ---------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kernel_verify.properties.shape_contract import contract_note, refusal  # noqa: E402
+
+
+@pytest.mark.parametrize(("changes", "exc", "words"), [
+    ({"dv_equals_d": 1}, TypeError, ["dv_equals_d", "bool"]),
+    ({"length_multiple_of": 0}, ValueError, ["length_multiple_of", ">= 1"]),
+    ({"min_length": 2.5}, TypeError, ["min_length", "int"]),
+])
+def test_shape_contract_fields(changes, exc, words) -> None:
+    with pytest.raises(exc) as info:
+        _att(**changes)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_shape_contract_rules_and_note() -> None:
+    t = _att(dv_equals_d=True, length_multiple_of=4, min_length=8, self_attention_only=True)
+    assert refusal(t, t=8, d=3, dv=3) is None
+    assert "d_v = 2 ≠ d = 3" in refusal(t, t=8, d=3, dv=2)
+    assert "T = 6 is not a multiple of 4" in refusal(t, t=6, d=3, dv=3)
+    assert "T = 4 < 8" in refusal(t, t=4, d=3, dv=3)
+    note = contract_note(t)
+    for part in ("d_v ≠ d", "T not a multiple of 4", "T < 8", "k ≠ q"):
+        assert part in note
+    assert contract_note(_att()) is None
+
+
+def test_the_suite_calls_a_target_only_inside_its_contract() -> None:
+    """A kernel needing d_v = d (a RuntimeError otherwise, as a library's would): declared, the
+    properties' draws outside the contract are rejected before the call, never failures; the
+    call inside it runs. Undeclared, the same draws reach the kernel and raise."""
+    seen = []
+
+    def kernel(q, k, v, *, causal, seed=0):
+        if v.shape[-1] != q.shape[-1]:
+            raise RuntimeError("shape mismatch inside the kernel")
+        seen.append(v.shape[-1])
+        return v
+
+    declared = _att(attention=kernel, dv_equals_d=True)
+
+    @settings(max_examples=30, database=None, derandomize=True)
+    @given(d=st.integers(1, 3), dv=st.integers(1, 3))
+    def prop(d, dv):
+        x = np.zeros((1, 1, 2, d))
+        declared(x, x, np.zeros((1, 1, 2, dv)), causal=True)
+
+    prop()
+    assert seen and set(seen) <= {1, 2, 3}
+    with pytest.raises(RuntimeError, match="inside the kernel"):
+        _att(attention=kernel)(np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 3)),
+                               np.zeros((1, 1, 2, 2)), causal=True)
+    with pytest.raises(pytest.skip.Exception, match="d_v = 2 ≠ d = 3"):  # outside Hypothesis
+        declared(np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 2)),
+                 causal=True)
