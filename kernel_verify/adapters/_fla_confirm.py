@@ -330,7 +330,15 @@ def fla_shape_overflow(quick: bool = False) -> str:
 
 
 MEASUREMENTS = {"fla_kernels_exact": fla_kernels_exact, "fla_rebased_eps": fla_rebased_eps,
-                "fla_shape_overflow": fla_shape_overflow}
+                "fla_shape_overflow": fla_shape_overflow,
+                # the gated kernels (simple GLA, GLA, retention): kernel_verify/adapters/fla_gated
+                "fla_gated_exact": lambda quick=False: _gated_exact(quick)}
+
+
+def _gated_exact(quick: bool = False) -> str:
+    from kernel_verify.adapters.fla_gated import fla_gated_exact
+
+    return fla_gated_exact(quick)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -367,6 +367,7 @@ FINDINGS: dict[str, tuple[str, Callable[[bool], str]]] = {
     "fla_kernels_exact": ("fla", _fla("fla_kernels_exact")),
     "fla_rebased_eps": ("fla", _fla("fla_rebased_eps")),
     "fla_shape_overflow": ("fla", _fla("fla_shape_overflow")),
+    "fla_gated_exact": ("fla", _fla("fla_gated_exact")),
     "performer_orf_signs": ("performer", performer_orf_signs),
     "performer_eps": ("performer", performer_eps),
     "performer_causal_leak": ("performer", performer_causal_leak),
