@@ -199,20 +199,28 @@ def test_truth_has_no_import_cycle():
             dst = node(target) if target else None
             if dst is not None and dst != src:
                 edges[src].add(dst)
+    cycle = _cycle(nodes, edges)
+    assert cycle is None, "import cycle in the truth: " + " -> ".join(cycle or ())
+
+
+def _cycle(nodes, edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph (depth first, in sorted order), or None."""
     state: dict[str, int] = {}
 
-    def visit(n: str, path: list[str]) -> None:
+    def visit(n: str, path: list[str]) -> list[str] | None:
         state[n] = 1
-        for m in sorted(edges[n]):
+        for m in sorted(edges.get(n, ())):
             if state.get(m) == 1:
-                pytest.fail("import cycle in the truth: " + " -> ".join([*path, n, m]))
-            if m not in state:
-                visit(m, [*path, n])
+                return [*path, n, m]
+            if m not in state and (found := visit(m, [*path, n])) is not None:
+                return found
         state[n] = 2
+        return None
 
     for n in nodes:
-        if n not in state:
-            visit(n, [])
+        if n not in state and (found := visit(n, [])) is not None:
+            return found
+    return None
 
 
 def test_properties_never_import_tests():
@@ -322,21 +330,8 @@ def test_application_imports_go_down():
 
 def test_application_has_no_import_cycle():
     """The module graph of ``kernel_verify/`` (function-level imports included) is acyclic."""
-    edges = _app_edges()
-    state: dict[str, int] = {}
-
-    def visit(n: str, path: list[str]) -> None:
-        state[n] = 1
-        for m in sorted(edges[n]):
-            if state.get(m) == 1:
-                pytest.fail("import cycle in kernel_verify/: " + " -> ".join([*path, n, m]))
-            if m not in state:
-                visit(m, [*path, n])
-        state[n] = 2
-
-    for n in sorted(_app_modules()):
-        if n not in state:
-            visit(n, [])
+    cycle = _cycle(sorted(_app_modules()), _app_edges())
+    assert cycle is None, "import cycle in kernel_verify/: " + " -> ".join(cycle or ())
 
 
 def test_calibration_package_order():
