@@ -106,6 +106,49 @@ def _check_names(args: argparse.Namespace) -> None:
                              f"choose from {', '.join(sorted(known))}")
 
 
+def _output_problem(path: str, *, folder: bool) -> str | None:
+    """Why ``path`` (a file, or with ``folder`` a folder) cannot be written, or None: it is a
+    folder where a file is due (or the reverse), an ancestor is a file, or the nearest existing
+    ancestor is not writable. Checked before a run, so that a long run is not lost at its end."""
+    import os
+    from pathlib import Path
+
+    target = Path(path)
+    if target.exists():
+        if folder and not target.is_dir():
+            return f"{path!r} is a file, not a folder"
+        if not folder and target.is_dir():
+            return f"{path!r} is a folder, not a file"
+        writable = target if folder else target.parent
+        return None if os.access(writable, os.W_OK | os.X_OK) else f"{str(writable)!r} is not " \
+            "writable"
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{str(ancestor)!r} is a file, so {path!r} cannot be created under it"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{str(ancestor)!r} is not writable, so {path!r} cannot be created"
+    return None
+
+
+#: Output arguments per subcommand: (attribute, the option's name, a folder rather than a file).
+_OUTPUTS = {"check": (("json_out", "--json", False),),
+            "mutants": (("json_out", "--json", False),),
+            "report": (("out", "--out", True),),
+            "conformance": (("out", "--out", True),)}
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path the user gave can be written: one-line error before any work starts."""
+    for attr, option, folder in _OUTPUTS.get(args.command, ()):
+        value = getattr(args, attr, None)
+        if value:
+            problem = _output_problem(value, folder=folder)
+            if problem:
+                raise UsageError(f"{option}: {problem}")
+
+
 def _list_rows(args: argparse.Namespace) -> list[dict]:
     """JSON-ready descriptions of every registered system that passes the filters: feature maps
     (registry entries, their ``describe`` fields unchanged plus ``kind`` and ``math_section``)
@@ -185,7 +228,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     print(result)
     if args.json_out:
         save_json(result, args.json_out)
-    if result.crashed:
+    if result.crashed and not result.note:  # (a note: the keyword matched nothing, printed)
         print(f"kernel-verify check: the suite did not run (pytest exit {result.returncode}):\n"
               f"{result.output_tail}", file=sys.stderr)
     return result.exit_code
@@ -297,7 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sklearn, performer, fla, nystrom_attention, fast_transformers "
                    "(default: all)")
     p.add_argument("--out", default="reports/conformance", help="output folder")
-    p.add_argument("--profile", default="dev", help="Hypothesis profile (default: dev)")
+    p.add_argument("--profile", type=_profile, default="dev",
+                   help="Hypothesis profile: dev, ci, nightly or mutants (default: dev)")
     p.add_argument("--quick", action="store_true", help="smaller independent measurements")
     p.add_argument("--reuse", action="store_true",
                    help="rewrite the pages from the saved <library>.json without running")
@@ -311,12 +355,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # argparse itself exits 2 with a one-line usage error
     try:
         _check_names(args)
+        _check_outputs(args)
         return int(args.run(args) or 0)
     except UsageError as err:
         print(f"kernel-verify {args.command}: error: {err}", file=sys.stderr)
         return USAGE_EXIT
-    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
-        # an output path the user gave (--out, --json) cannot be written
+    except (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+            NotADirectoryError) as err:
+        # an output path the user gave (--out, --json) cannot be written (checked before the
+        # run; this is what is left: e.g. the disk filled up, or a folder changed meanwhile)
         print(f"kernel-verify {args.command}: error: cannot write {err.filename!r}: "
               f"{err.strerror}", file=sys.stderr)
         return USAGE_EXIT

@@ -27,6 +27,15 @@ CASES = [
     (["mutants", "--only", "nope"], ["--only", "'nope'", "causal_flag_ignored"]),
     (["mutants", "--jobs", "0"], ["--jobs", ">= 1"]),
     (["bogus"], ["invalid choice", "list", "calibrate"]),
+    # output paths, checked before anything runs (issue #30: a --json under a file ran the whole
+    # suite, then printed a 22-line FileExistsError with exit 1)
+    (["check", "x:targets", "--json", f"{__file__}/out.json"],
+     ["--json", "is a file, so", "cannot be created"]),
+    (["check", "x:targets", "--json", str(Path(__file__).parent)], ["--json", "is a folder"]),
+    (["mutants", "--json", f"{__file__}/m.json"], ["--json", "is a file"]),
+    (["report", "--out", __file__], ["--out", "is a file, not a folder"]),
+    (["conformance", "--out", __file__], ["--out", "is a file, not a folder"]),
+    (["conformance", "--profile", "nonsense"], ["--profile", "'nonsense'", "dev, ci"]),
 ]
 
 
