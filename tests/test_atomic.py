@@ -103,3 +103,18 @@ def test_no_writer_bypasses_the_atomic_helper() -> None:
                 if pattern.search(line) and "atomic." not in line:
                     offenders.append(f"{rel}:{n}: {line.strip()}")
     assert not offenders, "non-atomic writes:\n" + "\n".join(offenders)
+
+
+def test_written_files_get_the_users_default_mode(tmp_path: Path) -> None:
+    """Not mkstemp's 0600: the mode an ordinary open() gives (0666 less the umask); issue #30
+    found every report file private to its writer."""
+    import os
+
+    mask = os.umask(0o027)
+    try:
+        path = atomic.write_text(tmp_path / "a.md", "x")
+        assert path.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(mask)
+    path = atomic.write_text(tmp_path / "b.md", "x")
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -15,6 +15,21 @@ from pathlib import Path
 __all__ = ["save_figure", "write_bytes", "write_text"]
 
 
+def _umask() -> int:
+    """The process' umask (read from ``/proc`` where it can be, so that no other thread sees it
+    changed; else set and restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically (parent folders are created); return the path."""
     if not isinstance(data, bytes | bytearray | memoryview):
@@ -23,6 +38,9 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file 0600 (private to its writer): the written file gets the mode
+        # an ordinary open() would give it, the user's default (0666 less the umask)
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
