@@ -51,7 +51,7 @@ ASSUMED_ULPS = 64.0
 #: this times max(1, max|logit|): float32 rounding is ~1e-7 of that; a different function is O(1).
 FLOAT64_CLAIM_BOUND = 2.0**-10
 #: The init scales of the finiteness sweep, times the first scale of the target's ladder.
-FINITE_SWEEP = (1.0, 8.0, 64.0, 512.0, 4096.0, 32768.0)
+FINITE_SWEEP = (1.0, 8.0, 64.0, 512.0)
 
 
 # ----------------------------------------------------------------------------- models

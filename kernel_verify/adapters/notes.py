@@ -402,9 +402,12 @@ MINOR["fla_models"] = (
     "controls passed at every scale in a first run); the adapter gives them N(0, 0.02²) "
     "entries before scaling.")
 MINOR["transformers_models"] = (
-    "Mamba's logits are not finite from 64× its default init (float32 and float64 alike): the "
-    "selective scan computes `deltaB_u` in float32 (`.float()`) and overflows there; "
-    "see the finding on float32 casts in float64 models.")
+    "Mamba's logits are not finite from 64× its default init, float32 and float64 alike: the "
+    "reference selective scan forms Δ·B·x (`deltaB_u`) in float32 (`.float()`, whatever the "
+    "model's dtype), unnormalised, and it overflows there (a forward hook finds the first "
+    "non-finite output at the first mixer's `out_proj` input). Declared as a known failure "
+    "of the finiteness sweep: weights 64× the init are not a realistic setting, but a float64 "
+    "model should not overflow there.")
 FINDINGS["fla_models"] = [
     Finding(
         "LinearAttentionForCausalLM accepts `cu_seqlens` and drops it",
@@ -489,6 +492,5 @@ FINDINGS["transformers_models"] = [
         "passes the same check.",
         "Upcast to `torch.promote_types(dtype, torch.float32)` instead of `torch.float32`.",
         ("test_decode_equals_full_forward_at_every_split",
-         "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded",
-         "test_outputs_stay_finite_over_an_init_scale_sweep")),
+         "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded")),
 ]

@@ -44,6 +44,9 @@ KNOWN: dict[str, dict[str, str]] = {
              "test_second_backward_through_the_cache": _IN_PLACE}
     for family in ("mamba", "mamba2", "rwkv")
 }
+KNOWN["mamba"]["test_outputs_stay_finite_over_an_init_scale_sweep"] = (
+    "the reference selective scan forms Δ·B·x in float32 and overflows from 64× the default "
+    f"init, float64 models too ({_PAGE}, 'Minor')")
 KNOWN["rwkv"].update({"test_decode_equals_full_forward_at_every_split": _RWKV_BATCH,
                       "test_greedy_generate_with_cache_equals_without": _RWKV_BATCH})
 
