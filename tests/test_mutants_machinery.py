@@ -237,3 +237,18 @@ def test_stabiliser_property_catches_an_unstabilised_kernel(monkeypatch):
     monkeypatch.setattr(np_att, "log_linear_attention", naive)
     with pytest.raises((AssertionError, ValueError)):
         inner(**example)
+
+
+def test_only_a_complete_mutants_run_replaces_the_committed_reports(monkeypatch, tmp_path):
+    """Issue #30: `kernel-verify mutants` without --blackbox rewrote reports/mutants.md and
+    .json without their black-box section. A partial run (--only, or no --blackbox) writes to
+    build/mutants/ beside the reports folder; only a complete one writes the reports folder."""
+    from kernel_verify.mutants.runner import report_folder
+
+    monkeypatch.setenv("KV_REPORTS", str(tmp_path / "reports"))
+    from kernel_verify.verify.paths import reports_dir
+
+    assert reports_dir() == tmp_path / "reports"
+    assert report_folder(None, True) == (tmp_path / "reports", "")
+    assert report_folder(None, False) == (tmp_path / "build" / "mutants", "no --blackbox")
+    assert report_folder(["rff_sqrt_sigma"], True) == (tmp_path / "build" / "mutants", "--only")

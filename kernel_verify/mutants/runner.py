@@ -16,7 +16,10 @@ crash, and a mutant counts as *killed as intended* only when a property it was w
 ``--only``, the correct twins of :mod:`kernel_verify.mutants.controls` run the same way and
 must pass. Also written:
 ``reports/mutants.json`` and ``reports/mutants.md`` (and ``--json FILE``), including which
-properties killed nothing. ``--blackbox`` adds a second pass: every feature-map mutant wrapped
+properties killed nothing — by a complete run only (every mutant and control, ``--blackbox``);
+a partial run writes them to ``build/mutants/`` (:func:`report_folder`), so that the committed
+reports are never replaced by one without its black-box section or its other mutants.
+``--blackbox`` adds a second pass: every feature-map mutant wrapped
 black-box, with and without its declared family, and correct maps wrapped black-box as controls
 (:mod:`kernel_verify.mutants.blackbox_runner`).
 """
@@ -29,6 +32,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from pathlib import Path
 
 from kernel_verify.mutants.base import Mutant
 from kernel_verify.mutants.catalogue import MUTANTS, get_mutant
@@ -198,6 +202,19 @@ def run_spec(spec: str, paths: tuple[str, ...] | None = None) -> SuiteRun:
     return run_suite(spec, profile=PROFILE, jobs=1, timeout=TIMEOUT, paths=paths)
 
 
+def report_folder(only: Sequence[str] | None, blackbox: bool) -> tuple[Path, str]:
+    """Where a run writes mutants.md and .json, and what makes it partial ("" when complete).
+    Only a complete run — every mutant, every control, and the black-box pass — replaces the
+    committed reports (:func:`kernel_verify.verify.paths.reports_dir`); a partial one (``--only``,
+    or no ``--blackbox``: its report would lack the black-box section) writes beside the other
+    untracked outputs, ``build/mutants/`` next to the reports folder."""
+    missing = [why for why, yes in (("--only", bool(only)), ("no --blackbox", not blackbox))
+               if yes]
+    if not missing:
+        return reports_dir(), ""
+    return reports_dir().resolve().parent / "build" / "mutants", ", ".join(missing)
+
+
 def run_mutants(only: Sequence[str] | None = None, *, jobs: int = 2, json_out: str | None = None,
                 blackbox: bool = False) -> int:
     """``kernel-verify mutants [--only NAME ...] [--jobs J] [--json FILE] [--blackbox]``: run the
@@ -249,13 +266,16 @@ def run_mutants(only: Sequence[str] | None = None, *, jobs: int = 2, json_out: s
         print("\nBlack-box pass (feature-map mutants and controls through sample_fn only):")
         section, payload["blackbox"], bb_lines = run_blackbox(mutants, runs, run_spec, jobs)
         markdown += section
-    reports = reports_dir()
+    reports, partial = report_folder(only, blackbox)
     reports.mkdir(parents=True, exist_ok=True)
     atomic.write_text(reports / "mutants.json", json.dumps(payload, indent=2, ensure_ascii=False))
     atomic.write_text(reports / "mutants.md", markdown)
     if json_out:
         atomic.write_text(json_out, json.dumps(payload, indent=2, ensure_ascii=False))
-    print(f"\n({seconds:.0f} s; reports/mutants.md, reports/mutants.json)")
+    print(f"\n({seconds:.0f} s; {reports / 'mutants.md'}, {reports / 'mutants.json'})")
+    if partial:
+        print(f"a partial run ({partial}): the committed reports/mutants.md and .json are "
+              "written only by a complete run (every mutant, the controls and --blackbox)")
     print(f"killed as intended {n_killed}/{len(mutants)}"
           + (f"; controls failed {len(false_alarms)}/{len(controls)}" if controls else ""))
     if bb_lines:
