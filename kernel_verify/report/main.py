@@ -54,11 +54,14 @@ def _out_dir(out: str | None, quick: bool) -> Path:
     return DEFAULT_OUT / ("quick" if quick else "full")
 
 
-def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, t0: float) -> None:
+def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, t0: float,
+              phase: str = "maps") -> None:
+    """One progress line on stderr: the phase (``maps``: measurements; ``pages``: pages and
+    figures), how many of ``n`` are done, and the time left in this phase at the pace so far."""
     done = time.perf_counter() - t0
     eta = done / i * (n - i)
     bar = "#" * (20 * i // n) + "." * (20 - 20 * i // n)
-    print(f"[{bar}] {i:>2}/{n} {name:<42} {verdict:<10} {dt:5.1f}s"
+    print(f"{phase:<5} [{bar}] {i:>2}/{n} {name:<42} {verdict:<10} {dt:5.1f}s"
           f"{' (cached)' if cached else ''}  ETA {eta:4.0f}s", file=sys.stderr, flush=True)
 
 
@@ -105,20 +108,27 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
             _progress(i, len(maps), entry.name, data["verdict"], time.perf_counter() - t1,
                       data["cached"], t0)
         if not no_plots:  # after every map: a page compares its map with its siblings
-            print("pages and figures …", file=sys.stderr, flush=True)
-            for entry, data in rows:
+            print(f"pages and figures: {len(rows)} map pages …", file=sys.stderr, flush=True)
+            t_pages = time.perf_counter()
+            for i, (entry, data) in enumerate(rows, 1):
+                t1 = time.perf_counter()
                 siblings = [d for e, d in rows if mappage.family(e.name) == mappage.family(
                     entry.name)]
                 page = mappage.render(entry, data, s, tmp / "figures", "../figures",
                                       siblings=siblings)
                 write_page(page, tmp / "maps", identifier(entry.name))
+                _progress(i, len(rows), entry.name, "page", time.perf_counter() - t1, False,
+                          t_pages, phase="pages")
         overview_ok = False
         if not names and not no_plots:
             from kernel_verify.report import overview
 
             print("overview figures …", file=sys.stderr, flush=True)
+            t1 = time.perf_counter()
             ov = overview.build(s, tmp / "figures", "figures", version)
             write_page(ov, tmp, "overview")
+            print(f"overview figures done ({time.perf_counter() - t1:.0f} s)", file=sys.stderr,
+                  flush=True)
             overview_ok = True
         duration = time.perf_counter() - t0
         header = {"command": command, "depth": s.depth, "settings": repr(s),
@@ -138,9 +148,10 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
     failed = [e.name for e, d in rows if d["verdict"] == "FAIL"]
     counts = {v: sum(d["verdict"] == v for _, d in rows)
               for v in ("pass", "flagged", "not tested", "FAIL")}
-    print(f"\n{counts}; report in {out}/index.html ({duration:.0f}s)", file=sys.stderr)
+    # the summary is the command's result: stdout (progress went to stderr)
+    print(f"\n{counts}; report in {out}/index.html ({duration:.0f}s)")
     if failed:
-        print("FAILED: " + ", ".join(failed), file=sys.stderr)
+        print("FAILED: " + ", ".join(failed))
     return 1 if failed else 0
 
 
