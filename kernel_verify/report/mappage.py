@@ -210,11 +210,23 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
             page.ul(geo_flags)
 
 
+def _band_label(band: str) -> str:
+    """The kind of band that decided a point, without its numbers."""
+    for prefix, label in (("exact fourth moment", "exact fourth moment (guaranteed)"),
+                          ("proven range", "proven range (guaranteed)"),
+                          ("fourth-moment bound", "one-row fourth-moment bound (guaranteed)"),
+                          ("bootstrap (the guaranteed band is too wide",
+                           "bootstrap (the guaranteed band is too wide at these draws)")):
+        if band.startswith(prefix):
+            return label
+    return band
+
+
 def _resolutions(page, points: list[dict]) -> None:
     """How each theory point was decided, and every flag's second measurement
     (measure.resolve_flag: theory confirmed, not decidable at these draws, theory wrong,
     estimator wrong, unresolved)."""
-    bands = sorted({p.get("band", "bootstrap").split(":")[0] for p in points
+    bands = sorted({_band_label(p.get("band", "bootstrap")) for p in points
                     if p.get("theory_variance", p.get("theory_rel_mse")) is not None})
     if bands:
         page.p("Theory points decided by: " + "; ".join(bands) + " (a test with guaranteed "

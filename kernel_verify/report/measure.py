@@ -255,13 +255,15 @@ def theory_second_route(target: FeatureMapTarget, x, y, m: int) -> tuple[float, 
 
 
 def resolve_flag(target: FeatureMapTarget, x, y, m: int, k: float, theory_mean: float | None,
-                 var: float, draws: int, seed: int, alpha: float, boot: int, conf: float
-                 ) -> tuple[str, str]:
+                 var: float, draws: int, seed: int, alpha: float, boot: int, conf: float,
+                 relative: bool = False) -> tuple[str, str]:
     """The second measurement of a flagged variance point (module docstring): ``(outcome,
     text)`` with outcome ``"theory confirmed"``, ``"theory wrong"``, ``"estimator wrong"``,
     ``"not decidable"`` (a guaranteed band exists but would need more draws than any measurement
     here: ``n·(t/σ²)²`` by the 1/√n rule of its half-width t, stated on the page) or
-    ``"unresolved"`` (no guaranteed band at all, and the second bootstrap band misses too)."""
+    ``"unresolved"`` (no guaranteed band at all, and the second bootstrap band misses too).
+    ``relative``: the bootstrap band and the theory are stated as relative MSE (divided by k²),
+    as on the geometry figure."""
     n2 = SECOND_FACTOR * draws
     samples = estimates(target, x, y, m, seed + SECOND_SEED, n2)
     g = guaranteed_variance_test(target, samples, x, y, m, k, theory_mean, var, alpha)
@@ -272,10 +274,12 @@ def resolve_flag(target: FeatureMapTarget, x, y, m: int, k: float, theory_mean: 
         lo, hi = np.quantile(boots, [(1 - conf) / 2, (1 + conf) / 2])
         tmse = var + ((theory_mean if theory_mean is not None else k) - k) ** 2
         inside = lo - 1e-12 <= tmse <= hi + 1e-12
+        unit, what = (k * k, "relative MSE") if relative and k != 0 else (1.0, "MSE")
+        lo, hi, tmse = lo / unit, hi / unit, tmse / unit
         why = ("no test with guaranteed coverage exists here" if g is None else
                f"the guaranteed band is still too wide: {g[1]}")
-        how = (f"{n2} fresh draws, {conf:.1%} bootstrap band of the MSE [{lo:.4g}, {hi:.4g}] vs "
-               f"theory {tmse:.4g} (descriptive: {why})")
+        how = (f"{n2} fresh draws, {conf:.1%} bootstrap band of the {what} [{lo:.4g}, {hi:.4g}] "
+               f"vs theory {tmse:.4g} (descriptive: {why})")
         if inside:
             return "theory confirmed", f"theory confirmed by a second measurement: {how}"
     else:
@@ -301,7 +305,8 @@ def resolve_flag(target: FeatureMapTarget, x, y, m: int, k: float, theory_mean: 
 
 
 def _decide(target, samples, x, y, m, k, theory_mean, var, alpha, where, band_flag: str,
-            draws: int, seed: int, boot: int, conf: float) -> tuple[str, str, str]:
+            draws: int, seed: int, boot: int, conf: float, relative: bool = False
+            ) -> tuple[str, str, str]:
     """``(flag, band, resolution)`` of one theory point: the guaranteed test where one exists
     (else the bootstrap flag ``band_flag``), then the second measurement of a flag."""
     g = guaranteed_variance_test(target, samples, x, y, m, k, theory_mean, var, alpha)
@@ -317,7 +322,7 @@ def _decide(target, samples, x, y, m, k, theory_mean, var, alpha, where, band_fl
     if not flag:
         return "", band, ""
     outcome, text = resolve_flag(target, x, y, m, k, theory_mean, var, draws, seed, alpha, boot,
-                                 conf)
+                                 conf, relative)
     if outcome in ("theory confirmed", "not decidable"):
         return "", band, f"{where}: first measurement flagged ({flag}); {text}"
     return f"{flag}; {text}", band, outcome
@@ -423,7 +428,8 @@ def sweep(target: FeatureMapTarget, s: Settings, version: str,
                 f"{s.conf:.1%} band [{lo:.3g}, {hi:.3g}] ({s.geo_draws} draws, m = {m})")
             flag, band, resolution = _decide(target, samples, x, y, m, k, th.mean, tv, alpha,
                                              f"{axis} = {value:.3g}", boot_flag, s.geo_draws,
-                                             seed_of(target.name, 100 + j), s.boot, s.conf)
+                                             seed_of(target.name, 100 + j), s.boot, s.conf,
+                                             relative=True)
         out.append(GeoPoint(axis, value, k, float(err2.mean()), float(lo), float(hi), t_rel,
                             float(samples.mean() / k - 1), flag, band, resolution))
     return out
