@@ -20,7 +20,7 @@ shipped adapters of widely used third-party libraries (:mod:`kernel_verify.adapt
 The Python API (:mod:`kernel_verify.api`)::
 
     from kernel_verify import AttentionTarget, FeatureMapTarget, check
-    result = check("examples.my_favor:targets", profile="ci")
+    result = check("kernel_verify.examples.my_favor:targets", profile="ci")
     print(result); result.ok; result.failures; result.reproduce
 """
 
@@ -38,6 +38,7 @@ _LAZY = {
     "AttentionTarget": "kernel_verify.properties.protocol",
     "RandomMatrixTarget": "kernel_verify.properties.protocol",
     "KernelApproxTarget": "kernel_verify.properties.protocol",
+    "GatedAttentionTarget": "kernel_verify.properties.gated_protocol",
     "check": "kernel_verify.api",
     "CheckResult": "kernel_verify.api",
 }
