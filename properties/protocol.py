@@ -287,13 +287,18 @@ class AttentionTarget:
       ``state=None`` is the empty state;
     * ``varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0) -> (out, final_states)``:
       N sequences packed along time in a batch of 1; ``cu_seqlens`` (N + 1,) int64 array of the
-      input's backend (and device), ``0 = c_0 < … < c_N = T``; ``initial_state`` and
-      ``final_states`` hold one state per sequence along the batch axis;
+      input's backend (and device), ``0 = c_0 < … < c_N = T`` (the suite draws non-empty
+      sequences); ``initial_state`` and ``final_states`` hold one state per sequence along the
+      batch axis. The rules a target should enforce on its callers (a 1-D integer array from 0
+      to T, non-decreasing, a batch of one, one initial state per sequence) are
+      :func:`kernel_verify.impls.sequence_validation.check_cu_seqlens` and its neighbours, which
+      the built-in targets and the fla adapter use;
     * ``padded(q, k, v, *, mask, initial_state=None, seed=0) -> (out, final_state)``: ``mask``
-      (B, T) bool array of the input's backend, True at valid positions (the suite passes masks
-      whose valid positions are a prefix — right padding — or a suffix — left padding — of
-      each row); outputs at padded positions are not checked; ``final_state`` may be None when
-      the target returns no state for padded input.
+      (B, T) bool array of the input's backend, True at valid positions (exactly (B, T), bool
+      or 0/1 integers: :func:`kernel_verify.impls.sequence_validation.check_mask`; the suite
+      passes masks whose valid positions are a prefix — right padding — or a suffix — left
+      padding — of each row); outputs at padded positions are not checked; ``final_state``
+      may be None when the target returns no state for padded input.
 
     **The state** is a tuple of arrays of the input's backend (and device) whose first axis is
     the batch, of a size independent of T; it is opaque to the suite, which hands it back to
