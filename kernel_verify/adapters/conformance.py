@@ -73,7 +73,7 @@ def _cell(text: str) -> str:
 
 def _explain(v, key: str) -> str:
     for f in notes.FINDINGS[key]:
-        if v.prop in f.properties:
+        if f.explains(v.prop, v.target):
             return f"explained by the finding “{f.title}”"
     if v.prop in notes.EXPLAINED.get(key, {}):
         return notes.EXPLAINED[key][v.prop]
