@@ -183,9 +183,20 @@ def shape_of(target, lay: Layout, b: int = 1) -> Shape:
     return Shape(b, HEADS, lay.t, D, DV, chunk, lay.cut, 7919 * (lay.index + 1))
 
 
-def shapes_for(target, b: int = 1) -> list[Shape]:
-    """The forms shapes of every layout of the target (:func:`layouts` of :func:`chunks_of`)."""
-    return [shape_of(target, lay, b) for lay in layouts(chunks_of(target))]
+def _one_per_length(lays: list[Layout]) -> list[Layout]:
+    """The first layout of each length (for a property that does not use the split point)."""
+    seen: dict[int, Layout] = {}
+    for lay in lays:
+        seen.setdefault(lay.t, lay)
+    return list(seen.values())
+
+
+def shapes_for(target, b: int = 1, *, splits: bool = True) -> list[Shape]:
+    """The forms shapes of every layout of the target (:func:`layouts` of :func:`chunks_of`);
+    ``splits=False``: one per length, for a property that never splits the sequence (the
+    layouts that differ only in ``t₀`` would run the same calls)."""
+    lays = layouts(chunks_of(target))
+    return [shape_of(target, lay, b) for lay in (lays if splits else _one_per_length(lays))]
 
 
 def qkv_at(t: int, *, b: int = 1, h: int = HEADS, d: int = D, dv: int = 2, seed: int = 0,
@@ -200,13 +211,15 @@ def qkv_at(t: int, *, b: int = 1, h: int = HEADS, d: int = D, dv: int = 2, seed:
     return QKV(q, k, v, scale, self_attention)
 
 
-def identity_inputs(target, *, b: int = 1, h: int = HEADS,
-                    min_t: int = 1) -> list[tuple[Layout, QKV]]:
+def identity_inputs(target, *, b: int = 1, h: int = HEADS, min_t: int = 1,
+                    cuts: bool = False) -> list[tuple[Layout, QKV]]:
     """``(layout, inputs)`` for the identity properties: :func:`causal_layouts` of the target's
-    chunk sizes with at least ``min_t`` rows, ``k is q`` for a self-attention-only target."""
+    chunk sizes with at least ``min_t`` rows — every causal cut with ``cuts``, else one layout
+    per length — ``k is q`` for a self-attention-only target."""
     self_att = bool(getattr(target, "self_attention_only", False))
+    lays = [lay for lay in causal_layouts(chunks_of(target)) if lay.t >= min_t]
     return [(lay, qkv_at(lay.t, b=b, h=h, seed=lay.index, self_attention=self_att))
-            for lay in causal_layouts(chunks_of(target)) if lay.t >= min_t]
+            for lay in (lays if cuts else _one_per_length(lays))]
 
 
 class FixedDraws:

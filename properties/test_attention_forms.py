@@ -143,6 +143,9 @@ def _examples(fn):
 
 #: Runs the body once per layout of the target when Hypothesis passes ``AT_BOUNDARIES``.
 _at_layouts = with_layouts(lambda target, **_: ({"shape": s} for s in shapes_for(target)))
+#: The same, one layout per length: for the properties that never split the sequence.
+_at_lengths = with_layouts(
+    lambda target, **_: ({"shape": s} for s in shapes_for(target, splits=False)))
 
 
 def rows(x: QKV, a: int, b: int) -> QKV:
@@ -247,7 +250,7 @@ def _size(state) -> list[tuple[int, ...]]:
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
-@_at_layouts
+@_at_lengths
 def test_forms_agree_with_each_other(target, backend, shape):
     """parallel = chunked (any C) = recurrent: ``attention(causal=True)``, ``stateful``,
     ``chunked`` at the drawn C and the steps give the same outputs within ``2ε``."""
@@ -281,7 +284,7 @@ _exact_bounds = exact_bounds
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes(max_t=8))
-@_at_layouts
+@_at_lengths
 def test_forms_meet_the_exact_recurrence(target, backend, shape):
     """Every offered form (and ``attention(causal=True)``) against the exact recurrence of the
     target's features (``features(x, seed)``, float64, of the inputs as the target saw them),
@@ -368,7 +371,7 @@ def test_split_invariance(target, backend, shape):
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
-@_at_layouts
+@_at_lengths
 def test_final_state_equals_the_recurrence_for_every_length(target, backend, shape):
     """The final state of a chunked run (any T, not only multiples of C) and the state after T
     steps continue a probe identically; so do their outputs."""
@@ -547,7 +550,7 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
 @settings(max_examples=FORM_EXAMPLES)
 @_examples
 @given(shape=form_shapes())
-@_at_layouts
+@_at_lengths
 def test_state_size_does_not_grow_with_length(target, backend, shape):
     """The state after T tokens and after 2T + 5 tokens has the same arrays and shapes (and
     the step's state equals the full-sequence form's in layout)."""

@@ -164,7 +164,7 @@ def _finite_layouts(target, **_):
 def _causal_layouts(target, **_):
     """Every layout of ≥ 2 rows with its cut: rows ``> c`` replaced (``cut`` the fraction that
     selects ``c = lay.cut``)."""
-    for lay, x in identity_inputs(target, min_t=2):
+    for lay, x in identity_inputs(target, min_t=2, cuts=True):
         yield {"data": _draws(x, lay), "seed": lay.index,
                "cut": (lay.cut + 0.5) / (lay.t - 1), "scales": (0.5, 0.5)}
 
