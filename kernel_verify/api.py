@@ -3,7 +3,7 @@
 ::
 
     from kernel_verify import AttentionTarget, check
-    result = check("examples.my_favor:targets", profile="ci")   # or the target objects
+    result = check("kernel_verify.examples.my_favor:targets", profile="ci")  # or target objects
     print(result)            # the verdict table (a notebook renders it as HTML)
     result.ok, result.counts, result.failures, result.reproduce
 
@@ -458,10 +458,18 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
     if meter:
         meter.finish()
     verdicts = run.verdicts
-    if spec is None:
-        rebuild = _rebuild_expression(loaded, targets)
-        verdicts = [replace(v, repro=_inline_repro(v.repro, rebuild, chosen, shrink_seconds))
-                    for v in verdicts]
+    if spec is None:  # a reproduce line names only the verdict's own target
+        rebuild: dict[str, str] = {}
+        by_name = {t.name: t for t in loaded}
+        for i, v in enumerate(verdicts):
+            if not v.repro:
+                continue
+            key = v.target if v.target in by_name else ""
+            if key not in rebuild:
+                rebuild[key] = (_rebuild_expression([by_name[key]], by_name[key]) if key
+                                else _rebuild_expression(loaded, targets))
+            verdicts[i] = replace(v, repro=_inline_repro(v.repro, rebuild[key], chosen,
+                                                         shrink_seconds))
     note = ""
     if run.returncode == 5 and keyword:
         note = f"no property matched keyword {keyword!r}"

@@ -25,7 +25,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_DIRS = {"kernel_verify": "kernel_verify", "kernel_verify.impls": "impls",
-                "kernel_verify.verify": "verify", "kernel_verify.properties": "properties"}
+                "kernel_verify.verify": "verify", "kernel_verify.properties": "properties",
+                "kernel_verify.examples": "examples"}
+#: Folders shipped as data only (no __init__.py): the documentation the suite cites.
+DATA_PACKAGES = {"kernel_verify.docs": "docs"}
 # A short, fixed slice of the suite: enough to tell right from wrong, quick on 2 cores.
 KEYWORD = "test_unbiased_on_grid or test_partition_of_unity"
 
@@ -46,29 +49,36 @@ def test_every_package_folder_is_listed_in_pyproject():
             rel = init.parent.relative_to(REPO / folder)
             found.add(".".join([pkg, *rel.parts]))
     assert found <= listed, f"package folders missing from pyproject.toml: {sorted(found - listed)}"
-    assert listed <= found, f"listed packages with no folder: {sorted(listed - found)}"
+    assert listed - set(DATA_PACKAGES) <= found, (
+        f"listed packages with no folder: {sorted(listed - found)}")
+    for pkg, folder in DATA_PACKAGES.items():
+        assert pkg in listed and (REPO / folder).is_dir(), pkg
 
 
-def _shared_torch(folder: Path) -> Path:
-    """``folder`` filled with symbolic links to torch and to every distribution it requires
-    (transitively, extras left out), taken from this interpreter's environment: the fresh
-    virtualenv sees them through one ``.pth`` line instead of a ~1 GB copy of the CPU wheel and
-    its dependencies. Only these distributions are linked (no ``kernel_verify``, nothing of the
-    checkout): the rest of the wheel's dependencies are installed the usual way."""
-    from importlib.metadata import distribution
+def _shared_torch(folder: Path, roots: tuple[str, ...] = ("torch",)) -> Path:
+    """``folder`` filled with symbolic links to torch (and the other ``roots``) and to every
+    distribution they require (transitively, extras left out), taken from this interpreter's
+    environment: the fresh virtualenv sees them through one ``.pth`` line instead of a ~1 GB copy
+    of the CPU wheel and its dependencies. Only these distributions are linked (no
+    ``kernel_verify``, nothing of the checkout): the rest of the wheel's dependencies are
+    installed the usual way."""
+    from importlib.metadata import PackageNotFoundError, distribution
 
     from packaging.requirements import Requirement
 
     folder.mkdir(parents=True)
     seen: set[str] = set()
-    todo = ["torch"]
+    todo = list(roots)
     while todo:
-        dist = distribution(todo.pop())
+        try:
+            dist = distribution(todo.pop())
+        except PackageNotFoundError:  # an optional root (ipykernel) absent here
+            continue
         name = dist.metadata["Name"].lower().replace("_", "-")
         if name in seen:
             continue
         seen.add(name)
-        assert not name.startswith("kernel"), name
+        assert not name.startswith("kernel-verify"), name
         for top in {Path(f).parts[0] for f in dist.files or ()} - {"..", "__pycache__"}:
             if not (folder / top).exists():
                 (folder / top).symlink_to(Path(dist.locate_file(top)))
@@ -79,14 +89,12 @@ def _shared_torch(folder: Path) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A fresh virtualenv with the built wheel (and its dependencies) and nothing else. torch and
-    its own dependencies are this environment's, linked in (:func:`_shared_torch`): pip finds
-    them satisfied and installs the rest from the local wheel cache."""
-    if shutil.which("git") is None:
-        pytest.skip("git is needed to build from a clean copy of the sources")
-    root = tmp_path_factory.mktemp("wheel")
+def build_installed(root: Path) -> Path:
+    """A fresh virtualenv under ``root`` with the built wheel (and its dependencies) and nothing
+    else. torch and its own dependencies are this environment's, linked in
+    (:func:`_shared_torch`): pip finds them satisfied and installs the rest from the local wheel
+    cache. ipykernel (and what it needs) is linked too where this environment has it (the
+    ``notebook`` extra): tests/test_notebook.py runs a notebook kernel in this virtualenv."""
     dist, venv = root / "dist", root / "venv"
     run = dict(capture_output=True, text=True, check=False, env=_clean_env())
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
@@ -101,7 +109,7 @@ def installed(tmp_path_factory) -> Path:
     # The folder's name ends in site-packages: Hypothesis takes a module whose path has no
     # "/site-packages/" for the user's own code and reads constants from its source (torch's
     # thousands of modules: measured +6 s of CPU per pytest process).
-    linked = _shared_torch(root / "linked" / "site-packages")
+    linked = _shared_torch(root / "linked" / "site-packages", ("torch", "ipykernel"))
     (Path(site) / "kv_linked_torch.pth").write_text(f"{linked}\n")
     # --no-compile: pip would byte-compile every module of every dependency, most never imported
     # here; each import writes the bytecode of what is used.
@@ -112,6 +120,34 @@ def installed(tmp_path_factory) -> Path:
     inst = subprocess.run([*pip, f"torch=={torch_version}", str(wheel)], **run)
     assert inst.returncode == 0, inst.stdout[-3000:] + inst.stderr[-3000:]
     return venv
+
+
+def shared_installed(tmp_path_factory) -> Path:
+    """The wheel's virtualenv, built once per test run even under pytest-xdist: the first worker
+    to ask builds it in the run's shared temporary folder (under a file lock), the others wait
+    and reuse it (tests/test_packaging.py and tests/test_notebook.py share it)."""
+    import fcntl
+
+    if shutil.which("git") is None:
+        pytest.skip("git is needed to build from a clean copy of the sources")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "kv-wheel"
+    with open(shared / "kv-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = root / "ready"
+        if not ready.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            build_installed(root)
+            ready.write_text("ok")
+    return root / "venv"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh virtualenv with the built wheel (:func:`build_installed`), one per test run."""
+    return shared_installed(tmp_path_factory)
 
 
 def _work_dir(tmp_path: Path) -> Path:
@@ -165,7 +201,9 @@ def test_the_main_job_and_the_python_api_import_from_the_wheel(installed, tmp_pa
 def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path):
     work = _work_dir(tmp_path)
     cli = str(installed / "bin" / "kernel-verify")
-    good = _run(installed, work, cli, "check", "my_favor:targets", "-k", KEYWORD)
+    # the README's example adapter, shipped in the wheel (no copy of it in the directory)
+    good = _run(installed, tmp_path, cli, "check", "kernel_verify.examples.my_favor:targets",
+                "-k", KEYWORD)
     assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-4000:]
     assert " 0 failed" in good.stdout and "PASS" in good.stdout, good.stdout
     # The default run (two pytest workers) above; one pytest process here, half the start-up.
@@ -173,6 +211,27 @@ def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path)
     assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-4000:]
     assert "FAIL" in bad.stdout and "wrong_favor" in bad.stdout, bad.stdout
     assert "| " in bad.stdout, f"no evidence printed under the failure:\n{bad.stdout}"
+
+
+def test_the_docs_that_skip_reasons_cite_are_shipped(installed, tmp_path):
+    """Skip reasons and ``list`` cite ``docs/math.md §N``: the wheel carries docs/ as
+    ``kernel_verify/docs``, every section cited by the suite's own text included."""
+    import re
+
+    py = str(installed / "bin" / "python")
+    proc = _run(installed, tmp_path, py, "-c", "import kernel_verify.docs as d, pathlib; "
+                "print(pathlib.Path(list(d.__path__)[0]))")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    docs = Path(proc.stdout.strip())
+    assert docs.parent.name == "kernel_verify", docs
+    shipped = {p.name for p in docs.glob("*.md")}
+    assert shipped == {p.name for p in (REPO / "docs").glob("*.md")}, shipped
+    math = (docs / "math.md").read_text(encoding="utf-8")
+    cited = set(re.findall(r"docs/math\.md §(\d+)",
+                           "".join(p.read_text(encoding="utf-8")
+                                   for p in (REPO / "properties").glob("*.py"))))
+    for section in cited:
+        assert re.search(rf"^#+ §{section}[ .]", math, flags=re.M), section
 
 
 def test_pytest_plugin_runs_the_installed_suite(installed, tmp_path):
@@ -205,3 +264,14 @@ def test_pytest_plugin_runs_the_installed_suite(installed, tmp_path):
              ("skip", "skipped"))
     assert plugin.startswith(", ".join(f"{counts[k]} {w}" for k, w in words) + " — "), (
         plugin, counts)
+
+
+def test_the_readme_shows_the_forms_example_as_shipped():
+    """The README's worked example of the forms protocol is examples/linear_forms.py, the
+    module the wheel ships as ``kernel_verify.examples.linear_forms`` (verdicts: README)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    body = (REPO / "examples" / "linear_forms.py").read_text(encoding="utf-8")
+    body = body.split('"""', 2)[2].strip()
+    assert f"```python\n{body}\n```" in readme
+    assert readme.startswith("# kernel-verify") and "pip install kernel-verify" in \
+        readme.split("## Set up and run")[0]
