@@ -179,21 +179,19 @@ def _first_tensor(obj):
 
     if isinstance(obj, torch.Tensor):
         return obj
+    if isinstance(obj, dict):
+        obj = list(obj.values())
     if isinstance(obj, list | tuple):
         for x in obj:
             found = _first_tensor(x)
             if found is not None:
                 return found
         return None
-    for name in ("recurrent_states", "ssm_states", "conv_states", "layers"):
+    for name in ("layers", "recurrent_states", "ssm_states", "conv_states"):
         if hasattr(obj, name):
             found = _first_tensor(getattr(obj, name))
             if found is not None:
                 return found
-    for value in getattr(obj, "__dict__", {}).values():
-        found = _first_tensor(value) if isinstance(value, list | tuple | torch.Tensor) else None
-        if found is not None:
-            return found
     return None
 
 
