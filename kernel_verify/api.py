@@ -138,6 +138,13 @@ class CheckResult:
         table = self.note if self.note and not self.verdicts else self.table()
         return f"{table}\n\n{self.summary_line()}"
 
+    def __repr__(self) -> str:
+        return (f"<CheckResult {self.spec}: {self.summary_line().splitlines()[0]}>")
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's plain-text display (a terminal, a notebook's text/plain): the table."""
+        printer.text(str(self))
+
     def _repr_html_(self) -> str:
         """The verdict table for a notebook: every line of each failure's evidence, each
         skip's or known failure's whole reason, and the line that reproduces it."""

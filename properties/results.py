@@ -92,6 +92,7 @@ def repro_command(item) -> str:
                      "-p", "no:cacheprovider", "-p", "no:xdist"])
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BLOB = re.compile(r"@reproduce_failure\([^)]*\)")
 
 
@@ -128,7 +129,7 @@ def pytest_collectreport(report) -> None:
         "prop": "(collection)", "target": "", "backend": "", "builtin_only": False,
         "when": "collect", "outcome": "failed", "crashed": False, "known": "",
         "message": f"{module} could not be collected, so none of its properties ran:\n"
-                   f"{report.longrepr}",
+                   + _ANSI.sub("", str(report.longrepr)),
         "notes": [], "repro": "", "seconds": 0.0,
     }
     with open(path, "a", encoding="utf-8") as out:
@@ -150,6 +151,9 @@ def pytest_runtest_logreport(report) -> None:
         message = str(report.longrepr[2])
     else:
         message = str(report.longrepr) if report.longrepr else ""
+    # pytest colours the text where the environment asks for it (FORCE_COLOR, PY_COLORS: a
+    # notebook kernel sets them); the evidence is plain text
+    message = _ANSI.sub("", message)
     crashed = report.failed and "crashed while running" in message
     # Declared known failures (kernel_verify.properties.known): a strict xfail that failed as
     # declared, or that passed (stale).

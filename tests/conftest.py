@@ -8,7 +8,7 @@ takes the rest. Last in collection order, they would leave the other worker idle
 from kernel_verify.properties import profiles
 
 PROFILE = profiles.load()
-FIRST = ("test_packaging.py",)
+FIRST = ("test_packaging.py", "test_notebook.py")  # one wheel virtualenv, built once
 
 
 def pytest_collection_modifyitems(items) -> None:
