@@ -53,6 +53,7 @@ from kernel_verify.properties.attention_cases import (
     cases,
     credit_case,
     describe,
+    feature_count,
     modes,
     output_error_bound,
     rounding_floor,
@@ -95,6 +96,14 @@ STAT_EXAMPLES = max(1, settings.default.max_examples // 4)
 
 def _inputs(target, **kw) -> st.SearchStrategy:
     return qkv_sets(self_attention=bool(target is not None and target.self_attention_only), **kw)
+
+
+def _eps(x: QKV, backend, target) -> float:
+    """``ε`` of :func:`~kernel_verify.properties.attention_cases.output_error_bound` with the
+    target's feature count (declared ``feature_count``, or measured from its ``features``; 0 for
+    exact attention), ``M_MAX`` when it is unknown (issue #29: bounds that know what they
+    bound)."""
+    return output_error_bound(x, backend, feature_count(target))
 
 
 def _check(got, tol, what, **kw) -> None:
@@ -197,7 +206,7 @@ def test_same_seed_gives_same_output(target, backend, data, seed, request):
     x = data.draw(_inputs(target))
     other = data.draw(_inputs(target, scales=(1.0, 10.0)))
     xs = seen(x, backend)
-    tol = 2 * output_error_bound(xs, backend)
+    tol = 2 * _eps(xs, backend, target)
     credit_case(request, tol, (xs.v,), backend, x.scale, "determinism")
     for causal in modes(target):
         first = call(target, backend, x, causal=causal, seed=seed)
@@ -226,7 +235,7 @@ def test_same_seed_gives_same_output(target, backend, data, seed, request):
 def test_partition_of_unity(target, backend, data, seed):
     x = data.draw(_inputs(target))
     x = QKV(x.q, x.k, np.ones((*x.shape[:-1], 2)), x.scale, x.self_attention)
-    tol = output_error_bound(seen(x, backend), backend)
+    tol = _eps(seen(x, backend), backend, target)
     for causal in modes(target):
         out = call(target, backend, x, causal=causal, seed=seed)
         _check(out, tol, f"{describe(target, backend, causal, seed, x)}: V = 1 must give 1",
@@ -240,7 +249,7 @@ def test_partition_of_unity(target, backend, data, seed):
 def test_outputs_are_convex_combinations_of_visible_values(target, backend, data, seed):
     x = data.draw(_inputs(target))
     xs = seen(x, backend)
-    tol = output_error_bound(xs, backend)
+    tol = _eps(xs, backend, target)
     v = xs.v
     for causal in modes(target):
         out = call(target, backend, x, causal=causal, seed=seed)
@@ -357,7 +366,7 @@ def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales
     out2 = call(target, backend, fx, causal=True, seed=seed)
     where = describe(target, backend, True, seed, x)
     xs, fxs = seen(x, backend), seen(fx, backend)
-    tol = 2 * max(output_error_bound(xs, backend), output_error_bound(fxs, backend))
+    tol = 2 * max(_eps(xs, backend, target), _eps(fxs, backend, target))
     credit_case(request, tol, (xs.v, fxs.v), backend, scales, "causality")
     # Past rows that turn NaN/Inf (or stop being NaN) when only the future changed are a
     # causality defect (e.g. a stabiliser over the whole sequence whose future maximum
@@ -396,7 +405,7 @@ def test_batch_elements_and_heads_are_independent(target, backend, data, seed, w
            < _dtype_max(backend))
     keep = np.flatnonzero(np.arange(x.shape[axis]) != j)
     xs, fxs = seen(x, backend), seen(fx, backend)
-    tol = 2 * max(output_error_bound(xs, backend), output_error_bound(fxs, backend))
+    tol = 2 * max(_eps(xs, backend, target), _eps(fxs, backend, target))
     credit_case(request, tol, (xs.v, fxs.v), backend, scales,
                 "batch and head independence")
     what = "batch element" if axis == 0 else "head"
@@ -426,7 +435,7 @@ def test_permutation_equivariance(target, backend, data, seed, request):
     pq = data.draw(permutations(n), label="query permutation")
     assume((pk != np.arange(n)).any())
     xs = seen(x, backend)
-    tol = 2 * output_error_bound(xs, backend)
+    tol = 2 * _eps(xs, backend, target)
     credit_case(request, tol, (xs.v,), backend, x.scale, "permutation equivariance")
     where = describe(target, backend, False, seed, x)
     out = call(target, backend, x, causal=False, seed=seed)
