@@ -1087,3 +1087,24 @@ def test_sweep_check_arguments(monkeypatch) -> None:
               (p, "target") if p == "targets" else (p,))
              for p in params for bad in _CHECK_BAD[p]]
     _sweep("check", cases)
+
+
+def test_sweep_catches_a_planted_silent_wrong(monkeypatch) -> None:
+    """Control: with the cu_seqlens check of issue 30 undone (boundaries read as given, floats
+    truncated, as before), the forms sweep reports wrong results for ``varlen``."""
+    import kernel_verify.impls.packed as packed
+
+    def lenient(cu: Any, *, length: int, allow_empty: bool = True,
+                name: str = "cu_seqlens") -> list[int]:
+        values = cu.tolist() if hasattr(cu, "tolist") else list(cu)
+        return [int(b) for b in values]
+
+    monkeypatch.setattr(packed, "check_cu_seqlens", lenient)
+    monkeypatch.setitem(SWEEP, "forms", SWEEP.get("forms", {}))  # not counted as the sweep's
+    target = _form_targets()[0]
+    cases = [c for c in _form_calls(target, "numpy") if ".varlen " in c[0]
+             and "cu_seqlens" in c[0]]
+    with pytest.raises(AssertionError, match=r"cu_seqlens = <(negative|non-monotone|not to T|"
+                                             r"float 2.5)>: wrong: returned"):
+        _sweep("control", cases)
+    assert SWEEP["control"]["wrong"] >= 3
