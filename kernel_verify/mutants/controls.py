@@ -170,6 +170,8 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
          "(the skeleton of the float32 gradient and state mutants)"),
         ("grad_f32_taylor_opaque_state", "attention",
          "float32-only Taylor linear attention with its forms and features, opaque state"),
+        ("grad_half_softmax", "attention",
+         "causal softmax attention, half inputs computed in float32 (the half mutants' twin)"),
         ("based_f32_parallel", "attention",
          "float32-only Based attention (1 + t + t²/2, features declared, no forms)"),
         ("grad_lowp_taylor", "attention",

@@ -234,6 +234,26 @@ def _softmax_target(name: str, mode: str,
         backends=("numpy", "torch"), dtypes=dtypes, feature_count=0)]
 
 
+def _half_softmax_target(name: str, factors: dict[str, float]) -> list[Target]:
+    """Causal softmax attention (the right hand-written backward) taking float64, float16 and
+    bfloat16, half inputs computed in float32 and the output rounded once (claims
+    ``half_in_float32``, ``feature_count = 0``); ``factors`` scale ∂L/∂q, ∂L/∂k, ∂L/∂v of half
+    inputs only (a half-precision kernel's backward off by a constant factor)."""
+    import torch
+
+    def fn(q, k, v, seed):
+        if q.dtype in (torch.float16, torch.bfloat16):
+            if factors:
+                q, k, v = _grad_scale(factors)(q, k, v)
+            out = _causal_softmax_function("right")(q.float(), k.float(), v.float())
+            return out.to(v.dtype)
+        return _causal_softmax_function("right")(q, k, v)
+
+    return [AttentionTarget(name, _attention_call(fn), _ATT | {"half_in_float32"},
+                            backends=("numpy", "torch"),
+                            dtypes=("float64", "float16", "bfloat16"), feature_count=0)]
+
+
 _LOG_CLAIMS = _CLAIMS | {"log_features"}
 
 
@@ -559,6 +579,14 @@ GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
         "SM⁺ features whose hand-written backward is 1.1 times the true gradient (the "
         "estimator's gradient is then biased by 10 %)", "feature_map",
         lambda: _positive_targets("mutant:grad_positive_scaled_10_percent", "scaled_1_1")),
+    "grad_half_dq_scaled": (
+        "causal softmax attention (half inputs computed in float32) whose float16/bfloat16 "
+        "backward's ∂L/∂q is 1.03 times the true one", "attention",
+        lambda: _half_softmax_target("mutant:grad_half_dq_scaled", {"q": 1.03})),
+    "grad_half_dv_scaled": (
+        "causal softmax attention (half inputs computed in float32) whose float16/bfloat16 "
+        "backward's ∂L/∂v is 1.01 times the true one", "attention",
+        lambda: _half_softmax_target("mutant:grad_half_dv_scaled", {"v": 1.01})),
     "grad_f32_dq_scaled": (
         "float32-only Taylor linear attention (forms, declared features) whose backward's "
         "∂L/∂q is 1.03 times the true one", "attention",
@@ -616,6 +644,8 @@ GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
     "grad_log_positive_drops_minus_x": (f"{_G}feature_attention_gradients_match_exact",),
     "grad_log_positive_via_phi": (f"{_G}attention_gradients_finite_along_scale_sweep",),
     "grad_positive_scaled_10_percent": (f"{_G}gradient_of_unbiased_estimator_is_unbiased",),
+    "grad_half_dq_scaled": (f"{_G}low_precision_gradients_near_float64",),
+    "grad_half_dv_scaled": (f"{_G}low_precision_gradients_near_float64",),
     "grad_f32_dq_scaled": (f"{_D}gradients_meet_declared_features",),
     "grad_f32_dk_scaled": (f"{_D}gradients_meet_declared_features",),
     "grad_f32_dv_scaled": (f"{_D}gradients_meet_declared_features",),
@@ -647,6 +677,8 @@ GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     "grad_f32_taylor": lambda: taylor_target("control:grad_f32_taylor"),
     "grad_f32_taylor_opaque_state":
         lambda: taylor_target("control:grad_f32_taylor_opaque_state", declare=("features",)),
+    "grad_half_softmax":
+        lambda: _half_softmax_target("control:grad_half_softmax", {}),
     "based_f32_parallel":
         lambda: taylor_target("control:based_f32_parallel", declare=("features",),
                               forms=False),
