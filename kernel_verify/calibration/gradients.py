@@ -4,19 +4,22 @@
 statistical gradient check: for the built-in ``softmax_positive[iid]`` map (the only target its
 selection collects in the shipped suite), one example is
 :func:`~kernel_verify.properties.gradient_checks.unbiased_gradient_trial` (a point ``d = 3``,
-``‖x‖ = 0.8``, ``‖y‖ = 0.5``, ``B`` draw seeds from the example's seed, float64 autograd
-gradients on torch CPU: the only backend, dtype and mode the property runs in) and the check is
+``‖x‖ = 0.8``, ``‖y‖ = 0.5``, ``B`` blocks from the example's seed — each one parameter draw
+of ``M`` = :func:`~kernel_verify.properties.gradient_checks.block_features` features, sized so
+that a gradient scaled by 1.1 is rejected (issue #29) — float64 autograd gradients on torch
+CPU: the only backend, dtype and mode the property runs in) and the check is
 :func:`~kernel_verify.properties.gradient_checks.unbiased_gradient_test` (median of means with the
-exact per-draw variance, no pilot estimate). Here the same two functions run on fresh seeds at
-every rung of the calibration ladder (``B = ⌈8 ln(1/α)⌉`` draws at level α; a trial's draws at a
-looser level are the first draws of its trial at the tightest level, as the property would draw
-them). The property's threshold holds per component (three components, three assertions in the
-α budget); a row counts a rejection when *any* component rejects, so it holds the whole test to
-the per-component level (stricter than the property needs).
+exact per-block variance ``Var T/M``, no pilot estimate). Here the same two functions run on
+fresh seeds at every rung of the calibration ladder (``B = ⌈8 ln(1/α)⌉`` blocks at level α; a
+trial's blocks at a looser level are the first blocks of its trial at the tightest level, as the
+property would draw them). The property's threshold holds per component (three components,
+three assertions in the α budget); a row counts a rejection when *any* component rejects, so
+it holds the whole test to the per-component level (stricter than the property needs).
 
 Trials: ``max(n, 3·trials_to_certify(0.01))`` = 897 at the default 100 seeds, so that the row
 reaches the ladder's last rung (0.01) with room for rejections
-(:func:`kernel_verify.calibration.certify.rungs`); a trial costs ~1 ms per draw (37 draws at 0.01).
+(:func:`kernel_verify.calibration.certify.rungs`); a trial costs ~1–5 ms per block (``M`` from
+64 to 2¹⁷ features; 37 blocks at 0.01).
 
 The gradcheck properties (``test_gradcheck_float64_feature_map``,
 ``test_gradcheck_float64_attention``) rest on a stated assumption (fifth derivatives
