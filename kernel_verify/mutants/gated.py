@@ -19,6 +19,9 @@ gates.
   chunk's *first* token instead of its last;
 * ``gated_half_cumsum``: the in-chunk cumulative log-gates summed in float16 (chunked forms; the
   step is exact);
+* ``gated_linear_space_decay``: the in-chunk decays as ``e^(Gl_t)·e^(−Gl_s)`` in the input's
+  dtype instead of ``e^(Gl_t − Gl_s)``: exact in real arithmetic, in float32 a run of strong
+  decay overflows ``e^(−Gl_s)`` (past ``e^88.7``) and gives ``0·∞`` = NaN;
 * ``gated_packed_state_not_reset``: packed sequences (``cu_seqlens``) continue from the previous
   sequence's final state.
 """
@@ -46,6 +49,7 @@ class Switches:
     gate_after_update: bool = False
     chunk_decay_first_token: bool = False
     half_cumsum: bool = False
+    linear_space_decay: bool = False
     packed_no_reset: bool = False
 
 
@@ -93,6 +97,10 @@ def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> d
             diff = gl[..., :, None, :] - gl[..., None, :, :]
             own = gc[..., None, :, :] if sw.gate_after_update else 0.0
             decay = np.where(causal, np.exp(np.where(causal, diff + own, 0.0)), 0.0)
+            if sw.linear_space_decay:  # e^(G_t)·e^(−G_s) in the input's dtype
+                with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                    et, inv = np.exp(gl.astype(q.dtype)), np.exp(-gl.astype(q.dtype))
+                    decay = np.where(causal, et[..., :, None, :] * inv[..., None, :, :], 0.0)
             pair = np.einsum("...tf,...tsf,...sf->...ts", fq[..., b:e, :], decay, fk[..., b:e, :])
             read = gl - gc[..., :1, :] if sw.late_boundary_decay else gl
             out[..., b:e, :] = (fq[..., b:e, :] * np.exp(read)) @ s + pair @ v[..., b:e, :]
@@ -181,6 +189,9 @@ GATED_MUTANTS: dict[str, tuple[str, Switches]] = {
     "gated_half_cumsum": (
         "in-chunk cumulative log-gates summed in float16 (chunked forms)",
         Switches(half_cumsum=True)),
+    "gated_linear_space_decay": (
+        "in-chunk decays e^(G_t) * e^(-G_s) in the input's dtype (overflow/underflow under "
+        "strong decay in float32)", Switches(linear_space_decay=True)),
     "gated_packed_state_not_reset": (
         "packed sequences continue from the previous sequence's final state",
         Switches(packed_no_reset=True)),
@@ -193,6 +204,7 @@ GATED_KILLERS: dict[str, tuple[str, ...]] = {
     "gated_chunk_decay_first_token": (
         "gated_forms::test_gated_forms_meet_the_exact_recurrence",),
     "gated_half_cumsum": ("gated_forms::test_gated_forms_meet_the_exact_recurrence",),
+    "gated_linear_space_decay": ("gated_forms::test_gated_forms_meet_the_exact_recurrence",),
     "gated_packed_state_not_reset": (
         "gated_forms::test_gated_packed_sequences_equal_separate_runs",),
 }
