@@ -65,6 +65,20 @@ def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, 
           f"{' (cached)' if cached else ''}  ETA {eta:4.0f}s", file=sys.stderr, flush=True)
 
 
+def _alpha_budget(random_maps: list, s: Settings) -> AlphaBudget:
+    """Bonferroni over every statistical assertion of the report: its mean tests (one per map
+    and m), the deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per
+    biased one), the guaranteed-coverage flag tests (one per m and per geometry point, ≤ 4 axes,
+    and one more where a flag gets its second measurement, measure.resolve_flag) and the
+    gradient-bias median-of-means test (one per component where it applies)."""
+    n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
+                  for e in random_maps)
+    n_flags = 2 * len(random_maps) * (len(s.ms) + 4 * s.geo_points)
+    n_grad = s.d * sum(median_test_applies(e) for e in random_maps)
+    return AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags
+                                    + n_grad))
+
+
 def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[str] | None = None,
                no_plots: bool = False) -> int:
     """``kernel-verify report [--quick] [--out DIR] [--maps NAME ...] [--no-plots]``: verify the
@@ -75,17 +89,7 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
     out = _out_dir(out, quick)
     maps = [get(n) for n in names] if names else all_maps()
     random_maps = [e for e in maps if not e.has("deterministic")]
-    # Bonferroni over every statistical assertion of the report: its mean tests, the
-    # deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per biased one).
-    n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
-                  for e in random_maps)
-    # ... and the guaranteed-coverage flag tests: one per m and per geometry point (≤ 4 axes),
-    # and one more where a flag gets its second measurement (measure.resolve_flag)
-    n_flags = 2 * len(random_maps) * (len(s.ms) + 4 * s.geo_points)
-    # ... and the gradient-bias median-of-means test: one per component where it applies
-    n_grad = s.d * sum(median_test_applies(e) for e in random_maps)
-    budget = AlphaBudget.from_env(max(1, len(random_maps) * len(s.ms) + n_props + n_flags
-                                      + n_grad))
+    budget = _alpha_budget(random_maps, s)
     set_assertion_count(budget.n_assertions)
     version = code_version()
     command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \
