@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -80,8 +81,9 @@ def _lines_before_table(outputs: list[dict]) -> tuple[int, str]:
     return len(shown), text
 
 
-def test_a_notebook_checks_targets_defined_at_its_top_level(tmp_path_factory, tmp_path):
-    venv = shared_installed(tmp_path_factory)
+def execute(venv: Path, tmp_path: Path, *, allow_errors: bool = False):
+    """The notebook (four cells: maps, forms, check, report) executed by a kernel of ``venv``
+    in an empty directory under ``tmp_path``; returns the executed notebook."""
     kernels = tmp_path / "jupyter" / "kernels" / "kv-wheel"
     kernels.mkdir(parents=True)
     (kernels / "kernel.json").write_text(json.dumps({
@@ -101,12 +103,18 @@ def test_a_notebook_checks_targets_defined_at_its_top_level(tmp_path_factory, tm
     os.environ.update(env)
     try:
         client = nbclient.NotebookClient(nb, kernel_name="kv-wheel", timeout=600,
+                                         allow_errors=allow_errors,
                                          resources={"metadata": {"path": str(work)}})
         client.execute()
     finally:
         os.environ.clear()
         os.environ.update(saved)
     nbformat.write(nb, work / "first_hour.ipynb")
+    return nb
+
+
+def test_a_notebook_checks_targets_defined_at_its_top_level(tmp_path_factory, tmp_path):
+    nb = execute(shared_installed(tmp_path_factory), tmp_path)
     check_cell, report_cell = nb.cells[2], nb.cells[3]
     n_lines, text = _lines_before_table(check_cell.outputs)
     assert n_lines == 1 and text.startswith("\rkernel-verify check: 3 target(s) given in Python"), (
