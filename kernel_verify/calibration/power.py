@@ -130,16 +130,21 @@ def _detects(cell: Cell, eps: float, rng: np.random.Generator, backend, n: int) 
     return hits, tried
 
 
-def measure(cell: Cell, seed: int) -> Result:
-    """Bisection for the smallest detected ε and the false-alarm count (module docstring)."""
+def _backend_for(cell: Cell):
+    """The torch CPU backend of the cell's dtype, as the properties judge its target on it."""
     from kernel_verify.properties.attention_cases import for_target
     from kernel_verify.verify.backends import AXIS
 
-    start = time.monotonic()
-    rng = np.random.default_rng(seed)
     base = next(b for b in AXIS if b.library == "torch" and b.device == "cpu"
                 and b.dtype == cell.dtype)
-    backend = for_target(cell.make(0.0), base)
+    return for_target(cell.make(0.0), base)
+
+
+def measure(cell: Cell, seed: int) -> Result:
+    """Bisection for the smallest detected ε and the false-alarm count (module docstring)."""
+    start = time.monotonic()
+    rng = np.random.default_rng(seed)
+    backend = _backend_for(cell)
     n = TRIALS
     lo, hi = LOG_LO, LOG_HI
     hits, tried = _detects(cell, 10.0**hi, rng, backend, n)
