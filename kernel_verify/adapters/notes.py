@@ -493,8 +493,13 @@ FINDINGS["transformers_models"] = [
         "the model's dtype. In a float64 model decoding differs from the full forward by "
         "5.7e-6 (Mamba) and 2.7e-5 (Mamba2) at logits of ~30 (init scale 16), the size of "
         "the float32 model's own difference, where float64 rounding gives ~1e-13: a float64 "
-        "user gets float32 results silently. With transformers 5.6.2 Mamba's float64 decode "
-        "passes the same check.",
+        "user gets float32 results silently. Versions: with transformers 5.6.2 (the oldest the "
+        "fla pin allows, laid over the environment with PYTHONPATH) Mamba's float64 decode, "
+        "generate and left padding pass (a regression between 5.6.2 and 5.24.0) while "
+        "Mamba2's fail as with 5.24.0; the RWKV batch step and the in-place caches fail with "
+        "both (`kernel-verify check kernel_verify.adapters.transformers_models:targets "
+        "--profile ci -k models`: 11 passed, 3 failed, 9 known with 5.6.2; 10, 5, 9 with "
+        "5.24.0).",
         "Upcast to `torch.promote_types(dtype, torch.float32)` instead of `torch.float32`.",
         ("test_decode_equals_full_forward_at_every_split",
          "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded"),
