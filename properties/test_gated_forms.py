@@ -286,7 +286,10 @@ def where(target, backend, shape: Shape, regime: str) -> str:
 
 def setup(target, backend, data, max_t: int = 10):
     shape = draw_shape(data, target, max_t)
-    regime = data.draw(st.sampled_from(REGIMES), label="gate regime")
+    # a slow target (few examples): its simplest example already has a run of strong decay
+    order = REGIMES if target.call_seconds is None else ("strong_runs", *REGIMES[:1],
+                                                         *REGIMES[2:])
+    regime = data.draw(st.sampled_from(order), label="gate regime")
     x = seen_inputs(draw_inputs(shape), backend)
     g = seen_gates(draw_gates(target, shape, regime), backend)
     return shape, regime, x, g
@@ -341,7 +344,9 @@ def test_gated_forms_meet_the_exact_recurrence(target, backend, data):
     ``state_sums`` against the exact state."""
     shape, regime, x, g = setup(target, backend, data)
     _forms_meet_exact(target, backend, shape, regime, x, g)
-    if regime != "strong_runs" and target.fixed_log_gates is None:  # always a run of decay
+    if (regime != "strong_runs" and target.fixed_log_gates is None
+            and target.call_seconds is None):  # a run of strong decay in every example
+        # (a slow target draws it among the regimes: its few examples go to other layouts)
         strong = seen_gates(draw_gates(target, shape, "strong_runs"), backend)
         _forms_meet_exact(target, backend, shape, "strong_runs", x, strong)
 
