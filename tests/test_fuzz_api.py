@@ -197,6 +197,7 @@ OVERRIDES: dict[tuple[str, str], Recipe] = {
     ("get_system", "name"): Recipe(lambda c: "nystrom", "choice"),
     ("all_systems", "kind"): Recipe(lambda c: "attention", "choice"),
     ("segment_means", "x"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),  # any d
+    ("build_tiny_lm", "seed"): Recipe(lambda c: 0, "count", min_value=0),
 }
 #: Names a message may use for an argument (besides the argument's own name).
 ALIASES = {"e_proj": ("E",), "f_proj": ("F",), "sq_norm_sum": ("sq_norm",)}

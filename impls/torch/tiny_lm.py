@@ -46,6 +46,7 @@ Every call runs in the parameters' dtype (float32 or float64) and is differentia
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -278,6 +279,10 @@ def build_tiny_lm(seed: int, *, init_scale: float = 1.0, dtype: torch.dtype = to
     ``N(0, (init_scale · init_std)²)`` per tap, norms 1. Drawn in float32 from ``seed`` and then
     cast, so the float64 model has exactly the float32 model's weights."""
     cfg = config or TinyLMConfig()
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an integer, got {type(seed).__name__} {seed!r}")
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seed must lie in [0, 2**63), got {seed!r}")
     if not init_scale > 0:
         raise ValueError(f"init_scale must be > 0, got {init_scale!r}")
     gen = torch.Generator().manual_seed(int(seed))
