@@ -187,6 +187,8 @@ def _check_state_value(name: object, form: str, state: Any, *, optional: bool) -
 
 def _contract_of_call(t: AttentionTarget, form: str, args: tuple, kwargs: dict) -> None:
     """Keep a form's call to the target's shape contract (``shape_contract``)."""
+    if not t._has_contract():
+        return
     names = ("state", "q_t", "k_t", "v_t") if form == "step" else ("q", "k", "v")
     got = dict(zip(names, args, strict=False)) | kwargs
     q, v = got.get(names[1] if form == "step" else "q"), got.get(names[3] if form == "step"
@@ -397,6 +399,10 @@ class AttentionTarget:
             raise ValueError(f"form must be one of {', '.join(ATTENTION_FORMS)}, got {form!r}")
         return getattr(self, form) is not None
 
+    def _has_contract(self) -> bool:
+        """Whether the target declares a shape contract (``shape_contract``)."""
+        return self.dv_equals_d or self.length_multiple_of > 1 or self.min_length > 1
+
     def to_layout(self, x: Any) -> Any:
         """A ``(B, H, T, …)`` array in the target's layout (and back: the swap is its own
         inverse)."""
@@ -405,8 +411,11 @@ class AttentionTarget:
     def __call__(self, q, k, v, *, causal: bool, seed: int = 0, **kw: Any) -> np.ndarray:
         """The output as a float64 NumPy array (exact widening from any backend and dtype),
         ``(B, H, T, d_v)`` whatever the target's layout."""
-        for x in (q, k):
-            keep_to_contract(self, t=int(x.shape[-2]), d=int(q.shape[-1]), dv=int(v.shape[-1]))
+        if self._has_contract():
+            for x in (q, k):
+                if _is_array(x) and _is_array(q) and _is_array(v) and len(x.shape) >= 2:
+                    keep_to_contract(self, t=int(x.shape[-2]), d=int(q.shape[-1]),
+                                     dv=int(v.shape[-1]))
         t = self.to_layout
         tq = t(q)
         tk = tq if k is q else t(k)
