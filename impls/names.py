@@ -35,7 +35,8 @@ KERNELS: frozenset[str] = frozenset({
 #: (``verify/references/features.py``, ``features_catalogue.py``).
 FORMULAS: frozenset[str] = frozenset({
     "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood", "generative", "gerf", "gmm_prf",
-    "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "relu", "relu_features",
+    "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "polysketch", "relu",
+    "relu_features",
     "rff_pairs", "rff_phase", "softmax_hyperbolic", "softmax_positive", "softmax_trig", "square",
     "taylor", "taylor2_compressed",
 })

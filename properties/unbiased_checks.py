@@ -39,8 +39,8 @@ from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import MOMENT_FORMULAS, QuadratureError
 from kernel_verify.verify.references.biased_means import (
     estimate_range,
-    not_covered,
-    row_moments,
+    reference_moments,
+    reference_not_covered,
 )
 from kernel_verify.verify.references.kernels import kernel_mp
 from kernel_verify.verify.stats import hoeffding_threshold, mean_test
@@ -223,7 +223,7 @@ def reference_mean_reason(target: FeatureMapTarget) -> str | None:
     if not target.white_box:
         return (f"not tested: {target.name} claims 'biased' without a mean_kernel and is "
                 "black-box: no formula and construction to compute a reference mean from")
-    why = not_covered(target.formula, target.matrix, 5)
+    why = reference_not_covered(target.formula, target.matrix, 5)
     if why is not None:
         return (f"not tested: {target.name} claims 'biased' without a mean_kernel, and no "
                 f"reference mean exists for it: {why} (verify/references/biased_means.py)")
@@ -243,13 +243,16 @@ def check_reference_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray,
     side) and ``μ_ref − e`` (lower side): since ``|μ − μ_ref| ≤ e``, a correct target is
     rejected with probability ≤ α (Bernstein/Hoeffding need only independent draws with the
     stated range and variance bound: no further assumption). A sample outside the range is a
-    rejection."""
+    rejection. A sketch formula (PolySketch: ``((Sx)ᵀ(Sy))²``, unbounded) has the exact mean
+    and variance of the estimate itself at this m (``sketch_moments``): median of means with
+    that variance, one-sided at ``α/2`` each the same way."""
     reason = reference_mean_reason(target)
     if reason is not None:
         pytest.skip(reason)
     m = feature_m(target, m)
-    mom = row_moments(target.formula, target.matrix, x, y, target.config)
-    bounds = estimate_range(mom, x.shape[-1], m)
+    mom = reference_moments(target.formula, target.matrix, x, y, target.config, m)
+    # a sketch formula's estimate is unbounded above: its exact variance (median of means)
+    bounds = estimate_range(mom, x.shape[-1], m) if np.isfinite(mom.hi) else None
     samples = estimates(target, x, y, m, seed, draws or default_draws())
     half = per_assertion() / 2
     for side, claimed in (("greater", mom.mean + mom.mean_error),

@@ -23,7 +23,7 @@ import pytest
 from kernel_verify.impls.random_matrices import draw_matrix
 from kernel_verify.impls.registry import get
 from kernel_verify.verify.references.biased_means import (
-    FORMULAS,
+    ROW_FORMULAS,
     _h,
     _params,
     estimate_range,
@@ -49,7 +49,7 @@ def test_sorf_law_is_isotropic_and_covers_the_draws(d):
         assert (gap <= 1e-12).all(), "a drawn SORF row is outside the law"
 
 
-@pytest.mark.parametrize("formula", sorted(FORMULAS - {"rff_phase"}))
+@pytest.mark.parametrize("formula", sorted(ROW_FORMULAS - {"rff_phase"}))
 def test_per_row_estimate_matches_the_twin(formula):
     entry = get(f"{formula}[iid]")
     rng = np.random.default_rng(3)

@@ -8,4 +8,5 @@ from kernel_verify.impls.catalogue import (  # noqa: F401
     exact,
     learned,
     random_features,
+    sketches,
 )

@@ -150,6 +150,10 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("rff_pairs_sorf", "feature_map",
      "SORF RFF pairs (registry function; biased, no mean kernel: reference mean)",
      _feature_twin("rff_pairs[sorf]", False)),
+    ("polysketch", "feature_map",
+     "PolySketch vec((Sx)(Sx)ᵀ) (registry function; biased, no mean kernel: exact sketch "
+     "moments)",
+     _feature_twin("polysketch[iid]", False)),
     *((name, family, desc, _gradient_twin(name)) for name, family, desc in (
         ("grad_positive_custom_backward", "feature_map",
          "SM⁺ features with the right hand-written backward"),

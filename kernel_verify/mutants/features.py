@@ -155,6 +155,13 @@ def relu_features_abs(x, params, config):
     return np.abs(u) / np.sqrt(u.shape[-1])
 
 
+def polysketch_scale_fourth_root(x, params, config):
+    """PolySketch with sketch entries of variance ``1/√m`` (``S·m^(1/4)``) where ``N(0, 1/m)``
+    belongs: every estimate ``((Sx)ᵀ(Sy))²`` is ``m`` times too large (right only at m = 1)."""
+    s = params["S"]
+    return get("polysketch[iid]").numpy_fn(x, {**params, "S": s * s.shape[0] ** 0.25}, config)
+
+
 def _taylor2(x: np.ndarray, *, quad_scale: float, linear: bool) -> np.ndarray:
     d = x.shape[-1]
     z = x * d**-0.25
@@ -301,6 +308,10 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
         "random-phase RFF scaled by √(1/m) instead of √(2/m)",
         lambda: feature_mutant("rff_phase_missing_sqrt2", "rff_phase[iid]",
                                rff_phase_missing_sqrt2)),
+    "polysketch_scale_fourth_root": (
+        "PolySketch with sketch entries N(0, 1/√m) instead of N(0, 1/m)",
+        lambda: feature_mutant("polysketch_scale_fourth_root", "polysketch[iid]",
+                               polysketch_scale_fourth_root)),
     "relu_features_abs": (
         "ReLU random features with |Wx| instead of relu(Wx)",
         lambda: feature_mutant("relu_features_abs", "relu_features[iid]", relu_features_abs)),
@@ -456,4 +467,5 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "softmax_positive_fixed_norm_rows_not_fixed": (
         "feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large",),
     "rff_pairs_sorf_missing_sqrt_d": ("feature_unbiased::test_biased_mean_is_reference_mean",),
+    "polysketch_scale_fourth_root": ("feature_unbiased::test_biased_mean_is_reference_mean",),
 }

@@ -101,14 +101,19 @@ import numpy as np
 
 from kernel_verify.verify.tolerance import EVALUATION_SLACK, gamma
 
-__all__ = ["CONSTRUCTIONS", "FORMULAS", "RowMoments", "estimate_range", "fixed_norm_relu_range",
-           "not_covered",
-           "row_moments", "sorf_row_law"]
+__all__ = ["CONSTRUCTIONS", "FORMULAS", "ROW_FORMULAS", "SKETCH_FORMULAS", "RowMoments",
+           "estimate_range", "fixed_norm_relu_range", "not_covered", "reference_moments",
+           "reference_not_covered", "row_moments", "sketch_moments", "sorf_row_law"]
 
 U = 2.0**-53
 #: Formulas whose estimate is an average of per-row terms (module docstring, table).
-FORMULAS = frozenset({"rff_pairs", "rff_phase", "softmax_trig", "softmax_positive",
-                      "softmax_hyperbolic", "relu_features", "gerf"})
+ROW_FORMULAS = frozenset({"rff_pairs", "rff_phase", "softmax_trig", "softmax_positive",
+                          "softmax_hyperbolic", "relu_features", "gerf"})
+#: Formulas whose estimate is a square of a sketched inner product (:func:`sketch_moments`): no
+#: row law and no finite range, but the exact mean and variance of the estimate at every m.
+SKETCH_FORMULAS = frozenset({"polysketch"})
+#: Every formula with a reference mean here.
+FORMULAS = ROW_FORMULAS | SKETCH_FORMULAS
 #: Constructions with a row law here.
 CONSTRUCTIONS = ("sorf", "orthogonal_fixed_norm")
 #: Largest padded size whose SORF law is enumerated (2^(2p+d) ≤ 2^24 points before merging).
@@ -135,9 +140,9 @@ class RowMoments:
 
 def not_covered(formula: str | None, matrix: str | None, d: int) -> str | None:
     """Why no reference mean exists for this (formula, construction, d), or None."""
-    if formula not in FORMULAS:
+    if formula not in ROW_FORMULAS:
         return (f"formula {formula!r} is not one whose estimate is a per-row average with a "
-                f"reference here ({', '.join(sorted(FORMULAS))})")
+                f"reference here ({', '.join(sorted(ROW_FORMULAS))})")
     if matrix not in CONSTRUCTIONS:
         return f"construction {matrix!r} has no row law here ({', '.join(CONSTRUCTIONS)})"
     if matrix == "orthogonal_fixed_norm" and formula == "relu_features":
@@ -340,3 +345,74 @@ def fixed_norm_relu_range(x: np.ndarray, y: np.ndarray, m: int) -> tuple[float, 
     slack = big_h * (math.expm1(gamma(2 * d + 8, U) * big_a)
                      + gamma(m + 16, U)) * EVALUATION_SLACK
     return -slack, hi + slack
+
+
+# ------------------------------------------------------------------ sketches (docs/math.md §18)
+#: The construction of a sketch formula's matrix: ``S`` with i.i.d. ``N(0, 1/m)`` entries.
+SKETCH_MATRIX = "iid"
+
+
+def reference_not_covered(formula: str | None, matrix: str | None, d: int) -> str | None:
+    """Why no reference mean exists for this (formula, construction, d): :func:`not_covered`
+    for the per-row formulas; a sketch formula needs its Gaussian (``"iid"``) sketch."""
+    if formula in SKETCH_FORMULAS:
+        if matrix != SKETCH_MATRIX:
+            return (f"sketch formula {formula!r} has its exact moments for a Gaussian sketch "
+                    f"(matrix {SKETCH_MATRIX!r}) only, got {matrix!r}")
+        return None
+    return not_covered(formula, matrix, d)
+
+
+def sketch_moments(formula: str, x: np.ndarray, y: np.ndarray, m: int) -> RowMoments:
+    """Exact mean and variance of one PolySketch estimate ``Z² = ((Sx)ᵀ(Sy))²`` with ``m``
+    sketch rows (docs/math.md §18).
+
+    ``Z = (1/m)Σᵢ UᵢVᵢ`` with ``(Uᵢ, Vᵢ) = (gᵢᵀx, gᵢᵀy)`` i.i.d. centred Gaussian pairs of
+    covariance ``[[a, c], [c, b]]`` (``a = ‖x‖²``, ``b = ‖y‖²``, ``c = xᵀy``).
+    ``E e^(tUV) = ((1 − tc)² − t²ab)^(−1/2)``, so the cumulants of ``UV`` are
+    ``κₙ = ½(n − 1)!(λ₊ⁿ + λ₋ⁿ)``, ``λ± = c ± √(ab)``: ``κ₁ = c``, ``κ₂ = c² + ab``,
+    ``κ₃ = 2c³ + 6c·ab``, ``κ₄ = 6c⁴ + 36c²ab + 6a²b²``, and ``Z`` has ``κₙ(Z) = m^(1−n)κₙ``.
+    From cumulants to moments: ``E Z² = κ₂ + κ₁²`` (so ``E Z² = c²(1 + 1/m) + ab/m``) and
+    ``E Z⁴ = κ₄ + 4κ₃κ₁ + 3κ₂² + 6κ₂κ₁² + κ₁⁴``; ``Var Z² = E Z⁴ − (E Z²)²``.
+
+    Every quantity is a polynomial in the float inputs: computed exactly in rationals and
+    rounded once (``mean_error = u·|mean|``; the variance rounded up). The estimate is ``≥ 0``
+    and unbounded above: ``lo = 0``, ``hi = ∞`` (the mean test uses the exact variance, median
+    of means). ``tests/test_sketch_moments.py`` checks the closed form against Gauss–Hermite
+    quadrature of ``Z²`` and ``Z⁴`` (exact for these polynomials)."""
+    from fractions import Fraction
+
+    if formula not in SKETCH_FORMULAS:
+        raise ValueError(f"formula {formula!r} is not a sketch formula "
+                         f"({', '.join(sorted(SKETCH_FORMULAS))})")
+    if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
+        raise ValueError(f"m must be an int >= 1, got {m!r}")
+    xs = [Fraction(float(v)) for v in np.asarray(x, dtype=np.float64).ravel()]
+    ys = [Fraction(float(v)) for v in np.asarray(y, dtype=np.float64).ravel()]
+    if len(xs) != len(ys):
+        raise ValueError(f"x and y must have the same length, got {len(xs)} and {len(ys)}")
+    a, b = sum(v * v for v in xs), sum(v * v for v in ys)
+    c = sum(u * v for u, v in zip(xs, ys, strict=True))
+    ab, mm = a * b, Fraction(int(m))
+    k1, k2 = c, (c * c + ab) / mm
+    k3 = (2 * c**3 + 6 * c * ab) / mm**2
+    k4 = (6 * c**4 + 36 * c * c * ab + 6 * ab * ab) / mm**3
+    second = k2 + k1 * k1
+    fourth = k4 + 4 * k3 * k1 + 3 * k2 * k2 + 6 * k2 * k1 * k1 + k1**4
+    mean, var = float(second), float(fourth - second * second)
+    return RowMoments(mean, U * abs(mean), var * (1 + 2 * U), 0.0, math.inf, math.inf, 0.0,
+                      f"exact moments of ((Sx)ᵀ(Sy))² with m = {int(m)} Gaussian sketch rows "
+                      "(cumulants of a Gaussian product)")
+
+
+def reference_moments(formula: str, matrix: str, x: np.ndarray, y: np.ndarray,
+                      config: Mapping[str, Any], m: int) -> RowMoments:
+    """The reference moments of one estimate with ``m`` features: :func:`sketch_moments` for a
+    sketch formula (the moments of the estimate itself), else :func:`row_moments` (one row's,
+    the same for every m)."""
+    if formula in SKETCH_FORMULAS:
+        why = reference_not_covered(formula, matrix, np.asarray(x).shape[-1])
+        if why is not None:
+            raise ValueError(why)
+        return sketch_moments(formula, x, y, m)
+    return row_moments(formula, matrix, x, y, config)

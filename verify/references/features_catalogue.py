@@ -586,3 +586,26 @@ def _generative(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray
     omega = mp_generative_frequencies(eps, w1, b1, w2, b2)
     proj = x_mp @ omega.T
     return np.concatenate([mp_cos(proj), mp_sin(proj)], axis=-1) / mpmath.sqrt(omega.shape[0])
+
+
+# ------------------------------------------------------------------- polysketch (§18)
+def _bound_polysketch(x, params, config, u, ulps) -> np.ndarray:
+    """``z = Sx`` then ``zᵢzⱼ``: with ``aᵢ = Σⱼ|Sᵢⱼxⱼ|``, the projection (``S`` cast once to the
+    compute dtype, a length-d dot product) is within ``γ_(d+1)·aᵢ`` of ``zᵢ``, and the rounded
+    product within ``((1 + γ_(d+1))²(1 + u) − 1)·aᵢaⱼ ≤ γ_(2d+3)·aᵢaⱼ`` of ``zᵢzⱼ`` (``|zᵢ| ≤ aᵢ``);
+    plus the smallest normal ``η`` for a product that underflows."""
+    s = np.asarray(params["S"], dtype=np.float64)
+    a = np.abs(x) @ np.abs(s).T
+    d = x.shape[-1]
+    outer = (a[..., :, None] * a[..., None, :]).reshape(*a.shape[:-1], -1)
+    return outer * gamma(2 * d + 3, u) + smallest_normal(u)
+
+
+@mp_feature("polysketch", error_bound=_bound_polysketch, not_derived={
+    "backward": "no derived backward bound for PolySketch: its gradient is checked by finite "
+                "differences (test_gradcheck_float64_feature_map)",
+    "jacobian": "no closed Jacobian for PolySketch: the finite differences check the gradient"})
+def _polysketch(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    check_params("params", dict(params), {"S": (None, x_mp.shape[-1])})
+    z = x_mp @ to_mp(params["S"]).T
+    return (z[..., :, None] * z[..., None, :]).reshape(*z.shape[:-1], -1)
