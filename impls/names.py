@@ -35,9 +35,9 @@ KERNELS: frozenset[str] = frozenset({
 #: (``verify/references/features.py``, ``features_catalogue.py``).
 FORMULAS: frozenset[str] = frozenset({
     "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood", "generative", "gerf", "gmm_prf",
-    "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "polysketch", "relu",
-    "relu_features",
-    "rff_pairs", "rff_phase", "softmax_hyperbolic", "softmax_positive", "softmax_trig", "square",
+    "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "polysketch", "random_maclaurin",
+    "relu", "relu_features", "rff_pairs", "rff_phase", "softmax_hyperbolic", "softmax_positive",
+    "softmax_trig", "square",
     "taylor", "taylor2_compressed",
 })
 

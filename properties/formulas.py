@@ -203,6 +203,14 @@ WITHOUT: dict[str, dict[str, str]] = {
     "softmax_trig": {"gradient_median_test": _GRAD_MEDIAN},
     "softmax_hyperbolic": {"gradient_median_test": _GRAD_MEDIAN},
     "gerf": {"gradient_median_test": _GRAD_MEDIAN},
+    "random_maclaurin": {
+        "gradient_median_test": _GRAD_MEDIAN,
+        "fourth_moment": "random Maclaurin features: E h⁴ = Σₙ aₙ⁴(E(wᵀx)⁴(wᵀy)⁴)ⁿ/P(n)³ "
+                         "is not derived (the eighth Rademacher moments); the variance test "
+                         "uses the exact variance only",
+        "blackbox_family": "random Maclaurin features: a random degree per feature and "
+                           "Rademacher rows give no per-draw identity of one family (pairs, "
+                           "norm factor, exponential, homogeneous)"},
 }
 
 

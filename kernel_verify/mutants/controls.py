@@ -154,6 +154,9 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
      "PolySketch vec((Sx)(Sx)ᵀ) (registry function; biased, no mean kernel: exact sketch "
      "moments)",
      _feature_twin("polysketch[iid]", False)),
+    ("random_maclaurin", "feature_map",
+     "random Maclaurin features of exp(xᵀy) (registry function; unbiased, exact variance)",
+     _feature_twin("random_maclaurin", False)),
     *((name, family, desc, _gradient_twin(name)) for name, family, desc in (
         ("grad_positive_custom_backward", "feature_map",
          "SM⁺ features with the right hand-written backward"),

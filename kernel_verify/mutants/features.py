@@ -162,6 +162,14 @@ def polysketch_scale_fourth_root(x, params, config):
     return get("polysketch[iid]").numpy_fn(x, {**params, "S": s * s.shape[0] ** 0.25}, config)
 
 
+def maclaurin_missing_p_factor(x, params, config):
+    """Random Maclaurin with the weight ``√(a_N·p^N)`` where ``√(a_N/P(N)) = √(a_N·p^(N+1)/(p−1))``
+    belongs (Kar & Karnick's ``p^(N+1)`` read as ``p^N``, ``P(N)`` taken unnormalised): every
+    estimate is ``1 − 1/p`` times the right one (half, at the default p = 2)."""
+    p = float(config["p"])
+    return get("random_maclaurin").numpy_fn(x, params, config) * np.sqrt(1.0 - 1.0 / p)
+
+
 def _taylor2(x: np.ndarray, *, quad_scale: float, linear: bool) -> np.ndarray:
     d = x.shape[-1]
     z = x * d**-0.25
@@ -312,6 +320,10 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
         "PolySketch with sketch entries N(0, 1/√m) instead of N(0, 1/m)",
         lambda: feature_mutant("polysketch_scale_fourth_root", "polysketch[iid]",
                                polysketch_scale_fourth_root)),
+    "maclaurin_missing_p_factor": (
+        "random Maclaurin weighted √(a_N p^N) instead of √(a_N p^(N+1)/(p−1))",
+        lambda: feature_mutant("maclaurin_missing_p_factor", "random_maclaurin",
+                               maclaurin_missing_p_factor)),
     "relu_features_abs": (
         "ReLU random features with |Wx| instead of relu(Wx)",
         lambda: feature_mutant("relu_features_abs", "relu_features[iid]", relu_features_abs)),
@@ -468,4 +480,5 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
         "feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large",),
     "rff_pairs_sorf_missing_sqrt_d": ("feature_unbiased::test_biased_mean_is_reference_mean",),
     "polysketch_scale_fourth_root": ("feature_unbiased::test_biased_mean_is_reference_mean",),
+    "maclaurin_missing_p_factor": ("feature_unbiased::test_unbiased_on_random_points",),
 }

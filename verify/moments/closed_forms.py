@@ -32,6 +32,8 @@ from typing import Any
 import mpmath
 import numpy as np
 
+from kernel_verify.verify.moments import maclaurin
+
 __all__ = [
     "CLOSED_FORMS",
     "closed_moments",
@@ -117,6 +119,7 @@ CLOSED_FORMS = {
     "softmax_hyperbolic": _softmax_hyperbolic,
     "gerf": _gerf,
     "relu_features": _relu,
+    "random_maclaurin": maclaurin.closed,
 }
 
 

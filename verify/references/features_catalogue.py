@@ -609,3 +609,52 @@ def _polysketch(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray
     check_params("params", dict(params), {"S": (None, x_mp.shape[-1])})
     z = x_mp @ to_mp(params["S"]).T
     return (z[..., :, None] * z[..., None, :]).reshape(*z.shape[:-1], -1)
+
+
+# ------------------------------------------------------------------- random_maclaurin (§18)
+def _maclaurin_setup(params: Params, config: Mapping, d: int
+                     ) -> tuple[np.ndarray, np.ndarray, float]:
+    check_params("params", dict(params), {"degree": (None,), "W": (None, None, d)})
+    deg = np.asarray(params["degree"], dtype=np.float64)
+    w = np.asarray(params["W"], dtype=np.float64)
+    if deg.shape[0] != w.shape[0] or not (np.all(deg == np.floor(deg)) and np.all(deg >= 0)
+                                          and np.all(deg <= w.shape[1])):
+        raise ValueError("params['degree'] must hold one integer in [0, K] per row of W (m, K, d)")
+    p = float(config["p"])
+    if not (p > 1 and p < float("inf")):
+        raise ValueError(f"config['p'] must be a finite number > 1, got {p}")
+    return deg.astype(np.int64), w, p
+
+
+def _bound_random_maclaurin(x, params, config, u, ulps) -> np.ndarray:
+    """``√(c_N/m)·Π_(j<N) w_jᵀx`` with ``A = Σ|xᵢ| ≥ |w_jᵀx|`` (±1 weights, exact in every
+    dtype): each projection within ``γ_d·A``, the ``N − 1`` products and the final one, and the
+    coefficient ``p^N/(N!(1 − 1/p))/m`` (``≤ 2N + 6`` roundings, a sqrt and a cast) give
+    ``|φ̂ − φ| ≤ √(c_N/m)·((A(1 + γ_d))^N(1 + γ_(3N+10)) − A^N) ≤ √(c_N/m)·A^N·γ_(dN+3N+10)``
+    (``Π(|z_j| + e) − Π|z_j|`` grows with ``|z_j| ≤ A``); plus ``η`` for an underflow."""
+    deg, w, p = _maclaurin_setup(params, config, x.shape[-1])
+    m = w.shape[0]
+    coef = np.array([p**n / math.factorial(n) / (1 - 1 / p) for n in deg]) / m
+    a = np.sum(np.abs(x), axis=-1, keepdims=True)
+    d = x.shape[-1]
+    rel = np.array([gamma(d * n + 3 * n + 10, u) for n in deg])
+    return np.sqrt(coef) * a ** deg * rel + smallest_normal(u)
+
+
+@mp_feature("random_maclaurin", error_bound=_bound_random_maclaurin, not_derived={
+    "backward": "no derived backward bound for random Maclaurin features: its gradient is "
+                "checked by finite differences (test_gradcheck_float64_feature_map)",
+    "jacobian": "no closed Jacobian for random Maclaurin features: the finite differences "
+                "check the gradient"})
+def _random_maclaurin(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    deg, w, p = _maclaurin_setup(params, config, x_mp.shape[-1])
+    m = w.shape[0]
+    pm = mpmath.mpf(p)
+    out = np.empty((*x_mp.shape[:-1], m), dtype=object)
+    for i, n in enumerate(deg):
+        coef = mpmath.sqrt(pm**int(n) / mpmath.factorial(int(n)) / (1 - 1 / pm) / m)
+        col = np.full(x_mp.shape[:-1], coef, dtype=object)
+        for j in range(int(n)):
+            col = col * (x_mp @ to_mp(w[i, j]))
+        out[..., i] = col
+    return out
