@@ -19,6 +19,17 @@
   which is ``C W⁺ Cᵀ`` for a PSD ``W`` (so the claims of docs/math.md §8 apply) and
   ``C |W|⁻¹ Cᵀ`` for an indefinite one (sigmoid kernel, see the conformance page).
 
+* ``PolynomialCountSketch`` — TensorSketch (Pham & Pagh 2013): with ``x̃ = [√γ·x, √c]`` (the
+  ``√c`` coordinate only when ``coef0 = c ≠ 0``), p independent count sketches ``Cⱼx̃`` (hash
+  ``hⱼ: [d̃] → [m]``, signs ``sⱼ``) are multiplied as polynomials by FFT:
+  ``φ(x) = IFFT(Πⱼ FFT(Cⱼx̃))``, the count sketch of ``x̃^(⊗p)`` under the hash
+  ``Σⱼhⱼ mod m`` and sign ``Πⱼsⱼ``, an unbiased estimator of ``(γxᵀy + c)^p`` (the sign products
+  of two different index tuples have mean 0). Black-box targets (``random_state`` from the
+  suite's seed, the library's own hashes), no family and no exact variance declared: the
+  black-box unbiasedness property with its pilot variance is their mean test. Two settings:
+  the library's defaults (``γ = 1``, ``degree = 2``, ``coef0 = 0``, ``n_components = 100``;
+  kernel ``(xᵀy)²``) and ``degree = 3``, ``coef0 = 1`` (kernel ``(xᵀy + 1)³``).
+
 ``SkewedChi2Sampler`` and ``AdditiveChi2Sampler`` are not targets: their kernels are defined on
 ``x > −c`` and ``x ≥ 0`` only, while every property draws its inputs from ℝᵈ, and the protocol has
 no field for an input domain (reported to the lead).
@@ -75,6 +86,24 @@ def rbf_sampler_black(x: np.ndarray, seed: int, *, n_components: int = N_COMPONE
     return out.reshape(*lead, n_components)
 
 
+def polynomial_count_sketch(*, degree: int = 2, coef0: float = 0.0, gamma: float = 1.0,
+                            n_components: int = N_COMPONENTS
+                            ) -> Callable[[np.ndarray, int], np.ndarray]:
+    """``sample_fn(x, seed)``: ``PolynomialCountSketch(gamma, degree, coef0, n_components,
+    random_state=s).fit_transform(x)``, ``s`` the suite's seed hashed into 32 bits."""
+
+    def sample(x: np.ndarray, seed: int) -> np.ndarray:
+        km = need("sklearn", "kernel_approximation")
+        x2, lead = _flat(np.asarray(x))
+        state = int(np.random.SeedSequence(int(seed)).generate_state(1)[0])
+        out = km.PolynomialCountSketch(gamma=gamma, degree=degree, coef0=coef0,
+                                       n_components=n_components,
+                                       random_state=state).fit_transform(x2)
+        return out.reshape(*lead, n_components)
+
+    return sample
+
+
 def nystroem(rank: int = NYSTROEM_RANK) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
     """``approximate(X, kernel, rng)`` of :class:`KernelApproxTarget` through
     ``sklearn.kernel_approximation.Nystroem(kernel=callable)``."""
@@ -105,6 +134,20 @@ targets = [
         "sklearn.RBFSampler[random_state]", "gaussian", _RFF_CLAIMS,
         kernel_params={"sigma": SIGMA}, m=N_COMPONENTS, config={"sigma": SIGMA},
         sample_fn=rbf_sampler_black, formula="rff_phase", matrix="iid",
+    ),
+    FeatureMapTarget(
+        "sklearn.PolynomialCountSketch[random_state]", "polynomial",
+        frozenset({"unbiased", "psd_kernel"}), kernel_params={"c": 0.0, "p": 2},
+        m=N_COMPONENTS, sample_fn=polynomial_count_sketch(),
+        description="TensorSketch of (xᵀy)² at the library's defaults",
+        source="Pham & Pagh 2013; scikit-learn PolynomialCountSketch",
+    ),
+    FeatureMapTarget(
+        "sklearn.PolynomialCountSketch[degree3_coef1]", "polynomial",
+        frozenset({"unbiased", "psd_kernel"}), kernel_params={"c": 1.0, "p": 3},
+        m=N_COMPONENTS, sample_fn=polynomial_count_sketch(degree=3, coef0=1.0),
+        description="TensorSketch of (xᵀy + 1)³ (degree=3, coef0=1)",
+        source="Pham & Pagh 2013; scikit-learn PolynomialCountSketch",
     ),
     KernelApproxTarget(
         "sklearn.Nystroem", nystroem(NYSTROEM_RANK),
