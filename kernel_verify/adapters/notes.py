@@ -36,7 +36,12 @@ RIGHT: dict[str, str] = {
         "(mpmath reference, derived rounding bound) for the suite's parameters, its own "
         "`random_state` draw is unbiased for the Gaussian kernel exp(−γ‖x−y‖²) with the exact "
         "variance, and ΦΦᵀ is PSD. `Nystroem` with a PSD kernel is exact on its landmark "
-        "columns, K̃ and K − K̃ are PSD, and its error respects the Eckart–Young bound."),
+        "columns, K̃ and K − K̃ are PSD, and its error respects the Eckart–Young bound. "
+        "`PolynomialCountSketch` (TensorSketch) at its defaults and at degree 3, coef0 1 is "
+        "unbiased for (γxᵀy + coef0)^degree (the black-box mean test with a pilot variance: "
+        "an assumption, stated on its verdict; no exact variance or range is declared for it, "
+        "so the white-box unbiasedness tests say \"not tested\"), reproducible from its "
+        "`random_state`, and computes float64 input in float64."),
     "performer": (
         "`gaussian_orthogonal_random_matrix` rows are orthogonal within blocks to float64 "
         "rounding and the draws are reproducible; non-causal `FastAttention` is a partition "
