@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import _is_torch, check_one_backend
+from kernel_verify.impls.attention_checks import ZERO_DENOMINATOR_POLICIES
+from kernel_verify.impls.validation import _is_torch, check_bool, check_one_backend
 
-__all__ = ["check_log_gates"]
+__all__ = ["check_gated_options", "check_log_gates", "time_length"]
 
 
 def check_log_gates(g: Any, phi_k: Any, *, backend: str, name: str = "log_gates",
@@ -57,3 +58,19 @@ def check_log_gates(g: Any, phi_k: Any, *, backend: str, name: str = "log_gates"
     if positive:
         raise ValueError(f"{name} must be ≤ 0 (log of a decay in (0, 1]); got a positive entry")
     return kind
+
+
+def check_gated_options(normalise: Any, zero_denominator: Any) -> None:
+    """``normalise`` a bool and ``zero_denominator`` a policy name, checked whether or not the
+    normaliser is used (an option that is silently ignored hides a caller's mistake)."""
+    check_bool("normalise", normalise)
+    if not isinstance(zero_denominator, str) or zero_denominator not in ZERO_DENOMINATOR_POLICIES:
+        raise ValueError(f"zero_denominator must be one of {ZERO_DENOMINATOR_POLICIES}, "
+                         f"got {zero_denominator!r}")
+
+
+def time_length(phi_q: Any) -> int:
+    """The time length of ``phi_q`` for the parallel form's one chunk (at least 1); an input
+    without two axes is left to the chunked form's checks, which name it."""
+    shape = getattr(phi_q, "shape", None)
+    return max(int(shape[-2]), 1) if shape is not None and len(shape) >= 2 else 1

@@ -25,7 +25,7 @@ import numpy as np
 
 from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
 from kernel_verify.impls.forms_checks import check_chunk_size, check_state, check_step_inputs
-from kernel_verify.impls.gated_checks import check_log_gates
+from kernel_verify.impls.gated_checks import check_gated_options, check_log_gates, time_length
 
 State = tuple[np.ndarray, np.ndarray]
 
@@ -96,6 +96,7 @@ def gated_attention_chunked(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
                             initial_state: State | None = None, normalise: bool = False,
                             zero_denominator: str = "raise") -> tuple[np.ndarray, State]:
     """Gated causal linear attention, chunked, state ``(S, z)`` in and out (module docstring)."""
+    check_gated_options(normalise, zero_denominator)
     chunk_size = check_chunk_size(chunk_size)
     g, (s0, z0) = _inputs(phi_q, phi_k, v, log_gates, initial_state)
     num, den, state = gated_chunk_sums(phi_q, phi_k, v, g, chunk_size, s0, z0)
@@ -110,7 +111,7 @@ def gated_attention_parallel(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray
                              ) -> tuple[np.ndarray, State]:
     """The parallel form ``O = (φ(Q)φ(K)ᵀ ⊙ D)V + (φ(Q) ⊙ e^G)S_0`` (one chunk of T)."""
     return gated_attention_chunked(phi_q, phi_k, v, log_gates,
-                                   chunk_size=max(phi_q.shape[-2], 1),
+                                   chunk_size=time_length(phi_q),
                                    initial_state=initial_state, normalise=normalise,
                                    zero_denominator=zero_denominator)
 
@@ -120,6 +121,7 @@ def gated_attention_step(state: State | None, phi_q_t: np.ndarray, phi_k_t: np.n
                          zero_denominator: str = "raise") -> tuple[State, np.ndarray]:
     """One token: ``S_t = diag(e^(g_t)) S_(t−1) + φ(k_t)v_tᵀ``, ``z_t`` alike,
     ``o_t = φ(q_t)ᵀS_t`` (``/ φ(q_t)ᵀz_t`` with ``normalise``); ``state`` None is empty."""
+    check_gated_options(normalise, zero_denominator)
     check_step_inputs(phi_q_t, phi_k_t, v_t, names=("phi_q_t", "phi_k_t", "v_t"),
                       backend="numpy")
     kind = check_log_gates(log_gate_t, phi_k_t, backend="numpy", name="log_gate_t", step=True)

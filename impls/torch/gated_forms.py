@@ -19,7 +19,7 @@ import torch
 
 from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
 from kernel_verify.impls.forms_checks import check_chunk_size, check_state, check_step_inputs
-from kernel_verify.impls.gated_checks import check_log_gates
+from kernel_verify.impls.gated_checks import check_gated_options, check_log_gates, time_length
 from kernel_verify.impls.torch.convert import compute_dtype
 
 State = tuple[torch.Tensor, torch.Tensor]
@@ -125,6 +125,7 @@ def gated_attention_chunked(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.T
                             initial_state: State | None = None, normalise: bool = False,
                             zero_denominator: str = "raise") -> tuple[torch.Tensor, State]:
     """Gated causal linear attention, chunked, state ``(S, z)`` in and out (module docstring)."""
+    check_gated_options(normalise, zero_denominator)
     chunk_size = check_chunk_size(chunk_size)
     check_attention_inputs(phi_q, phi_k, v, causal=True, names=("phi_q", "phi_k", "v"),
                            backend="torch")
@@ -145,7 +146,7 @@ def gated_attention_parallel(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.
                              ) -> tuple[torch.Tensor, State]:
     """The parallel form (one chunk of T)."""
     return gated_attention_chunked(phi_q, phi_k, v, log_gates,
-                                   chunk_size=max(int(phi_q.shape[-2]), 1),
+                                   chunk_size=time_length(phi_q),
                                    initial_state=initial_state, normalise=normalise,
                                    zero_denominator=zero_denominator)
 
@@ -154,6 +155,7 @@ def gated_attention_step(state: State | None, phi_q_t: torch.Tensor, phi_k_t: to
                          v_t: torch.Tensor, log_gate_t: torch.Tensor, *, normalise: bool = False,
                          zero_denominator: str = "raise") -> tuple[State, torch.Tensor]:
     """One token of the gated recurrence (see the NumPy twin)."""
+    check_gated_options(normalise, zero_denominator)
     check_step_inputs(phi_q_t, phi_k_t, v_t, names=("phi_q_t", "phi_k_t", "v_t"),
                       backend="torch")
     kind = check_log_gates(log_gate_t, phi_k_t, backend="torch", name="log_gate_t", step=True)
