@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.calibration.certify import upper_bound
+from kernel_verify.verify import atomic
 
 #: Trials that must all detect: ``0.05^(1/29) = 0.902 ≥ 0.9`` (95 % Clopper–Pearson lower bound).
 TRIALS = 29
@@ -477,7 +478,7 @@ def update_docs(report: str, path) -> bool:
     block = "\n".join([DOCS_BEGIN, stamp.split(" Method:")[0], "", *rows, DOCS_END])
     head, rest = text.split(DOCS_BEGIN, 1)
     tail = rest.split(DOCS_END, 1)[1]
-    path.write_text(head + block + tail, encoding="utf-8")
+    atomic.write_text(path, head + block + tail)
     return True
 
 
@@ -506,8 +507,7 @@ def run_power(seed: int | None = None, dtypes: tuple[str, ...] = DTYPES,
     command = "kernel-verify calibrate --part power"
     text = markdown(results, seconds, seed, command, load)
     path = out or str(reports_dir() / "power.md")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    atomic.write_text(path, text)
     if out is None:
         update_docs(text, reports_dir().parent / "docs" / "math.md")
     print(f"power: wrote {path} ({seconds:.0f} s)", file=sys.stderr)
