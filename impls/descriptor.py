@@ -237,7 +237,11 @@ def _checked_sample_fn(t: FeatureMapTarget) -> Callable[..., Any]:
         try:
             out = fn(x, seed)
         except Exception as err:
-            if torch_in and differentiable and not isinstance(err, ValueError):
+            # a ValueError is the map's own input check; a NotImplementedError says a route is
+            # not offered (e.g. no forward-mode rule under torch.func.jvp), which the property
+            # asking for it reports as a skip: neither is the map failing on torch tensors
+            if torch_in and differentiable and not isinstance(err, ValueError |
+                                                              NotImplementedError):
                 raise target_error(TypeError, t.name, "sample_fn", "failed on a torch tensor "
                                    f"({type(err).__name__}: {err}); the map claims "
                                    "'differentiable', so sample_fn must take torch tensors and "

@@ -176,6 +176,15 @@ def _causal_layouts(target, **_):
     for lay, x in identity_inputs(target, min_t=2, cuts=True):
         yield {"data": _draws(x, lay), "seed": lay.index,
                "cut": (lay.cut + 0.5) / (lay.t - 1), "scales": (0.5, 0.5)}
+    # then one layout per length with a large-norm past (scale 30) and a small future: a
+    # stabiliser taken over the sequence (or over a block holding future positions) underflows
+    # the past there, and the random draws reach that pair only by chance. Last, because an
+    # input beyond the dtype's range is assumed away, which ends the explicit example.
+    for lay, _ in identity_inputs(target, min_t=2):
+        big = qkv_at(lay.t, seed=lay.index, scale=30.0,
+                     self_attention=bool(getattr(target, "self_attention_only", False)))
+        yield {"data": _draws(big, lay), "seed": lay.index,
+               "cut": (lay.cut + 0.5) / (lay.t - 1), "scales": (30.0, 0.5)}
 
 
 def _batch_layouts(target, **_):
