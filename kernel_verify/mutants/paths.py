@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from kernel_verify.mutants.kills import failure_kind
-from kernel_verify.runner import Outcome, SuiteRun, Verdict
+from kernel_verify.runner import Outcome, SuiteRun, Verdict, _evidence
 
 #: The dtype paths, in report order.
 PATHS = ("float64", "float32", "half")
@@ -63,7 +63,9 @@ def _property_kill(o: Outcome) -> bool:
     """A failing case whose failure is the property's own assertion (kind ``property``)."""
     if o.outcome not in ("failed", "error"):
         return False
-    v = Verdict(o.family, o.prop, o.target, "fail", evidence=o.message)
+    # the evidence as the verdicts fold it (pytest's raw "E   AssertionError: …" lines): the
+    # kind is read from the same lines as the matrix's own kill kinds
+    v = Verdict(o.family, o.prop, o.target, "fail", evidence=_evidence(o.message))
     return failure_kind(v) == "property"
 
 
