@@ -23,6 +23,8 @@ from kernel_verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
 from kernel_verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
 from kernel_verify.mutants.gated import GATED_KILLERS, GATED_MUTANTS
 from kernel_verify.mutants.gated import make_target as gated_target
+from kernel_verify.mutants.gated_torch import GATED_TORCH_KILLERS, GATED_TORCH_MUTANTS
+from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
 from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
@@ -98,6 +100,15 @@ def _gated(name: str) -> Mutant:
                   lambda: [gated_target(f"mutant:{name}", switches)], GATED_KILLERS[name])
 
 
+def _gated_torch(name: str) -> Mutant:
+    """Differentiable gated linear attention (:mod:`kernel_verify.mutants.gated_torch`; control:
+    ``gated_torch_correct``)."""
+    description, defect = GATED_TORCH_MUTANTS[name]
+    return Mutant(name, "attention", description,
+                  lambda: [gated_torch_target(f"mutant:{name}", **defect)],
+                  GATED_TORCH_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
@@ -106,6 +117,7 @@ MUTANTS: list[Mutant] = [
     *(_forms(n) for n in FORMS_MUTANTS),
     *(_torch_forms(n) for n in TORCH_FORMS_MUTANTS),
     *(_gated(n) for n in GATED_MUTANTS),
+    *(_gated_torch(n) for n in GATED_TORCH_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
     *MODEL_MUTANTS,
 ]

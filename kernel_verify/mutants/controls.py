@@ -99,6 +99,12 @@ def _gated() -> dict[str, Callable[[], list[Target]]]:
     return dict(GATED_CONTROLS)
 
 
+def _gated_torch() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.gated_torch import GATED_TORCH_CONTROLS
+
+    return dict(GATED_TORCH_CONTROLS)
+
+
 _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("exact_softmax", "attention", "exact softmax attention (the mask/shift mutants' skeleton)",
      _attention_twin("exact_softmax", att.exact_softmax, att.EXACT)),
@@ -194,6 +200,9 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "gated linear attention with every switch off", make,
              loader="kernel_verify.mutants.gated:control_")
       for n, make in _gated().items()),
+    *(Mutant(n, "attention", "torch gated linear attention (built-in) without a defect", make,
+             loader="kernel_verify.mutants.gated_torch:control_")
+      for n, make in _gated_torch().items()),
     *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}
