@@ -38,7 +38,71 @@ UNCOVERED: dict[str, str] = {}
 
 #: ``(family::test, path)`` pairs — a low-precision dtype path a property ran on, over the
 #: mutants, without killing one there — and why: on that path the property is not credited.
-UNCREDITED_PATHS: dict[tuple[str, str], str] = {}
+#: The reason of every pair below: the property ran on that dtype path and passed every mutant
+#: there, so its bounds on that path are not shown to catch anything yet (the per-path table of
+#: reports/mutants.md lists it as "not credited on"); a float32 / half mutant it kills removes
+#: the pair (test_uncredited_paths_list_is_current then fails until it is deleted here).
+_NO_KILL_ON_PATH = ("no planted defect on this dtype path is killed by this property yet: not "
+                    "credited there")
+UNCREDITED_PATHS: dict[tuple[str, str], str] = dict.fromkeys([
+    ("attention_forms::test_packed_sequences_equal_separate_runs", "float32"),
+    ("attention_forms::test_state_size_does_not_grow_with_length", "float32"),
+    ("attention_identities::test_batch_elements_and_heads_are_independent", "float32"),
+    ("attention_identities::test_batch_elements_and_heads_are_independent", "half"),
+    ("attention_identities::test_outputs_are_convex_combinations_of_visible_values", "float32"),
+    ("attention_identities::test_outputs_are_convex_combinations_of_visible_values", "half"),
+    ("attention_identities::test_outputs_stay_finite_across_input_scales", "float32"),
+    ("attention_identities::test_outputs_stay_finite_across_input_scales", "half"),
+    ("attention_identities::test_partition_of_unity", "float32"),
+    ("attention_identities::test_partition_of_unity", "half"),
+    ("attention_identities::test_past_outputs_ignore_the_future", "float32"),
+    ("attention_identities::test_past_outputs_ignore_the_future", "half"),
+    ("attention_identities::test_permutation_equivariance", "float32"),
+    ("attention_identities::test_same_seed_gives_same_output", "float32"),
+    ("attention_identities::test_same_seed_gives_same_output", "half"),
+    ("blackbox_maps::test_claimed_sign_of_features", "float32"),
+    ("blackbox_maps::test_claimed_sign_of_features", "half"),
+    ("blackbox_maps::test_declared_family_identities_hold_for_every_draw", "half"),
+    ("blackbox_maps::test_float64_input_gives_float64_output", "half"),
+    ("blackbox_maps::test_float64_input_is_computed_in_float64", "half"),
+    ("blackbox_maps::test_orthogonal_claim_has_the_orthogonal_variance", "float32"),
+    ("blackbox_maps::test_random_features_are_distinct", "float32"),
+    ("blackbox_maps::test_random_features_are_distinct", "half"),
+    ("blackbox_maps::test_same_seed_gives_the_same_draw", "float32"),
+    ("blackbox_maps::test_same_seed_gives_the_same_draw", "half"),
+    ("feature_reference::test_attention_matches_estimator_reference", "half"),
+    ("feature_reference::test_features_match_reference", "half"),
+    ("feature_reference::test_features_on_grid", "half"),
+    ("feature_reference::test_kernel_estimate_matches_reference", "half"),
+    ("feature_unbiased::test_unbiased_on_grid", "float32"),
+    ("feature_unbiased::test_unbiased_on_grid", "half"),
+    ("feature_unbiased::test_unbiased_on_random_points", "float32"),
+    ("feature_unbiased::test_unbiased_on_random_points", "half"),
+    ("feature_variance::test_iid_variance_matches_exact_variance_by_fourth_moment", "float32"),
+    ("feature_variance::test_iid_variance_matches_exact_variance_by_fourth_moment", "half"),
+    ("feature_variance::test_sample_variance_matches_exact_variance", "float32"),
+    ("gradients::test_attention_backward_is_deterministic", "float32"),
+    ("gradients::test_attention_backward_is_deterministic", "half"),
+    ("gradients::test_attention_gradient_locality", "float32"),
+    ("gradients::test_attention_gradient_locality", "half"),
+    ("gradients::test_attention_gradients_batch_and_head_independent", "float32"),
+    ("gradients::test_attention_gradients_batch_and_head_independent", "half"),
+    ("gradients::test_attention_gradients_finite_where_outputs_are", "float32"),
+    ("gradients::test_attention_gradients_finite_where_outputs_are", "half"),
+    ("gradients::test_feature_map_backward_is_deterministic", "half"),
+    ("gradients::test_feature_rows_have_independent_gradients", "half"),
+    ("gradients::test_forward_mode_matches_reverse_mode_attention", "float32"),
+    ("gradients::test_forward_mode_matches_reverse_mode_attention", "half"),
+    ("gradients::test_gradcheck_float64_attention", "float32"),
+    ("gradients::test_gradcheck_float64_attention", "half"),
+    ("gradients::test_gradient_of_unbiased_estimator_is_unbiased", "half"),
+    ("psd_properties::test_exact_kernel_gram_is_psd", "float32"),
+    ("psd_properties::test_exact_kernel_gram_is_psd", "half"),
+    ("psd_properties::test_exact_kernel_gram_is_psd_on_edge_sets", "float32"),
+    ("psd_properties::test_exact_kernel_gram_is_psd_on_edge_sets", "half"),
+    ("taylor::test_second_order_taylor_minimum_is_half_at_t_minus_one", "float32"),
+    ("taylor::test_taylor_identity_in_mp", "float32"),
+], _NO_KILL_ON_PATH)
 
 
 def _builtin_only(fn: ast.FunctionDef) -> bool:
