@@ -20,7 +20,20 @@ import numpy as np
 from kernel_verify.verify.inputs import check_array
 from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
 
-__all__ = ["causal_recurrence_mp", "log_state_of"]
+__all__ = ["causal_recurrence_mp", "check_recurrence_inputs", "log_state_of"]
+
+
+def check_recurrence_inputs(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray) -> None:
+    """The inputs of a causal recurrence reference: float arrays ``(..., T, m)``,
+    ``(..., T, m)``, ``(..., T, d_v)`` with one leading shape and length (errors name them)."""
+    for name, a in (("phi_q", phi_q), ("phi_k", phi_k), ("v", v)):
+        check_array(name, a, min_ndim=2, backend="numpy")
+    if phi_q.shape != phi_k.shape:
+        raise ValueError(f"phi_q and phi_k must have one shape, got {phi_q.shape} and "
+                         f"{phi_k.shape}")
+    if v.shape[:-1] != phi_k.shape[:-1]:
+        raise ValueError(f"v must have the leading shape and length of phi_k, got {v.shape}")
+
 
 
 def _one(pq: np.ndarray, pk: np.ndarray, vv: np.ndarray, s0: np.ndarray, z0: np.ndarray
@@ -56,13 +69,7 @@ def causal_recurrence_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
     """``(outputs, (S_T, z_T))`` of the exact recurrence (module docstring), float64, for float
     inputs of shapes ``(..., T, m)``, ``(..., T, m)``, ``(..., T, d_v)``; the leading shapes
     must agree and are looped over. A zero denominator is a ValueError."""
-    for name, a in (("phi_q", phi_q), ("phi_k", phi_k), ("v", v)):
-        check_array(name, a, min_ndim=2, backend="numpy")
-    if phi_q.shape != phi_k.shape:
-        raise ValueError(f"phi_q and phi_k must have one shape, got {phi_q.shape} and "
-                         f"{phi_k.shape}")
-    if v.shape[:-1] != phi_k.shape[:-1]:
-        raise ValueError(f"v must have the leading shape and length of phi_k, got {v.shape}")
+    check_recurrence_inputs(phi_q, phi_k, v)
     lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
     if initial_state is None:
         s0, z0 = np.zeros((*lead, m, dv)), np.zeros((*lead, m))

@@ -31,6 +31,7 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.inputs import check_array
+from kernel_verify.verify.references.forms import check_recurrence_inputs
 from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
 
 __all__ = ["gate_kind", "gated_chunked_mp", "gated_parallel_mp", "gated_recurrence_mp"]
@@ -47,13 +48,7 @@ def gate_kind(phi_k: np.ndarray, log_gates: np.ndarray) -> str:
 
 
 def _check(phi_q, phi_k, v, log_gates, initial_state):
-    for name, a in (("phi_q", phi_q), ("phi_k", phi_k), ("v", v)):
-        check_array(name, a, min_ndim=2, backend="numpy")
-    if phi_q.shape != phi_k.shape:
-        raise ValueError(f"phi_q and phi_k must have one shape, got {phi_q.shape} and "
-                         f"{phi_k.shape}")
-    if v.shape[:-1] != phi_k.shape[:-1]:
-        raise ValueError(f"v must have the leading shape and length of phi_k, got {v.shape}")
+    check_recurrence_inputs(phi_q, phi_k, v)
     g = np.asarray(log_gates, dtype=np.float64)
     kind = gate_kind(phi_k, g)
     if np.isnan(g).any() or (g > 0).any():
