@@ -24,8 +24,7 @@ from kernel_verify.impls.random_matrices import draw_matrix
 from kernel_verify.impls.registry import get
 from kernel_verify.verify.references.biased_means import (
     ROW_FORMULAS,
-    _h,
-    _params,
+    ROW_TERMS,
     estimate_range,
     fixed_norm_relu_range,
     not_covered,
@@ -58,9 +57,10 @@ def test_per_row_estimate_matches_the_twin(formula):
     params = entry.draw(rng, d, m, entry.config)
     phi = to_float(features_mp(entry, np.stack([x, y]), params, entry.config, dps=30))
     w = params["W"]
-    c, a, kappa = _params(formula, entry.config, d)
-    h, _, _ = _h(formula, w @ x, w @ y, np.einsum("kd,kd->k", w, w), float(x @ x + y @ y) / 2,
-                 c, a, kappa)
+    term = ROW_TERMS[formula]
+    c, a, kappa = term.params(entry.config, d)
+    h, _, _ = term.terms(w @ x, w @ y, np.einsum("kd,kd->k", w, w), float(x @ x + y @ y) / 2,
+                         c, a, kappa)
     assert h.mean() == pytest.approx(float(phi[0] @ phi[1]), rel=1e-12, abs=1e-14)
 
 
@@ -166,11 +166,12 @@ def test_fixed_norm_range_holds_and_is_attained(formula, d):
     lo, hi = ((np.exp(-big_n - r), np.exp(-big_n + r)) if formula == "softmax_positive"
               else (np.exp(-big_n), np.exp(-big_n) * np.cosh(r)))
     assert mom.lo == pytest.approx(lo, rel=1e-14) and mom.hi == pytest.approx(hi, rel=1e-14)
-    c, a, kappa = _params(formula, {}, d)
+    term = ROW_TERMS[formula]
+    c, a, kappa = term.params({}, d)
 
     def h(w):
         w = np.atleast_2d(w)
-        return _h(formula, w @ x, w @ y, np.einsum("kd,kd->k", w, w), big_n, c, a, kappa)[0]
+        return term.terms(w @ x, w @ y, np.einsum("kd,kd->k", w, w), big_n, c, a, kappa)[0]
 
     w = np.concatenate([draw_matrix("orthogonal_fixed_norm", rng, d, d) for _ in range(20000 // d)])
     assert np.allclose(np.linalg.norm(w, axis=1), np.sqrt(d), rtol=1e-14)

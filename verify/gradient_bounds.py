@@ -44,6 +44,7 @@ quantity is at most two reductions deep (over keys or queries, and over features
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -72,12 +73,33 @@ def _g(n: float, u: float) -> float:
 
 
 # ------------------------------------------------------------------------ per-formula rules
-def _exp_affine_rows(formula: str, w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
-    if formula == "softmax_positive":
-        return w
-    if formula == "softmax_hyperbolic":
-        return np.concatenate([w, -w], axis=0)
-    return np.sqrt(1 - 4 * float(config["A"])) * w  # gerf
+@dataclass(frozen=True)
+class _ExpAffine:
+    """``ℓ_f = b_fᵀx − ‖x‖²/2 + c_f`` of one exp-affine formula: ``rows(W, config) -> b``
+    (``B s_f w_f``) and ``const(W, config) -> c_f``."""
+
+    rows: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]
+    const: Callable[[np.ndarray, Mapping[str, Any]], Any]
+
+
+def _gerf_scale(config: Mapping[str, Any]) -> float:
+    return np.sqrt(1 - 4 * float(config["A"]))
+
+
+def _gerf_const(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    a = float(config["A"])
+    return a * np.sum(w * w, axis=-1) + 0.25 * w.shape[1] * np.log1p(-4 * a) \
+        - 0.5 * np.log(w.shape[0])
+
+
+#: formula -> its exp-affine log-features (softmax_positive, softmax_hyperbolic, GERF).
+_EXP_AFFINE: dict[str, _ExpAffine] = {
+    "softmax_positive": _ExpAffine(lambda w, config: w,
+                                   lambda w, config: -0.5 * np.log(w.shape[0])),
+    "softmax_hyperbolic": _ExpAffine(lambda w, config: np.concatenate([w, -w], axis=0),
+                                     lambda w, config: -0.5 * np.log(2 * w.shape[0])),
+    "gerf": _ExpAffine(lambda w, config: _gerf_scale(config) * w, _gerf_const),
+}
 
 
 def _rule_exp_affine(entry, x, params, config, u, ulps, log):
@@ -89,7 +111,7 @@ def _rule_exp_affine(entry, x, params, config, u, ulps, log):
     ``E = e_f(|b| + |x|) + (φ_f + e_f)γ(6 + 2·ulps)|b|``. ``k = 8``: ``g·φ̂``, ``×B``, the product
     in the W reduction, the two roundings of ``x·x``'s backward (product, add), the sum of the
     projection and norm parts, and the two dtype casts of the gradient."""
-    b = _exp_affine_rows(entry.formula, np.asarray(params["W"], dtype=np.float64), config)
+    b = _EXP_AFFINE[entry.formula].rows(np.asarray(params["W"], dtype=np.float64), config)
     lin = np.abs(b) + np.abs(x)[..., :, None, :]
     eb = _g(6 + 2 * ulps, u) * np.abs(b) * np.ones_like(lin)
     if log:
@@ -101,17 +123,10 @@ def _rule_exp_affine(entry, x, params, config, u, ulps, log):
 
 def _exp_affine_log(formula, x, params, config):
     w = np.asarray(params["W"], dtype=np.float64)
-    m, d = w.shape
-    b = _exp_affine_rows(formula, w, config)
+    form = _EXP_AFFINE[formula]
+    b = form.rows(w, config)
     half = 0.5 * np.sum(x * x, axis=-1, keepdims=True)
-    if formula == "softmax_positive":
-        c = -0.5 * np.log(m)
-    elif formula == "softmax_hyperbolic":
-        c = -0.5 * np.log(2 * m)
-    else:
-        a = float(config["A"])
-        c = a * np.sum(w * w, axis=-1) + 0.25 * d * np.log1p(-4 * a) - 0.5 * np.log(m)
-    return x @ b.T - half + c
+    return x @ b.T - half + form.const(w, config)
 
 
 def _trig_parts(p_v, p_e, sin_first: bool):
@@ -131,18 +146,26 @@ def _rule_rff(entry, x, params, config, u, ulps, log):
     w = np.asarray(params["W"], dtype=np.float64)
     sigma = float(config["sigma"])
     p = _projection_term(x, w, sigma, u, ulps)
-    m = w.shape[0]
-    if entry.formula == "rff_phase":
-        b = np.asarray(params["b"], dtype=np.float64)
-        pv = p.v + b
-        pe = p.e + u * (np.abs(pv) + np.abs(b))
-        trig, err = np.abs(np.sin(pv)), np.minimum(pe, 2.0)
-        s = np.sqrt(2.0 / m)
-        rows = w
-    else:
-        trig, err = _trig_parts(p.v, p.e, True)
-        s = 1.0 / np.sqrt(m)
-        rows = np.concatenate([w, w], axis=0)
+    trig, err = _trig_parts(p.v, p.e, True)
+    return _rff_bound(trig, err, 1.0 / np.sqrt(w.shape[0]), np.concatenate([w, w], axis=0),
+                      sigma, u, ulps)
+
+
+def _rule_rff_phase(entry, x, params, config, u, ulps, log):
+    """Random phase ``√(2/m)cos(p + b)``: :func:`_rule_rff` with ``p + b`` (``e + u(|p + b| +
+    |b|)``)."""
+    w = np.asarray(params["W"], dtype=np.float64)
+    sigma = float(config["sigma"])
+    p = _projection_term(x, w, sigma, u, ulps)
+    b = np.asarray(params["b"], dtype=np.float64)
+    pv = p.v + b
+    pe = p.e + u * (np.abs(pv) + np.abs(b))
+    return _rff_bound(np.abs(np.sin(pv)), np.minimum(pe, 2.0), np.sqrt(2.0 / w.shape[0]), w,
+                      sigma, u, ulps)
+
+
+def _rff_bound(trig, err, s, rows, sigma, u, ulps):
+    """``(M, E, 6)`` of the rff rules from ``|trig'|``, its error, the scale and the rows."""
     t = (err + 2 * ulps * u)[..., None]
     scale = s * np.abs(rows) / sigma
     mj = scale * trig[..., None]
@@ -231,7 +254,7 @@ BACKWARD_RULES: dict[str, Rule] = {
     "softmax_hyperbolic": _rule_exp_affine,
     "gerf": _rule_exp_affine,
     "rff_pairs": _rule_rff,
-    "rff_phase": _rule_rff,
+    "rff_phase": _rule_rff_phase,
     "relu_features": _rule_relu_features,
     "softmax_trig": _rule_softmax_trig,
     "linear": _rule_linear,

@@ -25,7 +25,7 @@ moment needs the joint law of four dependent rows).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mpmath
@@ -39,17 +39,17 @@ from kernel_verify.verify.references.mp import to_mp
 __all__ = ["FOURTH_MOMENT_FORMULAS", "closed_raw_moments", "fourth_central_moment",
            "raw_moments"]
 
-FOURTH_MOMENT_FORMULAS = frozenset(FORMULAS_WITH_TERMS | {"relu_features"})
-
-
 def _sq(v) -> Any:
     return mpmath.fsum(t * t for t in v)
 
 
-def raw_moments(formula: str, x, y, config: Mapping[str, Any], dps: int) -> list:
-    """``[E h, E h², E h³, E h⁴]`` by quadrature (mp vectors ``x``, ``y``)."""
-    if formula == "relu_features":
-        return [expect_relu_power(x, y, k, dps) for k in (1, 2, 3, 4)]
+def _relu_raw(x, y, config: Mapping[str, Any], dps: int) -> list:
+    """relu features: the polar reduction ``E[relu(u)ᵏrelu(v)ᵏ]``."""
+    return [expect_relu_power(x, y, k, dps) for k in (1, 2, 3, 4)]
+
+
+def _exp_sum_raw(formula: str, x, y, config: Mapping[str, Any], dps: int) -> list:
+    """An exponential-sum integrand: ``hᵏ`` as an exponential sum, each term by quadrature."""
     itg = integrand(formula, x, y, config)
     power, out = itg.terms, []
     for k in range(4):
@@ -59,18 +59,51 @@ def raw_moments(formula: str, x, y, config: Mapping[str, Any], dps: int) -> list
     return out
 
 
+#: formula -> ``(x, y, config, dps) -> [E h, …, E h⁴]`` by quadrature.
+_RAW_MOMENTS: dict[str, Callable[..., list]] = {
+    **{f: functools.partial(_exp_sum_raw, f) for f in sorted(FORMULAS_WITH_TERMS)},
+    "relu_features": _relu_raw,
+}
+FOURTH_MOMENT_FORMULAS = frozenset(_RAW_MOMENTS)
+
+
+def raw_moments(formula: str, x, y, config: Mapping[str, Any], dps: int) -> list:
+    """``[E h, E h², E h³, E h⁴]`` by quadrature (mp vectors ``x``, ``y``)."""
+    raw = _RAW_MOMENTS.get(formula)
+    if raw is None:
+        raise KeyError(f"no exact fourth moment for {formula!r}; known: "
+                       f"{sorted(FOURTH_MOMENT_FORMULAS)}")
+    return raw(x, y, config, dps)
+
+
+def _positive_raw(c, s2) -> list:
+    """positive, ``h = c·e^(wᵀs)``: ``E hᵏ = cᵏ·exp(k²‖s‖²/2)``."""
+    return [c**k * mpmath.exp(k * k * s2 / 2) for k in (1, 2, 3, 4)]
+
+
+def _hyperbolic_raw(c, s2) -> list:
+    """hyperbolic, ``h = c·cosh(wᵀs)``: ``E hᵏ = cᵏ2^(−k)Σⱼ C(k, j)·exp((k − 2j)²‖s‖²/2)``."""
+    return [c**k / 2**k * mpmath.fsum(mpmath.binomial(k, j) * mpmath.exp((k - 2 * j) ** 2
+                                                                       * s2 / 2)
+                                      for j in range(k + 1)) for k in (1, 2, 3, 4)]
+
+
+#: formula -> ``(c, ‖s‖²) -> [E h, …, E h⁴]`` in closed form (module docstring).
+_CLOSED_RAW: dict[str, Callable[[Any, Any], list]] = {
+    "softmax_positive": _positive_raw,
+    "softmax_hyperbolic": _hyperbolic_raw,
+}
+
+
 def closed_raw_moments(formula: str, x, y) -> list:
     """``[E h, …, E h⁴]`` in closed form for softmax_positive and softmax_hyperbolic (module
     docstring)."""
+    closed = _CLOSED_RAW.get(formula)
+    if closed is None:
+        raise KeyError(f"no closed raw moments for {formula!r}")
     c = mpmath.exp(-(_sq(x) + _sq(y)) / 2)
     s2 = _sq([a + b for a, b in zip(x, y, strict=True)])
-    if formula == "softmax_positive":
-        return [c**k * mpmath.exp(k * k * s2 / 2) for k in (1, 2, 3, 4)]
-    if formula == "softmax_hyperbolic":
-        return [c**k / 2**k * mpmath.fsum(mpmath.binomial(k, j) * mpmath.exp((k - 2 * j) ** 2
-                                                                           * s2 / 2)
-                                          for j in range(k + 1)) for k in (1, 2, 3, 4)]
-    raise KeyError(f"no closed raw moments for {formula!r}")
+    return closed(c, s2)
 
 
 def _central(raw: list) -> tuple[Any, Any, Any]:

@@ -152,9 +152,10 @@ FORMULAS_WITH_TERMS = frozenset(_BUILDERS)
 
 def integrand(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]) -> Integrand:
     """The integrand of ``formula`` for mp vectors ``x``, ``y`` (at the caller's precision)."""
-    if formula not in _BUILDERS:
+    build = _BUILDERS.get(formula)
+    if build is None:
         raise KeyError(
             f"no exponential-sum integrand for formula {formula!r}; known: {sorted(_BUILDERS)}"
         )
-    terms, x_eff, y_eff = _BUILDERS[formula](x, y, config)
+    terms, x_eff, y_eff = build(x, y, config)
     return Integrand(terms, x_eff, y_eff, len(x))

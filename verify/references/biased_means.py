@@ -92,7 +92,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,19 +101,12 @@ import numpy as np
 
 from kernel_verify.verify.tolerance import EVALUATION_SLACK, gamma
 
-__all__ = ["CONSTRUCTIONS", "FORMULAS", "ROW_FORMULAS", "SKETCH_FORMULAS", "RowMoments",
-           "estimate_range", "fixed_norm_relu_range", "not_covered", "reference_moments",
-           "reference_not_covered", "row_moments", "sketch_moments", "sorf_row_law"]
+__all__ = ["CONSTRUCTIONS", "FORMULAS", "ROW_FORMULAS", "ROW_TERMS", "SKETCH_FORMULAS",
+           "RowMoments", "RowTerm", "estimate_range", "fixed_norm_relu_range", "not_covered",
+           "reference_moments", "reference_not_covered", "row_moments", "sketch_moments",
+           "sorf_row_law"]
 
 U = 2.0**-53
-#: Formulas whose estimate is an average of per-row terms (module docstring, table).
-ROW_FORMULAS = frozenset({"rff_pairs", "rff_phase", "softmax_trig", "softmax_positive",
-                          "softmax_hyperbolic", "relu_features", "gerf"})
-#: Formulas whose estimate is a square of a sketched inner product (:func:`sketch_moments`): no
-#: row law and no finite range, but the exact mean and variance of the estimate at every m.
-SKETCH_FORMULAS = frozenset({"polysketch"})
-#: Every formula with a reference mean here.
-FORMULAS = ROW_FORMULAS | SKETCH_FORMULAS
 #: Constructions with a row law here.
 CONSTRUCTIONS = ("sorf", "orthogonal_fixed_norm")
 #: Largest padded size whose SORF law is enumerated (2^(2p+d) ≤ 2^24 points before merging).
@@ -140,16 +133,157 @@ class RowMoments:
 
 def not_covered(formula: str | None, matrix: str | None, d: int) -> str | None:
     """Why no reference mean exists for this (formula, construction, d), or None."""
-    if formula not in ROW_FORMULAS:
+    term = ROW_TERMS.get(formula)
+    if term is None:
         return (f"formula {formula!r} is not one whose estimate is a per-row average with a "
                 f"reference here ({', '.join(sorted(ROW_FORMULAS))})")
     if matrix not in CONSTRUCTIONS:
         return f"construction {matrix!r} has no row law here ({', '.join(CONSTRUCTIONS)})"
-    if matrix == "orthogonal_fixed_norm" and formula == "relu_features":
-        return "relu_features with fixed-norm rows depends on two projections (and is unbiased)"
+    if matrix == "orthogonal_fixed_norm" and term.sphere is None:
+        return term.sphere_why_not
     if matrix == "sorf" and _padded(d) > SORF_MAX_P:
         return f"SORF at d = {d} (p = {_padded(d)} > {SORF_MAX_P}): the law is not enumerated"
     return None
+
+
+# ---------------------------------------------------------------- per-formula row terms
+# Each formula's h of the module docstring's table: its constants (c, a, κ), its terms at the
+# SORF support points (float64, with G) and its moments under the uniform-sphere law (mpmath).
+def _unit_params(config: Mapping[str, Any], d: int) -> tuple[float, float, float]:
+    return 1.0, 0.0, 0.0
+
+
+def _bandwidth_params(config: Mapping[str, Any], d: int) -> tuple[float, float, float]:
+    """rff: ``c = 1/σ``."""
+    sigma = float(config["sigma"])
+    if not sigma > 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    return 1.0 / sigma, 0.0, 0.0
+
+
+def _gerf_params(config: Mapping[str, Any], d: int) -> tuple[float, float, float]:
+    """GERF: ``c = B = √(1 − 4A)``, ``a = 2A``, ``κ = (d/2)·log(1 − 4A)``."""
+    a = float(config["A"])
+    if not a < 0.25:
+        raise ValueError(f"GERF needs A < 1/4, got {a}")
+    return math.sqrt(1 - 4 * a), 2 * a, d / 2 * math.log1p(-4 * a)
+
+
+def _cos_terms(pre: float, P, Q, c: float):
+    """``pre·cos(c(P − Q))``: ``(h, h², G = pre)``."""
+    cz = np.cos(c * (P - Q))
+    return pre * cz, (pre * cz) ** 2, np.full_like(cz, pre)
+
+
+def _rff_pairs_terms(P, Q, S, N: float, c: float, a: float, kappa: float):
+    return _cos_terms(1.0, P, Q, c)
+
+
+def _softmax_trig_terms(P, Q, S, N: float, c: float, a: float, kappa: float):
+    return _cos_terms(math.exp(N), P, Q, c)
+
+
+def _rff_phase_terms(P, Q, S, N: float, c: float, a: float, kappa: float):
+    """Averaged over the phase: ``E_b h = cos(P − Q)``, ``E_b h² = cos²(P − Q) + ½``, G = 2."""
+    cz = np.cos(c * (P - Q))
+    return cz, cz * cz + 0.5, np.full_like(cz, 2.0)
+
+
+def _relu_terms(P, Q, S, N: float, c: float, a: float, kappa: float):
+    v = np.maximum(P, 0.0) * np.maximum(Q, 0.0)
+    return v, v * v, np.maximum(np.abs(P) * np.abs(Q), 1.0)
+
+
+def _cosh_terms(P, Q, S, N: float, c: float, a: float, kappa: float):
+    v = math.exp(-N) * np.cosh(P + Q)
+    return v, v * v, v
+
+
+def _exp_terms(P, Q, S, N: float, c: float, a: float, kappa: float):
+    """softmax_positive (c = 1, a = κ = 0) and GERF."""
+    v = np.exp(c * (P + Q) + a * S + kappa - N)
+    return v, v * v, v
+
+
+def _plain_range(h, err) -> tuple[float, float]:
+    return float((h - err).min()), float((h + err).max())
+
+
+def _phase_range(h, err) -> tuple[float, float]:
+    """rff_phase: ``h = cos(P − Q) + cos(P + Q + 2b)``, within ``[−2, 2]``."""
+    return max(float((h - err).min()) - 1.0, -2.0), min(float((h + err).max()) + 1.0, 2.0)
+
+
+def _sphere_cos(pre, r, e1, e2):
+    """``pre·cos(c·wᵀs)`` on the sphere: ``(mean, second, lo, hi, G)``."""
+    lo_c = mpmath.cos(r) if r < mpmath.pi else mpmath.mpf(-1)
+    return pre * e1, pre * pre * (1 + e2) / 2, pre * lo_c, pre, pre
+
+
+def _sphere_rff_pairs(big_n, r, e1, e2, a: float, kappa: float, d: int):
+    return _sphere_cos(mpmath.mpf(1), r, e1, e2)
+
+
+def _sphere_softmax_trig(big_n, r, e1, e2, a: float, kappa: float, d: int):
+    return _sphere_cos(mpmath.exp(big_n), r, e1, e2)
+
+
+def _sphere_rff_phase(big_n, r, e1, e2, a: float, kappa: float, d: int):
+    mean, second, lo_c, _, _ = _sphere_cos(mpmath.mpf(1), r, e1, e2)
+    return (mean, second + mpmath.mpf(1) / 2, max(lo_c - 1, mpmath.mpf(-2)), mpmath.mpf(2),
+            mpmath.mpf(2))
+
+
+def _sphere_cosh(big_n, r, e1, e2, a: float, kappa: float, d: int):
+    pre = mpmath.exp(-big_n)
+    hi = pre * mpmath.cosh(r)
+    return pre * e1, pre * pre * (1 + e2) / 2, pre, hi, hi
+
+
+def _sphere_exp(big_n, r, e1, e2, a: float, kappa: float, d: int):
+    """``e^(κ − N + a·d)·exp(c·wᵀs)``; a, κ float64 constants."""
+    pre = mpmath.exp(mpmath.mpf(kappa) - big_n + mpmath.mpf(a) * d)
+    hi = pre * mpmath.exp(r)
+    return pre * e1, pre * pre * e2, pre * mpmath.exp(-r), hi, hi
+
+
+@dataclass(frozen=True)
+class RowTerm:
+    """One formula's per-row estimate ``h`` (module docstring, table) and its math."""
+
+    #: ``(config, d) -> (c, a, κ)``: the projection factor (``1/σ``, or ``B`` for GERF), the
+    #: coefficient of ``S`` and the additive log-constant
+    params: Callable[[Mapping[str, Any], int], tuple[float, float, float]]
+    #: ``(P, Q, S, N, c, a, κ) -> (E_b h, E_b h², G)`` per SORF support point (float64)
+    terms: Callable[..., tuple]
+    #: ``(h, err) -> (lo, hi)``: the range of every ``h`` from the per-point values and errors
+    sorf_range: Callable[..., tuple[float, float]]
+    #: fixed-norm rows: ``h`` depends on ``wᵀ(x − y)`` through cos (True) or on ``wᵀ(x + y)``
+    #: through exp / cosh (False)
+    difference: bool
+    #: ``(N, r, E f(z), E f(2z), a, κ, d) -> (mean, second, lo, hi, G)`` in mpmath under the
+    #: uniform-sphere law; None with :attr:`sphere_why_not`
+    sphere: Callable[..., tuple] | None
+    sphere_why_not: str | None = None
+
+
+#: formula -> its per-row term (the formulas whose estimate is an average of per-row terms).
+ROW_TERMS: dict[str, RowTerm] = {
+    "rff_pairs": RowTerm(_bandwidth_params, _rff_pairs_terms, _plain_range, True,
+                         _sphere_rff_pairs),
+    "rff_phase": RowTerm(_bandwidth_params, _rff_phase_terms, _phase_range, True,
+                         _sphere_rff_phase),
+    "softmax_trig": RowTerm(_unit_params, _softmax_trig_terms, _plain_range, True,
+                            _sphere_softmax_trig),
+    "softmax_positive": RowTerm(_unit_params, _exp_terms, _plain_range, False, _sphere_exp),
+    "softmax_hyperbolic": RowTerm(_unit_params, _cosh_terms, _plain_range, False, _sphere_cosh),
+    "relu_features": RowTerm(
+        _unit_params, _relu_terms, _plain_range, False, None,
+        "relu_features with fixed-norm rows depends on two projections (and is unbiased)"),
+    "gerf": RowTerm(_gerf_params, _exp_terms, _plain_range, False, _sphere_exp),
+}
+#: Formulas whose estimate is an average of per-row terms (module docstring, table).
+ROW_FORMULAS = frozenset(ROW_TERMS)
 
 
 def _padded(d: int) -> int:
@@ -188,23 +322,7 @@ def sorf_row_law(d: int) -> tuple[np.ndarray, np.ndarray]:
     return a3.astype(np.float64) / p, c3 / total
 
 
-def _params(formula: str, config: Mapping[str, Any], d: int) -> tuple[float, float, float]:
-    """``(c, a, κ)``: projection factor (``1/σ``, or ``B`` for GERF), the coefficient of ``S``
-    and the additive log-constant of the formula."""
-    if formula in ("rff_pairs", "rff_phase"):
-        sigma = float(config["sigma"])
-        if not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
-        return 1.0 / sigma, 0.0, 0.0
-    if formula == "gerf":
-        a = float(config["A"])
-        if not a < 0.25:
-            raise ValueError(f"GERF needs A < 1/4, got {a}")
-        return math.sqrt(1 - 4 * a), 2 * a, d / 2 * math.log1p(-4 * a)
-    return 1.0, 0.0, 0.0
-
-
-def _argument(formula: str, c: float, a: float, kappa: float, s_max: float, x, y) -> float:
+def _argument(c: float, a: float, kappa: float, s_max: float, x, y) -> float:
     """``A``: a bound on the sum of the absolute values of every term in ``h``'s arguments
     (``|wᵀx| ≤ √S‖x‖`` by Cauchy–Schwarz), at least 3 (so that ``expm1(γA) ≥ 3γ`` also covers
     ``relu(P)relu(Q)``'s product rule ``|P|ε_Q + |Q|ε_P + ε_Pε_Q``)."""
@@ -213,33 +331,14 @@ def _argument(formula: str, c: float, a: float, kappa: float, s_max: float, x, y
     return max(big, 3.0)
 
 
-def _h(formula: str, P, Q, S, N: float, c: float, a: float, kappa: float):
-    """``(E_b h, E_b h², G)`` per support point (rff_phase averaged over b; G ≥ |h| and the
-    factor in front of the elementary function)."""
-    if formula in ("rff_pairs", "rff_phase", "softmax_trig"):
-        pre = math.exp(N) if formula == "softmax_trig" else 1.0
-        cz = np.cos(c * (P - Q))
-        if formula == "rff_phase":
-            return cz, cz * cz + 0.5, np.full_like(cz, 2.0)
-        return pre * cz, (pre * cz) ** 2, np.full_like(cz, pre)
-    if formula == "relu_features":
-        v = np.maximum(P, 0.0) * np.maximum(Q, 0.0)
-        return v, v * v, np.maximum(np.abs(P) * np.abs(Q), 1.0)
-    if formula == "softmax_hyperbolic":
-        v = math.exp(-N) * np.cosh(P + Q)
-        return v, v * v, v
-    v = np.exp(c * (P + Q) + a * S + kappa - N)  # softmax_positive (c = 1, a = κ = 0), gerf
-    return v, v * v, v
-
-
-def _sorf_moments(formula, x, y, c, a, kappa) -> RowMoments:
+def _sorf_moments(term: RowTerm, x, y, c, a, kappa) -> RowMoments:
     d = x.shape[-1]
     rows, prob = sorf_row_law(d)
     P, Q = rows @ x, rows @ y
     S = np.einsum("kd,kd->k", rows, rows)
     N = float(x @ x + y @ y) / 2
-    h, h2, g = _h(formula, P, Q, S, N, c, a, kappa)
-    big_a = _argument(formula, c, a, kappa, float(S.max()), x, y)
+    h, h2, g = term.terms(P, Q, S, N, c, a, kappa)
+    big_a = _argument(c, a, kappa, float(S.max()), x, y)
     rel = math.expm1(gamma(2 * d + 8, U) * big_a) + gamma(8, U)
     err = g * rel                                   # |ĥ − h| per point
     mean = math.fsum(prob * h)
@@ -250,53 +349,32 @@ def _sorf_moments(formula, x, y, c, a, kappa) -> RowMoments:
     second_err = (float(prob @ err2) + U * float(prob @ np.abs(h2)) + U * second) * EVALUATION_SLACK
     low_mean = max(abs(mean) - mean_err, 0.0)
     var = max(second + second_err - low_mean * low_mean, 0.0) * EVALUATION_SLACK
-    if formula == "rff_phase":  # h = cos(P − Q) + cos(P + Q + 2b)
-        lo = max(float((h - err).min()) - 1.0, -2.0)
-        hi = min(float((h + err).max()) + 1.0, 2.0)
-    else:
-        lo, hi = float((h - err).min()), float((h + err).max())
+    lo, hi = term.sorf_range(h, err)
     return RowMoments(mean, mean_err, var, lo, hi, float(g.max()), big_a,
                       f"exact SORF row law ({len(prob)} support points, p = {_padded(d)})")
 
 
-def _fixed_norm_moments(formula, x, y, c, a, kappa) -> RowMoments:
+def _fixed_norm_moments(term: RowTerm, x, y, c, a, kappa) -> RowMoments:
     """Every quantity in mpmath at 40 digits from the exact inputs, rounded once at the end."""
     d = x.shape[-1]
     with mpmath.workdps(40):
         xm, ym = [mpmath.mpf(float(v)) for v in x], [mpmath.mpf(float(v)) for v in y]
         big_n = mpmath.fsum(v * v for v in xm + ym) / 2
-        trig = formula in ("rff_pairs", "rff_phase", "softmax_trig")
+        trig = term.difference
         s = [u - v if trig else u + v for u, v in zip(xm, ym, strict=True)]
         r2 = d * mpmath.fsum(v * v for v in s) * mpmath.mpf(c) ** 2   # (c·√d‖s‖)², c exact
         r = mpmath.sqrt(r2)                                              # |c·wᵀs| ≤ r
         sign = -1 if trig else 1
         b = mpmath.mpf(d) / 2
         e1, e2 = mpmath.hyp0f1(b, sign * r2 / 4), mpmath.hyp0f1(b, sign * r2)  # E f(z), E f(2z)
-        if trig:
-            pre = mpmath.exp(big_n) if formula == "softmax_trig" else mpmath.mpf(1)
-            mean, second = pre * e1, pre * pre * (1 + e2) / 2
-            lo_c = mpmath.cos(r) if r < mpmath.pi else mpmath.mpf(-1)
-            lo, hi, g = pre * lo_c, pre, pre
-            if formula == "rff_phase":
-                second += mpmath.mpf(1) / 2
-                lo, hi, g = max(lo_c - 1, mpmath.mpf(-2)), mpmath.mpf(2), mpmath.mpf(2)
-        elif formula == "softmax_hyperbolic":
-            pre = mpmath.exp(-big_n)
-            mean, second = pre * e1, pre * pre * (1 + e2) / 2
-            lo, hi = pre, pre * mpmath.cosh(r)
-            g = hi
-        else:  # softmax_positive, gerf: e^(κ − N + a·d)·exp(c·wᵀs); a, κ float64 constants
-            pre = mpmath.exp(mpmath.mpf(kappa) - big_n + mpmath.mpf(a) * d)
-            mean, second = pre * e1, pre * pre * e2
-            lo, hi = pre * mpmath.exp(-r), pre * mpmath.exp(r)
-            g = hi
+        mean, second, lo, hi, g = term.sphere(big_n, r, e1, e2, a, kappa, d)
         var = second - mean * mean
         vals = [float(v) for v in (mean, var, lo, hi, g)]
     mean_f, var_f, lo_f, hi_f, g_f = vals
     # each value rounded once from 40 digits: relative ≤ u (+ 1e-38); charged as 2u
     mean_err = 2 * U * abs(mean_f)
     var_f = max(var_f * (1 + 2 * U) + 2 * U * abs(var_f), 0.0)
-    big_a = _argument(formula, c, a, kappa, float(d), x, y)
+    big_a = _argument(c, a, kappa, float(d), x, y)
     return RowMoments(mean_f, mean_err, var_f, lo_f - 2 * U * abs(lo_f), hi_f + 2 * U * abs(hi_f),
                       g_f, big_a, "uniform-sphere row law (₀F₁ moments, 40 digits)")
 
@@ -309,10 +387,11 @@ def row_moments(formula: str, matrix: str, x: np.ndarray, y: np.ndarray,
     reason = not_covered(formula, matrix, x.shape[-1])
     if reason is not None:
         raise ValueError(reason)
-    c, a, kappa = _params(formula, config, x.shape[-1])
+    term = ROW_TERMS[formula]
+    c, a, kappa = term.params(config, x.shape[-1])
     if matrix == "sorf":
-        return _sorf_moments(formula, x, y, c, a, kappa)
-    return _fixed_norm_moments(formula, x, y, c, a, kappa)
+        return _sorf_moments(term, x, y, c, a, kappa)
+    return _fixed_norm_moments(term, x, y, c, a, kappa)
 
 
 def estimate_range(mom: RowMoments, d: int, m: int) -> tuple[float, float]:
@@ -341,7 +420,7 @@ def fixed_norm_relu_range(x: np.ndarray, y: np.ndarray, m: int) -> tuple[float, 
         hi, big_h = float(top), max(float(d * nxy), 1.0)
     hi += 2 * U * abs(hi)
     big_h *= 1 + 2 * U
-    big_a = _argument("relu_features", 1.0, 0.0, 0.0, float(d), x, y)
+    big_a = _argument(1.0, 0.0, 0.0, float(d), x, y)
     slack = big_h * (math.expm1(gamma(2 * d + 8, U) * big_a)
                      + gamma(m + 16, U)) * EVALUATION_SLACK
     return -slack, hi + slack
@@ -350,6 +429,11 @@ def fixed_norm_relu_range(x: np.ndarray, y: np.ndarray, m: int) -> tuple[float, 
 # ------------------------------------------------------------------ sketches (docs/math.md §18)
 #: The construction of a sketch formula's matrix: ``S`` with i.i.d. ``N(0, 1/m)`` entries.
 SKETCH_MATRIX = "iid"
+#: Formulas whose estimate is a square of a sketched inner product (:func:`sketch_moments`): no
+#: row law and no finite range, but the exact mean and variance of the estimate at every m.
+SKETCH_FORMULAS = frozenset({"polysketch"})
+#: Every formula with a reference mean here.
+FORMULAS = ROW_FORMULAS | SKETCH_FORMULAS
 
 
 def reference_not_covered(formula: str | None, matrix: str | None, d: int) -> str | None:

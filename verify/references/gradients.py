@@ -87,21 +87,20 @@ def _log_jacobian_exp_affine(x: np.ndarray, bw: np.ndarray, c: Any) -> np.ndarra
     return bw + (2 * c) * x[..., :, None, :]
 
 
-def _exp_affine_rows(formula: str, params: Params, config: Mapping[str, Any]) -> np.ndarray:
-    w = to_mp(params["W"])
-    if formula == "softmax_positive":
-        return w
-    if formula == "softmax_hyperbolic":
-        return np.concatenate([w, -w], axis=0)
-    if formula == "gerf":
-        a = mpmath.mpf(float(config["A"]))
-        return w * mpmath.sqrt(1 - 4 * a)
-    raise KeyError(formula)
+RowsFn = Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]
 
 
-def _jac_exp_affine(formula: str) -> JacobianFn:
+def _gerf_rows(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    """GERF: ``B·w_f``, ``B = √(1 − 4A)``."""
+    a = mpmath.mpf(float(config["A"]))
+    return w * mpmath.sqrt(1 - 4 * a)
+
+
+def _jac_exp_affine(formula: str, rows: RowsFn) -> JacobianFn:
+    """The closed Jacobian of an exp-affine formula whose rows ``B s_f w_f`` are ``rows(W_mp,
+    config)``."""
     def jac(x: np.ndarray, params: Params, config: Mapping[str, Any], log: bool) -> np.ndarray:
-        bw = _exp_affine_rows(formula, params, config)
+        bw = rows(to_mp(params["W"]), config)
         lj = _log_jacobian_exp_affine(x, bw, mpmath.mpf(-0.5))
         if log:
             return lj
@@ -178,9 +177,10 @@ def _jac_elu_plus_one(x, params, config, log):
 #: formula -> closed-form Jacobian ``fn(x_mp, params, config, log) -> (..., n, D, d)``
 #: (``log=True``: of ``log φ``; only formulas with log features are asked for it).
 CLOSED_JACOBIANS: dict[str, JacobianFn] = {
-    "softmax_positive": _jac_exp_affine("softmax_positive"),
-    "softmax_hyperbolic": _jac_exp_affine("softmax_hyperbolic"),
-    "gerf": _jac_exp_affine("gerf"),
+    "softmax_positive": _jac_exp_affine("softmax_positive", lambda w, config: w),
+    "softmax_hyperbolic": _jac_exp_affine("softmax_hyperbolic",
+                                          lambda w, config: np.concatenate([w, -w], axis=0)),
+    "gerf": _jac_exp_affine("gerf", _gerf_rows),
     "rff_pairs": _jac_rff_pairs,
     "rff_phase": _jac_rff_phase,
     "softmax_trig": _jac_softmax_trig,
