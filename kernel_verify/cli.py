@@ -54,17 +54,6 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _open_unit(text: str) -> float:
-    """argparse ``type=``: a probability strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
-    return value
-
-
 def _profile(text: str) -> str:
     """argparse ``type=``: the name of a Hypothesis profile of the suite."""
     from kernel_verify.properties.profiles import PROFILES
