@@ -36,7 +36,8 @@ KERNELS: frozenset[str] = frozenset({
 FORMULAS: frozenset[str] = frozenset({
     "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood", "generative", "gerf", "gmm_prf",
     "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "polysketch", "random_maclaurin",
-    "relu", "relu_features", "rff_pairs", "rff_phase", "softmax_hyperbolic", "softmax_positive",
+    "relu", "relu_features", "rff_pairs", "rff_phase", "sderf", "softmax_hyperbolic",
+    "softmax_positive",
     "softmax_trig", "square",
     "taylor", "taylor2_compressed",
 })

@@ -160,6 +160,7 @@ _SUITE_FACTS: dict[str, dict[str, Any]] = {
                          "gradient_median_test": True},
     "softmax_hyperbolic": {"blackbox_family": "exponential", "exp_affine": True},
     "gerf": {"blackbox_family": "exponential", "exp_affine": True},
+    "sderf": {"blackbox_family": "exponential", "exp_affine": True},
     "relu_features": {"blackbox_family": "homogeneous"},
 }
 
@@ -203,6 +204,10 @@ WITHOUT: dict[str, dict[str, str]] = {
     "softmax_trig": {"gradient_median_test": _GRAD_MEDIAN},
     "softmax_hyperbolic": {"gradient_median_test": _GRAD_MEDIAN},
     "gerf": {"gradient_median_test": _GRAD_MEDIAN},
+    "sderf": {"gradient_median_test": _GRAD_MEDIAN,
+              "fourth_moment": "SDERF: E h⁴ = D⁸e^(4xᵀCx+4yᵀCy)det(I−16A)^(−½)exp(8vᵀ(I−16A)⁻¹v) "
+                               "is not wired into the fourth-moment table (verify/moments/"
+                               "fourth.py); the variance test uses the exact variance only"},
     "random_maclaurin": {
         "gradient_median_test": _GRAD_MEDIAN,
         "fourth_moment": "random Maclaurin features: E h⁴ = Σₙ aₙ⁴(E(wᵀx)⁴(wᵀy)⁴)ⁿ/P(n)³ "

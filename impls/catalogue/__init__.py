@@ -4,6 +4,7 @@ One module per family of maps; add the import of a new module here.
 """
 
 from kernel_verify.impls.catalogue import (  # noqa: F401
+    dense_exponential,
     deterministic,
     exact,
     learned,

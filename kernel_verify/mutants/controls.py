@@ -132,6 +132,8 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
      _feature_twin("softmax_hyperbolic[iid]", True)),
     ("gerf", "feature_map", "GERF (registry function), with attention",
      _feature_twin("gerf[iid]", True)),
+    ("sderf", "feature_map", "SDERF, FAVOR#'s dense-exponential features (registry function), "
+     "with attention", _feature_twin("sderf[iid]", True)),
     ("rff_pairs", "feature_map", "RFF pairs (registry function)",
      _feature_twin("rff_pairs[iid]", False)),
     ("rff_phase", "feature_map", "random-phase RFF (registry function)",

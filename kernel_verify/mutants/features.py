@@ -88,6 +88,31 @@ def log_gerf_wrong_b(x, params, config):
     return _log_gerf_with(x, params, config, d_power=0.25, b_of_a=lambda a: 1 - 4 * a)
 
 
+def _log_sderf_with(x, params, config, *, with_det: bool, sqrt_sign: float):
+    from kernel_verify.impls.numpy import dense_exponential as np_de
+
+    w = params["W"]
+    d = w.shape[1]
+    a = np_de.sderf_config_matrix(config, d)
+    lam, q = np.linalg.eigh(a)
+    k = 1 + sqrt_sign * 4 * lam
+    b = (q * np.sqrt(k)) @ q.T
+    log_d = 0.25 * float(np.sum(np.log(k))) if with_det else 0.0
+    return np_de.log_dense_exponential(x, w, a, b, -0.5 * np.eye(d), log_d)
+
+
+def log_sderf_missing_det_factor(x, params, config):
+    """SDERF without ``D = det(I − 4A)^(1/4)`` (``D = 1``): every estimate is
+    ``det(I − 4A)^(−1/2)`` times too small (``A ≺ 0``: too large)."""
+    return _log_sderf_with(x, params, config, with_det=False, sqrt_sign=-1.0)
+
+
+def log_sderf_sqrt_sign_flipped(x, params, config):
+    """SDERF with ``B = (I + 4A)^(1/2)`` (and ``D = det(I + 4A)^(1/4)``) where ``(I − 4A)^(1/2)``
+    belongs: the sign of ``A`` flipped inside the square root."""
+    return _log_sderf_with(x, params, config, with_det=True, sqrt_sign=1.0)
+
+
 def _exp_of(log_fn: Fn) -> Fn:
     def fn(x, params, config):
         return np.exp(log_fn(x, params, config))
@@ -302,6 +327,16 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
         "GERF with B = 1−4A instead of √(1−4A)",
         lambda: feature_mutant("gerf_wrong_b", "gerf[iid]", _exp_of(log_gerf_wrong_b),
                                log_fn=log_gerf_wrong_b, attention=True)),
+    "sderf_missing_det_factor": (
+        "SDERF without its determinant factor D = det(I−4A)^(1/4)",
+        lambda: feature_mutant("sderf_missing_det_factor", "sderf[iid]",
+                               _exp_of(log_sderf_missing_det_factor),
+                               log_fn=log_sderf_missing_det_factor, attention=True)),
+    "sderf_sqrt_sign_flipped": (
+        "SDERF with B = (I+4A)^(1/2) instead of (I−4A)^(1/2)",
+        lambda: feature_mutant("sderf_sqrt_sign_flipped", "sderf[iid]",
+                               _exp_of(log_sderf_sqrt_sign_flipped),
+                               log_fn=log_sderf_sqrt_sign_flipped, attention=True)),
     "softmax_trig_wrong_sign": (
         "trigonometric softmax features with exp(−‖x‖²/2)",
         lambda: feature_mutant("softmax_trig_wrong_sign", "softmax_trig[iid]", trig_wrong_sign)),
@@ -481,4 +516,6 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "rff_pairs_sorf_missing_sqrt_d": ("feature_unbiased::test_biased_mean_is_reference_mean",),
     "polysketch_scale_fourth_root": ("feature_unbiased::test_biased_mean_is_reference_mean",),
     "maclaurin_missing_p_factor": ("feature_unbiased::test_unbiased_on_random_points",),
+    "sderf_missing_det_factor": ("feature_unbiased::test_unbiased_on_random_points",),
+    "sderf_sqrt_sign_flipped": ("feature_unbiased::test_unbiased_on_random_points",),
 }

@@ -12,6 +12,7 @@ softmax_trig        SM                 ½e^(‖s‖²)SM⁻²(1−e^(−‖δ‖
 softmax_positive    SM                 e^(‖s‖²)SM²(1−e^(−‖s‖²))                  (§2)
 softmax_hyperbolic  SM                 ½(1−e^(−‖s‖²))·V₁(SM⁺)                    (§2)
 gerf (A < 1/8)      SM                 SM²[(1+16A²/(1−8A))^(d/2) e^(‖s‖²/(1−8A)) − 1]  (§4)
+sderf (§20)         SM                 det(I−4A)·det(I−8A)^(−½)·e^(−‖x‖²−‖y‖²+2sᵀB(I−8A)⁻¹Bs) − SM²
 relu_features       ‖x‖‖y‖J₁(θ)/(2π)   ‖x‖²‖y‖²J₂(θ)/(2π) − mean²  (Cho & Saul 2009)
 =================== ================== ==================================================
 
@@ -32,7 +33,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.verify.moments import maclaurin
+from kernel_verify.verify.moments import dense_exponential, maclaurin
 
 __all__ = [
     "CLOSED_FORMS",
@@ -120,6 +121,7 @@ CLOSED_FORMS = {
     "gerf": _gerf,
     "relu_features": _relu,
     "random_maclaurin": maclaurin.closed,
+    "sderf": dense_exponential.closed,
 }
 
 

@@ -37,7 +37,7 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.inputs import check_array, check_positive_int
-from kernel_verify.verify.moments import maclaurin
+from kernel_verify.verify.moments import dense_exponential, maclaurin
 from kernel_verify.verify.moments.closed_forms import closed_moments
 from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
@@ -48,7 +48,7 @@ from kernel_verify.verify.references.spec import MapSpec, require_map
 __all__ = ["MOMENT_FORMULAS", "Moments", "exact_moments", "per_frequency_moments"]
 
 #: Formulas with exact moments.
-MOMENT_FORMULAS = frozenset(FORMULAS_WITH_TERMS | {"relu_features", "random_maclaurin"})
+MOMENT_FORMULAS = frozenset(FORMULAS_WITH_TERMS | {"relu_features", "random_maclaurin", "sderf"})
 _MATRICES = ("iid", "orthogonal")
 
 
@@ -85,6 +85,8 @@ def per_frequency_moments(
         raise ValueError(f"method must be 'closed' or 'quadrature', got {method!r}")
     if formula == "random_maclaurin":  # Rademacher rows: exact enumeration, series by nsum
         return maclaurin.enumerated(x, y, config)
+    if formula == "sderf":  # dense A: one-dimensional quadratures in its eigenbasis
+        return dense_exponential.quadrature(x, y, config)
     if formula == "relu_features":
         mean = expect_relu_power(x, y, 1, dps)
         return mean, expect_relu_power(x, y, 2, dps) - mean**2

@@ -658,3 +658,83 @@ def _random_maclaurin(x_mp: np.ndarray, params: Params, config: Mapping) -> np.n
             col = col * (x_mp @ to_mp(w[i, j]))
         out[..., i] = col
     return out
+
+
+# ------------------------------------------------------------------- sderf (§20)
+def _sderf_float64(params, config, d: int):
+    """``A``, ``B = (I − 4A)^(1/2)`` and ``log D`` in float64 (magnitudes for the bound)."""
+    alpha, beta = float(config["alpha"]), float(config["beta"])
+    a = alpha * np.eye(d) + (beta / d) * np.ones((d, d))
+    lam, q = np.linalg.eigh(a)
+    k = 1 - 4 * lam
+    return a, (q * np.sqrt(k)) @ q.T, 0.25 * float(np.sum(np.log(k))), lam
+
+
+def _log_term_sderf(x, params, config, u, ulps) -> ErrorTerm:
+    from kernel_verify.verify.references.features import _const_rel, _projection_term
+
+    w = np.asarray(params["W"], dtype=np.float64)
+    m, d = w.shape
+    a, b, log_d, lam = _sderf_float64(params, config, d)
+    u64 = 2.0**-53
+    wb = w @ b
+    # WB formed in float64 from an eigh-based square root: entrywise within γ_(16d+32)(u64)·
+    # (|W||B|) plus 64·d·u64·max|B|·‖ωᵢ‖₁ (the eigendecomposition's backward error)
+    e_wb = (gamma(16 * d + 32, u64) * (np.abs(w) @ np.abs(b))
+            + 64 * d * u64 * np.abs(b).max() * np.abs(w).sum(axis=1, keepdims=True))
+    p = _projection_term(x, wb, 1.0, u, ulps)
+    p = p._new(p.v, p.e + (1 + gamma(d + 3, u)) * (np.abs(x) @ e_wb.T))
+    quad_rows = np.einsum("id,de,ie->i", w, a, w)
+    row_v = quad_rows + log_d - 0.5 * np.log(m)
+    k_min = float(np.min(1 - 4 * lam))
+    row_mag = (np.einsum("id,de,ie->i", np.abs(w), np.abs(a), np.abs(w)) + abs(log_d)
+               + 0.5 * np.log(m) + d * d * 64 * u64 * np.abs(a).max() / k_min)
+    row = p._new(np.broadcast_to(row_v, p.v.shape),
+                 np.broadcast_to(_const_rel(p, 2 * d + 16, 3) * row_mag, p.v.shape))
+    half = 0.5 * np.sum(x * x, axis=-1, keepdims=True)
+    quad = p._new(np.broadcast_to(-half, p.v.shape),
+                  np.broadcast_to(gamma(d + 3, u) * half, p.v.shape))
+    return p + row + quad
+
+
+def _bound_log_sderf(x, params, config, u, ulps) -> np.ndarray:
+    """``x(WB)ᵀ + row + xᵀCx``: the projection by ``WB`` (formed in float64, its own error
+    ``e_WB`` carried through the length-d dot product), the row term ``ωᵢᵀAωᵢ + log D −
+    ½ log m`` (a (2d+16)-rounding float64 sum and three log calls, relative to the sum of the
+    magnitudes, plus the eigenvalues' error through ``log(1 − 4λ)``), ``xᵀCx = −‖x‖²/2`` as a
+    d²-term sum of which d are nonzero (``γ_(d+3)``), then two rounded additions."""
+    return _log_term_sderf(x, params, config, u, ulps).e
+
+
+def _bound_sderf(x, params, config, u, ulps) -> np.ndarray:
+    """``exp`` of the log features (as for SM⁺)."""
+    return _log_term_sderf(x, params, config, u, ulps).exp().e
+
+
+def _mp_sderf_log(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    from kernel_verify.verify.references.dense_exponential import (
+        sderf_matrix,
+        sderf_parameters_mp,
+    )
+
+    check_params("params", dict(params), {"W": (None, x_mp.shape[-1])})
+    w = to_mp(params["W"])
+    m, d = w.shape
+    p = sderf_parameters_mp(sderf_matrix(config, d))
+    a = np.array(p["A"].tolist(), dtype=object)
+    b = np.array(p["B1"].tolist(), dtype=object)
+    row = (w @ a * w).sum(axis=-1) + p["log_D"] - mpmath.log(m) / 2
+    return x_mp @ (w @ b).T + row - (x_mp * x_mp).sum(axis=-1, keepdims=True) / 2
+
+
+@mp_feature("sderf", log=True, error_bound=_bound_log_sderf, not_derived={
+    "backward": "no derived backward bound for SDERF: its gradient is checked by finite "
+                "differences (test_gradcheck_float64_feature_map)",
+    "jacobian": "no closed Jacobian for SDERF: the finite differences check the gradient"})
+def _log_sderf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return _mp_sderf_log(x_mp, params, config)
+
+
+@mp_feature("sderf", error_bound=_bound_sderf)
+def _sderf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
+    return mp_exp(_mp_sderf_log(x_mp, params, config))
