@@ -154,6 +154,50 @@ def _point_inputs(inputs: Mapping[str, Any], index: tuple[int, ...], shape: tupl
     return out
 
 
+def _checked_arrays(got: Any, expected: Any, bound: Any):
+    """``(got, its dtype name, expected, bound)`` as float64 arrays of one shape, after the
+    checks of :func:`compare` (same shape, finite expected, finite nonnegative bound that
+    broadcasts)."""
+    g, kind = _as_float64("got", got)
+    e, _ = _as_float64("expected", expected)
+    if g.shape != e.shape:
+        raise ValueError(f"got and expected must have the same shape, got {g.shape} and {e.shape}")
+    if not np.isfinite(e).all():
+        raise ValueError("expected contains NaN or Inf: compare non-finite values separately")
+    b = np.asarray(bound, dtype=np.float64)
+    if not np.isfinite(b).all() or (b < 0).any():
+        raise ValueError("bound must be finite and >= 0 everywhere")
+    try:
+        b = np.broadcast_to(b, g.shape)
+    except ValueError:
+        raise ValueError(f"bound of shape {b.shape} does not broadcast to {g.shape}") from None
+    return g, kind, e, b
+
+
+def _worst_points(g, e, b, err, ulps, inputs: Mapping[str, Any], worst: int) -> list:
+    """The ``worst`` points ranked by err/bound (failures first; a zero bound ranks any error as
+    infinite), exact points after the first left out."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(b > 0, err / b, np.where(err > 0, np.inf, 0.0))
+    flat = np.argsort(-score, axis=None, kind="stable")[: min(worst, g.size)]
+    flat = [f for i, f in enumerate(flat) if i == 0 or score.flat[f] > 0]  # skip exact points
+    points = []
+    for f in flat:
+        idx = tuple(int(i) for i in np.unravel_index(f, g.shape))
+        points.append(
+            WorstPoint(
+                index=idx,
+                inputs=_point_inputs(inputs, idx, g.shape),
+                expected=float(e[idx]),
+                got=float(g[idx]),
+                abs_error=float(err[idx]),
+                bound=float(b[idx]),
+                ulps=float(ulps[idx]),
+            )
+        )
+    return points
+
+
 def compare(
     got: Any,
     expected: Any,
@@ -178,20 +222,7 @@ def compare(
             raise ValueError(f"{name} must be a non-empty string")
     if isinstance(worst, bool) or not isinstance(worst, int) or worst < 1:
         raise ValueError(f"worst must be an integer >= 1, got {worst!r}")
-    g, kind = _as_float64("got", got)
-    e, _ = _as_float64("expected", expected)
-    if g.shape != e.shape:
-        raise ValueError(f"got and expected must have the same shape, got {g.shape} and {e.shape}")
-    if not np.isfinite(e).all():
-        raise ValueError("expected contains NaN or Inf: compare non-finite values separately")
-    b = np.asarray(bound, dtype=np.float64)
-    if not np.isfinite(b).all() or (b < 0).any():
-        raise ValueError("bound must be finite and >= 0 everywhere")
-    try:
-        b = np.broadcast_to(b, g.shape)
-    except ValueError:
-        raise ValueError(f"bound of shape {b.shape} does not broadcast to {g.shape}") from None
-
+    g, kind, e, b = _checked_arrays(got, expected, bound)
     finite = np.isfinite(g)
     with np.errstate(invalid="ignore", divide="ignore"):
         err = np.where(finite, np.abs(g - e), np.inf)
@@ -202,25 +233,7 @@ def compare(
     if (~finite).any():
         notes.append(f"{int((~finite).sum())} non-finite value(s) in got")
 
-    # Rank points by err/bound (failures first); a zero bound ranks any error as infinite.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.where(b > 0, err / b, np.where(err > 0, np.inf, 0.0))
-    flat = np.argsort(-score, axis=None, kind="stable")[: min(worst, g.size)]
-    flat = [f for i, f in enumerate(flat) if i == 0 or score.flat[f] > 0]  # skip exact points
-    points = []
-    for f in flat:
-        idx = tuple(int(i) for i in np.unravel_index(f, g.shape))
-        points.append(
-            WorstPoint(
-                index=idx,
-                inputs=_point_inputs(inputs or {}, idx, g.shape),
-                expected=float(e[idx]),
-                got=float(g[idx]),
-                abs_error=float(err[idx]),
-                bound=float(b[idx]),
-                ulps=float(ulps[idx]),
-            )
-        )
+    points = _worst_points(g, e, b, err, ulps, inputs or {}, worst)
     size = g.size
     return ComparisonResult(
         ok=not bool(failed.any()),
