@@ -87,6 +87,77 @@ def _empty(lead: tuple[int, ...], dv: int) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros((*lead, M, dv)), np.zeros((*lead, M))
 
 
+def _chunked_form(sw: Switches, q, k, v, chunk_size, initial_state, seed):
+    """The chunk loop with the plain state ``(S, z)`` under the switches ``sw``."""
+    check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"), backend="numpy")
+    lead, n, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
+    s0, z0 = (_empty(lead, dv) if initial_state is None or sw.ignore_initial_state
+              else initial_state)
+    if n == 0:
+        return np.zeros((*lead, 0, dv)), (s0, z0)
+    c = min(chunk_size, n)
+    nc = -(-n // c)
+    pad = nc * c - n
+    widths = [(0, 0)] * (q.ndim - 2) + [(0, pad), (0, 0)]
+    if sw.pad_tail_with_zero_inputs:  # zero inputs: φ(0) ≠ 0 enters the state
+        fq = _features(np.pad(q, widths), seed)
+        fk = _features(np.pad(k, widths), seed)
+    else:  # zero features: nothing enters
+        fq, fk = np.pad(_features(q, seed), widths), np.pad(_features(k, seed), widths)
+    vv = np.pad(v, widths)
+    shape = (*lead, nc, c)
+    fq, fk = fq.reshape(*shape, M), fk.reshape(*shape, M)
+    vv = vv.reshape(*shape, dv)
+    kv = np.swapaxes(fk, -1, -2) @ vv  # (..., nc, m, dv)
+    ks = fk.sum(axis=-2)  # (..., nc, m)
+    if sw.cumsum_heads:  # the prefix over the heads axis instead of the chunks
+        s_inc, z_inc = np.cumsum(kv, axis=1), np.cumsum(ks, axis=1)
+    else:
+        s_inc, z_inc = np.cumsum(kv, axis=-3), np.cumsum(ks, axis=-2)
+    s_prev = s0[..., None, :, :] + s_inc - kv
+    z_prev = z0[..., None, :] + z_inc - ks
+    within = np.tril(fq @ np.swapaxes(fk, -1, -2))
+    num = fq @ s_prev + within @ vv
+    den = (fq @ z_prev[..., None])[..., 0] + within.sum(axis=-1) + sw.den_eps
+    out = (num / den[..., None]).reshape(*lead, nc * c, dv)[..., :n, :]
+    if sw.state_per_chunk:  # every chunk's prefix state kept: grows with the length
+        return out, (s0[..., None, :, :] + s_inc, z0[..., None, :] + z_inc)
+    full = nc - (1 if sw.final_from_full_chunks and n % c else 0)
+    s_fin = s0 + kv[..., :full, :, :].sum(axis=-3)
+    z_fin = z0 + ks[..., :full, :].sum(axis=-2)
+    return out, (s_fin, z_fin)
+
+
+def _varlen_form(sw: Switches, stateful: Callable, q, k, v, cu_seqlens, initial_state,
+                 seed):
+    """Packed sequences run one by one through ``stateful`` (each from its own initial
+    state, unless a packing switch carries the previous one)."""
+    bounds = [int(c) for c in np.asarray(cu_seqlens).tolist()]
+    outs, states, carried = [], [], None
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+        init = None if initial_state is None else tuple(s[i:i + 1] for s in initial_state)
+        if sw.packed_no_reset and carried is not None:
+            init = carried
+        if sw.packed_reset_one_late and carried is not None:
+            # off by one: the first token of sequence i still continues sequence i − 1,
+            # the reset (to sequence i's own initial state) comes one token late
+            head, _ = stateful(q[:, :, a:a + 1], k[:, :, a:a + 1], v[:, :, a:a + 1],
+                               initial_state=carried, seed=seed)
+            tail, st = stateful(q[:, :, a + 1:b], k[:, :, a + 1:b], v[:, :, a + 1:b],
+                                initial_state=init, seed=seed)
+            outs.append(np.concatenate([head, tail], axis=2))
+            states.append(st)
+            carried = st
+            continue
+        out, st = stateful(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], initial_state=init,
+                           seed=seed)
+        outs.append(out)
+        states.append(st)
+        carried = st
+    return (np.concatenate(outs, axis=2),
+            tuple(np.concatenate([s[j] for s in states]) for j in range(2)))
+
+
 def make_forms(sw: Switches) -> dict[str, Callable]:
     """The protocol's functions for the switches ``sw``."""
 
@@ -97,43 +168,7 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
                                     causal=causal)
 
     def chunked(q, k, v, *, chunk_size, initial_state=None, seed=0):
-        check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"), backend="numpy")
-        lead, n, dv = q.shape[:-2], q.shape[-2], v.shape[-1]
-        s0, z0 = (_empty(lead, dv) if initial_state is None or sw.ignore_initial_state
-                  else initial_state)
-        if n == 0:
-            return np.zeros((*lead, 0, dv)), (s0, z0)
-        c = min(chunk_size, n)
-        nc = -(-n // c)
-        pad = nc * c - n
-        widths = [(0, 0)] * (q.ndim - 2) + [(0, pad), (0, 0)]
-        if sw.pad_tail_with_zero_inputs:  # zero inputs: φ(0) ≠ 0 enters the state
-            fq = _features(np.pad(q, widths), seed)
-            fk = _features(np.pad(k, widths), seed)
-        else:  # zero features: nothing enters
-            fq, fk = np.pad(_features(q, seed), widths), np.pad(_features(k, seed), widths)
-        vv = np.pad(v, widths)
-        shape = (*lead, nc, c)
-        fq, fk = fq.reshape(*shape, M), fk.reshape(*shape, M)
-        vv = vv.reshape(*shape, dv)
-        kv = np.swapaxes(fk, -1, -2) @ vv  # (..., nc, m, dv)
-        ks = fk.sum(axis=-2)  # (..., nc, m)
-        if sw.cumsum_heads:  # the prefix over the heads axis instead of the chunks
-            s_inc, z_inc = np.cumsum(kv, axis=1), np.cumsum(ks, axis=1)
-        else:
-            s_inc, z_inc = np.cumsum(kv, axis=-3), np.cumsum(ks, axis=-2)
-        s_prev = s0[..., None, :, :] + s_inc - kv
-        z_prev = z0[..., None, :] + z_inc - ks
-        within = np.tril(fq @ np.swapaxes(fk, -1, -2))
-        num = fq @ s_prev + within @ vv
-        den = (fq @ z_prev[..., None])[..., 0] + within.sum(axis=-1) + sw.den_eps
-        out = (num / den[..., None]).reshape(*lead, nc * c, dv)[..., :n, :]
-        if sw.state_per_chunk:  # every chunk's prefix state kept: grows with the length
-            return out, (s0[..., None, :, :] + s_inc, z0[..., None, :] + z_inc)
-        full = nc - (1 if sw.final_from_full_chunks and n % c else 0)
-        s_fin = s0 + kv[..., :full, :, :].sum(axis=-3)
-        z_fin = z0 + ks[..., :full, :].sum(axis=-2)
-        return out, (s_fin, z_fin)
+        return _chunked_form(sw, q, k, v, chunk_size, initial_state, seed)
 
     def stateful(q, k, v, *, initial_state=None, seed=0):
         return chunked(q, k, v, chunk_size=4, initial_state=initial_state, seed=seed)
@@ -150,30 +185,7 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
         return (s, z), num / den
 
     def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0):
-        bounds = [int(c) for c in np.asarray(cu_seqlens).tolist()]
-        outs, states, carried = [], [], None
-        for i, (a, b) in enumerate(itertools.pairwise(bounds)):
-            init = None if initial_state is None else tuple(s[i:i + 1] for s in initial_state)
-            if sw.packed_no_reset and carried is not None:
-                init = carried
-            if sw.packed_reset_one_late and carried is not None:
-                # off by one: the first token of sequence i still continues sequence i − 1,
-                # the reset (to sequence i's own initial state) comes one token late
-                head, _ = stateful(q[:, :, a:a + 1], k[:, :, a:a + 1], v[:, :, a:a + 1],
-                                   initial_state=carried, seed=seed)
-                tail, st = stateful(q[:, :, a + 1:b], k[:, :, a + 1:b], v[:, :, a + 1:b],
-                                    initial_state=init, seed=seed)
-                outs.append(np.concatenate([head, tail], axis=2))
-                states.append(st)
-                carried = st
-                continue
-            out, st = stateful(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], initial_state=init,
-                               seed=seed)
-            outs.append(out)
-            states.append(st)
-            carried = st
-        return (np.concatenate(outs, axis=2),
-                tuple(np.concatenate([s[j] for s in states]) for j in range(2)))
+        return _varlen_form(sw, stateful, q, k, v, cu_seqlens, initial_state, seed)
 
     def padded(q, k, v, *, mask, initial_state=None, seed=0):
         mask = np.asarray(mask, dtype=bool)
