@@ -75,41 +75,43 @@ def _empty(lead, m, dv):
     return np.zeros((*lead, m, dv)), np.zeros((*lead, m))
 
 
-def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> dict:
-    def per_dim(g, k):
-        return np.broadcast_to(g[..., None], k.shape) if kind == "scalar" else g
+def _chunked_form(sw: Switches, kind: str, q, k, v, g, chunk_size, initial_state):
+    """The chunked gated recurrence (state ``(S, z)``, log-gates ``g``) under ``sw``."""
+    _check(q, k, v, g, kind)
+    fq, fk = _features(q, "q"), _features(k, "k")
+    gm = np.broadcast_to(g[..., None], k.shape) if kind == "scalar" else g
+    lead, n, m, dv = q.shape[:-2], q.shape[-2], q.shape[-1], v.shape[-1]
+    s, z = _empty(lead, m, dv) if initial_state is None else (
+        np.array(initial_state[0], dtype=np.float64), np.array(initial_state[1]))
+    out = np.zeros((*lead, n, dv))
+    for b in range(0, n, chunk_size):
+        e = min(b + chunk_size, n)
+        gc = gm[..., b:e, :]
+        gl = (np.cumsum(gc.astype(np.float16), axis=-2, dtype=np.float16).astype(np.float64)
+              if sw.half_cumsum else np.cumsum(gc, axis=-2))
+        c = e - b
+        causal = np.tril(np.ones((c, c), dtype=bool))[..., None]
+        diff = gl[..., :, None, :] - gl[..., None, :, :]
+        own = gc[..., None, :, :] if sw.gate_after_update else 0.0
+        decay = np.where(causal, np.exp(np.where(causal, diff + own, 0.0)), 0.0)
+        if sw.linear_space_decay:  # e^(G_t)·e^(−G_s) in the input's dtype
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                et, inv = np.exp(gl.astype(q.dtype)), np.exp(-gl.astype(q.dtype))
+                decay = np.where(causal, et[..., :, None, :] * inv[..., None, :, :], 0.0)
+        pair = np.einsum("...tf,...tsf,...sf->...ts", fq[..., b:e, :], decay, fk[..., b:e, :])
+        read = gl - gc[..., :1, :] if sw.late_boundary_decay else gl
+        out[..., b:e, :] = (fq[..., b:e, :] * np.exp(read)) @ s + pair @ v[..., b:e, :]
+        carry = np.exp(gl[..., 0, :] if sw.chunk_decay_first_token else gl[..., -1, :])
+        k_own = gc if sw.gate_after_update else 0.0
+        k_dec = fk[..., b:e, :] * np.exp(gl[..., -1:, :] - gl + k_own)
+        s = carry[..., None] * s + np.swapaxes(k_dec, -1, -2) @ v[..., b:e, :]
+        z = carry * z + k_dec.sum(axis=-2)
+    return out, (s, z)
 
+
+def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> dict:
     def chunked(q, k, v, g, *, chunk_size, initial_state=None, seed=0):
-        _check(q, k, v, g, kind)
-        fq, fk = _features(q, "q"), _features(k, "k")
-        gm = per_dim(g, k)
-        lead, n, m, dv = q.shape[:-2], q.shape[-2], q.shape[-1], v.shape[-1]
-        s, z = _empty(lead, m, dv) if initial_state is None else (
-            np.array(initial_state[0], dtype=np.float64), np.array(initial_state[1]))
-        out = np.zeros((*lead, n, dv))
-        for b in range(0, n, chunk_size):
-            e = min(b + chunk_size, n)
-            gc = gm[..., b:e, :]
-            gl = (np.cumsum(gc.astype(np.float16), axis=-2, dtype=np.float16).astype(np.float64)
-                  if sw.half_cumsum else np.cumsum(gc, axis=-2))
-            c = e - b
-            causal = np.tril(np.ones((c, c), dtype=bool))[..., None]
-            diff = gl[..., :, None, :] - gl[..., None, :, :]
-            own = gc[..., None, :, :] if sw.gate_after_update else 0.0
-            decay = np.where(causal, np.exp(np.where(causal, diff + own, 0.0)), 0.0)
-            if sw.linear_space_decay:  # e^(G_t)·e^(−G_s) in the input's dtype
-                with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                    et, inv = np.exp(gl.astype(q.dtype)), np.exp(-gl.astype(q.dtype))
-                    decay = np.where(causal, et[..., :, None, :] * inv[..., None, :, :], 0.0)
-            pair = np.einsum("...tf,...tsf,...sf->...ts", fq[..., b:e, :], decay, fk[..., b:e, :])
-            read = gl - gc[..., :1, :] if sw.late_boundary_decay else gl
-            out[..., b:e, :] = (fq[..., b:e, :] * np.exp(read)) @ s + pair @ v[..., b:e, :]
-            carry = np.exp(gl[..., 0, :] if sw.chunk_decay_first_token else gl[..., -1, :])
-            k_own = gc if sw.gate_after_update else 0.0
-            k_dec = fk[..., b:e, :] * np.exp(gl[..., -1:, :] - gl + k_own)
-            s = carry[..., None] * s + np.swapaxes(k_dec, -1, -2) @ v[..., b:e, :]
-            z = carry * z + k_dec.sum(axis=-2)
-        return out, (s, z)
+        return _chunked_form(sw, kind, q, k, v, g, chunk_size, initial_state)
 
     def parallel(q, k, v, g, *, initial_state=None, seed=0):
         return chunked(q, k, v, g, chunk_size=max(q.shape[-2], 1), initial_state=initial_state)
