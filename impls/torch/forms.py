@@ -214,6 +214,58 @@ def _chunk_sums(kc: torch.Tensor, vc: torch.Tensor, n: int) -> tuple[torch.Tenso
     return top.squeeze(-2), e.transpose(-1, -2) @ vc, e.sum(dim=-2)
 
 
+def _past_of_chunks(qc, eq, a, big_m, s_tilde, past, tiny):
+    """``(past weight, past value)`` of every query of every chunk (:func:`log_chunked`'s
+    docstring): ``a_i + t_c + log(eq_i·u_c)`` and ``eq_i·U_c / eq_i·u_c``, near-underflow rows
+    recomputed exactly, ``-inf`` where nothing precedes the chunk."""
+    nc, n_e = qc.shape[-3], past.shape[-2] - 1
+    # the past of every chunk (rows c = 0..nc−1 of the chunks; with an initial state, the
+    # past of chunk c is entries < c + 1)
+    rows = past[..., n_e - nc:n_e, :]  # (..., nc, m)
+    t = rows.detach().amax(dim=-1, keepdim=True)
+    empty = torch.isneginf(t)  # (..., nc, 1): nothing before this chunk
+    t = torch.where(empty, torch.zeros_like(t), t)
+    # entries before chunk c are e < c + off (off = 1 with an initial state, else 0)
+    later = torch.ones(nc, n_e, dtype=torch.bool, device=qc.device).triu(n_e - nc).unsqueeze(-1)
+    w = torch.exp((big_m.unsqueeze(-3) - t.unsqueeze(-2)).masked_fill(later, float("-inf")))
+    u_state = (w.movedim(-1, -3) @ s_tilde.movedim(-2, -3)).movedim(-3, -2)  # (..., nc, m, dv)
+    u_norm = torch.exp(rows - t)  # (..., nc, m)
+    p = eq @ u_norm.unsqueeze(-1)  # (..., nc, C, 1)
+    # p below tiny: an empty past (masked below) or a near-underflow row (recomputed below). Such
+    # entries get 1 here, so that no 1/p or log p of a tiny p enters the backward: autograd
+    # multiplies an overwritten entry's gradient 0 by its local derivative, and 0·inf = NaN.
+    p_safe = torch.where(p >= tiny, p, torch.ones_like(p))
+    past_value = (eq @ u_state) / p_safe
+    past_w = a + t.unsqueeze(-1) + torch.log(p_safe)
+    bad = (p < tiny) & ~empty.unsqueeze(-1)
+    if bool(bad.any()):  # near-underflow rows: the exact two softmaxes over features
+        safe = torch.where(torch.isneginf(rows), torch.zeros_like(rows), rows)
+        w_exact = torch.exp((big_m.unsqueeze(-3) - safe.unsqueeze(-2)).masked_fill(
+            later, float("-inf")))  # per-feature normalisation: V̄ of the past
+        vbar_rows = (w_exact.movedim(-1, -3) @ s_tilde.movedim(-2, -3)).movedim(-3, -2)
+        logits = qc + rows.unsqueeze(-2)
+        past_w = torch.where(bad, torch.logsumexp(logits, dim=-1, keepdim=True), past_w)
+        past_value = torch.where(bad, _softmax_safe(logits) @ vbar_rows, past_value)
+    past_w = past_w.masked_fill(empty.unsqueeze(-1), float("-inf"))
+    return past_w, past_value
+
+
+def _pair_logits(qc, kc, eq, a, b, tiny):
+    """The in-chunk pair weights ``a_i + b_j + log(eq_i·ek_j)`` for ``j ≤ i`` (near-underflow
+    pairs by the exact log-sum-exp), ``-inf`` above the diagonal."""
+    chunk = qc.shape[-2]
+    prod = eq @ _exp_minus(kc, b).transpose(-1, -2)  # (..., nc, C, C)
+    bad = prod < tiny  # recomputed below; log of 1 here keeps NaN out of the backward (above)
+    pair = a + b.transpose(-1, -2) + torch.log(torch.where(bad, torch.ones_like(prod), prod))
+    if bool(bad.any()):  # near-underflow pairs: the exact log-sum-exp
+        idx = bad.nonzero(as_tuple=True)
+        pair = pair.index_put(idx, torch.logsumexp(qc[idx[:-1]] + kc[(*idx[:-2], idx[-1])],
+                                                   dim=-1))
+    future = torch.ones(chunk, chunk, dtype=torch.bool, device=qc.device).triu(1)
+    pair = pair.masked_fill(future, float("-inf"))
+    return pair
+
+
 def log_chunked(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int,
                 l0: torch.Tensor | None, vb0: torch.Tensor | None
                 ) -> tuple[torch.Tensor, State]:
@@ -248,53 +300,17 @@ def log_chunked(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int,
         big_m = torch.cat([l0.unsqueeze(-2), big_m], dim=-2)
         log_ent = torch.cat([l0.unsqueeze(-2), log_ent], dim=-2)
         s_tilde = torch.cat([vb0.unsqueeze(-3), s_tilde], dim=-3)
-    n_e = log_ent.shape[-2]
     acc = torch.logcumsumexp(log_ent, dim=-2)  # merge of entries ≤ e
     past = torch.cat([torch.full_like(acc[..., :1, :], float("-inf")), acc], dim=-2)  # (E+1)
     # the final state: per-feature normalisation
     w_fin = torch.exp(big_m - acc[..., -1:, :])  # (..., E, m), ≤ 1
     final = (acc[..., -1, :], (w_fin.unsqueeze(-1) * s_tilde).sum(dim=-3))
-    # the past of every chunk (rows c = 0..nc−1 of the chunks; with an initial state, the
-    # past of chunk c is entries < c + 1)
-    rows = past[..., n_e - nc:n_e, :]  # (..., nc, m)
-    t = rows.detach().amax(dim=-1, keepdim=True)
-    empty = torch.isneginf(t)  # (..., nc, 1): nothing before this chunk
-    t = torch.where(empty, torch.zeros_like(t), t)
-    # entries before chunk c are e < c + off (off = 1 with an initial state, else 0)
-    later = torch.ones(nc, n_e, dtype=torch.bool, device=lq.device).triu(n_e - nc).unsqueeze(-1)
-    w = torch.exp((big_m.unsqueeze(-3) - t.unsqueeze(-2)).masked_fill(later, float("-inf")))
-    u_state = (w.movedim(-1, -3) @ s_tilde.movedim(-2, -3)).movedim(-3, -2)  # (..., nc, m, dv)
-    u_norm = torch.exp(rows - t)  # (..., nc, m)
     a = qc.detach().amax(dim=-1, keepdim=True)
     b = kc.detach().amax(dim=-1, keepdim=True)
     eq = _exp_minus(qc, a)
-    p = eq @ u_norm.unsqueeze(-1)  # (..., nc, C, 1)
     tiny = 8 * m * torch.finfo(lq.dtype).tiny
-    # p below tiny: an empty past (masked below) or a near-underflow row (recomputed below). Such
-    # entries get 1 here, so that no 1/p or log p of a tiny p enters the backward: autograd
-    # multiplies an overwritten entry's gradient 0 by its local derivative, and 0·inf = NaN.
-    p_safe = torch.where(p >= tiny, p, torch.ones_like(p))
-    past_value = (eq @ u_state) / p_safe
-    past_w = a + t.unsqueeze(-1) + torch.log(p_safe)
-    bad = (p < tiny) & ~empty.unsqueeze(-1)
-    if bool(bad.any()):  # near-underflow rows: the exact two softmaxes over features
-        safe = torch.where(torch.isneginf(rows), torch.zeros_like(rows), rows)
-        w_exact = torch.exp((big_m.unsqueeze(-3) - safe.unsqueeze(-2)).masked_fill(
-            later, float("-inf")))  # per-feature normalisation: V̄ of the past
-        vbar_rows = (w_exact.movedim(-1, -3) @ s_tilde.movedim(-2, -3)).movedim(-3, -2)
-        logits = qc + rows.unsqueeze(-2)
-        past_w = torch.where(bad, torch.logsumexp(logits, dim=-1, keepdim=True), past_w)
-        past_value = torch.where(bad, _softmax_safe(logits) @ vbar_rows, past_value)
-    past_w = past_w.masked_fill(empty.unsqueeze(-1), float("-inf"))
-    prod = eq @ _exp_minus(kc, b).transpose(-1, -2)  # (..., nc, C, C)
-    bad = prod < tiny  # recomputed below; log of 1 here keeps NaN out of the backward (above)
-    pair = a + b.transpose(-1, -2) + torch.log(torch.where(bad, torch.ones_like(prod), prod))
-    if bool(bad.any()):  # near-underflow pairs: the exact log-sum-exp
-        idx = bad.nonzero(as_tuple=True)
-        pair = pair.index_put(idx, torch.logsumexp(qc[idx[:-1]] + kc[(*idx[:-2], idx[-1])],
-                                                   dim=-1))
-    future = torch.ones(chunk, chunk, dtype=torch.bool, device=lq.device).triu(1)
-    pair = pair.masked_fill(future, float("-inf"))
+    past_w, past_value = _past_of_chunks(qc, eq, a, big_m, s_tilde, past, tiny)
+    pair = _pair_logits(qc, kc, eq, a, b, tiny)
     top = torch.maximum(pair.detach().amax(dim=-1, keepdim=True), past_w.detach())
     w_pair = torch.exp(pair - top)
     w_past = torch.exp(past_w - top)
