@@ -169,12 +169,16 @@ def optimal_sderf_a(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     return (u * a) @ u.T
 
 
-def optimal_aderf(xs: np.ndarray, ys: np.ndarray) -> tuple[float, np.ndarray]:
+def optimal_aderf(xs: np.ndarray, ys: np.ndarray, ridge: float = 0.0) -> tuple[float, np.ndarray]:
     """ADERF's optimal ``(a, P)``: ``PᵀP = G = M₁^(−1/2)(M₁^(1/2)M₂M₁^(1/2))^(1/2)M₁^(−1/2)``
     (it minimises ``tr(GM₁) + tr(G⁻¹M₂)``, minimum ``2φ``, ``φ = tr (M₁^(1/2)M₂M₁^(1/2))^(1/2)``)
-    and ``a = A*(ρ)`` with ``ρ = 2(φ + μ₁ᵀμ₂)/d``; needs ``M₁``, ``M₂`` positive definite."""
+    and ``a = A*(ρ)`` with ``ρ = 2(φ + μ₁ᵀμ₂)/d``; needs ``M₁``, ``M₂`` positive definite.
+    ``ridge ≥ 0`` is added to both diagonals first (for fewer than d points per side, e.g. one
+    pair: the optimum is then approached, not attained)."""
     m1, m2, mu1, mu2 = _set_statistics(xs, ys)
     d = m1.shape[0]
+    ridge = check_scalar("ridge", ridge, nonnegative=True)
+    m1, m2 = m1 + ridge * np.eye(d), m2 + ridge * np.eye(d)
     l1, u1 = np.linalg.eigh(m1)
     l2 = np.linalg.eigvalsh(m2)
     if l1.min() <= 1e-12 * max(l1.max(), 1e-300) or l2.min() <= 1e-12 * max(l2.max(), 1e-300):

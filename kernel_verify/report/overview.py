@@ -9,6 +9,9 @@
    measured) at d = m = 16: MSE ratio against iid RFF versus ‖x − y‖/σ (the orthogonal random
    features paper's figure).
 3. **Deterministic maps**: their kernel against exp(qᵀk) along q = s·u, k = u.
+4. **Estimators of 2021–2026** (FAVOR#'s SDERF and ADERF, random Maclaurin, PolySketch, simplex
+   blocks) against FAVOR+ and GERF on the same pairs and norm sweep
+   (:mod:`kernel_verify.report.overview_recent`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.checks.estimates import estimates
+from kernel_verify.report import overview_recent
 from kernel_verify.report.figures import _save, plt
 from kernel_verify.report.measure import pair
 from kernel_verify.report.pages import Page
@@ -215,6 +219,9 @@ def build(s: Settings, folder: Path, rel: str, version: str) -> Page:
     page.img(f"{rel}/overview_gaussian.png", cap2)
     page.h("Deterministic maps")
     page.img(f"{rel}/overview_deterministic.png", deterministic_figure(folder))
+    cap3, f3 = overview_recent.recent_figure(s, folder)
+    page.h("Estimators of 2021–2026 against FAVOR+ and GERF")
+    page.img(f"{rel}/overview_recent.png", cap3)
     page.h("Findings")
-    page.ul(f1 + f2)
+    page.ul(f1 + f2 + f3)
     return page
