@@ -45,11 +45,47 @@ LOADER = "kernel_verify.mutants.models:target_"
 CONTROL_LOADER = "kernel_verify.mutants.models:control_"
 
 
+def _step_in_place(model, ids_t, cache):
+    """The decode step of ``model_cache_updated_in_place``: the state ``(S, z)`` of the cache
+    updated in place (``add_``), so the caller's cache changes under it."""
+    from kernel_verify.impls.torch.tiny_lm import _rmsnorm
+
+    h = model.embed(ids_t.reshape(-1))[:, None]
+    new = []
+    for blk, (window, s, z) in zip(model.blocks, cache, strict=True):
+        u, window = blk.convolve(window, _rmsnorm(h, blk.norm1))
+        fq, fk, v = (x[:, :, 0] for x in blk._heads(u))
+        s.add_(fk.unsqueeze(-1) * v.unsqueeze(-2))
+        z.add_(fk)
+        num = (fq.unsqueeze(-2) @ s).squeeze(-2)
+        den = (fq * z).sum(-1, keepdim=True)
+        h = blk._finish(h, (num / den).unsqueeze(2))
+        new.append((window, s, z))
+    return model._logits(h)[:, 0], new
+
+
+def _right_padding_read_as_left(model, ids, attention_mask):
+    """``model_right_padding_read_as_left``'s padded forward: each row runs on its last n tokens
+    (where left padding would put the valid ones), its outputs written at the valid positions."""
+    import torch
+
+    rows, caches = [], []
+    for b in range(ids.shape[0]):
+        valid = attention_mask[b].bool()
+        n = int(valid.sum())
+        out, cache = model(ids[b:b + 1, ids.shape[1] - n:])  # the last n tokens
+        row = out.new_zeros(1, ids.shape[1], out.shape[-1])
+        row[0, valid] = out[0]
+        rows.append(row)
+        caches.append(cache)
+    return torch.cat(rows, dim=0), model.stack(caches)
+
+
 def _classes() -> dict[str, type]:
     """The mutant classes (built lazily: importing torch only when a mutant runs)."""
     import torch
 
-    from kernel_verify.impls.torch.tiny_lm import TinyLM, _rmsnorm
+    from kernel_verify.impls.torch.tiny_lm import TinyLM
 
     class PackedStateCarried(TinyLM):
         def forward_packed(self, ids, cu_seqlens):
@@ -75,18 +111,7 @@ def _classes() -> dict[str, type]:
         def step(self, ids_t, cache):
             if cache is None:
                 return super().step(ids_t, cache)
-            h = self.embed(ids_t.reshape(-1))[:, None]
-            new = []
-            for blk, (window, s, z) in zip(self.blocks, cache, strict=True):
-                u, window = blk.convolve(window, _rmsnorm(h, blk.norm1))
-                fq, fk, v = (x[:, :, 0] for x in blk._heads(u))
-                s.add_(fk.unsqueeze(-1) * v.unsqueeze(-2))
-                z.add_(fk)
-                num = (fq.unsqueeze(-2) @ s).squeeze(-2)
-                den = (fq * z).sum(-1, keepdim=True)
-                h = blk._finish(h, (num / den).unsqueeze(2))
-                new.append((window, s, z))
-            return self._logits(h)[:, 0], new
+            return _step_in_place(self, ids_t, cache)
 
     class SplitOffByOne(TinyLM):
         def forward(self, ids, cache=None):
@@ -97,16 +122,7 @@ def _classes() -> dict[str, type]:
 
     class RightPaddingReadAsLeft(TinyLM):
         def forward_padded(self, ids, attention_mask):
-            rows, caches = [], []
-            for b in range(ids.shape[0]):
-                valid = attention_mask[b].bool()
-                n = int(valid.sum())
-                out, cache = self(ids[b:b + 1, ids.shape[1] - n:])  # the last n tokens
-                row = out.new_zeros(1, ids.shape[1], out.shape[-1])
-                row[0, valid] = out[0]
-                rows.append(row)
-                caches.append(cache)
-            return torch.cat(rows, dim=0), self.stack(caches)
+            return _right_padding_read_as_left(self, ids, attention_mask)
 
     class NormOverBatch(TinyLM):
         def _logits(self, h):
