@@ -55,7 +55,7 @@ from kernel_verify.runner import (
 from kernel_verify.verify import atomic
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget",
-                 "KernelApproxTarget", "GatedAttentionTarget")
+                 "KernelApproxTarget", "GatedAttentionTarget", "HybridAttentionTarget")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from kernel_verify.properties.protocol import Target
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget",
-                 "ModelTarget", "GatedAttentionTarget")
+                 "ModelTarget", "GatedAttentionTarget", "HybridAttentionTarget")
 
 
 def _as_target(obj: object, where: str) -> Target:

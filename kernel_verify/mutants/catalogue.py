@@ -26,6 +26,7 @@ from kernel_verify.mutants.gated import make_target as gated_target
 from kernel_verify.mutants.gated_torch import GATED_TORCH_KILLERS, GATED_TORCH_MUTANTS
 from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
 from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
+from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
 from kernel_verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
@@ -109,6 +110,14 @@ def _gated_torch(name: str) -> Mutant:
                   GATED_TORCH_KILLERS[name])
 
 
+def _hybrid(name: str) -> Mutant:
+    """Hybrid sliding-window + linear attention (:mod:`kernel_verify.mutants.hybrid`; controls:
+    its ``HYBRID_CONTROLS``)."""
+    description, make = HYBRID_MUTANTS[name]
+    return Mutant(name, "attention", description, lambda: [make(f"mutant:{name}")],
+                  HYBRID_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
@@ -118,6 +127,7 @@ MUTANTS: list[Mutant] = [
     *(_torch_forms(n) for n in TORCH_FORMS_MUTANTS),
     *(_gated(n) for n in GATED_MUTANTS),
     *(_gated_torch(n) for n in GATED_TORCH_MUTANTS),
+    *(_hybrid(n) for n in HYBRID_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
     *MODEL_MUTANTS,
 ]

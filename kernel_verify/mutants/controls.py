@@ -99,6 +99,12 @@ def _gated() -> dict[str, Callable[[], list[Target]]]:
     return dict(GATED_CONTROLS)
 
 
+def _hybrid() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.hybrid import HYBRID_CONTROLS
+
+    return dict(HYBRID_CONTROLS)
+
+
 def _gated_torch() -> dict[str, Callable[[], list[Target]]]:
     from kernel_verify.mutants.gated_torch import GATED_TORCH_CONTROLS
 
@@ -205,6 +211,9 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "torch gated linear attention (built-in) without a defect", make,
              loader="kernel_verify.mutants.gated_torch:control_")
       for n, make in _gated_torch().items()),
+    *(Mutant(n, "attention", "hybrid sliding-window + linear attention without a defect", make,
+             loader="kernel_verify.mutants.hybrid:control_")
+      for n, make in _hybrid().items()),
     *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}

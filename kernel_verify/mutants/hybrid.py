@@ -1,0 +1,155 @@
+"""Hybrid attention mutants (sliding-window softmax + linear attention, docs/math.md §22): one
+defect each, for ``properties/test_hybrid_attention.py``, with correct twins.
+
+Two skeletons:
+
+* a plain NumPy weights-matrix implementation (:func:`_masked_hybrid`) whose state is the whole
+  history, with the window and linear masks as switches — the correct twin
+  ``hybrid_masks_correct`` uses the masks of the formula;
+* the built-in targets (:mod:`kernel_verify.properties.builtin_hybrid`) with one step or state
+  hand-off broken — twins ``hybrid_builtin_correct`` (NumPy) and ``hybrid_torch_correct``.
+
+Run one with ``kernel-verify check kernel_verify.mutants.hybrid:<name> --profile mutants -k
+hybrid`` (``control_<twin>`` for a twin).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from kernel_verify.properties.builtin_hybrid import elu1, hybrid_target
+from kernel_verify.properties.hybrid_protocol import HybridAttentionTarget
+
+__all__ = ["HYBRID_CONTROLS", "HYBRID_KILLERS", "HYBRID_MUTANTS"]
+
+Mask = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+
+def _window_right(i, j, w):
+    return (j <= i) & (j > i - w)
+
+
+def _left_right(i, j, w):
+    return j <= i - w
+
+
+def _masked_hybrid(name: str, window_mask: Mask = _window_right,
+                   left_mask: Mask = _left_right) -> HybridAttentionTarget:
+    """``y_i = Σ a_ij v_j / Σ a_ij`` from the weights matrix over the whole history (NumPy
+    float64, γ = 1, scale 1/√d, φ = elu + 1); the state is the history ``(K, Φ, V)``."""
+
+    def rows_out(q, keys, feats, vals, start, window):
+        t, n = q.shape[-2], keys.shape[-2]
+        i, j = start + np.arange(t)[:, None], np.arange(n)[None, :]
+        soft = np.exp((q @ np.swapaxes(keys, -1, -2)) / np.sqrt(q.shape[-1]))
+        lin = elu1(q) @ np.swapaxes(feats, -1, -2)
+        a = np.where(window_mask(i, j, window), soft, 0.0) + np.where(
+            left_mask(i, j, window) & (j <= i), lin, 0.0)
+        return (a @ vals) / a.sum(axis=-1, keepdims=True)
+
+    def attention(q, k, v, *, window, initial_state=None):
+        hist = initial_state or (k[..., :0, :], elu1(k)[..., :0, :], v[..., :0, :])
+        keys = np.concatenate([hist[0], k], axis=-2)
+        feats = np.concatenate([hist[1], elu1(k)], axis=-2)
+        vals = np.concatenate([hist[2], v], axis=-2)
+        out = rows_out(q, keys, feats, vals, hist[0].shape[-2], window)
+        return out, (keys, feats, vals)
+
+    def step(state, q_t, k_t, v_t, *, window):
+        out, state = attention(q_t[..., None, :], k_t[..., None, :], v_t[..., None, :],
+                               window=window, initial_state=state)
+        return state, out[..., 0, :]
+
+    return HybridAttentionTarget(name, frozenset({"validates_input"}), attention,
+                                 lambda x, role: elu1(np.asarray(x, dtype=np.float64)),
+                                 step=step)
+
+
+def _state_missing_exit(name: str) -> HybridAttentionTarget:
+    """Built-in NumPy target whose final state keeps the initial linear state: keys that left
+    the window during the call never reach ``(S, z)``."""
+    base = hybrid_target(name)
+
+    def attention(q, k, v, *, window, initial_state=None):
+        out, state = base.attention(q, k, v, window=window, initial_state=initial_state)
+        s0 = initial_state[4:] if initial_state is not None else (0 * state[4], 0 * state[5])
+        return out, (*state[:4], *s0)
+
+    return HybridAttentionTarget(name, base.claims, attention, base.features, step=base.step)
+
+
+def _step_missing_exit(name: str) -> HybridAttentionTarget:
+    """Built-in NumPy target whose step drops the key leaving a full window instead of adding
+    it to ``(S, z)``."""
+    base = hybrid_target(name)
+
+    def step(state, q_t, k_t, v_t, *, window):
+        if state is not None and window > 0 and float(np.asarray(state[3]).flat[0]) == window:
+            # the oldest slot is marked empty: the step appends without any key leaving
+            state = (*state[:3], state[3] - 1, state[4], state[5])
+        return base.step(state, q_t, k_t, v_t, window=window)
+
+    return HybridAttentionTarget(name, base.claims, base.attention, base.features, step=step)
+
+
+def _torch_detached_features(name: str) -> HybridAttentionTarget:
+    """Built-in torch float64 target whose features are computed on ``x.detach()``: the forward
+    is right, the linear part's gradient is missing."""
+    return hybrid_target(name, backends=("torch",), dtypes=("float64",),
+                         phi=lambda x: elu1(x.detach()))
+
+
+HYBRID_MUTANTS: dict[str, tuple[str, Callable[[str], HybridAttentionTarget]]] = {
+    "hybrid_window_one_short": (
+        "the window holds w − 1 keys (i − w + 1 < j ≤ i) and the linear part starts one key "
+        "early: a consistent partition of the wrong width",
+        lambda n: _masked_hybrid(n, lambda i, j, w: (j <= i) & (j > i - w + 1),
+                                 lambda i, j, w: j <= i - w + 1)),
+    "hybrid_key_in_both": (
+        "key i − w is counted twice: in the window (i − w ≤ j ≤ i) and in the linear part",
+        lambda n: _masked_hybrid(n, lambda i, j, w: (j <= i) & (j >= i - w))),
+    "hybrid_window_sees_future": (
+        "the window is centred (|i − j| < w): up to w − 1 future keys in every softmax part",
+        lambda n: _masked_hybrid(n, lambda i, j, w: np.abs(i - j) < w)),
+    "hybrid_state_missing_exit": (
+        "the final state keeps the initial linear state: keys that left the window during "
+        "the call are lost to the continuation", _state_missing_exit),
+    "hybrid_step_missing_exit": (
+        "the step form drops the key that leaves a full window instead of adding it to (S, z)",
+        _step_missing_exit),
+    "hybrid_detached_features": (
+        "torch: the features are computed on detached inputs (no gradient through the linear "
+        "part; the forward is right)", _torch_detached_features),
+}
+
+HYBRID_KILLERS: dict[str, tuple[str, ...]] = {
+    "hybrid_window_one_short": ("hybrid_attention::test_full_window_is_softmax_attention",
+                                "hybrid_attention::test_hybrid_meets_the_exact_reference"),
+    "hybrid_key_in_both": ("hybrid_attention::test_zero_window_is_linear_attention",
+                           "hybrid_attention::test_hybrid_meets_the_exact_reference"),
+    "hybrid_window_sees_future": ("hybrid_attention::test_hybrid_outputs_ignore_the_future",
+                                  "hybrid_attention::test_hybrid_meets_the_exact_reference"),
+    "hybrid_state_missing_exit": ("hybrid_attention::test_hybrid_forms_agree_across_the_window",),
+    "hybrid_step_missing_exit": ("hybrid_attention::test_hybrid_forms_agree_across_the_window",),
+    "hybrid_detached_features": (
+        "hybrid_attention::test_hybrid_gradients_match_finite_differences",),
+}
+
+#: Correct twins of the two skeletons.
+HYBRID_CONTROLS: dict[str, Callable[[], list]] = {
+    "hybrid_masks_correct": lambda: [_masked_hybrid("control:hybrid_masks_correct")],
+    "hybrid_builtin_correct": lambda: [hybrid_target("control:hybrid_builtin_correct")],
+    "hybrid_torch_correct": lambda: [hybrid_target("control:hybrid_torch_correct",
+                                                   backends=("torch",), dtypes=("float64",))],
+}
+
+
+def __getattr__(attr: str) -> list:
+    """``<mutant name>`` / ``control_<twin>``: the targets."""
+    if attr in HYBRID_MUTANTS:
+        return [HYBRID_MUTANTS[attr][1](f"mutant:{attr}")]
+    if attr.startswith("control_") and attr.removeprefix("control_") in HYBRID_CONTROLS:
+        return HYBRID_CONTROLS[attr.removeprefix("control_")]()
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
