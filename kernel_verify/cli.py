@@ -251,17 +251,8 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
                            reuse=args.reuse)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="kernel-verify",
-        description="Verify kernel feature maps (random features, linear attention) against "
-        "high-precision references.",
-    )
-    from kernel_verify import __version__
-
-    parser.add_argument("--version", action="version", version=f"kernel-verify {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_list(sub) -> None:
+    """The ``list`` command."""
     p = sub.add_parser("list", help="list every registered system and what it claims")
     p.add_argument("--json", action="store_true", help="print JSON (one object per system)")
     p.add_argument("--kind", action="append", choices=list(_KIND_NAMES),
@@ -271,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input dimension used to describe sizes")
     p.set_defaults(run=_cmd_list)
 
+
+def _add_report(sub) -> None:
+    """The ``report`` command."""
     p = sub.add_parser("report", help="verify every map and write the variance reports")
     p.add_argument("--out", default=None,
                    help="output folder (default: build/report/full, --quick: build/report/quick;"
@@ -282,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="numbers only: index and report.json, no pages or figures")
     p.set_defaults(run=_cmd_report)
 
+
+def _add_check(sub) -> None:
+    """The ``check`` command."""
     p = sub.add_parser("check", help="run the property suite against a third-party target")
     p.add_argument("target", help="module:attribute naming an adapter (see README)")
     p.add_argument("--profile", type=_profile, default=None,
@@ -300,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "without workers)")
     p.set_defaults(run=_cmd_check)
 
+
+def _add_mutants(sub) -> None:
+    """The ``mutants`` command."""
     p = sub.add_parser("mutants", help="run the suite against every mutant; print the kill matrix")
     p.add_argument("--only", nargs="*", help="only these mutant names")
     p.add_argument("--jobs", type=_int_at_least(1), default=2,
@@ -310,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "with and without its declared family, and correct maps as controls")
     p.set_defaults(run=_cmd_mutants)
 
+
+def _add_calibrate(sub) -> None:
+    """The ``calibrate`` command."""
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
     p.add_argument("--seeds", type=_int_at_least(20), default=100,
                    help="fresh seeds per statistical check (>= 20; default 100); the checks "
@@ -324,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "reports/power.md: the smallest defect each attention property detects)")
     p.set_defaults(run=_cmd_calibrate)
 
+
+def _add_conformance(sub) -> None:
+    """The ``conformance`` command."""
     p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")
     p.add_argument("libraries", nargs="*", metavar="LIBRARY",
                    help="sklearn, performer, fla, nystrom_attention, fast_transformers "
@@ -335,6 +341,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", action="store_true",
                    help="rewrite the pages from the saved <library>.json without running")
     p.set_defaults(run=_cmd_conformance)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kernel-verify",
+        description="Verify kernel feature maps (random features, linear attention) against "
+        "high-precision references.",
+    )
+    from kernel_verify import __version__
+
+    parser.add_argument("--version", action="version", version=f"kernel-verify {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_list, _add_report, _add_check, _add_mutants, _add_calibrate, _add_conformance):
+        add(sub)
     return parser
 
 
