@@ -37,6 +37,7 @@ from kernel_verify.verify.moments import dense_exponential, maclaurin
 
 __all__ = [
     "CLOSED_FORMS",
+    "FIXED_NORM_MEANS",
     "closed_moments",
     "fixed_norm_mean",
     "gerf_per_feature_variance",
@@ -127,9 +128,49 @@ CLOSED_FORMS = {
 
 def closed_moments(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]):
     """``(mean, V₁)`` of ``formula``'s per-frequency term from the table above."""
-    if formula not in CLOSED_FORMS:
+    closed = CLOSED_FORMS.get(formula)
+    if closed is None:
         raise KeyError(f"no closed form for formula {formula!r}; known: {sorted(CLOSED_FORMS)}")
-    return CLOSED_FORMS[formula](x, y, config)
+    return closed(x, y, config)
+
+
+def _fixed_norm_rff(x, y, config, d, half_d, lam):
+    sigma = mpmath.mpf(float(config["sigma"]))
+    return mpmath.hyp0f1(half_d, -d * _sq(x - y) / (4 * sigma**2))
+
+
+def _fixed_norm_trig(x, y, config, d, half_d, lam):
+    return mpmath.hyp0f1(half_d, -d * _sq(x - y) / 4) / lam
+
+
+def _fixed_norm_exp(x, y, config, d, half_d, lam):
+    """softmax_positive and softmax_hyperbolic (``E cosh = E exp``: the law is symmetric)."""
+    return lam * mpmath.hyp0f1(half_d, d * _sq(x + y) / 4)
+
+
+def _fixed_norm_gerf(x, y, config, d, half_d, lam):
+    a = mpmath.mpf(float(config["A"]))
+    b2 = 1 - 4 * a
+    pref = b2**half_d * lam * mpmath.exp(2 * a * d)  # D²Λe^(2A‖w‖²), ‖w‖² = d
+    return pref * mpmath.hyp0f1(half_d, d * b2 * _sq(x + y) / 4)
+
+
+def _fixed_norm_relu(x, y, config, d, half_d, lam):
+    """relu(wᵀx)relu(wᵀy) is homogeneous of degree 2 in ‖w‖ and E‖w‖² = d for both laws."""
+    return _relu(x, y, config)[0]
+
+
+#: formula -> ``(x, y, config, d, d/2, e^(−(‖x‖² + ‖y‖²)/2)) -> E φ(x)ᵀφ(y)`` with rows uniform
+#: on the sphere of radius √d.
+FIXED_NORM_MEANS = {
+    "rff_pairs": _fixed_norm_rff,
+    "rff_phase": _fixed_norm_rff,
+    "softmax_trig": _fixed_norm_trig,
+    "softmax_positive": _fixed_norm_exp,
+    "softmax_hyperbolic": _fixed_norm_exp,
+    "gerf": _fixed_norm_gerf,
+    "relu_features": _fixed_norm_relu,
+}
 
 
 def fixed_norm_mean(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]):
@@ -137,19 +178,7 @@ def fixed_norm_mean(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[
     d = len(x)
     half_d = mpmath.mpf(d) / 2
     lam = mpmath.exp(-(_sq(x) + _sq(y)) / 2)
-    if formula in ("rff_pairs", "rff_phase"):
-        sigma = mpmath.mpf(float(config["sigma"]))
-        return mpmath.hyp0f1(half_d, -d * _sq(x - y) / (4 * sigma**2))
-    if formula == "softmax_trig":
-        return mpmath.hyp0f1(half_d, -d * _sq(x - y) / 4) / lam
-    if formula in ("softmax_positive", "softmax_hyperbolic"):
-        return lam * mpmath.hyp0f1(half_d, d * _sq(x + y) / 4)
-    if formula == "gerf":
-        a = mpmath.mpf(float(config["A"]))
-        b2 = 1 - 4 * a
-        pref = b2**half_d * lam * mpmath.exp(2 * a * d)  # D²Λe^(2A‖w‖²), ‖w‖² = d
-        return pref * mpmath.hyp0f1(half_d, d * b2 * _sq(x + y) / 4)
-    if formula == "relu_features":
-        # relu(wᵀx)relu(wᵀy) is homogeneous of degree 2 in ‖w‖ and E‖w‖² = d for both laws
-        return _relu(x, y, config)[0]
-    raise KeyError(f"no fixed-norm mean for formula {formula!r}")
+    mean = FIXED_NORM_MEANS.get(formula)
+    if mean is None:
+        raise KeyError(f"no fixed-norm mean for formula {formula!r}")
+    return mean(x, y, config, d, half_d, lam)
