@@ -156,9 +156,10 @@ def test_every_fla_kernel_target_runs_under_the_interpreter_within_its_bound(tmp
 
 
 def test_every_fla_finding_and_measurement_has_its_confirmation():
-    """The conformance page runs ``confirm.FINDINGS[name]`` for each fla finding and measurement;
+    """The conformance page runs ``confirm.run(name)`` for each fla finding and measurement;
     a missing name stops ``kernel-verify conformance fla`` after its suite run."""
-    from kernel_verify.adapters import confirm, notes
+    from kernel_verify.adapters.library import confirmation_owner, record
 
-    names = [f.confirm for f in notes.FINDINGS["fla"]] + list(notes.MEASURED.get("fla", ()))
-    assert names and all(confirm.FINDINGS[n][0] == "fla" for n in names)
+    lib = record("fla")
+    names = [f.confirm for f in lib.findings] + list(lib.measured)
+    assert names and all(confirmation_owner(n) is lib for n in names)

@@ -3,6 +3,8 @@ older code produced (issue: pages regenerated from runs, never stale)."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 
 import pytest
@@ -11,6 +13,12 @@ from kernel_verify.adapters import conformance as conf
 from kernel_verify.adapters._lazy import missing_reason
 
 KEY = "sklearn"
+
+
+def _without_findings(monkeypatch) -> None:
+    """The library's record with no findings (nothing to re-measure on ``--reuse``)."""
+    module = importlib.import_module(f"kernel_verify.adapters.{KEY}")
+    monkeypatch.setattr(module, "LIBRARY", dataclasses.replace(module.LIBRARY, findings=()))
 
 
 def test_fingerprint_is_stable_and_per_library():
@@ -35,7 +43,7 @@ def test_reuse_refuses_results_of_older_code(tmp_path):
 
 @pytest.mark.skipif(missing_reason(KEY) is not None, reason=f"{KEY} adapter: library missing")
 def test_reuse_of_current_results_names_the_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(conf.notes, "FINDINGS", {**conf.notes.FINDINGS, KEY: []})
+    _without_findings(monkeypatch)
     prov = {"commit": "abc123", "fingerprint": conf.code_fingerprint(KEY), "run_at": "noon"}
     saved = {"spec": "x", "returncode": 0, "seconds": 1.0, "outcomes": [], "output_tail": "",
              "confirmations": {}, "confirm_seconds": {}, "provenance": prov}
@@ -51,7 +59,7 @@ def test_page_says_which_verdicts_come_from_a_reduced_search(monkeypatch):
     counted above it (issue #20: never a silent reduction)."""
     from kernel_verify.runner import Outcome, SuiteRun
 
-    monkeypatch.setattr(conf.notes, "FINDINGS", {**conf.notes.FINDINGS, KEY: []})
+    _without_findings(monkeypatch)
     run = SuiteRun("x", 0, 1.0, [
         Outcome("attention_identities", "test_p", "slow", "passed",
                 reduced=("3 of 25 examples (call_seconds=0.2)",)),

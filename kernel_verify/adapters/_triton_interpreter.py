@@ -51,6 +51,10 @@ from typing import Any
 
 ENV = "TRITON_INTERPRET"
 
+#: Beside every verdict on a target run under the interpreter (the conformance pages' scope).
+TAG = ("[Triton interpreter: NumPy on a CPU; GPU rounding (TF32, tensor-core accumulation "
+       "order) not exercised]")
+
 #: The workarounds, as the conformance page lists them.
 WORKAROUNDS = (
     "`TRITON_INTERPRET=1` is set by the adapter before `triton` is imported (the check runs "

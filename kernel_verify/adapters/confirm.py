@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import math
 import sys
@@ -25,6 +26,7 @@ from scipy import stats
 
 from kernel_verify.adapters._lazy import missing_reason
 from kernel_verify.adapters._torchseed import torch_seeded
+from kernel_verify.adapters.library import confirmation_owner, records
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -313,86 +315,49 @@ def sklearn_nystroem_sigmoid(quick: bool = False) -> str:
             f"  share of W's spectrum that is negative (Σ|λ<0| / Σ|λ|): {fmt_ci(*mean_ci(neg))}")
 
 
-#: name -> (adapter key whose library it needs, function)
-# ------------------------------------------------------------------------------ fla
-def _fla(name: str) -> Callable[[bool], str]:
-    """A measurement of :mod:`kernel_verify.adapters._fla_confirm`, run in a fresh process: fla's
-    kernels need ``TRITON_INTERPRET=1`` before triton is imported, and this process may have
-    imported it (the library check imports fla)."""
+# ------------------------------------------------------------------------------ running them
+def _in_subprocess(module: str, name: str, quick: bool) -> str:
+    """``python -m <module> NAME [--quick]`` in a fresh process: fla's kernels and models need
+    ``TRITON_INTERPRET=1`` before triton is imported, and this process may have imported it
+    (the library check imports fla)."""
+    import os
+    import subprocess
 
-    def fn(quick: bool = False) -> str:
-        import os
-        import subprocess
-
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        cmd = [sys.executable, "-m", "kernel_verify.adapters._fla_confirm", name,
-               *(["--quick"] if quick else [])]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            return f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
-        return proc.stdout.strip()
-
-    fn.__doc__ = f"``python -m kernel_verify.adapters._fla_confirm {name}`` in a subprocess."
-    return fn
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    cmd = [sys.executable, "-m", module, name, *(["--quick"] if quick else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        return f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+    return proc.stdout.strip()
 
 
-def _model(name: str) -> Callable[[bool], str]:
-    """A measurement of :mod:`kernel_verify.adapters._model_confirm`, in a fresh process (fla's
-    models need ``TRITON_INTERPRET=1`` before triton is imported)."""
-
-    def fn(quick: bool = False) -> str:
-        import os
-        import subprocess
-
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-        cmd = [sys.executable, "-m", "kernel_verify.adapters._model_confirm", name,
-               *(["--quick"] if quick else [])]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-        if proc.returncode != 0:
-            return f"failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
-        return proc.stdout.strip()
-
-    fn.__doc__ = f"``python -m kernel_verify.adapters._model_confirm {name}`` in a subprocess."
-    return fn
-
-
-FINDINGS: dict[str, tuple[str, Callable[[bool], str]]] = {
-    "fla_models_cu_seqlens": ("fla_models", _model("fla_models_cu_seqlens")),
-    "fla_models_generate_cache": ("fla_models", _model("fla_models_generate_cache")),
-    "transformers_rwkv_batch_step": ("transformers_models",
-                                     _model("transformers_rwkv_batch_step")),
-    "transformers_cache_in_place": ("transformers_models",
-                                    _model("transformers_cache_in_place")),
-    "transformers_mamba_float64": ("transformers_models", _model("transformers_mamba_float64")),
-    "fla_kernels_exact": ("fla", _fla("fla_kernels_exact")),
-    "fla_rebased_eps": ("fla", _fla("fla_rebased_eps")),
-    "fla_shape_overflow": ("fla", _fla("fla_shape_overflow")),
-    "fla_gated_exact": ("fla", _fla("fla_gated_exact")),
-    "performer_orf_signs": ("performer", performer_orf_signs),
-    "performer_eps": ("performer", performer_eps),
-    "performer_causal_leak": ("performer", performer_causal_leak),
-    "performer_causal_denominator": ("performer", performer_causal_denominator),
-    "nystrom_padding": ("nystrom_attention", nystrom_padding),
-    "nystrom_batch_coupling": ("nystrom_attention", nystrom_batch_coupling),
-    "sklearn_nystroem_rank_deficient": ("sklearn", sklearn_nystroem_rank_deficient),
-    "sklearn_nystroem_sigmoid": ("sklearn", sklearn_nystroem_sigmoid),
-}
+def names() -> list[str]:
+    """Every independent measurement, in the order of the library records
+    (:attr:`kernel_verify.adapters.library.Library.confirmations`)."""
+    return [name for lib in records().values() for name in lib.confirmations]
 
 
 def run(name: str, quick: bool = False) -> str:
-    key, fn = FINDINGS[name]
-    reason = missing_reason(key)
-    return f"skipped: {reason}" if reason else fn(quick)
+    """The output of measurement ``name``, or why it was skipped (its library is missing)."""
+    lib = confirmation_owner(name)
+    reason = missing_reason(lib.key)
+    if reason:
+        return f"skipped: {reason}"
+    if lib.confirm_in_subprocess:
+        return _in_subprocess(lib.confirm_module, name, quick)
+    fn: Callable[[bool], str] = getattr(importlib.import_module(lib.confirm_module), name)
+    return fn(quick)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernel_verify.adapters.confirm",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("names", nargs="*", choices=[[], *FINDINGS], metavar="NAME",
-                        help=f"one of {', '.join(FINDINGS)} (default: all)")
+    known = names()
+    parser.add_argument("names", nargs="*", choices=[[], *known], metavar="NAME",
+                        help=f"one of {', '.join(known)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="smaller n and fewer seeds")
     args = parser.parse_args(argv)
-    for name in args.names or list(FINDINGS):
+    for name in args.names or known:
         print(f"## {name}\n{run(name, args.quick)}\n", flush=True)
     return 0
 

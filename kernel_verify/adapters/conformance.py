@@ -1,6 +1,7 @@
 """``kernel-verify conformance [LIBRARY ...]``: a Markdown page per adapted library.
 
-For each library (:data:`kernel_verify.adapters.LIBRARIES`) the shipped property suite runs
+For each library (its record, :func:`kernel_verify.adapters.library.records`) the shipped
+property suite runs
 against ``kernel_verify.adapters.<library>:targets`` exactly as ``kernel-verify check`` runs it
 (:func:`kernel_verify.runner.run_suite`), every confirmed finding is re-measured
 by :mod:`kernel_verify.adapters.confirm`, and ``reports/conformance/<library>.md`` records:
@@ -26,22 +27,13 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kernel_verify.adapters import notes
-from kernel_verify.adapters._lazy import LIBRARIES, dist_version, install_hint, missing_reason
+from kernel_verify.adapters._lazy import dist_version, missing_reason
+from kernel_verify.adapters.library import CONTRACT_PROPERTIES, record, records
 from kernel_verify.provenance import code_fingerprint as _fingerprint
 from kernel_verify.provenance import code_state
 from kernel_verify.verify import atomic
 
-#: Distributions whose versions each page records, besides the library itself.
-DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "sklearn": ("scipy",),
-    "performer": ("einops", "local-attention", "axial-positional-embedding"),
-    "fla": ("triton", "einops"),
-    "fla_models": ("fla-core", "transformers", "triton", "einops"),
-    "transformers_models": ("huggingface-hub", "safetensors"),
-    "nystrom_attention": ("einops",),
-    "fast_transformers": (),
-}
+#: Distributions whose versions every page records, besides the library and its dependencies.
 COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
 
 
@@ -58,13 +50,13 @@ class StaleResults(RuntimeError):
 
 
 def versions(key: str) -> list[tuple[str, str]]:
-    lib = LIBRARIES[key]
-    rows = [(d, dist_version(d)) for d in (lib.dist, *DEPENDENCIES[key], *COMMON)]
+    lib = record(key)
+    rows = [(d, dist_version(d)) for d in (lib.dist, *lib.dependencies, *COMMON)]
     return [*rows, ("python", platform.python_version())]
 
 
 def _spec(key: str) -> str:
-    return f"kernel_verify.adapters.{key}:targets"
+    return record(key).spec
 
 
 def _cell(text: str) -> str:
@@ -72,12 +64,10 @@ def _cell(text: str) -> str:
 
 
 def _explain(v, key: str) -> str:
-    for f in notes.FINDINGS[key]:
-        if f.explains(v.prop, v.target):
-            return f"explained by the finding “{f.title}”"
-    if v.prop in notes.EXPLAINED.get(key, {}):
-        return notes.EXPLAINED[key][v.prop]
-    if v.prop in notes.CONTRACT_PROPERTIES:
+    known = record(key).explain(v.prop, v.target)
+    if known is not None:
+        return known
+    if v.prop in CONTRACT_PROPERTIES:
         return ("the suite's own input contract (ValueError on NaN/Inf or mismatched shapes), "
                 "which the library does not claim: not a numerical defect")
     return ("not confirmed by an independent route: reported to the kernel-verify maintainers "
@@ -88,21 +78,22 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
          profile: str, provenance: dict[str, str] | None = None) -> str:
     """The Markdown page of library ``key`` from its suite run, its independent measurements
     (``confirmations``: name -> output) and their times."""
+    lib = record(key)
     lines = _head(key, profile, provenance or {})
     reason = missing_reason(key)
     if reason is not None:
         lines += [f"**Not run**: {reason}.", ""]
-        if key in notes.MINOR:
-            lines += [notes.MINOR[key], ""]
+        if lib.minor is not None:
+            lines += [lib.minor, ""]
         return "\n".join(lines)
-    scope = notes.SCOPE.get(key)
+    scope = lib.scope
     if scope is not None:
         lines += ["## How the kernels were run", "", scope.text, ""]
         lines += [f"{i}. {w}" for i, w in enumerate(scope.workarounds, 1)] + [""]
     verdicts = run.verdicts
     lines += _run_lines(run, seconds, profile)
-    lines += ["## What it does right", "", notes.RIGHT[key] or "(see the verdicts)", ""]
-    for name in notes.MEASURED.get(key, ()):
+    lines += ["## What it does right", "", lib.right or "(see the verdicts)", ""]
+    for name in lib.measured:
         lines += [f"`python -m kernel_verify.adapters.confirm {name}`:", "", "```",
                   confirmations.get(name, "(not run)"), "```", ""]
 
@@ -113,8 +104,8 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
                      if v.outcome == "pass" and v.target})
     if passed:
         lines += ["Properties passed by its targets: " + "; ".join(passed) + ".", ""]
-    if key in notes.MINOR:
-        lines += ["Minor (not defects at realistic settings): " + notes.MINOR[key], ""]
+    if lib.minor is not None:
+        lines += ["Minor (not defects at realistic settings): " + lib.minor, ""]
     lines += _findings_lines(key, confirmations)
     lines += _failing_lines(key, verdicts, tagged)
     lines += ["## Every property", "", "| property | target | verdict | note |",
@@ -130,7 +121,7 @@ def page(key: str, run, confirmations: dict[str, str], seconds: dict[str, float]
 
 def _head(key: str, profile: str, prov: dict[str, str]) -> list[str]:
     """Title, provenance, versions and commands of a page."""
-    lib = LIBRARIES[key]
+    lib = record(key)
     lines = [f"# Conformance: {lib.title}", "",
              f"Written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC by `kernel-verify conformance "
              f"{key}` (Hypothesis profile `{profile}`).", ""]
@@ -145,7 +136,7 @@ def _head(key: str, profile: str, prov: dict[str, str]) -> list[str]:
     lines += ["| package | version |", "|---|---|"]
     lines += [f"| {d} | {v} |" for d, v in versions(key)]
     lines += ["", "Commands:", "", "```bash",
-              f"pip install 'kernel-verify[{lib.extra}]'",
+              lib.install_hint,
               f"kernel-verify check {_spec(key)}        # the property suite, verdict table",
               f"kernel-verify conformance {key}          # this page",
               "python -m kernel_verify.adapters.confirm  # the independent measurements",
@@ -180,7 +171,7 @@ def _run_lines(run, seconds: dict[str, float], profile: str) -> list[str]:
 
 def _findings_lines(key: str, confirmations: dict[str, str]) -> list[str]:
     """The library's findings, each with its independent measurement and fix."""
-    findings = notes.FINDINGS[key]
+    findings = record(key).findings
     lines = ["## Findings", ""]
     if not findings:
         lines += ["None found: every failing property (if any) is listed below with what "
@@ -238,7 +229,7 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
             run = SuiteRun(data["spec"], data["returncode"], data["seconds"],
                            [Outcome(**o) for o in data["outcomes"]], data["output_tail"])
             confirmations, seconds = data["confirmations"], data["confirm_seconds"]
-            for f in notes.FINDINGS[key]:  # findings added since the run
+            for f in record(key).findings:  # findings added since the run
                 if f.confirm not in confirmations:
                     confirmations[f.confirm] = confirm.run(f.confirm, quick)
         else:
@@ -248,8 +239,8 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
             # layer): the profile cuts their examples per property and each verdict says so.
             run = run_suite(_spec(key), profile=profile, jobs=jobs)
             start = time.monotonic()
-            for name in (*(f.confirm for f in notes.FINDINGS[key]),
-                         *notes.MEASURED.get(key, ())):
+            lib = record(key)
+            for name in (*(f.confirm for f in lib.findings), *lib.measured):
                 confirmations[name] = confirm.run(name, quick)
             seconds["confirm"] = time.monotonic() - start
         atomic.write_text(saved, json.dumps({
@@ -268,10 +259,11 @@ def run_conformance(libraries: Sequence[str] = (), *, out: str = "reports/confor
     """``kernel-verify conformance [LIBRARY ...] [--out DIR] [--profile P] [--quick]
     [--reuse]``: the page of each library (default: every adapted library); 2 for an unknown
     library or stale saved results, else 0."""
-    keys = list(libraries) or list(LIBRARIES)
-    unknown = sorted(set(keys) - set(LIBRARIES))
+    known = records()
+    keys = list(libraries) or list(known)
+    unknown = sorted(set(keys) - set(known))
     if unknown:
-        print(f"kernel-verify conformance: unknown libraries {unknown}; known: {list(LIBRARIES)}")
+        print(f"kernel-verify conformance: unknown libraries {unknown}; known: {list(known)}")
         return 2
     total = time.monotonic()
     for key in keys:
@@ -283,7 +275,7 @@ def run_conformance(libraries: Sequence[str] = (), *, out: str = "reports/confor
         except StaleResults as err:
             print(f"kernel-verify conformance: {err}", file=sys.stderr)
             return 2
-        status = f"skipped ({reason}; {install_hint(LIBRARIES[key])})" if reason else "ran"
+        status = f"skipped ({reason}; {known[key].install_hint})" if reason else "ran"
         print(f"{key}: {status}, {time.monotonic() - start:.0f} s → {path}", flush=True)
     print(f"conformance: {len(keys)} page(s) in {time.monotonic() - total:.0f} s")
     return 0

@@ -38,6 +38,7 @@ import numpy as np
 
 from kernel_verify.adapters._lazy import need
 from kernel_verify.adapters._torchseed import as_torch, torch_seeded
+from kernel_verify.adapters.library import Finding, Library
 from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarget
 
 
@@ -129,3 +130,92 @@ targets = [
                     frozenset({"noncausal", "causal", "positive_weights"}) | GRADIENTS,
                     backends=("torch",)),
 ]
+
+
+# ---------------------------------------------------------------------- the library's record
+# What is known about the library (kernel_verify.adapters.library): the conformance page's text,
+# the confirmed findings (its known failures derive from them) and their measurements.
+_RIGHT = (
+    "`gaussian_orthogonal_random_matrix` rows are orthogonal within blocks to float64 "
+    "rounding and the draws are reproducible; non-causal `FastAttention` is a partition "
+    "of unity (outputs are convex combinations of the values), treats batch elements and "
+    "heads independently, is permutation equivariant, and stays finite over the input-"
+    "scale sweep; generalized (ReLU) attention is causal. On a CPU the causal mode always "
+    "uses `causal_linear_attention_noncuda` (the fast-transformers CUDA kernel does not "
+    "import); it prints a notice at construction.")
+_MINOR = (
+    "`FastAttention(dim_heads=1)` with the default `nb_features = int(d·ln d)` = 0 fails in "
+    "`torch.cat` on an empty list (head dimension 1 only; the adapter uses at least 1 "
+    "feature). `gaussian_orthogonal_random_matrix` draws in torch's default dtype: in "
+    "float32 its rows are orthogonal only to float32 rounding "
+    "(|wᵢᵀwⱼ| = 1.5e-10 at d = 2 against the float64 bound 2.1e-16); the adapter sets "
+    "the default dtype to float64 so that the suite's float64 bounds apply. Causal "
+    "`FastAttention` has no state API — no initial or final state, no one-token step "
+    "(`causal_linear_attention_noncuda` recomputes its prefix sums from the whole "
+    "sequence) — so the adapter declares no forms and the forms-and-state properties "
+    "(properties/test_attention_forms.py) are skipped for it with that reason.")
+_FINDINGS = (
+    Finding(
+        "gaussian_orthogonal_random_matrix: rows are not sign-symmetric (no QR sign fix)",
+        "performer_orf_signs",
+        "`orthogonal_matrix_chunk` returns Qᵀ from `torch.linalg.qr` of a Gaussian block "
+        "without multiplying by diag(sign Rᵢᵢ), so Q is not Haar-distributed (Mezzadri "
+        "2007): row i of each block has its i-th coordinate negative with probability 1 "
+        "(row 0) down to ≈ 1/3 (last row). Rows are therefore not marginally N(0, I), "
+        "which the ORF estimator's unbiasedness rests on (Performer, Theorem 2). For a "
+        "query or key along a coordinate axis the kernel estimate is biased; the exact "
+        "predicted bias at x = 0.5·e₁, m = 256, d = 64 is −(4/256)·(1 − 2Φ(−1)) = −1.07 % "
+        "(row 0 of the 4 blocks only).",
+        "In `orthogonal_matrix_chunk`: `q, r = torch.linalg.qr(block); q = q * "
+        "torch.sign(torch.diagonal(r)).unsqueeze(-2)` before `q.t()` (one line).",
+        ("test_rows_are_standard_gaussian",)),
+    Finding(
+        "softmax_kernel: ε = 1e-4 added after the global key shift turns attention uniform",
+        "performer_eps",
+        "Key features are exp(ωᵀk' − ‖k'‖²/2 − c) + ε with c the maximum of ωᵀk' over all "
+        "features and positions. At unit-variance inputs (d = 64, ‖k'‖² ≈ 8, c ≈ 14 at "
+        "n = 4096) the exponential is ~1e-8 for almost every key feature, so ε dominates "
+        "and every key gets (almost) the same features: the output is the plain average of "
+        "v. The shift itself is harmless (shared by all keys, it cancels); the ε added "
+        "after it does not cancel, and its effect depends on n through c.",
+        "Scale ε with the features it is added to (exp(a − c) + ε·exp(−c), i.e. add it "
+        "before the shift, where it is negligible), or drop it and guard only the "
+        "denominator, or compute in log space (two softmaxes, no ε; docs/math.md §9). "
+        "Note the ε = 0 estimator is itself very noisy at these norms "
+        "(relative error ≈ 4): what users get from the library is mean pooling.",
+        ("test_large_scale_keeps_the_argmax_value",
+         "test_error_to_softmax_attention_falls_as_m_grows")),
+    Finding(
+        "FastAttention(causal=True): past outputs depend on future keys",
+        "performer_causal_leak",
+        "The key stabiliser c = max over *all* positions of ωᵀk' (`amax(dim=(-1, -2))`) is "
+        "computed before the prefix sums, so changing keys after position i changes c, "
+        "hence the relative size of ε in every key feature, hence outputs at positions "
+        "≤ i. Without ε the shift would cancel; with it, causality is broken.",
+        "Take the key maximum per prefix (or a constant bound such as ‖k'‖·max‖ω‖), or "
+        "drop ε (see the previous finding); both restore causality.",
+        ("test_past_outputs_ignore_the_future",)),
+    Finding(
+        "Causal path: 1e-6 added to the denominator only shrinks outputs towards 0",
+        "performer_causal_denominator",
+        "`causal_linear_attention_noncuda` (the path every CPU user gets) computes "
+        "D = φ(q)·(Σ_(j≤i) φ(k_j) + 1e-6) but the numerator without the 1e-6, so the "
+        "weights sum to less than 1: with v ≡ 1 the output is below 1. The shortfall is "
+        "large where the prefix sums are small — the first positions, and every position "
+        "when softmax_kernel's ε dominates the key features (each ≈ 1e-4/√m).",
+        "Add the same term to the numerator's prefix sum or, better, guard the denominator "
+        "only against 0 (`D.clamp_min(tiny)`) instead of shifting it.",
+        ("test_partition_of_unity", "test_outputs_are_convex_combinations_of_visible_values")),
+)
+LIBRARY = Library(
+    key="performer", title="performer-pytorch", module="performer_pytorch",
+    dist="performer-pytorch", extra="performer",
+    dependencies=("einops", "local-attention", "axial-positional-embedding"),
+    right=_RIGHT,
+    minor=_MINOR,
+    findings=_FINDINGS,
+    confirmations=("performer_orf_signs",
+                   "performer_eps",
+                   "performer_causal_leak",
+                   "performer_causal_denominator"),
+)
