@@ -302,6 +302,21 @@ def _bounded_threshold(
     return t, how
 
 
+def _median_of_means(x: np.ndarray, k: int, b: int) -> np.ndarray:
+    """The median over the last axis of ``k`` block means of ``b`` samples (the first ``k·b``)."""
+    return np.median(x[..., : k * b].reshape(*x.shape[:-1], k, b).mean(axis=-1), axis=-1)
+
+
+def _result(rejected, test, label, claimed, stat, t, alpha, alternative, n, how, seed,
+            repro) -> StatResult:
+    """The :class:`StatResult` of a mean or variance test (ok: no batch rejected)."""
+    return StatResult(
+        ok=not bool(np.any(rejected)), test=test, label=label, claimed=claimed,
+        statistic=np.asarray(stat), threshold=t, alpha=alpha, alternative=alternative,
+        n_samples=n, rejected=np.asarray(rejected), method=how, seed=seed, repro=repro,
+    )
+
+
 def mean_test(
     samples: Any,
     mean: float,
@@ -344,18 +359,14 @@ def mean_test(
         if var is None:
             raise ValueError("mean_test needs bounds (a, b) or the exact variance")
         t, k, b = median_of_means_threshold(n, alpha, var, alternative)
-        stat = np.median(x[..., : k * b].reshape(*x.shape[:-1], k, b).mean(axis=-1), axis=-1)
+        stat = _median_of_means(x, k, b)
         rejected = _reject(stat, mu, t, alternative)
         how = (
             f"median of {k} block means of {b} samples, Chebyshev/Cantelli per block with "
             f"variance {var:.4g}, exact binomial tail for the median"
         )
         test = "mean test (median of means)"
-    return StatResult(
-        ok=not bool(np.any(rejected)), test=test, label=label, claimed=mu,
-        statistic=np.asarray(stat), threshold=t, alpha=alpha, alternative=alternative,
-        n_samples=n, rejected=np.asarray(rejected), method=how, seed=seed, repro=repro,
-    )
+    return _result(rejected, test, label, mu, stat, t, alpha, alternative, n, how, seed, repro)
 
 
 def _mu4(value: Any, var: float) -> float:
@@ -429,18 +440,14 @@ def variance_test(
             )
         var_y = max(_mu4(fourth_central_moment, var) - var * var, 0.0)
         t, k, b = median_of_means_threshold(n, alpha, var_y, alternative)
-        stat = np.median(y[..., : k * b].reshape(*y.shape[:-1], k, b).mean(axis=-1), axis=-1)
+        stat = _median_of_means(y, k, b)
         rejected = _reject(stat, var, t, alternative)
         how = (
             f"median of {k} block means of (X − mean)² ({b} samples each), Var((X − mean)²) = "
             f"μ₄ − σ⁴ = {var_y:.4g}, Chebyshev/Cantelli per block, exact binomial tail"
         )
         test = "variance test (median of means)"
-    return StatResult(
-        ok=not bool(np.any(rejected)), test=test, label=label, claimed=var,
-        statistic=np.asarray(stat), threshold=t, alpha=alpha, alternative=alternative,
-        n_samples=n, rejected=np.asarray(rejected), method=how, seed=seed, repro=repro,
-    )
+    return _result(rejected, test, label, var, stat, t, alpha, alternative, n, how, seed, repro)
 
 
 def rejection_rate_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
