@@ -95,3 +95,58 @@ def test_worked_example_builds_and_touches_three_files(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("ok")
+
+
+# ------------------------------------------------------------------ adding a library adapter
+LIBRARY_MARK = re.compile(
+    r"<!-- library example: (\S+) (create|after: (.+?)) -->\n```\w+\n(.*?)```", re.S)
+#: The files a new library adapter touches, as the guide states: its module and pyproject.toml
+#: (its extra), plus README.md (its row of the adapters' table).
+LIBRARY_CODE_FILES = ("kernel_verify/adapters/toy_rff.py", "pyproject.toml")
+LIBRARY_DOCS = ("README.md",)
+
+
+def test_library_example_builds_and_its_record_is_complete(tmp_path):
+    """The guide's library adapter, added to a temporary copy, is found by the record scan,
+    passes ``tests/test_library_records.py`` there, and gets a 'not installed' page (about 8 s)."""
+    edits = [(m.group(1), m.group(3), m.group(4)) for m in LIBRARY_MARK.finditer(
+        GUIDE.read_text())]
+    touched = sorted({p for p, _, _ in edits})
+    assert touched == sorted(LIBRARY_CODE_FILES + LIBRARY_DOCS), (
+        f"the library example touches {touched}")
+    pkg = _copy_project(tmp_path / "site")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "test_library_records.py", tmp_path / "tests")
+    for path, anchor, code in edits:
+        target = _installed(pkg, path) if path.startswith("kernel_verify/") else tmp_path / path
+        if anchor is None:
+            assert not target.exists(), f"{path} exists already"
+            target.write_text(code)
+            continue
+        text, line = target.read_text(), anchor.strip() + "\n"
+        assert line in text, f"{path}: the guide's anchor {anchor!r} is not in the file"
+        target.write_text(text.replace(line, line + code, 1))
+    env = {**os.environ, "PYTHONPATH": str(pkg.parent), "PYTHONSAFEPATH": "1",
+           "KV_CACHE_DIR": str(tmp_path / "cache")}
+    test = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_library_records.py", "-q", "-rA",
+         "-p", "no:xdist", "-p", "no:cacheprovider", "-k", "toy_rff or every_module or readme"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert test.returncode == 0, test.stdout[-4000:] + test.stderr[-2000:]
+    assert "[toy_rff]" in test.stdout, test.stdout[-2000:]
+    script = textwrap.dedent(f"""
+        import kernel_verify
+        assert kernel_verify.__file__.startswith({str(pkg)!r}), kernel_verify.__file__
+        from kernel_verify.adapters.conformance import page
+        from kernel_verify.adapters.library import records
+        assert "toy_rff" in records(), sorted(records())
+        text = page("toy_rff", None, {{}}, {{}}, "ci")
+        assert "**Not run**: toy-rff is not installed (pip install 'kernel-verify[toy-rff]')" \\
+            in text, text
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr
