@@ -332,8 +332,8 @@ def _add_conformance(sub) -> None:
     """The ``conformance`` command."""
     p = sub.add_parser("conformance", help="conformance pages of the shipped library adapters")
     p.add_argument("libraries", nargs="*", metavar="LIBRARY",
-                   help="sklearn, performer, fla, nystrom_attention, fast_transformers "
-                   "(default: all)")
+                   help="an adapter module of kernel_verify.adapters that holds a LIBRARY "
+                   "record, e.g. sklearn, performer, fla, fla_models (default: all)")
     p.add_argument("--out", default="reports/conformance", help="output folder")
     p.add_argument("--profile", type=_profile, default="dev",
                    help="Hypothesis profile: dev, ci, nightly or mutants (default: dev)")
