@@ -82,6 +82,12 @@ class Formula:
     exp_affine: bool = False
     #: the gradient's median-of-means test has the exact per-draw variance (iid rows)
     gradient_median_test: bool = False
+    #: ``(x, y) -> V₁`` at the formula's per-input optimal parameter (GERF's A*, FAVOR++)
+    #: (verify.moments.closed_forms.OPTIMAL_VARIANCE)
+    optimal_variance: Callable[..., Any] | None = None
+    #: the place of the formula's curves in the report's comparison of softmax estimators at
+    #: equal feature count (report/overview.py); None: not compared there
+    softmax_comparison: int | None = None
     #: field -> why it is empty (from :data:`WITHOUT`)
     without: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -116,6 +122,8 @@ WHERE = {
     "sq_norm_bound": "properties/formulas.py (_SUITE_FACTS)",
     "exp_affine": "properties/formulas.py (_SUITE_FACTS)",
     "gradient_median_test": "properties/formulas.py (_SUITE_FACTS)",
+    "optimal_variance": "verify/moments/closed_forms.py (OPTIMAL_VARIANCE)",
+    "softmax_comparison": "properties/formulas.py (_SUITE_FACTS)",
 }
 
 
@@ -146,6 +154,10 @@ APPLIES: dict[str, Callable[[Formula], bool]] = {
     "exp_affine": lambda r: "log_features" in r.claims and "positive" in r.claims
                             and _random(r),
     "gradient_median_test": lambda r: _random(r) and "unbiased" in r.claims,
+    # optional: a formula with a tunable parameter may declare its optimum
+    "optimal_variance": lambda r: False,
+    # optional: the report's figure compares the softmax estimators it lists
+    "softmax_comparison": lambda r: False,
 }
 
 #: What the suite states about a formula itself (the other facts come from the truth's tables).
@@ -155,11 +167,12 @@ _SUITE_FACTS: dict[str, dict[str, Any]] = {
     "gmm_rks": {"blackbox_family": "pairs", "sq_norm_bound": 1.0},
     "generative": {"blackbox_family": "pairs", "sq_norm_bound": 1.0},
     "rff_phase": {"sq_norm_bound": 2.0},
-    "softmax_trig": {"blackbox_family": "norm_factor"},
+    "softmax_trig": {"blackbox_family": "norm_factor", "softmax_comparison": 0},
     "softmax_positive": {"blackbox_family": "exponential", "exp_affine": True,
-                         "gradient_median_test": True},
-    "softmax_hyperbolic": {"blackbox_family": "exponential", "exp_affine": True},
-    "gerf": {"blackbox_family": "exponential", "exp_affine": True},
+                         "gradient_median_test": True, "softmax_comparison": 1},
+    "softmax_hyperbolic": {"blackbox_family": "exponential", "exp_affine": True,
+                           "softmax_comparison": 2},
+    "gerf": {"blackbox_family": "exponential", "exp_affine": True, "softmax_comparison": 3},
     "sderf": {"blackbox_family": "exponential", "exp_affine": True},
     "relu_features": {"blackbox_family": "homogeneous"},
 }
@@ -222,7 +235,7 @@ WITHOUT: dict[str, dict[str, str]] = {
 def _truth() -> dict[str, dict[str, Any]]:
     """formula -> the facts the truth's tables hold for it."""
     from kernel_verify.verify.gradient_bounds import BACKWARD_RULES
-    from kernel_verify.verify.moments.closed_forms import CLOSED_FORMS
+    from kernel_verify.verify.moments.closed_forms import CLOSED_FORMS, OPTIMAL_VARIANCE
     from kernel_verify.verify.moments.estimators import MOMENT_FORMULAS
     from kernel_verify.verify.moments.fourth import FOURTH_MOMENT_FORMULAS
     from kernel_verify.verify.references import biased_means
@@ -235,7 +248,8 @@ def _truth() -> dict[str, dict[str, Any]]:
                 "fourth_moment": f in FOURTH_MOMENT_FORMULAS,
                 "reference_mean": f in biased_means.FORMULAS,
                 "backward": BACKWARD_RULES.get(f), "jacobian": CLOSED_JACOBIANS.get(f),
-                "fixed_norm_range": _FIXED_NORM_RANGES.get(f)}
+                "fixed_norm_range": _FIXED_NORM_RANGES.get(f),
+                "optimal_variance": OPTIMAL_VARIANCE.get(f)}
             for f in FORMULAS}
 
 

@@ -22,14 +22,21 @@ import numpy as np
 
 from kernel_verify.impls.registry import all_maps, get
 from kernel_verify.properties.checks.estimates import estimates
+from kernel_verify.properties.formulas import records
 from kernel_verify.report import overview_recent
 from kernel_verify.report.figures import _save, plt
 from kernel_verify.report.measure import pair
 from kernel_verify.report.pages import Page
 from kernel_verify.report.settings import Settings
-from kernel_verify.verify.moments import exact_moments, gerf_per_feature_variance, optimal_gerf_a_mp
+from kernel_verify.verify.moments import exact_moments
 
-SOFTMAX = ("softmax_trig", "softmax_positive", "softmax_hyperbolic", "gerf")
+
+def softmax_compared() -> tuple[str, ...]:
+    """The formulas of the softmax-estimator comparison, in their records' order
+    (``softmax_comparison``)."""
+    compared = {f: r.softmax_comparison for f, r in records().items()
+                if r.softmax_comparison is not None}
+    return tuple(sorted(compared, key=compared.__getitem__))
 
 
 def _exact_rel(name: str, x, y, m: int) -> float:
@@ -38,11 +45,10 @@ def _exact_rel(name: str, x, y, m: int) -> float:
     return mom.variance / mom.mean**2
 
 
-def _gerf_optimal_rel(x, y, m: int) -> float:
-    """Exact relative variance of iid GERF with ``A = A*(x, y)`` (FAVOR++: the A minimising the
-    variance at this input, docs/math.md §4)."""
-    a = optimal_gerf_a_mp(x, y)
-    return float(gerf_per_feature_variance(a, x, y) / m / np.exp(x @ y) ** 2)
+def _optimal_rel(optimal_variance, x, y, m: int) -> float:
+    """Exact relative variance of an iid estimator at its per-input optimal parameter (the
+    record's ``optimal_variance``; GERF: ``A = A*(x, y)``, FAVOR++, docs/math.md §4)."""
+    return float(optimal_variance(x, y) / m / np.exp(x @ y) ** 2)
 
 
 def _measured_rel(name: str, x, y, m: int, draws: int, seed: int) -> float:
@@ -71,22 +77,24 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
     # keyed by (registry name, sweep tag); GERF at its per-input optimal A* is no registered
     # map: its curves are apart, by tag
     curves: dict[tuple[str, str], np.ndarray] = {}
-    optimal: dict[str, np.ndarray] = {}
+    optimal: dict[tuple[str, str], np.ndarray] = {}
     sweeps = ((axs[0], "n60", norms, lambda r: pair(d, r, r, 60.0)),
               (axs[1], "n120", norms, lambda r: pair(d, r, r, 120.0)),
               (axs[2], "a", angles, lambda a: pair(d, 1.2, 1.2, a)))
-    for c, f in enumerate(SOFTMAX):
+    for c, f in enumerate(softmax_compared()):
         for matrix, style in (("iid", "-"), ("orthogonal", "--")):
             name = f"{f}[{matrix}]"
             for ax, tag, grid, mk in sweeps:
                 r = np.array([_exact_rel(name, *mk(v), m) for v in grid])
                 curves[name, tag] = r
                 ax.plot(grid, r, style, color=f"C{c}", label=f"{name} (exact)")
-        if f == "gerf":
+        best = records()[f].optimal_variance
+        if best is not None:
             for ax, tag, grid, mk in sweeps:
-                r = np.array([_gerf_optimal_rel(*mk(v), m) for v in grid])
-                optimal[tag] = r
-                ax.plot(grid, r, ":", color=f"C{c}", lw=2, label="gerf[iid] at A* (exact)")
+                r = np.array([_optimal_rel(best, *mk(v), m) for v in grid])
+                optimal[f, tag] = r
+                ax.plot(grid, r, ":", color=f"C{c}", lw=2,
+                        label=f"{f}[iid] at its optimal parameter (exact)")
         for ax, _tag, grid, mk in sweeps[:2]:
             sel = grid[:: max(1, len(grid) // 4)]
             rs = [_measured_rel(f"{f}[sorf]", *mk(v), m, draws, 11 + j)
@@ -122,7 +130,7 @@ def softmax_figure(s: Settings, folder: Path) -> tuple[str, list[str]]:
                             f"{x:.3g} (d = m = 64, exact relative MSE; at the grid end "
                             f"{pos[-1]:.3g} vs {trig[-1]:.3g}).")
     fixed_a = float(get("gerf[iid]").config["A"])
-    g_fixed, g_opt = curves["gerf[iid]", "n60"], optimal["n60"]
+    g_fixed, g_opt = curves["gerf[iid]", "n60"], optimal["gerf", "n60"]
     pos = curves["softmax_positive[iid]", "n60"]
     findings.append(f"GERF at the registry's fixed A = {fixed_a:g} has {g_fixed[0] / pos[0]:.3g}× "
                     f"the relative MSE of positive features at ‖x‖ = ‖y‖ = {norms[0]:g} (60°) "

@@ -38,6 +38,7 @@ from kernel_verify.verify.moments import dense_exponential, maclaurin
 __all__ = [
     "CLOSED_FORMS",
     "FIXED_NORM_MEANS",
+    "OPTIMAL_VARIANCE",
     "closed_moments",
     "fixed_norm_mean",
     "gerf_per_feature_variance",
@@ -93,6 +94,15 @@ def optimal_gerf_a_mp(x: np.ndarray, y: np.ndarray) -> Any:
     """``A* = (1/16)(1 − 2ρ − √((2ρ+1)² + 8ρ))``, ``ρ = ‖x+y‖²/d`` (docs/math.md §4), in mp."""
     rho = _sq(x + y) / len(x)
     return (1 - 2 * rho - mpmath.sqrt((2 * rho + 1) ** 2 + 8 * rho)) / 16
+
+
+def _gerf_at_optimal(x: np.ndarray, y: np.ndarray) -> Any:
+    """GERF's ``V₁(A*)`` at the per-input optimal ``A*`` (FAVOR++, docs/math.md §4)."""
+    return gerf_per_feature_variance(optimal_gerf_a_mp(x, y), x, y)
+
+
+#: formula -> ``(x, y) -> V₁`` at the formula's per-input optimal parameter (exact, mp).
+OPTIMAL_VARIANCE = {"gerf": _gerf_at_optimal}
 
 
 def _gerf(x, y, config):
