@@ -73,6 +73,8 @@ CLAIMS: dict[str, str] = {
     "nonnegative": "every feature is >= 0 (denominators can be 0: guarded)",
     "bounded": "every feature is bounded in absolute value by a constant times m^(-1/2)",
     "orthogonal": "frequency rows are exactly orthogonal within blocks of d",
+    "simplex": "frequency directions within blocks of d are the vertices of a regular simplex "
+               "(pairwise cosine exactly -1/(d-1))",
     "gaussian_rows": "every frequency row is marginally N(0, I_d)",
     "log_features": "log φ is available for the stable log-space attention path",
     "positional": "the map needs token positions (and the length M)",

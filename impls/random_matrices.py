@@ -8,6 +8,13 @@ bandwidth σ is applied by the feature map as ``x/σ``). docs/math.md §3.
   Gaussian matrix with the sign correction ``Q ← Q·diag(sign(diag R))``, Mezzadri 2007), every row
   scaled by an independent norm ``rᵢ ~ χ_d``. Rows are marginally ``N(0, I)`` and exactly
   orthogonal within a block; the last block is truncated to ``m mod d`` rows.
+* ``simplex``: simplex random features (SimRFs; Reid et al., ICML 2023): blocks of ``d`` rows
+  whose directions are the ``d`` unit vertices of a regular simplex centred at the origin
+  (pairwise inner product exactly ``−1/(d−1)``), ``sᵢ = √(d/(d−1))·(eᵢ − 𝟙/d)``, turned by one
+  Haar-random orthogonal matrix per block, every row scaled by an independent ``rᵢ ~ χ_d``. Each
+  direction is uniform on the sphere, so rows are marginally ``N(0, I)``; the last block is
+  truncated to ``m mod d`` rows; for ``d = 1`` there is no simplex and rows are i.i.d.
+  (docs/math.md §19).
 * ``orthogonal_fixed_norm``: the same directions with every norm fixed to ``√d`` (regularised ORF).
   Rows are uniform on the sphere of radius √d, *not* Gaussian: estimators become biased.
 * ``sorf``: ``√p·H D₁ H D₂ H D₃`` blocks (normalised Hadamard ``H`` of size ``p = 2^⌈log₂ d⌉``,
@@ -32,12 +39,14 @@ from kernel_verify.impls.validation import check_positive_int, check_rng
 __all__ = [
     "MATRICES",
     "ORTHOGONAL_MATRICES",
+    "SIMPLEX_MATRICES",
     "UNBIASED_MATRICES",
     "StructuredFactors",
     "draw_factors",
     "draw_matrix",
     "factors_matrix",
     "haar_orthogonal",
+    "simplex_directions",
 ]
 
 
@@ -74,6 +83,26 @@ def _haar_blocks(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
 
 def _orthogonal(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
     directions = _haar_blocks(rng, m, d)
+    norms = np.sqrt(rng.chisquare(d, size=m))
+    return directions * norms[:, None]
+
+
+def simplex_directions(d: int) -> np.ndarray:
+    """The ``d×d`` matrix whose rows are the unit vertices of a regular simplex centred at the
+    origin: ``sᵢ = √(d/(d−1))·(eᵢ − 𝟙/d)``, so ``sᵢᵀsᵢ = 1`` and ``sᵢᵀsⱼ = −1/(d−1)`` (i ≠ j)
+    (Reid et al. 2023, §3; docs/math.md §19). ``d ≥ 2``."""
+    d = check_positive_int("d", d)
+    if d < 2:
+        raise ValueError(f"a regular simplex of d unit vectors needs d >= 2, got d={d}")
+    return (np.eye(d) - 1.0 / d) * np.sqrt(d / (d - 1.0))
+
+
+def _simplex(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    if d == 1:
+        return rng.standard_normal((m, 1))
+    count = -(-m // d)
+    rotations = _haar_blocks(rng, count * d, d).reshape(count, d, d)
+    directions = (simplex_directions(d) @ rotations).reshape(count * d, d)[:m]
     norms = np.sqrt(rng.chisquare(d, size=m))
     return directions * norms[:, None]
 
@@ -162,15 +191,19 @@ MATRICES: dict[str, Callable[[np.random.Generator, int, int], np.ndarray]] = {
     "iid": _iid,
     "orthogonal": _orthogonal,
     "orthogonal_fixed_norm": _orthogonal_fixed_norm,
+    "simplex": _simplex,
     "sorf": _sorf,
     "fastfood": _fastfood,
 }
 
 #: Constructions whose rows are marginally N(0, I) (each per-feature estimator stays unbiased).
-UNBIASED_MATRICES = frozenset({"iid", "orthogonal", "fastfood"})
+UNBIASED_MATRICES = frozenset({"iid", "orthogonal", "simplex", "fastfood"})
 #: Constructions with exactly orthogonal rows inside blocks of d. (SORF rows are orthogonal in
 #: the zero-padded space of size p; restricted to d < p columns they are not, so it is left out.)
 ORTHOGONAL_MATRICES = frozenset({"orthogonal", "orthogonal_fixed_norm"})
+#: Constructions whose directions inside blocks of d are the vertices of a regular simplex
+#: (pairwise cosine exactly −1/(d−1)).
+SIMPLEX_MATRICES = frozenset({"simplex"})
 
 
 def draw_matrix(kind: str, rng: np.random.Generator, m: int, d: int) -> np.ndarray:

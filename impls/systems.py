@@ -28,7 +28,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel_verify.impls.random_matrices import MATRICES, ORTHOGONAL_MATRICES, UNBIASED_MATRICES
+from kernel_verify.impls.random_matrices import (
+    MATRICES,
+    ORTHOGONAL_MATRICES,
+    SIMPLEX_MATRICES,
+    UNBIASED_MATRICES,
+)
 
 __all__ = ["KINDS", "SYSTEM_CLAIMS", "System", "all_systems", "get_system"]
 
@@ -50,6 +55,8 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "approximates_softmax": "tends to softmax attention (as m or the landmark count grows)",
     "gaussian_rows": "every row is marginally N(0, I_d)",
     "orthogonal": "rows are exactly orthogonal within blocks of d",
+    "simplex": "directions within blocks of d are the vertices of a regular simplex "
+               "(pairwise cosine exactly -1/(d-1))",
     "biased": "rows are not Gaussian: estimators built on them are biased",
     "psd": "K̃ is positive semi-definite for a PSD kernel",
     "schur_residual": "K − K̃ is PSD (Nyström's residual is a Schur complement)",
@@ -174,6 +181,17 @@ _ATTENTION = (
         _both("attention", "log_linear_attention"),
     ),
     System(
+        "hybrid_attention", "attention", "attention",
+        "γ·exp(s·qᵀk) over a window of w keys, φ(q)ᵀφ(k) before it",
+        frozenset({"causal", "exact", "validates_input", "differentiable", "half_in_float32"}),
+        "§22", "Zhang et al. 2024 (LoLCATs, arXiv 2410.10254); Arora et al. 2024 (Based); "
+        "docs/math.md §22",
+        "causal softmax over the w most recent keys plus linear attention with given features "
+        "over the keys that left the window, one normaliser; w ≥ T is softmax attention, w = 0 "
+        "linear attention; parallel form and one-token step with state",
+        _both("hybrid_attention", "hybrid_attention"),
+    ),
+    System(
         "feature_map_attention", "attention", "attention", "the registry map's target kernel",
         frozenset({"causal", "noncausal", "approximates_softmax", "batch_independent"})
         | _ATTENTION_COMMON, "§9", "Choromanski et al. 2021 (Performer); docs/math.md §2, §9",
@@ -194,6 +212,10 @@ _MATRIX_TEXT = {
         "Yu et al. 2016 (regularised ORF)",
         "Haar-orthogonal blocks with every row norm fixed to √d (not Gaussian)",
     ),
+    "simplex": (
+        "Reid et al. 2023 (SimRFs); docs/math.md §19",
+        "Haar-rotated regular-simplex blocks (cosine -1/(d-1)), independent χ_d row norms",
+    ),
     "sorf": ("Yu et al. 2016 (SORF)", "√p·H D₁ H D₂ H D₃ blocks, first d columns"),
     "fastfood": ("Le et al. 2013 (Fastfood)", "(1/√p)·S H G Π H B blocks, first d columns"),
 }
@@ -207,6 +229,8 @@ def _matrix_system(kind: str) -> System:
         claims.add("biased")
     if kind in ORTHOGONAL_MATRICES:
         claims.add("orthogonal")
+    if kind in SIMPLEX_MATRICES:
+        claims.add("simplex")
     source, description = _MATRIX_TEXT.get(kind, ("", kind))
     return System(
         kind, "random_matrix", "random_matrix", "N(0, I_d) rows (Gaussian-kernel frequencies)",

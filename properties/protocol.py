@@ -116,6 +116,8 @@ LAYOUTS = ("BHTD", "BTHD")
 MATRIX_CLAIMS = {
     "gaussian_rows": "every row is marginally N(0, I_d)",
     "orthogonal": "rows are exactly orthogonal within blocks of d",
+    "simplex": "directions within blocks of d are the vertices of a regular simplex "
+               "(pairwise cosine exactly -1/(d-1))",
 }
 APPROX_CLAIMS = {
     "psd": "K̃ is positive semi-definite for a PSD kernel",

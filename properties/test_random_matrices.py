@@ -25,7 +25,10 @@ check is one assertion at level ``α = properties.alpha.per_assertion()``; the s
 over the ``N`` draws (rows of one draw are dependent, so they are never pooled).
 
 For a target claiming ``orthogonal``, rows inside each block of ``d`` are orthogonal up to a
-derived rounding bound (see :func:`orthogonality_bound`).
+derived rounding bound (see :func:`orthogonality_bound`). For a target claiming ``simplex``
+(SimRFs, docs/math.md §19), the cosine of every two rows inside a block of ``d`` is ``−1/(d−1)``
+up to a derived rounding bound (see :func:`simplex_cosine_bound`): a wrong simplex angle, ORF
+directions, or a simplex without its rotation's block structure fail it.
 
 The statistical checks are module-level functions so that ``kernel-verify calibrate`` runs exactly
 the code the properties run.
@@ -84,6 +87,24 @@ def orthogonality_bound(w: np.ndarray) -> np.ndarray:
     return rel * norms[..., :, None] * norms[..., None, :]
 
 
+def simplex_cosine_bound(d: int) -> float:
+    """Bound on ``|cos(ŵᵢ, ŵⱼ) + 1/(d−1)|`` (i ≠ j in one block) for rows ``ŵ = rᵢ·fl(ŝᵢᵀQ̂)``
+    computed in float64 (docs/math.md §19).
+
+    * ``Q̂ = Q + ΔQ``, ``‖ΔQ‖_F ≤ e = √d·γ_(d²)`` as in :func:`orthogonality_bound`; the simplex
+      rows ``ŝᵢ`` (a few roundings each) have ``‖ŝᵢ − sᵢ‖ ≤ γ₄``; the product errs by at most
+      ``γ_d·‖ŝᵢ‖·‖Q̂‖_F`` (Higham eq. 3.5). So ``ûᵢ = sᵢᵀQ + δᵢ`` with ``uᵢ = sᵢᵀQ`` exactly
+      unit at cosine ``c`` and ``‖δᵢ‖ ≤ η = e + γ₄(1 + e) + γ_d(1 + γ₄)(√d + e)``.
+    * Then ``|ûᵢᵀûⱼ − c| ≤ 2η + η²`` and ``|‖ûᵢ‖‖ûⱼ‖ − 1| ≤ 2η + η²``, so the exact cosine of
+      ``ûᵢ, ûⱼ`` is within ``(4η + 2η²)/(1 − η)²`` of c; scaling by ``rᵢ`` (one rounding per
+      entry) moves it by ≤ ``4u``, and the check's own dot product, two norms and division by
+      ≤ ``γ_(3d+4)``."""
+    e = math.sqrt(d) * gamma(d * d, U64)
+    g4 = gamma(4, U64)
+    eta = e + g4 * (1 + e) + gamma(d, U64) * (1 + g4) * (math.sqrt(d) + e)
+    return (4 * eta + 2 * eta * eta) / (1 - eta) ** 2 + 4 * U64 + gamma(3 * d + 4, U64)
+
+
 @pytest.mark.parametrize("target", matrices())
 @given(size=sizes)
 def test_draw_has_the_requested_shape_and_is_finite(target, size):
@@ -120,6 +141,26 @@ def test_rows_are_orthogonal_within_blocks(target, size):
             f"{target.name} (seed={seed}, m={m}, d={d}): rows {start + i} and {start + j} of one "
             f"block have |wᵢᵀwⱼ| = {off[i, j]:.3e} > bound {bound[i, j]:.3e} "
             "((2e + e² + 2u + γ_d)‖wᵢ‖‖wⱼ‖, e = √d·γ_(d²); see orthogonality_bound)"
+        )
+
+
+@pytest.mark.parametrize("target", matrices("simplex"))
+@given(size=sizes)
+def test_rows_form_a_regular_simplex_within_blocks(target, size):
+    seed, d, m = size
+    w = target.draw(np.random.default_rng(seed), m, d)
+    c, bound = -1.0 / (d - 1), simplex_cosine_bound(d)
+    for start in range(0, m, d):
+        block = w[start:start + d]
+        norms = np.linalg.norm(block, axis=1)
+        cos = (block @ block.T) / (norms[:, None] * norms[None, :])
+        err = np.abs(cos - c)
+        np.fill_diagonal(err, 0.0)
+        i, j = np.unravel_index(np.argmax(err), err.shape)
+        assert err[i, j] <= bound, (
+            f"{target.name} (seed={seed}, m={m}, d={d}): rows {start + i} and {start + j} of one "
+            f"block have cosine {cos[i, j]:.6g}, not -1/(d-1) = {c:.6g} (|error| "
+            f"{err[i, j]:.3e} > bound {bound:.3e}; see simplex_cosine_bound)"
         )
 
 

@@ -17,6 +17,7 @@ from kernel_verify.impls.numpy import random_features as np_rf
 from kernel_verify.impls.random_matrices import (
     MATRICES,
     ORTHOGONAL_MATRICES,
+    SIMPLEX_MATRICES,
     UNBIASED_MATRICES,
     draw_matrix,
 )
@@ -191,6 +192,8 @@ def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
             mean_kernel = t.fixed_norm_mean
     if matrix in ORTHOGONAL_MATRICES:
         claims.add("orthogonal")
+    if matrix in SIMPLEX_MATRICES:
+        claims.add("simplex")
     log = t.log
     return FeatureMap(
         name=f"{t.formula}[{matrix}]",

@@ -11,6 +11,7 @@ import numpy as np
 from kernel_verify.properties.formulas import record
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import (
+    EXACT_VARIANCE_MATRICES,
     QuadratureError,
     exact_moments,
     fourth_central_moment,
@@ -79,16 +80,16 @@ def range_bound(target: FeatureMapTarget, d: int, m: int) -> tuple[float, float]
 
 def row_construction(target: FeatureMapTarget) -> str | None:
     """The declared random-matrix construction; an undeclared one is ``"iid"`` unless the target
-    claims ``orthogonal`` (then unknown: the iid moments would be wrong for it)."""
+    claims ``orthogonal`` or ``simplex`` (then unknown: the iid moments would be wrong for it)."""
     if target.matrix is not None:
         return target.matrix
-    return None if target.has("orthogonal") else "iid"
+    return None if target.has("orthogonal") or target.has("simplex") else "iid"
 
 
 def exact_variance(target: FeatureMapTarget, x, y, m: int) -> float | None:
     """Exact variance of one estimate, when verify.moments covers the target."""
     matrix = row_construction(target)
-    if not record(target.formula).exact_variance or matrix not in ("iid", "orthogonal"):
+    if not record(target.formula).exact_variance or matrix not in EXACT_VARIANCE_MATRICES:
         return None
     try:
         mom = exact_moments(target.formula, x, y, dict(target.config), m, matrix=matrix)

@@ -16,6 +16,8 @@ The variance of the estimator depends on how the rows are drawn (``entry.matrix`
 * ``"orthogonal"``: ``(m·V₁ + P·C)/m²`` with P the ordered same-block pairs and C the covariance
   of two orthogonal features (:mod:`kernel_verify.verify.moments.orf`; C has no closed form: both
   methods use the exact moment series of the docs/math.md §3 law);
+* ``"simplex"``: the same with C the covariance of two simplex-coupled features (cosine
+  −1/(d−1); :mod:`kernel_verify.verify.moments.simplex`, docs/math.md §19);
 * any other construction raises :class:`NotImplementedError` (fastfood/SORF features inside a
   block are dependent in ways these formulas do not cover; fixed-norm rows are not Gaussian —
   their mean is :func:`kernel_verify.verify.moments.closed_forms.fixed_norm_mean`).
@@ -42,14 +44,17 @@ from kernel_verify.verify.moments.closed_forms import closed_moments
 from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
 from kernel_verify.verify.moments.orf import orf_variance, orthogonal_covariance
+from kernel_verify.verify.moments.simplex import coupled_covariance, simplex_cosine
 from kernel_verify.verify.references.mp import to_mp
 from kernel_verify.verify.references.spec import MapSpec, require_map
 
-__all__ = ["MOMENT_FORMULAS", "Moments", "exact_moments", "per_frequency_moments"]
+__all__ = ["EXACT_VARIANCE_MATRICES", "MOMENT_FORMULAS", "Moments", "exact_moments",
+           "per_frequency_moments"]
 
 #: Formulas with exact moments.
 MOMENT_FORMULAS = frozenset(FORMULAS_WITH_TERMS | {"relu_features", "random_maclaurin", "sderf"})
-_MATRICES = ("iid", "orthogonal")
+#: Row constructions with an exact estimator variance.
+EXACT_VARIANCE_MATRICES = ("iid", "orthogonal", "simplex")
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,12 @@ def _cached(formula, matrix, xk, yk, config_items, m, method, dps) -> Moments:
         mean, v1 = per_frequency_moments(formula, x, y, config, method, dps)
         if matrix == "iid":
             var, cov = v1 / m, None
+        elif matrix == "simplex" and len(xk) == 1:  # no simplex in d = 1: i.i.d. rows
+            var, cov = v1 / m, None
         else:
-            cov = orthogonal_covariance(formula, x, y, config, mean, dps)
+            cov = (coupled_covariance(formula, x, y, config, mean, dps, simplex_cosine(len(xk)))
+                   if matrix == "simplex"
+                   else orthogonal_covariance(formula, x, y, config, mean, dps))
             var = orf_variance(v1, cov, m, len(xk))
     with mpmath.workdps(dps):
         return Moments(+mean, +var, +v1, None if cov is None else +cov)
@@ -141,14 +150,15 @@ def exact_moments(
         matrix = matrix or getattr(entry, "matrix", None) or "iid"
     if formula not in MOMENT_FORMULAS:
         raise KeyError(f"no exact moments for {formula!r}; known: {sorted(MOMENT_FORMULAS)}")
-    if matrix not in _MATRICES:
+    if matrix not in EXACT_VARIANCE_MATRICES:
         raise NotImplementedError(
-            f"exact variance only for iid and orthogonal rows, not {matrix!r}: fastfood/SORF "
+            f"exact variance only for iid, orthogonal and simplex rows, not {matrix!r}: "
+            "fastfood/SORF "
             "features inside a block are dependent, fixed-norm rows are not Gaussian"
         )
-    if matrix == "orthogonal" and formula == "relu_features":
+    if matrix in ("orthogonal", "simplex") and formula == "relu_features":
         raise NotImplementedError(
-            "ORF covariance C is not covered for relu_features (two projections per row)"
+            f"{matrix} covariance C is not covered for relu_features (two projections per row)"
         )
     for name, v in (("x", x), ("y", y)):
         check_array(name, v, min_ndim=1, backend="numpy")
