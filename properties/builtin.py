@@ -21,6 +21,7 @@ from kernel_verify.impls.random_matrices import (
 from kernel_verify.impls.registry import all_maps
 from kernel_verify.impls.systems import get_system
 from kernel_verify.properties.builtin_attention import ALL_DTYPES, registry_attention_targets
+from kernel_verify.properties.builtin_hybrid import builtin_hybrid_targets
 from kernel_verify.properties.protocol import (
     ATTENTION_CLAIMS,
     MATRIX_CLAIMS,
@@ -109,6 +110,7 @@ def builtin_targets() -> tuple[Target, ...]:
                         feature_count=0),  # exact attention: no feature terms in its bounds
         # every registered map whose kernel makes attention meaningful (builtin_attention)
         *registry_attention_targets(),
+        *builtin_hybrid_targets(),  # sliding-window softmax + linear attention (§22)
     ]
     matrices: list[Target] = [_matrix_target(kind) for kind in MATRICES]
     return (*maps, *attention, *matrices, *_builtin_approximations(), *_builtin_models())

@@ -90,7 +90,7 @@ def hybrid_target(name: str, *, mix: float = 1.0, scale: float | None = None,
 def builtin_hybrid_targets() -> list[HybridAttentionTarget]:
     """The built-in targets (module docstring)."""
     return [
-        hybrid_target("hybrid_elu1", backends=("numpy",), dtypes=("float64",)),
-        hybrid_target("hybrid_elu1_torch", mix=0.75, scale=0.6, backends=("torch",),
+        hybrid_target("hybrid_attention[elu1_numpy]", backends=("numpy",), dtypes=("float64",)),
+        hybrid_target("hybrid_attention[elu1_torch]", mix=0.75, scale=0.6, backends=("torch",),
                       dtypes=("float64", "float32", "float16", "bfloat16")),
     ]

@@ -198,6 +198,13 @@ OVERRIDES: dict[tuple[str, str], Recipe] = {
     ("all_systems", "kind"): Recipe(lambda c: "attention", "choice"),
     ("segment_means", "x"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),  # any d
     ("build_tiny_lm", "seed"): Recipe(lambda c: 0, "count", min_value=0),
+    # hybrid attention (docs/math.md §22): a window w >= 0, a mixing factor > 0, one token's q, k
+    **{(f, "window"): Recipe(lambda c: 1, "count", min_value=0)
+       for f in ("hybrid_attention", "hybrid_attention_step")},
+    **{(f, "mix"): Recipe(lambda c: 0.75, "real")
+       for f in ("hybrid_attention", "hybrid_attention_step")},
+    **{("hybrid_attention_step", a): Recipe(_arr(lambda c: (2, c.d)), "array", last_dim=True)
+       for a in ("q_t", "k_t")},
 }
 #: Names a message may use for an argument (besides the argument's own name).
 ALIASES = {"e_proj": ("E",), "f_proj": ("F",), "sq_norm_sum": ("sq_norm",)}

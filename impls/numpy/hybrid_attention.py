@@ -1,6 +1,6 @@
 """Causal hybrid attention: softmax over a sliding window, linear attention before it (NumPy).
 
-docs/math.md §22 (LoLCATs, Zhang et al. 2024, arXiv 2410.10254, eq. 6; Based, Arora et al.
+docs/math.md §22 (LoLCATs, Zhang et al. 2024, arXiv 2410.10254; Based, Arora et al.
 2024, a sliding window next to linear attention). For a window ``w ≥ 0`` and a mixing factor
 ``γ > 0`` (LoLCATs' learned window factor), query ``i`` weighs key ``j ≤ i`` by
 
@@ -40,7 +40,7 @@ from kernel_verify.impls.validation import check_positive_int, check_scalar
 
 State = tuple[np.ndarray, ...]
 
-__all__ = ["empty_state", "hybrid_attention", "hybrid_attention_step"]
+__all__ = ["hybrid_attention", "hybrid_attention_step"]
 
 
 def check_hybrid_options(window: Any, mix: Any, scale: Any) -> tuple[int, float, float | None]:

@@ -25,7 +25,7 @@ from kernel_verify.impls.torch.convert import compute_dtype
 
 State = tuple[torch.Tensor, ...]
 
-__all__ = ["empty_state", "hybrid_attention", "hybrid_attention_step"]
+__all__ = ["hybrid_attention", "hybrid_attention_step"]
 
 
 def empty_state(lead: tuple[int, ...], window: int, d: int, m: int, dv: int, like: torch.Tensor

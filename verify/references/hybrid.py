@@ -2,7 +2,7 @@
 
 Query ``i`` weighs key ``j ≤ i`` by ``a_ij = γ·exp(s·q_iᵀk_j)`` when ``i − w < j ≤ i`` and by
 ``a_ij = φ(q_i)ᵀφ(k_j)`` when ``j ≤ i − w``; ``y_i = Σ_j a_ij v_j / Σ_j a_ij`` (LoLCATs, Zhang et
-al. 2024, arXiv 2410.10254, eq. 6). The weight matrix is built exactly and normalised by
+al. 2024, arXiv 2410.10254). The weight matrix is built exactly and normalised by
 :func:`kernel_verify.verify.references.attention.kernel_attention_mp` (causal), so a window
 ``w ≥ T`` and ``w = 0`` reach exact softmax and linear attention by another route than
 :func:`~kernel_verify.verify.references.attention.softmax_attention_mp` and
