@@ -23,7 +23,7 @@ from kernel_verify.impls.sequence_validation import (
 )
 from kernel_verify.impls.validation import _is_torch
 
-__all__ = ["run_packed"]
+__all__ = ["run_packed", "run_padded"]
 
 
 def _concat(parts: list[Any], axis: int) -> Any:
@@ -58,3 +58,25 @@ def run_packed(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[A
         finals.append(state)
     return (_concat(outs, time_axis),
             tuple(_concat([s[j] for s in finals], 0) for j in range(len(finals[0]))))
+
+
+def run_padded(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[Any, ...],
+               rows: Any, *, out_like: Any, initial_state: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``form(*arrays_of_row_b, initial_state_b) -> (out_b, state_b)`` on every row ``b`` of a
+    ``(B, H, T, ·)`` batch at its valid positions (``rows``: the validated ``(B, T)`` boolean
+    mask; each array sliced ``[b:b + 1, :, valid]``); returns the outputs, shaped and typed as
+    ``out_like`` with 0 at padded positions, and the final states joined along the batch."""
+    first = arrays[0]
+    out = out_like.new_zeros(out_like.shape) if _is_torch(out_like) else np.zeros_like(out_like)
+    states = []
+    for b, row in enumerate(rows):
+        idx = np.flatnonzero(row)
+        if _is_torch(first):
+            import torch
+
+            idx = torch.as_tensor(idx, dtype=torch.long, device=first.device)
+        init = None if initial_state is None else tuple(s[b:b + 1] for s in initial_state)
+        o, state = form(*(x[b:b + 1, :, idx] for x in arrays), init)
+        out[b:b + 1, :, idx] = o
+        states.append(state)
+    return out, tuple(_concat([s[j] for s in states], 0) for j in range(len(states[0])))

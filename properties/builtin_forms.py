@@ -23,7 +23,7 @@ import numpy as np
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.forms_checks import check_state, check_step_inputs
-from kernel_verify.impls.packed import run_packed
+from kernel_verify.impls.packed import run_packed, run_padded
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.impls.sequence_validation import check_mask, check_state_count
 from kernel_verify.impls.validation import check_array, check_one_backend, check_positive_int
@@ -43,6 +43,47 @@ def _forms_module(x: Any):
     from kernel_verify.impls.numpy import forms
 
     return forms
+
+
+def _check_bhtd(q, k, v) -> None:
+    """One backend, valid causal attention inputs, and the ``(B, H, T, d)`` layout of the
+    packed and padded forms."""
+    check_one_backend(("q", "k", "v"), q, k, v)
+    check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
+                           backend="torch" if _is_torch(q) else "numpy")
+    if q.ndim != 4:
+        raise ValueError(f"q, k, v must be 4-d (B, H, T, d) arrays, got shape "
+                         f"{tuple(q.shape)}")
+
+
+def _float64_features(entry: FeatureMap, m: int, x: np.ndarray, seed: int) -> np.ndarray:
+    """The features every form uses (the attention prescale included), float64."""
+    check_array("x", x, backend="numpy")
+    seed = check_positive_int("seed", seed, minimum=0)
+    params = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
+    if entry.attention_prescale:
+        x = x * (float(x.shape[-1]) ** -0.25)
+    return np.asarray(map_features(entry, x, params), dtype=np.float64)
+
+
+def _state_sums(state, log: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, z)`` in float64 from a form's state: ``(S, z)`` itself, or ``(e^L V̄, e^L)`` from the
+    log-space state ``(L, V̄)``."""
+    if (not isinstance(state, tuple | list) or len(state) != 2
+            or not all(hasattr(s, "shape") and len(s.shape) >= 1 for s in state)):
+        raise TypeError(f"state must be a pair of arrays {'(L, V̄)' if log else '(S, z)'} "
+                        f"from a form of this target, got {type(state).__name__}")
+    head, tail = (state[0], state[1]) if log else (state[1], state[0])  # (…, m) and (…, m, d_v)
+    check_state(state, lead=tuple(head.shape[:-1]), m=int(head.shape[-1]),
+                dv=int(tail.shape[-1]), log=log,
+                backend="torch" if _is_torch(state[0]) else "numpy", like=state[0],
+                name="state")
+    first, second = (np.asarray(s.detach().to("cpu").double().numpy() if _is_torch(s)
+                                else s, dtype=np.float64) for s in state)
+    if log:  # (L, V̄) → (e^L V̄, e^L)
+        z = np.exp(first)
+        return z[..., None] * second, z
+    return first, second
 
 
 def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
@@ -96,72 +137,24 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         state, out = fn(state, fq, fk, as_work(v_t, fq))
         return state, back(out, v_t)
 
-    def _slice(state, a: int, b: int):
-        return None if state is None else tuple(s[a:b] for s in state)
-
-    def _cat(parts: list, like: Any, axis: int = 0):
-        if _is_torch(like):
-            import torch
-
-            return torch.cat(parts, dim=axis)
-        return np.concatenate(parts, axis=axis)
-
-    def _inputs(q, k, v):
-        check_one_backend(("q", "k", "v"), q, k, v)
-        check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
-                               backend="torch" if _is_torch(q) else "numpy")
-        if q.ndim != 4:
-            raise ValueError(f"q, k, v must be 4-d (B, H, T, d) arrays, got shape "
-                             f"{tuple(q.shape)}")
-
     def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed=0):
-        _inputs(q, k, v)
+        _check_bhtd(q, k, v)
         return run_packed(lambda a, b, c, s: stateful(a, b, c, initial_state=s, seed=seed),
                           (q, k, v), ("q", "k", "v"), cu_seqlens=cu_seqlens,
                           initial_state=initial_state)
 
     def padded(q, k, v, *, mask, initial_state=None, seed=0):
-        _inputs(q, k, v)
+        _check_bhtd(q, k, v)
         rows = check_mask(mask, batch=int(q.shape[0]), length=int(q.shape[-2]))
         check_state_count(initial_state, int(q.shape[0]), what="rows in mask")
-        out = (v.new_zeros(v.shape) if _is_torch(v) else np.zeros_like(v))
-        states = []
-        for b, row in enumerate(rows):
-            idx = np.flatnonzero(row)
-            if _is_torch(q):
-                import torch
-
-                idx = torch.as_tensor(idx, dtype=torch.long, device=q.device)
-            o, st = stateful(q[b:b + 1, :, idx], k[b:b + 1, :, idx], v[b:b + 1, :, idx],
-                             initial_state=_slice(initial_state, b, b + 1), seed=seed)
-            out[b:b + 1, :, idx] = o
-            states.append(st)
-        return out, tuple(_cat([s[j] for s in states], q) for j in range(len(states[0])))
+        return run_padded(lambda a, b, c, st: stateful(a, b, c, initial_state=st, seed=seed),
+                          (q, k, v), rows, out_like=v, initial_state=initial_state)
 
     def features(x: np.ndarray, seed: int) -> np.ndarray:
-        check_array("x", x, backend="numpy")
-        seed = check_positive_int("seed", seed, minimum=0)
-        params = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
-        if entry.attention_prescale:
-            x = x * (float(x.shape[-1]) ** -0.25)
-        return np.asarray(map_features(entry, x, params), dtype=np.float64)
+        return _float64_features(entry, m, x, seed)
 
     def state_sums(state) -> tuple[np.ndarray, np.ndarray]:
-        if (not isinstance(state, tuple | list) or len(state) != 2
-                or not all(hasattr(s, "shape") and len(s.shape) >= 1 for s in state)):
-            raise TypeError(f"state must be a pair of arrays {'(L, V̄)' if log else '(S, z)'} "
-                            f"from a form of this target, got {type(state).__name__}")
-        head, tail = (state[0], state[1]) if log else (state[1], state[0])  # (…, m) and (…, m, d_v)
-        check_state(state, lead=tuple(head.shape[:-1]), m=int(head.shape[-1]),
-                    dv=int(tail.shape[-1]), log=log,
-                    backend="torch" if _is_torch(state[0]) else "numpy", like=state[0],
-                    name="state")
-        first, second = (np.asarray(s.detach().to("cpu").double().numpy() if _is_torch(s)
-                                    else s, dtype=np.float64) for s in state)
-        if log:  # (L, V̄) → (e^L V̄, e^L)
-            z = np.exp(first)
-            return z[..., None] * second, z
-        return first, second
+        return _state_sums(state, log)
 
     return {"stateful": stateful, "chunked": chunked, "step": step, "varlen": varlen,
             "padded": padded, "features": features, "state_sums": state_sums}

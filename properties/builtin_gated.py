@@ -130,38 +130,36 @@ def make_forms(kind: str, normalise: bool = False, *, phi=None,
                           cu_seqlens=cu_seqlens, initial_state=initial_state)
 
     def padded(q, k, v, g, *, mask, initial_state=None, seed=0):
+        from kernel_verify.impls.packed import run_padded
         from kernel_verify.impls.sequence_validation import check_mask
 
         keep = check_mask(mask, batch=int(q.shape[0]), length=int(q.shape[2]))
-        out = v.new_zeros(v.shape) if _is_torch(v) else np.zeros_like(v)
-        states = []
-        for b, row in enumerate(keep):
-            idx = np.flatnonzero(row).tolist()
-            st = None if initial_state is None else tuple(s[b:b + 1] for s in initial_state)
-            gb = g if kind == "scalar_fixed" else g[b:b + 1, :, idx]
-            o, s = stateful(q[b:b + 1, :, idx], k[b:b + 1, :, idx], v[b:b + 1, :, idx], gb,
-                            initial_state=st)
-            out[b:b + 1, :, idx] = o
-            states.append(s)
-        if _is_torch(q):
-            import torch
-
-            return out, tuple(torch.cat([s[j] for s in states]) for j in range(2))
-        return out, tuple(np.concatenate([s[j] for s in states]) for j in range(2))
+        if kind == "scalar_fixed":  # one gate per head: every row takes it whole
+            return run_padded(lambda a, b, c, st: stateful(a, b, c, g, initial_state=st),
+                              (q, k, v), keep, out_like=v, initial_state=initial_state)
+        return run_padded(lambda a, b, c, gb, st: stateful(a, b, c, gb, initial_state=st),
+                          (q, k, v, g), keep, out_like=v, initial_state=initial_state)
 
     def features(x, role):
-        x = np.asarray(x, dtype=np.float64)
-        if normalise:
-            return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
-        return x * (float(x.shape[-1]) ** -0.5) if role == "q" else x
-
-    def state_sums(state):
-        s, z = (np.asarray(a.detach().to("cpu").double().numpy() if _is_torch(a) else a,
-                           dtype=np.float64) for a in state)
-        return s, z
+        return _float64_features(x, role, normalise)
 
     return {"parallel": parallel, "stateful": stateful, "chunked": chunked, "step": step,
-            "varlen": varlen, "padded": padded, "features": features, "state_sums": state_sums}
+            "varlen": varlen, "padded": padded, "features": features, "state_sums": _state_sums}
+
+
+def _float64_features(x, role: str, normalise: bool) -> np.ndarray:
+    """The default features in float64: elu + 1 (``normalise``), else ``q·d^(−1/2)`` and ``k``."""
+    x = np.asarray(x, dtype=np.float64)
+    if normalise:
+        return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+    return x * (float(x.shape[-1]) ** -0.5) if role == "q" else x
+
+
+def _state_sums(state) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, z)`` of a gated form's state in float64."""
+    s, z = (np.asarray(a.detach().to("cpu").double().numpy() if _is_torch(a) else a,
+                       dtype=np.float64) for a in state)
+    return s, z
 
 
 def gated_target(kind: str, *, normalise: bool = False, backends=("numpy",),

@@ -49,6 +49,7 @@ import numpy as np
 
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.numpy.attention import log_linear_attention
+from kernel_verify.impls.packed import run_padded
 from kernel_verify.properties.protocol import AttentionTarget, Target
 from kernel_verify.verify import seeds
 
@@ -193,16 +194,8 @@ def make_forms(sw: Switches) -> dict[str, Callable]:
             keep = mask[:, None, :, None]
             return stateful(np.where(keep, q, 0.0), np.where(keep, k, 0.0),
                             np.where(keep, v, 0.0), initial_state=initial_state, seed=seed)
-        out = np.zeros(v.shape)
-        states = []
-        for b, row in enumerate(mask):
-            idx = np.flatnonzero(row)
-            init = None if initial_state is None else tuple(s[b:b + 1] for s in initial_state)
-            o, st = stateful(q[b:b + 1][..., idx, :], k[b:b + 1][..., idx, :],
-                             v[b:b + 1][..., idx, :], initial_state=init, seed=seed)
-            out[b:b + 1, :, idx] = o
-            states.append(st)
-        return out, tuple(np.concatenate([s[j] for s in states]) for j in range(2))
+        return run_padded(lambda a, b, c, st: stateful(a, b, c, initial_state=st, seed=seed),
+                          (q, k, v), mask, out_like=np.zeros(v.shape), initial_state=initial_state)
 
     def one_chunk(q, k, v, *, causal, seed=0, **_):
         # the full-sequence form as one chunk of the chunked form (the same denominator)

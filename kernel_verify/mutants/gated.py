@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kernel_verify.impls.packed import run_padded
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget
 
 __all__ = ["GATED_CONTROLS", "GATED_KILLERS", "GATED_MUTANTS", "Switches", "make_target"]
@@ -153,17 +154,10 @@ def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> d
 
     def padded(q, k, v, g, *, mask, initial_state=None, seed=0):
         mask = np.asarray(mask, dtype=bool)
-        out = np.zeros(v.shape)
-        states = []
-        for b in range(q.shape[0]):
-            idx = np.flatnonzero(mask[b])
-            init = None if initial_state is None else tuple(x[b:b + 1] for x in initial_state)
-            gb = g[b:b + 1][:, :, idx]
-            o, st = stateful(q[b:b + 1][:, :, idx], k[b:b + 1][:, :, idx],
-                             v[b:b + 1][:, :, idx], gb, initial_state=init)
-            out[b:b + 1][:, :, idx] = o
-            states.append(st)
-        return out, tuple(np.concatenate([s[j] for s in states]) for j in range(2))
+        rows = [mask[b] for b in range(q.shape[0])]
+        return run_padded(lambda a, b, c, gb, st: stateful(a, b, c, gb, initial_state=st),
+                          (q, k, v, g), rows, out_like=np.zeros(v.shape),
+                          initial_state=initial_state)
 
     def state_sums(state):
         return np.asarray(state[0], dtype=np.float64), np.asarray(state[1], dtype=np.float64)
