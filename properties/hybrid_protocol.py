@@ -34,6 +34,7 @@ from kernel_verify.impls.validation import check_known_failures as _check_known_
 from kernel_verify.impls.validation import check_scalar
 from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import target_error as _fail
+from kernel_verify.properties import protocol as _protocol  # noqa: F401  (known_failures check)
 
 __all__ = ["HYBRID_CLAIMS", "HybridAttentionTarget"]
 
@@ -64,7 +65,7 @@ class HybridAttentionTarget:
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_claims(self.name, self.claims, HYBRID_CLAIMS)
-        _check_known_failures(self.name, self.known_failures)
+        _check_known_failures(self.name, self.known_failures, "HybridAttentionTarget")
         for f, optional in (("attention", False), ("features", False), ("step", True)):
             _check_callable(self.name, f, getattr(self, f), optional=optional)
         try:
