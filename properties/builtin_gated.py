@@ -54,6 +54,37 @@ def _elu1(x: Any) -> Any:
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0))).astype(x.dtype, copy=False)
 
 
+def _up(*xs):
+    """Half inputs computed in float32 (features included: ``half_in_float32``)."""
+    if not _is_torch(xs[0]):
+        return xs
+    from kernel_verify.impls.torch.convert import compute_dtype
+
+    return tuple(x.to(compute_dtype(x.dtype)) for x in xs)
+
+
+def _down(res, like, first=True):
+    """The output of ``res`` (``(out, state)``, or ``(state, out)`` with ``first=False``) back in
+    ``like``'s dtype."""
+    out, state = res if first else res[::-1]
+    out = out.to(like.dtype) if _is_torch(out) else out
+    return (out, state) if first else (state, out)
+
+
+def _fixed_over_batch_and_time(g, like):
+    """``scalar_fixed`` gates ``(H,)`` repeated to ``(B, H, T)`` of ``like``."""
+    if _is_torch(g):
+        return g[None, :, None].expand(like.shape[0], g.shape[0], like.shape[2])
+    return np.broadcast_to(g[None, :, None], (like.shape[0], g.shape[0], like.shape[2]))
+
+
+def _fixed_over_batch(g, like):
+    """``scalar_fixed`` gates ``(H,)`` repeated to ``(B, H)`` of one step's ``like``."""
+    if _is_torch(g):
+        return g[None, :].expand(like.shape[0], g.shape[0])
+    return np.broadcast_to(g[None, :], (like.shape[0], g.shape[0]))
+
+
 def make_forms(kind: str, normalise: bool = False, *, phi=None,
                expand_fixed=None) -> dict[str, Any]:
     """The forms of a gated target of ``kind`` over the impls (module docstring); ``phi(x, role)``
@@ -66,43 +97,22 @@ def make_forms(kind: str, normalise: bool = False, *, phi=None,
 
     phi = phi or default_phi
 
-    def up(*xs):
-        """Half inputs computed in float32 (features included: ``half_in_float32``)."""
-        if not _is_torch(xs[0]):
-            return xs
-        from kernel_verify.impls.torch.convert import compute_dtype
-
-        return tuple(x.to(compute_dtype(x.dtype)) for x in xs)
-
-    def down(res, like, first=True):
-        out, state = res if first else res[::-1]
-        out = out.to(like.dtype) if _is_torch(out) else out
-        return (out, state) if first else (state, out)
-
     def gates(g, like):
-        if kind != "scalar_fixed":
-            return g
-        if _is_torch(g):
-            return g[None, :, None].expand(like.shape[0], g.shape[0], like.shape[2])
-        return np.broadcast_to(g[None, :, None], (like.shape[0], g.shape[0], like.shape[2]))
+        return _fixed_over_batch_and_time(g, like) if kind == "scalar_fixed" else g
 
     def gate_t(g, like):
-        if kind != "scalar_fixed":
-            return g
-        if _is_torch(g):
-            return g[None, :].expand(like.shape[0], g.shape[0])
-        return np.broadcast_to(g[None, :], (like.shape[0], g.shape[0]))
+        return _fixed_over_batch(g, like) if kind == "scalar_fixed" else g
 
     def chunked(q, k, v, g, *, chunk_size, initial_state=None, seed=0):
-        qq, kk, vv, gg = up(q, k, v, gates(g, q))
-        return down(_mod(q).gated_attention_chunked(phi(qq, "q"), phi(kk, "k"), vv, gg,
+        qq, kk, vv, gg = _up(q, k, v, gates(g, q))
+        return _down(_mod(q).gated_attention_chunked(phi(qq, "q"), phi(kk, "k"), vv, gg,
                                                     chunk_size=chunk_size,
                                                     initial_state=initial_state,
                                                     normalise=normalise), v)
 
     def parallel(q, k, v, g, *, initial_state=None, seed=0):
-        qq, kk, vv, gg = up(q, k, v, gates(g, q))
-        return down(_mod(q).gated_attention_parallel(phi(qq, "q"), phi(kk, "k"), vv, gg,
+        qq, kk, vv, gg = _up(q, k, v, gates(g, q))
+        return _down(_mod(q).gated_attention_parallel(phi(qq, "q"), phi(kk, "k"), vv, gg,
                                                      initial_state=initial_state,
                                                      normalise=normalise), v)
 
@@ -110,8 +120,8 @@ def make_forms(kind: str, normalise: bool = False, *, phi=None,
         return chunked(q, k, v, g, chunk_size=64, initial_state=initial_state)
 
     def step(state, q_t, k_t, v_t, g_t, *, seed=0):
-        qq, kk, vv, gg = up(q_t, k_t, v_t, gate_t(g_t, q_t))
-        return down(_mod(q_t).gated_attention_step(state, phi(qq, "q"), phi(kk, "k"), vv, gg,
+        qq, kk, vv, gg = _up(q_t, k_t, v_t, gate_t(g_t, q_t))
+        return _down(_mod(q_t).gated_attention_step(state, phi(qq, "q"), phi(kk, "k"), vv, gg,
                                                    normalise=normalise), v_t, first=False)
 
     def varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0):
