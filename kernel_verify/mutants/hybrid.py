@@ -21,9 +21,11 @@ import numpy as np
 
 from kernel_verify.properties.builtin_hybrid import elu1, hybrid_target
 from kernel_verify.properties.hybrid_protocol import HybridAttentionTarget
+from kernel_verify.verify.backends import as_float64
 
 __all__ = ["HYBRID_CONTROLS", "HYBRID_KILLERS", "HYBRID_MUTANTS"]
 
+ALL = ("float64", "float32", "float16", "bfloat16")
 Mask = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 
@@ -37,8 +39,10 @@ def _left_right(i, j, w):
 
 def _masked_hybrid(name: str, window_mask: Mask = _window_right,
                    left_mask: Mask = _left_right) -> HybridAttentionTarget:
-    """``y_i = Σ a_ij v_j / Σ a_ij`` from the weights matrix over the whole history (NumPy
-    float64, γ = 1, scale 1/√d, φ = elu + 1); the state is the history ``(K, Φ, V)``."""
+    """``y_i = Σ a_ij v_j / Σ a_ij`` from the weights matrix over the whole history, computed in
+    NumPy float64 and rounded once to the input's backend and dtype (NumPy float64; torch in
+    every dtype: the mask defects are seen on every dtype path), ``γ = 1``, scale ``1/√d``,
+    φ = elu + 1; the state is the history ``(K, Φ, V)`` in float64."""
 
     def rows_out(q, keys, feats, vals, start, window):
         t, n = q.shape[-2], keys.shape[-2]
@@ -50,21 +54,33 @@ def _masked_hybrid(name: str, window_mask: Mask = _window_right,
         return (a @ vals) / a.sum(axis=-1, keepdims=True)
 
     def attention(q, k, v, *, window, initial_state=None):
+        back = _back_to(v)
+        q, k, v = (as_float64(x) for x in (q, k, v))
         hist = initial_state or (k[..., :0, :], elu1(k)[..., :0, :], v[..., :0, :])
         keys = np.concatenate([hist[0], k], axis=-2)
         feats = np.concatenate([hist[1], elu1(k)], axis=-2)
         vals = np.concatenate([hist[2], v], axis=-2)
         out = rows_out(q, keys, feats, vals, hist[0].shape[-2], window)
-        return out, (keys, feats, vals)
+        return back(out), (keys, feats, vals)
 
     def step(state, q_t, k_t, v_t, *, window):
         out, state = attention(q_t[..., None, :], k_t[..., None, :], v_t[..., None, :],
                                window=window, initial_state=state)
         return state, out[..., 0, :]
 
-    return HybridAttentionTarget(name, frozenset({"validates_input"}), attention,
+    return HybridAttentionTarget(name, frozenset({"validates_input", "half_in_float32"}),
+                                 attention,
                                  lambda x, role: elu1(np.asarray(x, dtype=np.float64)),
-                                 step=step)
+                                 step=step, backends=("numpy", "torch"), dtypes=ALL)
+
+
+def _back_to(like):
+    """Rounds a float64 NumPy result once to ``like``'s backend, dtype and device."""
+    if type(like).__module__.startswith("torch"):
+        import torch
+
+        return lambda x: torch.as_tensor(x, dtype=torch.float64).to(like.device, like.dtype)
+    return lambda x: x.astype(like.dtype)
 
 
 def _state_missing_exit(name: str) -> HybridAttentionTarget:
