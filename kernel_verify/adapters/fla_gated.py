@@ -184,6 +184,114 @@ def gated_targets() -> list[GatedAttentionTarget]:
 
 
 # ------------------------------------------------------------------ the page's measurement
+#: Sizes of the measurement: batch, heads, key and value dimensions.
+_B, _H, _D, _DV = 1, 2, 4, 4
+#: Each kernel's second route in fla.
+_TWIN = {"chunk_simple_gla": "fused_recurrent_simple_gla",
+         "parallel_simple_gla": "chunk_simple_gla", "chunk_gla": "fused_recurrent_gla",
+         "chunk_retention": "fused_recurrent_retention",
+         "parallel_retention": "chunk_retention"}
+
+
+def _draw(kind, n, seed, strong):
+    """``q, k, v`` (0.5·N(0, 1)) and gates near 1 (``g ∈ [−10⁻³, 0]``; ``strong``: a run of
+    ``g = −30`` over half the sequence); retention's own fixed gates."""
+    rng = np.random.default_rng([32, n, seed])
+    q, k, v = (0.5 * rng.standard_normal((_B, _H, n, w)) for w in (_D, _D, _DV))
+    if kind == "scalar_fixed":
+        return q, k, v, retention_log_gates(_H)
+    g = -rng.uniform(0, 1e-3, (_B, _H, n) if kind == "scalar" else (_B, _H, n, _D))
+    if strong:
+        g[:, :, n // 4:n // 4 + max(n // 2, 1)] = -30.0
+    return q, k, v, g
+
+
+def _per_token(kind, g, n):
+    return np.broadcast_to(g[None, :, None], (_B, _H, n)).copy() if kind == "scalar_fixed" \
+        else g
+
+
+def _run(t, q, k, v, g, state=None, cu=None):
+    """The target's stateful (or parallel; ``cu``: varlen) form in float32 on (B, H, T, ·)
+    inputs; the output back in (B, H, T, d_v) float64."""
+    import torch
+
+    ins = [torch.tensor(np.swapaxes(a, 1, 2), dtype=torch.float32) for a in (q, k, v)]
+    gt = torch.tensor(g if t.gates == "scalar_fixed" else np.swapaxes(g, 1, 2),
+                      dtype=torch.float32)
+    fn = t.stateful or t.parallel
+    if cu is not None:
+        o, s = t.varlen(*ins, gt, cu_seqlens=torch.tensor(cu), initial_state=state)
+    else:
+        o, s = fn(*ins, gt, initial_state=state)
+    return np.swapaxes(o.double().numpy(), 1, 2), s
+
+
+def _ratio(got, q, k, g, v, kind, n):
+    """``(max err/bound, max |err|)`` of ``got`` against the exact gated recurrence and its
+    derived float32 bound."""
+    from kernel_verify.verify.gated_bounds import gated_forms_error_bound, smallest_normal
+    from kernel_verify.verify.references.gated import gated_recurrence_mp
+
+    kw = {"u": 2.0**-24, "exp_ulps": 4, "tiny": smallest_normal("float32"), "extra": 2}
+    gg = _per_token(kind, g, n)
+    want, _ = gated_recurrence_mp(q * _D**-0.5, k, v, gg)
+    bound = gated_forms_error_bound(q * _D**-0.5, k, v, gg, **kw)
+    return float((np.abs(got - want) / bound).max()), float(np.abs(got - want).max())
+
+
+def _length_lines(name, t, targets, lengths, worst) -> list[str]:
+    """One line per length (gates near 1, a run of strong decay) against the exact recurrence
+    and the kernel's second route."""
+    import itertools
+
+    lines = []
+    for n, strong in itertools.product(lengths, (False, True)):
+        q, k, v, g = _draw(t.gates, n, 0, strong)
+        got, _ = _run(t, q, k, v, g)
+        r, e = _ratio(got, q, k, g, v, t.gates, n)
+        worst[name] = max(worst.get(name, 0.0), r)
+        extra = ""
+        if name in _TWIN:
+            other, _ = _run(targets[_TWIN[name]], q, k, v, g)
+            extra = f"; vs {_TWIN[name]}: max diff {np.abs(got - other).max():.1e}"
+        label = ("own γ_h  " if t.gates == "scalar_fixed" else
+                 "g=-30 run" if strong else "g near 0 ")
+        if t.gates == "scalar_fixed" and strong:
+            continue  # retention's decay is its own: one row per length
+        lines.append(f"{name:27s} T={n:3d} {label}: "
+                     f"max |o − exact| = {e:.1e}, err/bound = {r:.3f}{extra}")
+    return lines
+
+
+def _split_lines(name, t, quick, worst) -> list[str]:
+    """A stateful kernel split with the state carried, and packed (``cu_seqlens``)."""
+    import itertools
+
+    n, cut = (65, 40) if quick else (129, 70)
+    q, k, v, g = _draw(t.gates, n, 1, True)
+    fixed = t.gates == "scalar_fixed"
+
+    def gp(a, c, e, fixed=fixed):
+        return a if fixed else a[:, :, c:e]
+    o1, s1 = _run(t, q[:, :, :cut], k[:, :, :cut], v[:, :, :cut], gp(g, 0, cut))
+    o2, _ = _run(t, q[:, :, cut:], k[:, :, cut:], v[:, :, cut:], gp(g, cut, n), state=s1)
+    r, _ = _ratio(np.concatenate([o1, o2], axis=2), q, k, g, v, t.gates, n)
+    worst[name] = max(worst[name], r)
+    lines = [f"{name:27s} T={n} split at {cut} (state carried): err/bound = {r:.3f}"]
+    cu = [0, 7, 57, n]  # three sequences, the second crossing the 64-token block
+    one = [a[:1] for a in (q, k, v)]
+    g1 = g if t.gates == "scalar_fixed" else g[:1]
+    got, _ = _run(t, *one, g1, cu=cu)
+    r = 0.0
+    for a, e in itertools.pairwise(cu):
+        r = max(r, _ratio(got[:, :, a:e], *(x[:, :, a:e] for x in one[:2]),
+                          gp(g1, a, e), one[2][:, :, a:e], t.gates, e - a)[0])
+    worst[name] = max(worst[name], r)
+    lines.append(f"{name:27s} packed {cu}: err/bound = {r:.3f}")
+    return lines
+
+
 def fla_gated_exact(quick: bool = False) -> str:
     """Every gated kernel against the exact gated recurrence (mpmath) within the derived
     float32 bound of docs/math.md §16, at lengths across the 64-token block, with decays near 1
@@ -191,95 +299,17 @@ def fla_gated_exact(quick: bool = False) -> str:
     the stateful kernels also split with the state carried and packed (``cu_seqlens``); and
     each kernel against its second route in fla (chunk ↔ fused recurrent, parallel ↔ chunk) on
     the same inputs. ``python -m kernel_verify.adapters._fla_confirm fla_gated_exact``."""
-    import itertools
     import time
 
-    import torch
-
-    from kernel_verify.verify.gated_bounds import gated_forms_error_bound, smallest_normal
-    from kernel_verify.verify.references.gated import gated_recurrence_mp
-
     lengths = (1, 65) if quick else (1, 63, 65, 129)
-    b, h, d, dv = 1, 2, 4, 4
-    kw = {"u": 2.0**-24, "exp_ulps": 4, "tiny": smallest_normal("float32"), "extra": 2}
     targets = {t.name.removeprefix("fla."): t for t in gated_targets()}
-    twin = {"chunk_simple_gla": "fused_recurrent_simple_gla",
-            "parallel_simple_gla": "chunk_simple_gla", "chunk_gla": "fused_recurrent_gla",
-            "chunk_retention": "fused_recurrent_retention",
-            "parallel_retention": "chunk_retention"}
     lines, worst, t0 = [], {}, time.time()
-
-    def draw(kind, n, seed, strong):
-        rng = np.random.default_rng([32, n, seed])
-        q, k, v = (0.5 * rng.standard_normal((b, h, n, w)) for w in (d, d, dv))
-        if kind == "scalar_fixed":
-            return q, k, v, retention_log_gates(h)
-        g = -rng.uniform(0, 1e-3, (b, h, n) if kind == "scalar" else (b, h, n, d))
-        if strong:
-            g[:, :, n // 4:n // 4 + max(n // 2, 1)] = -30.0
-        return q, k, v, g
-
-    def per_token(kind, g, n):
-        return np.broadcast_to(g[None, :, None], (b, h, n)).copy() if kind == "scalar_fixed" \
-            else g
-
-    def run(t, q, k, v, g, state=None, cu=None):
-        ins = [torch.tensor(np.swapaxes(a, 1, 2), dtype=torch.float32) for a in (q, k, v)]
-        gt = torch.tensor(g if t.gates == "scalar_fixed" else np.swapaxes(g, 1, 2),
-                          dtype=torch.float32)
-        fn = t.stateful or t.parallel
-        if cu is not None:
-            o, s = t.varlen(*ins, gt, cu_seqlens=torch.tensor(cu), initial_state=state)
-        else:
-            o, s = fn(*ins, gt, initial_state=state)
-        return np.swapaxes(o.double().numpy(), 1, 2), s
-
-    def ratio(got, q, k, g, v, kind, n):
-        gg = per_token(kind, g, n)
-        want, _ = gated_recurrence_mp(q * d**-0.5, k, v, gg)
-        bound = gated_forms_error_bound(q * d**-0.5, k, v, gg, **kw)
-        return float((np.abs(got - want) / bound).max()), float(np.abs(got - want).max())
-
     for name, t in targets.items():
-        for n, strong in itertools.product(lengths, (False, True)):
-            q, k, v, g = draw(t.gates, n, 0, strong)
-            got, _ = run(t, q, k, v, g)
-            r, e = ratio(got, q, k, g, v, t.gates, n)
-            worst[name] = max(worst.get(name, 0.0), r)
-            extra = ""
-            if name in twin:
-                other, _ = run(targets[twin[name]], q, k, v, g)
-                extra = f"; vs {twin[name]}: max diff {np.abs(got - other).max():.1e}"
-            label = ("own γ_h  " if t.gates == "scalar_fixed" else
-                     "g=-30 run" if strong else "g near 0 ")
-            if t.gates == "scalar_fixed" and strong:
-                continue  # retention's decay is its own: one row per length
-            lines.append(f"{name:27s} T={n:3d} {label}: "
-                         f"max |o − exact| = {e:.1e}, err/bound = {r:.3f}{extra}")
+        lines += _length_lines(name, t, targets, lengths, worst)
         if t.stateful is not None:
-            n, cut = (65, 40) if quick else (129, 70)
-            q, k, v, g = draw(t.gates, n, 1, True)
-            fixed = t.gates == "scalar_fixed"
-
-            def gp(a, c, e, fixed=fixed):
-                return a if fixed else a[:, :, c:e]
-            o1, s1 = run(t, q[:, :, :cut], k[:, :, :cut], v[:, :, :cut], gp(g, 0, cut))
-            o2, _ = run(t, q[:, :, cut:], k[:, :, cut:], v[:, :, cut:], gp(g, cut, n), state=s1)
-            r, _ = ratio(np.concatenate([o1, o2], axis=2), q, k, g, v, t.gates, n)
-            worst[name] = max(worst[name], r)
-            lines.append(f"{name:27s} T={n} split at {cut} (state carried): err/bound = {r:.3f}")
-            cu = [0, 7, 57, n]  # three sequences, the second crossing the 64-token block
-            one = [a[:1] for a in (q, k, v)]
-            g1 = g if t.gates == "scalar_fixed" else g[:1]
-            got, _ = run(t, *one, g1, cu=cu)
-            r = 0.0
-            for a, e in itertools.pairwise(cu):
-                r = max(r, ratio(got[:, :, a:e], *(x[:, :, a:e] for x in one[:2]),
-                                 gp(g1, a, e), one[2][:, :, a:e], t.gates, e - a)[0])
-            worst[name] = max(worst[name], r)
-            lines.append(f"{name:27s} packed {cu}: err/bound = {r:.3f}")
+            lines += _split_lines(name, t, quick, worst)
     ok = all(r <= 1 for r in worst.values())
-    head = (f"d = d_v = {d}, B = {b}, H = {h}, float32, Triton interpreter (NumPy on a CPU; GPU "
-            f"rounding not exercised); gates near 1 and a run of g = -30; every output within "
+    head = (f"d = d_v = {_D}, B = {_B}, H = {_H}, float32, Triton interpreter (NumPy on a CPU; "
+            f"GPU rounding not exercised); gates near 1 and a run of g = -30; every output within "
             f"its derived bound: {'yes' if ok else 'NO'} ({time.time() - t0:.0f} s)")
     return "\n".join([head, *lines])
