@@ -3,7 +3,7 @@
 :mod:`kernel_verify.impls.numpy.hybrid_attention` and :mod:`kernel_verify.impls.torch.
 hybrid_attention` with ``φ(x) = elu(x) + 1`` (positive features: every denominator is > 0).
 
-Coverage (``make test`` budget): NumPy float64 with ``γ = 1``; torch in every dtype with
+Coverage (``make test`` budget): NumPy float64 and float32 with ``γ = 1``; torch in every dtype with
 ``γ = 0.75`` and ``scale = 0.6`` (the mixing factor and an explicit scale exercised; the
 differentiable path in float64).
 """
@@ -90,7 +90,8 @@ def hybrid_target(name: str, *, mix: float = 1.0, scale: float | None = None,
 def builtin_hybrid_targets() -> list[HybridAttentionTarget]:
     """The built-in targets (module docstring)."""
     return [
-        hybrid_target("hybrid_attention[elu1_numpy]", backends=("numpy",), dtypes=("float64",)),
+        hybrid_target("hybrid_attention[elu1_numpy]", backends=("numpy",),
+                      dtypes=("float64", "float32")),
         hybrid_target("hybrid_attention[elu1_torch]", mix=0.75, scale=0.6, backends=("torch",),
                       dtypes=("float64", "float32", "float16", "bfloat16")),
     ]

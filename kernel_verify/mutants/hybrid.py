@@ -26,6 +26,7 @@ from kernel_verify.verify.backends import as_float64
 __all__ = ["HYBRID_CONTROLS", "HYBRID_KILLERS", "HYBRID_MUTANTS"]
 
 ALL = ("float64", "float32", "float16", "bfloat16")
+BOTH = ("numpy", "torch")
 Mask = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 
@@ -71,7 +72,7 @@ def _masked_hybrid(name: str, window_mask: Mask = _window_right,
     return HybridAttentionTarget(name, frozenset({"validates_input", "half_in_float32"}),
                                  attention,
                                  lambda x, role: elu1(np.asarray(x, dtype=np.float64)),
-                                 step=step, backends=("numpy", "torch"), dtypes=ALL)
+                                 step=step, backends=BOTH, dtypes=ALL)
 
 
 def _back_to(like):
@@ -84,30 +85,32 @@ def _back_to(like):
 
 
 def _state_missing_exit(name: str) -> HybridAttentionTarget:
-    """Built-in NumPy target whose final state keeps the initial linear state: keys that left
-    the window during the call never reach ``(S, z)``."""
-    base = hybrid_target(name)
+    """Built-in target (every backend and dtype) whose final state keeps the initial linear
+    state: keys that left the window during the call never reach ``(S, z)``."""
+    base = hybrid_target(name, backends=BOTH, dtypes=ALL)
 
     def attention(q, k, v, *, window, initial_state=None):
         out, state = base.attention(q, k, v, window=window, initial_state=initial_state)
         s0 = initial_state[4:] if initial_state is not None else (0 * state[4], 0 * state[5])
         return out, (*state[:4], *s0)
 
-    return HybridAttentionTarget(name, base.claims, attention, base.features, step=base.step)
+    return HybridAttentionTarget(name, base.claims, attention, base.features, step=base.step,
+                                 backends=BOTH, dtypes=ALL)
 
 
 def _step_missing_exit(name: str) -> HybridAttentionTarget:
-    """Built-in NumPy target whose step drops the key leaving a full window instead of adding
-    it to ``(S, z)``."""
-    base = hybrid_target(name)
+    """Built-in target (every backend and dtype) whose step drops the key leaving a full window
+    instead of adding it to ``(S, z)``."""
+    base = hybrid_target(name, backends=BOTH, dtypes=ALL)
 
     def step(state, q_t, k_t, v_t, *, window):
-        if state is not None and window > 0 and float(np.asarray(state[3]).flat[0]) == window:
+        if state is not None and window > 0 and float(state[3].reshape(-1)[0]) == window:
             # the oldest slot is marked empty: the step appends without any key leaving
             state = (*state[:3], state[3] - 1, state[4], state[5])
         return base.step(state, q_t, k_t, v_t, window=window)
 
-    return HybridAttentionTarget(name, base.claims, base.attention, base.features, step=step)
+    return HybridAttentionTarget(name, base.claims, base.attention, base.features, step=step,
+                                 backends=BOTH, dtypes=ALL)
 
 
 def _torch_detached_features(name: str) -> HybridAttentionTarget:
@@ -156,7 +159,8 @@ HYBRID_KILLERS: dict[str, tuple[str, ...]] = {
 #: Correct twins of the two skeletons.
 HYBRID_CONTROLS: dict[str, Callable[[], list]] = {
     "hybrid_masks_correct": lambda: [_masked_hybrid("control:hybrid_masks_correct")],
-    "hybrid_builtin_correct": lambda: [hybrid_target("control:hybrid_builtin_correct")],
+    "hybrid_builtin_correct": lambda: [hybrid_target("control:hybrid_builtin_correct",
+                                                     backends=BOTH, dtypes=ALL)],
     "hybrid_torch_correct": lambda: [hybrid_target("control:hybrid_torch_correct",
                                                    backends=("torch",), dtypes=("float64",))],
 }
