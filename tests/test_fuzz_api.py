@@ -96,6 +96,22 @@ EXCUSED = {
     "refusals in tests/test_names.py",
     "from_identifier": "the inverse of identifier; tests/test_names.py",
     "split_name": "a registry name -> (family, variant); tests/test_names.py",
+    # FAVOR#'s dense-exponential features (docs/math.md §20): the registered sderf[iid] is fuzzed
+    # through its entry; these take matrices/parameter dicts built by the functions below
+    "log_dense_exponential": "internal stage of sderf and aderf_features (A, B, C built by "
+    "sderf_parameters / aderf_parameters); fuzzed through the sderf[iid] entry",
+    "aderf_features": "takes a parameter dict of aderf_parameters and a side; the refusals in "
+    "tests/test_dense_exponential.py::test_bad_parameters_are_refused",
+    "aderf_parameters": "a scalar and a matrix -> ADERF's parameter dict; refusals in "
+    "tests/test_dense_exponential.py::test_bad_parameters_are_refused",
+    "optimal_aderf": "two sets of vectors -> parameters; refusals in "
+    "tests/test_dense_exponential.py::test_bad_parameters_are_refused",
+    "optimal_sderf_a": "two sets of vectors -> A; the set checks shared with optimal_aderf",
+    "optimal_gerf_a_for_sets": "two sets of vectors -> a; the set checks shared with "
+    "optimal_aderf",
+    "sderf_parameters": "a symmetric matrix -> (B, log D); refusals in "
+    "tests/test_dense_exponential.py::test_bad_parameters_are_refused",
+    "sderf_config_matrix": "the sderf entry's config -> A; fuzzed through the sderf[iid] entry",
 }
 BAD_EXC = (ValueError, TypeError)
 STATS = {"entry_points": 0, "cases": 0}
