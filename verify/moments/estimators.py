@@ -31,7 +31,7 @@ Timing (this machine, after the Gauss–Hermite rules are cached): one (mean, va
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +51,38 @@ from kernel_verify.verify.references.spec import MapSpec, require_map
 __all__ = ["EXACT_VARIANCE_MATRICES", "MOMENT_FORMULAS", "Moments", "exact_moments",
            "per_frequency_moments"]
 
-#: Formulas with exact moments.
-MOMENT_FORMULAS = frozenset(FORMULAS_WITH_TERMS | {"relu_features", "random_maclaurin", "sderf"})
 #: Row constructions with an exact estimator variance.
 EXACT_VARIANCE_MATRICES = ("iid", "orthogonal", "simplex")
+
+
+def _exp_sum_quadrature(formula: str, x, y, config: Mapping[str, Any], dps: int):
+    """An exponential-sum integrand: ``E h`` and ``E h²`` term by term (Gauss–Hermite)."""
+    itg = integrand(formula, x, y, config)
+    mean = expect_exp_terms(itg.terms, itg.x_eff, itg.y_eff, itg.d, dps)
+    second = expect_exp_terms(mul(itg.terms, itg.terms), itg.x_eff, itg.y_eff, itg.d, dps)
+    return mean, second - mean**2
+
+
+def _relu_quadrature(x, y, config: Mapping[str, Any], dps: int):
+    """relu features: the polar reduction ``E[relu(u)ᵏrelu(v)ᵏ]``, k = 1, 2."""
+    mean = expect_relu_power(x, y, 1, dps)
+    return mean, expect_relu_power(x, y, 2, dps) - mean**2
+
+
+#: formula -> ``(x, y, config, dps) -> (E h, Var h)``, the quadrature route (the second route
+#: to :data:`~kernel_verify.verify.moments.closed_forms.CLOSED_FORMS`).
+_QUADRATURE: dict[str, Callable[..., tuple[Any, Any]]] = {
+    **{f: functools.partial(_exp_sum_quadrature, f) for f in sorted(FORMULAS_WITH_TERMS)},
+    "relu_features": _relu_quadrature,
+    # Rademacher rows: exact enumeration, series by nsum
+    "random_maclaurin": lambda x, y, config, dps: maclaurin.enumerated(x, y, config),
+    # dense A: one-dimensional quadratures in its eigenbasis
+    "sderf": lambda x, y, config, dps: dense_exponential.quadrature(x, y, config),
+}
+#: Formulas with exact moments.
+MOMENT_FORMULAS = frozenset(_QUADRATURE)
+#: formula -> why coupled rows (orthogonal, simplex) have no covariance C here.
+_NO_COUPLED_ROWS = {"relu_features": "two projections per row"}
 
 
 @dataclass(frozen=True)
@@ -88,17 +116,7 @@ def per_frequency_moments(
         return mean, v1
     if method != "quadrature":
         raise ValueError(f"method must be 'closed' or 'quadrature', got {method!r}")
-    if formula == "random_maclaurin":  # Rademacher rows: exact enumeration, series by nsum
-        return maclaurin.enumerated(x, y, config)
-    if formula == "sderf":  # dense A: one-dimensional quadratures in its eigenbasis
-        return dense_exponential.quadrature(x, y, config)
-    if formula == "relu_features":
-        mean = expect_relu_power(x, y, 1, dps)
-        return mean, expect_relu_power(x, y, 2, dps) - mean**2
-    itg = integrand(formula, x, y, config)
-    mean = expect_exp_terms(itg.terms, itg.x_eff, itg.y_eff, itg.d, dps)
-    second = expect_exp_terms(mul(itg.terms, itg.terms), itg.x_eff, itg.y_eff, itg.d, dps)
-    return mean, second - mean**2
+    return _QUADRATURE[formula](x, y, config, dps)
 
 
 def _key_of(a: np.ndarray) -> tuple[float, ...]:
@@ -156,10 +174,9 @@ def exact_moments(
             "fastfood/SORF "
             "features inside a block are dependent, fixed-norm rows are not Gaussian"
         )
-    if matrix in ("orthogonal", "simplex") and formula == "relu_features":
-        raise NotImplementedError(
-            f"{matrix} covariance C is not covered for relu_features (two projections per row)"
-        )
+    why = _NO_COUPLED_ROWS.get(formula)
+    if matrix in ("orthogonal", "simplex") and why is not None:
+        raise NotImplementedError(f"{matrix} covariance C is not covered for {formula} ({why})")
     for name, v in (("x", x), ("y", y)):
         check_array(name, v, min_ndim=1, backend="numpy")
         if v.ndim != 1:

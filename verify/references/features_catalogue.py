@@ -727,10 +727,7 @@ def _mp_sderf_log(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarr
     return x_mp @ (w @ b).T + row - (x_mp * x_mp).sum(axis=-1, keepdims=True) / 2
 
 
-@mp_feature("sderf", log=True, error_bound=_bound_log_sderf, not_derived={
-    "backward": "no derived backward bound for SDERF: its gradient is checked by finite "
-                "differences (test_gradcheck_float64_feature_map)",
-    "jacobian": "no closed Jacobian for SDERF: the finite differences check the gradient"})
+@mp_feature("sderf", log=True, error_bound=_bound_log_sderf)
 def _log_sderf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
     return _mp_sderf_log(x_mp, params, config)
 
