@@ -161,6 +161,22 @@ def hybrid_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, phi_q: np.ndar
     return out.astype(dt, copy=False), state
 
 
+def advance_window(parts: tuple, n: int, k_t: Any, phi_k_t: Any, v_t: Any, window: int,
+                   cat: Any) -> tuple:
+    """One token enters the window ``(K_w, Φ_w, V_w)`` (``n`` valid slots); with a full window
+    the oldest key first leaves it for ``(S, z)`` (``window = 0``: the new key goes there at
+    once). Array-generic (``cat`` joins along time); returns ``(K_w, Φ_w, V_w, S, z, n)``."""
+    kw, fw, vw, s, z = parts
+    if window == 0:
+        return kw, fw, vw, s + phi_k_t[..., :, None] * v_t[..., None, :], z + phi_k_t, 0
+    if n == window:
+        s = s + fw[..., 0, :, None] * vw[..., 0, None, :]
+        z = z + fw[..., 0, :]
+    kw, fw, vw = (cat([b[..., 1:, :], x[..., None, :]])
+                  for b, x in ((kw, k_t), (fw, phi_k_t), (vw, v_t)))
+    return kw, fw, vw, s, z, min(n + 1, window)
+
+
 def hybrid_attention_step(state: State | None, q_t: np.ndarray, k_t: np.ndarray, v_t: np.ndarray,
                           phi_q_t: np.ndarray, phi_k_t: np.ndarray, *, window: int,
                           mix: float = 1.0, scale: float | None = None,
@@ -181,16 +197,8 @@ def hybrid_attention_step(state: State | None, q_t: np.ndarray, k_t: np.ndarray,
         state = empty_state(lead, window, d, m, dv, dt)
     n = check_hybrid_state(state, lead=lead, window=window, d=d, m=m, dv=dv, name="state")
     kw, fw, vw, _, s, z = (np.array(x, dtype=dt) for x in state)
-    if window == 0:  # the key leaves at once
-        s = s + phi_k_t[..., :, None] * v_t[..., None, :]
-        z = z + phi_k_t
-    else:
-        if n == window:  # the oldest key leaves the window for the linear state
-            s = s + fw[..., 0, :, None] * vw[..., 0, None, :]
-            z = z + fw[..., 0, :]
-        n = min(n + 1, window)
-        kw, fw, vw = (np.concatenate([b[..., 1:, :], x[..., None, :]], axis=-2)
-                      for b, x in ((kw, k_t), (fw, phi_k_t), (vw, v_t)))
+    kw, fw, vw, s, z, n = advance_window((kw, fw, vw, s, z), n, k_t, phi_k_t, v_t, window,
+                                         lambda xs: np.concatenate(xs, axis=-2))
     sc = dt.type(1.0 / np.sqrt(d) if scale is None else scale)
     valid = np.arange(window) >= window - n
     scores = np.where(valid, (kw @ q_t[..., :, None])[..., 0] * sc, -np.inf)[..., None, :]

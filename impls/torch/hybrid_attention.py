@@ -17,6 +17,7 @@ import torch
 from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
 from kernel_verify.impls.forms_checks import check_step_inputs
 from kernel_verify.impls.numpy.hybrid_attention import (
+    advance_window,
     check_feature_inputs,
     check_hybrid_options,
     check_hybrid_state,
@@ -132,16 +133,8 @@ def hybrid_attention_step(state: State | None, q_t: torch.Tensor, k_t: torch.Ten
         if not isinstance(s, torch.Tensor) or s.device != q_t.device:
             raise TypeError(f"state[{i}] must be a torch tensor on {q_t.device}")
     kw, fw, vw, _, s, z = (x.to(q_t.dtype) for x in state)
-    if window == 0:  # the key leaves at once
-        s = s + phi_k_t[..., :, None] * v_t[..., None, :]
-        z = z + phi_k_t
-    else:
-        if n == window:  # the oldest key leaves the window for the linear state
-            s = s + fw[..., 0, :, None] * vw[..., 0, None, :]
-            z = z + fw[..., 0, :]
-        n = min(n + 1, window)
-        kw, fw, vw = (torch.cat([b[..., 1:, :], x[..., None, :]], dim=-2)
-                      for b, x in ((kw, k_t), (fw, phi_k_t), (vw, v_t)))
+    kw, fw, vw, s, z, n = advance_window((kw, fw, vw, s, z), n, k_t, phi_k_t, v_t, window,
+                                         lambda xs: torch.cat(xs, dim=-2))
     sc = 1.0 / math.sqrt(d) if scale is None else scale
     valid = torch.arange(window, device=q_t.device) >= window - n
     raw = (kw @ q_t[..., :, None])[..., 0] * sc
