@@ -80,6 +80,9 @@ class _ExpAffine:
 
     rows: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray]
     const: Callable[[np.ndarray, Mapping[str, Any]], Any]
+    #: ``(W, config, u, ulps) -> |b̂ − b|`` when the rows are formed otherwise than by a scalar
+    #: times ``W`` (default: ``γ(6 + 2·ulps)|b|``)
+    rows_error: Callable[..., np.ndarray] | None = None
 
 
 def _gerf_scale(config: Mapping[str, Any]) -> float:
@@ -92,13 +95,43 @@ def _gerf_const(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
         - 0.5 * np.log(w.shape[0])
 
 
-#: formula -> its exp-affine log-features (softmax_positive, softmax_hyperbolic, GERF).
+def _sderf_matrices(w: np.ndarray, config: Mapping[str, Any]):
+    d = w.shape[1]
+    a = float(config["alpha"]) * np.eye(d) + (float(config["beta"]) / d) * np.ones((d, d))
+    lam, q = np.linalg.eigh(a)
+    k = 1 - 4 * lam
+    return a, (q * np.sqrt(k)) @ q.T, 0.25 * float(np.sum(np.log(k)))
+
+
+def _sderf_rows(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    """SDERF (docs/math.md §20): rows ``Bᵀωᵢ = (WB)ᵢ``, ``B = (I − 4A)^(1/2)`` symmetric."""
+    return w @ _sderf_matrices(w, config)[1]
+
+
+def _sderf_const(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    a, _, log_d = _sderf_matrices(w, config)
+    return np.einsum("id,de,ie->i", w, a, w) + log_d - 0.5 * np.log(w.shape[0])
+
+
+def _sderf_rows_error(w: np.ndarray, config: Mapping[str, Any], u: float, ulps: float):
+    """``WB`` formed in float64 from an eigh-based square root (the twin's forward bound,
+    verify/references/features_catalogue.py), then cast to the compute dtype (one ``u``)."""
+    d = w.shape[1]
+    b = _sderf_matrices(w, config)[1]
+    u64 = 2.0**-53
+    e64 = (gamma(16 * d + 32, u64) * (np.abs(w) @ np.abs(b))
+           + 64 * d * u64 * np.abs(b).max() * np.abs(w).sum(axis=1, keepdims=True))
+    return e64 + _g(2, u) * (np.abs(w @ b) + e64)
+
+
+#: formula -> its exp-affine log-features (softmax_positive, softmax_hyperbolic, GERF, SDERF).
 _EXP_AFFINE: dict[str, _ExpAffine] = {
     "softmax_positive": _ExpAffine(lambda w, config: w,
                                    lambda w, config: -0.5 * np.log(w.shape[0])),
     "softmax_hyperbolic": _ExpAffine(lambda w, config: np.concatenate([w, -w], axis=0),
                                      lambda w, config: -0.5 * np.log(2 * w.shape[0])),
     "gerf": _ExpAffine(lambda w, config: _gerf_scale(config) * w, _gerf_const),
+    "sderf": _ExpAffine(_sderf_rows, _sderf_const, _sderf_rows_error),
 }
 
 
@@ -111,9 +144,14 @@ def _rule_exp_affine(entry, x, params, config, u, ulps, log):
     ``E = e_f(|b| + |x|) + (φ_f + e_f)γ(6 + 2·ulps)|b|``. ``k = 8``: ``g·φ̂``, ``×B``, the product
     in the W reduction, the two roundings of ``x·x``'s backward (product, add), the sum of the
     projection and norm parts, and the two dtype casts of the gradient."""
-    b = _EXP_AFFINE[entry.formula].rows(np.asarray(params["W"], dtype=np.float64), config)
+    form = _EXP_AFFINE[entry.formula]
+    w = np.asarray(params["W"], dtype=np.float64)
+    b = form.rows(w, config)
     lin = np.abs(b) + np.abs(x)[..., :, None, :]
-    eb = _g(6 + 2 * ulps, u) * np.abs(b) * np.ones_like(lin)
+    if form.rows_error is None:
+        eb = _g(6 + 2 * ulps, u) * np.abs(b) * np.ones_like(lin)
+    else:
+        eb = form.rows_error(w, config, u, ulps) * np.ones_like(lin)
     if log:
         return lin, eb, 8
     phi = np.exp(_exp_affine_log(entry.formula, x, params, config))[..., None]
@@ -253,6 +291,7 @@ BACKWARD_RULES: dict[str, Rule] = {
     "softmax_positive": _rule_exp_affine,
     "softmax_hyperbolic": _rule_exp_affine,
     "gerf": _rule_exp_affine,
+    "sderf": _rule_exp_affine,
     "rff_pairs": _rule_rff,
     "rff_phase": _rule_rff_phase,
     "relu_features": _rule_relu_features,

@@ -96,6 +96,17 @@ def _gerf_rows(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
     return w * mpmath.sqrt(1 - 4 * a)
 
 
+def _sderf_rows(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
+    """SDERF: rows ``Bᵀω_f = (WB)_f``, ``B = (I − 4A)^(1/2)`` exact in mp (docs/math.md §20)."""
+    from kernel_verify.verify.references.dense_exponential import (
+        sderf_matrix,
+        sderf_parameters_mp,
+    )
+
+    b = sderf_parameters_mp(sderf_matrix(config, w.shape[1]))["B1"]
+    return w @ np.array(b.tolist(), dtype=object)
+
+
 def _jac_exp_affine(formula: str, rows: RowsFn) -> JacobianFn:
     """The closed Jacobian of an exp-affine formula whose rows ``B s_f w_f`` are ``rows(W_mp,
     config)``."""
@@ -181,6 +192,7 @@ CLOSED_JACOBIANS: dict[str, JacobianFn] = {
     "softmax_hyperbolic": _jac_exp_affine("softmax_hyperbolic",
                                           lambda w, config: np.concatenate([w, -w], axis=0)),
     "gerf": _jac_exp_affine("gerf", _gerf_rows),
+    "sderf": _jac_exp_affine("sderf", _sderf_rows),
     "rff_pairs": _jac_rff_pairs,
     "rff_phase": _jac_rff_phase,
     "softmax_trig": _jac_softmax_trig,
