@@ -259,20 +259,13 @@ def gradient_defect(eps: float, low_only: bool):
     when ``k`` is not float64 (a defect of the low-precision backward)."""
     import torch
 
+    from kernel_verify.mutants.attention import scale_gradient
+
     base = _base()
-
-    class _ScaleGrad(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * (1.0 + eps)
 
     def attention(q, k, v, **kw):
         if isinstance(k, torch.Tensor) and not (low_only and k.dtype == torch.float64):
-            k = _ScaleGrad.apply(k)
+            k = scale_gradient(k, 1.0 + eps)
         return base.attention(q, k, v, **kw)
 
     return dataclasses.replace(base, name=f"power:dk_x(1+{eps:.3g})", attention=attention)

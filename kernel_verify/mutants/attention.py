@@ -7,7 +7,9 @@ each mutant changes one thing. Inputs are float64 ``(batch, heads, n, d)``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -213,6 +215,29 @@ def _target(name: str, fn: Callable, claims: frozenset[str], validate: bool = Tr
 SLOW = 0.1
 
 
+@functools.cache
+def _scale_grad_function():
+    import torch
+
+    class ScaleGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):
+            ctx.factor = factor
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.factor, None
+
+    return ScaleGrad
+
+
+def scale_gradient(x: Any, factor: float) -> Any:
+    """``x`` unchanged in the forward pass; the gradient reaching it multiplied by ``factor``
+    (a defect of a backward pass, injected without touching the forward)."""
+    return _scale_grad_function().apply(x, factor)
+
+
 #: fla's attention targets, loaded as ``kernel-verify check`` loads an adapter.
 FLA_SPEC = "kernel_verify.adapters.fla:attention_targets"
 
@@ -224,30 +249,19 @@ def fla_dk_scaled(factor: float, name: str) -> list[AttentionTarget]:
     1``: the correct twin (the same wrapper, nothing scaled)."""
     import dataclasses
 
-    import torch
-
     from kernel_verify.properties.loader import load_targets
 
     # the adapter as a user points the suite at it (module:attribute), not a layer import
     base = next(t for t in load_targets(FLA_SPEC) if t.name.startswith("fla.chunk_linear_attn"))
 
-    class _ScaleGrad(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.view_as(x)
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * factor
-
     def scaled(fn):
         def wrapped(q, k, v, *args, **kw):
-            return fn(q, _ScaleGrad.apply(k), v, *args, **kw)
+            return fn(q, scale_gradient(k, factor), v, *args, **kw)
 
         return wrapped
 
     def step(state, q_t, k_t, v_t, **kw):
-        return base.step(state, q_t, _ScaleGrad.apply(k_t), v_t, **kw)
+        return base.step(state, q_t, scale_gradient(k_t, factor), v_t, **kw)
 
     return [dataclasses.replace(base, name=name, attention=scaled(base.attention),
                                 stateful=scaled(base.stateful), varlen=scaled(base.varlen),
