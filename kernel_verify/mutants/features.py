@@ -503,6 +503,27 @@ FEATURE_MUTANTS.update({
 _B = "blackbox_maps::test_"
 #: The property each of these feature mutants is written for (the others: every feature-map
 #: family, the catalogue's default).
+def _simplex_fixed_norm(name: str, entry: str) -> list[Target]:
+    """A map on simplex rows whose norms are fixed to √d (docs/math.md §19): the rows are not
+    Gaussian, so the estimator is biased, while the entry claims unbiased."""
+    from kernel_verify.mutants.matrices import simplex_normalised_norms
+
+    def draw(rng, d, m, config):
+        return {"W": simplex_normalised_norms(rng, m, d)}
+
+    base = get(entry)
+    [target] = feature_mutant(name, entry, base.numpy_fn, log_fn=base.log_numpy_fn)
+    return [replace(target, draw=draw)]
+
+
+FEATURE_MUTANTS.update({
+    "rff_pairs_simplex_fixed_norm": (
+        "RFF pairs claiming simplex rows (unbiased) whose simplex rows have norms fixed to √d "
+        "instead of independent χ_d",
+        lambda: _simplex_fixed_norm("rff_pairs_simplex_fixed_norm", "rff_pairs[simplex]")),
+})
+
+
 FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "blackbox_taylor2_missing_sqrt2": (f"{_B}deterministic_black_box_map_equals_kernel",),
     "blackbox_positive_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
@@ -518,4 +539,6 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "maclaurin_missing_p_factor": ("feature_unbiased::test_unbiased_on_random_points",),
     "sderf_missing_det_factor": ("feature_unbiased::test_unbiased_on_random_points",),
     "sderf_sqrt_sign_flipped": ("feature_unbiased::test_unbiased_on_random_points",),
+    "rff_pairs_simplex_fixed_norm": ("feature_unbiased::test_unbiased_on_grid",
+                                     f"{_B}random_features_are_distinct"),
 }

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.linalg import hadamard
 
-from kernel_verify.impls.random_matrices import draw_matrix, haar_orthogonal
+from kernel_verify.impls.random_matrices import draw_matrix, haar_orthogonal, simplex_directions
 from kernel_verify.properties.protocol import RandomMatrixTarget
 
 Draw = Callable[[np.random.Generator, int, int], np.ndarray]
@@ -84,6 +84,35 @@ def ignores_generator(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
     return np.random.standard_normal((m, d))  # noqa: NPY002 (the defect)
 
 
+def _simplex_like(rng: np.random.Generator, m: int, d: int, directions: np.ndarray,
+                  norms: Callable[[int], np.ndarray]) -> np.ndarray:
+    """Blocks ``directions @ Q`` (Q Haar per block), rows scaled by ``norms(m)``."""
+    def block() -> np.ndarray:
+        return directions @ haar_orthogonal(rng, d)
+
+    return _stack_blocks(m, d, block) * norms(m)[:, None]
+
+
+def simplex_wrong_angle(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    """SimRFs built from d of the d+1 vertices of the regular simplex of ``R^d``: unit
+    directions at cosine ``−1/d`` instead of ``−1/(d−1)`` (Gram ``(1+1/d)I − 𝟙𝟙ᵀ/d``, whose
+    symmetric square root ``aI + b𝟙𝟙ᵀ`` gives the rows); still Haar-rotated, norms χ_d, so every
+    row is marginally N(0, I) — only the coupling is wrong."""
+    if d == 1:
+        return rng.standard_normal((m, 1))
+    a = np.sqrt(1.0 + 1.0 / d)
+    b = (np.sqrt(1.0 / d) - a) / d
+    directions = a * np.eye(d) + b * np.ones((d, d))
+    return _simplex_like(rng, m, d, directions, lambda k: np.sqrt(rng.chisquare(d, size=k)))
+
+
+def simplex_normalised_norms(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    """SimRFs with every row norm fixed to ``√d`` (the regularised option) instead of χ_d."""
+    if d == 1:
+        return np.sign(rng.standard_normal((m, 1)))
+    return _simplex_like(rng, m, d, simplex_directions(d), lambda k: np.full(k, np.sqrt(d)))
+
+
 def _builtin(kind: str) -> Draw:
     return lambda rng, m, d: draw_matrix(kind, rng, m, d)
 
@@ -126,4 +155,13 @@ MATRIX_MUTANTS: dict[str, tuple[str, Draw, set[str]]] = {
     "fastfood_unnormalised": (
         "Fastfood without the 1/‖G‖_F normalisation of S", fastfood_unnormalised,
         {"gaussian_rows"}),
+    "simplex_wrong_angle": (
+        "SimRFs from d of the d+1 vertices of a simplex: cosine −1/d, not −1/(d−1)",
+        simplex_wrong_angle, {"gaussian_rows", "simplex"}),
+    "simplex_normalised_norms": (
+        "SimRFs with row norms fixed to √d instead of independent χ_d, claiming Gaussian rows",
+        simplex_normalised_norms, {"gaussian_rows", "simplex"}),
+    "orthogonal_claimed_simplex": (
+        "ORF (orthogonal blocks) claiming simplex blocks", _builtin("orthogonal"),
+        {"gaussian_rows", "simplex"}),
 }
