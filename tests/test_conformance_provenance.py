@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +26,20 @@ def test_fingerprint_is_stable_and_per_library():
     assert conf.code_fingerprint(KEY) == conf.code_fingerprint(KEY)
     assert conf.code_fingerprint(KEY) != conf.code_fingerprint("performer")
     assert len(conf.code_fingerprint(KEY)) == 12
+
+
+def test_fingerprint_ignores_the_records_text_but_not_its_known_failures(monkeypatch):
+    """Editing a page's text (the record) keeps ``--reuse`` possible; changing the adapter's code
+    or the known failures its findings declare does not."""
+    source = (Path(conf.__file__).parent / f"{KEY}.py").read_text(encoding="utf-8")
+    base = conf._adapter_code(KEY, source)
+    module = importlib.import_module(f"kernel_verify.adapters.{KEY}")
+    text = module.LIBRARY.right[:40]
+    assert text in source
+    assert conf._adapter_code(KEY, source.replace(text, text.upper())) == base
+    assert conf._adapter_code(KEY, source.replace("GAMMA = 1.0", "GAMMA = 2.0")) != base
+    _without_findings(monkeypatch)
+    assert conf._adapter_code(KEY, source) != base
 
 
 @pytest.mark.skipif(missing_reason(KEY) is not None, reason=f"{KEY} adapter: library missing")

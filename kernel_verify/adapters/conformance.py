@@ -18,6 +18,8 @@ run depends on (:func:`code_fingerprint`); ``--reuse`` (rewrite a page from the 
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import platform
 import sys
@@ -39,10 +41,32 @@ COMMON = ("kernel-verify", "torch", "numpy", "hypothesis")
 
 def code_fingerprint(key: str) -> str:
     """A hash of the code a conformance run depends on: the shipped property suite, the truth,
-    the implementations and this library's adapter module
-    (:func:`kernel_verify.provenance.code_fingerprint`). A saved run whose fingerprint differs is
-    older than the code."""
-    return _fingerprint([Path(__file__).resolve().parent / f"{key}.py"])
+    the implementations (:func:`kernel_verify.provenance.code_fingerprint`) and this library's
+    adapter module, less its record's text (:func:`_adapter_code`). A saved run whose
+    fingerprint differs is older than the code; a page whose text alone changed is rewritten
+    from it with ``--reuse``."""
+    digest = hashlib.sha256(_fingerprint().encode())
+    digest.update(_adapter_code(key).encode())
+    return digest.hexdigest()[:12]
+
+
+def _adapter_code(key: str, source: str | None = None) -> str:
+    """The adapter module's source without its record block (from the comment line that names
+    "the library's record", or else from ``LIBRARY =``, to the end of ``LIBRARY = Library(...)``),
+    followed by what of the record the run reads: the known failures its findings declare.
+    ``source``: the module's text (default: read from its file)."""
+    if source is None:
+        source = (Path(__file__).resolve().parent / f"{key}.py").read_text(encoding="utf-8")
+    lines = source.splitlines(keepends=True)
+    for node in ast.parse("".join(lines)).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "LIBRARY"):
+            start = next((i for i in range(node.lineno - 1, -1, -1)
+                          if "the library's record" in lines[i]), node.lineno - 1)
+            lines = lines[:start] + lines[node.end_lineno:]
+            break
+    declared = sorted(record(key).known_failures().items())
+    return "".join(lines) + repr(declared)
 
 
 class StaleResults(RuntimeError):

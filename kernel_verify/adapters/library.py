@@ -10,6 +10,8 @@ confirm each finding. Every consumer reads the records: the lazy import and its 
 (:mod:`kernel_verify.adapters.conformance`), the confirmations
 (:mod:`kernel_verify.adapters.confirm`) and the CLI. Adding a library is its adapter module plus
 its extra in ``pyproject.toml``; ``tests/test_library_records.py`` says which field is missing.
+The record's text is not part of a conformance run's code fingerprint (its declared known
+failures are): after editing it, ``kernel-verify conformance --reuse`` rewrites the page.
 
 :func:`records` finds them by scanning the package: every public module of
 ``kernel_verify.adapters`` that defines ``LIBRARY``.
