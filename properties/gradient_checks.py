@@ -43,6 +43,7 @@ import torch
 
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import to_numpy
+from kernel_verify.properties.checks.declared import GradientGap
 from kernel_verify.properties.formulas import record
 from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.gradient_bounds import feature_vjp_bound
@@ -455,25 +456,10 @@ LOW_PRECISION_HOW = ("exact attention (feature_count 0): attention_grad_bound wi
 LOW_PRECISION_SHAPE = (1, 2, 4, 4)
 
 
-@dataclass(frozen=True)
-class LowPrecisionGradient:
+class LowPrecisionGradient(GradientGap):
     """``∂L/∂name`` of an attention target in a low-precision dtype (``got``, widened to
     float64) against its float64 gradient at the same rounded inputs (``ref``), and the allowed
     difference ``bound`` (element-wise)."""
-
-    name: str
-    got: np.ndarray
-    ref: np.ndarray
-    bound: np.ndarray
-
-    @property
-    def ratio(self) -> float:
-        """The worst ``|got − ref| / bound`` (non-finite ``got``: inf; a zero bound with a nonzero
-        error: inf). ``≤ 1`` exactly when ``verify.compare.compare`` passes."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            err = np.where(np.isfinite(self.got), np.abs(self.got - self.ref), np.inf)
-            r = np.where(self.bound > 0, err / self.bound, np.where(err > 0, np.inf, 0.0))
-        return float(r.max())
 
 
 def _low_precision_features(target) -> int:

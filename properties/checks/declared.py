@@ -46,7 +46,7 @@ from kernel_verify.verify.forms_bounds import (
 from kernel_verify.verify.gradient_bounds import attention_grad_bound
 from kernel_verify.verify.tolerance import U64, gamma, reference_rounding
 
-__all__ = ["DeclaredGradient", "direct_extra", "exact_attention", "exact_bounds",
+__all__ = ["DeclaredGradient", "GradientGap", "direct_extra", "exact_attention", "exact_bounds",
            "exact_gradients", "feature_error", "feature_jacobian", "gradient_bounds",
            "output_bound"]
 
@@ -249,9 +249,9 @@ def gradient_bounds(fq, fk, jq, ejq, jk, ejk, v, g, u: float, eta: float, extra:
 
 
 @dataclass(frozen=True)
-class DeclaredGradient:
-    """``∂L/∂name`` of the target (``got``) against the declared formula's (``ref``) within
-    ``bound`` (per entry, float64)."""
+class GradientGap:
+    """``∂L/∂name`` of a target (``got``, float64) against a reference (``ref``) within ``bound``
+    (per entry)."""
 
     name: str
     got: np.ndarray
@@ -260,11 +260,17 @@ class DeclaredGradient:
 
     @property
     def ratio(self) -> float:
-        """Worst ``|got − ref|/bound`` (non-finite ``got``: inf)."""
+        """The worst ``|got − ref| / bound`` (non-finite ``got``: inf; a zero bound with a nonzero
+        error: inf). ``≤ 1`` exactly when ``verify.compare.compare`` passes."""
         with np.errstate(invalid="ignore", divide="ignore"):
             err = np.where(np.isfinite(self.got), np.abs(self.got - self.ref), np.inf)
             r = np.where(self.bound > 0, err / self.bound, np.where(err > 0, np.inf, 0.0))
         return float(r.max(initial=0.0))
+
+
+class DeclaredGradient(GradientGap):
+    """``∂L/∂name`` of the target (``got``) against the declared formula's (``ref``) within
+    ``bound`` (per entry, float64)."""
 
 
 # ------------------------------------------------------------------ one example, end to end
