@@ -372,7 +372,7 @@ def state_gradient_declared(target, backend, shape) -> list[DeclaredGradient] | 
     :func:`gradient_bounds`. None when ``T = 1`` (no split point)."""
     import torch
 
-    from kernel_verify.properties.checks.forms import chunk_size, draw_inputs
+    from kernel_verify.properties.checks.forms import draw_inputs, state_form
     from kernel_verify.properties.gradient_checks import vjp
     from kernel_verify.properties.strategies import generator
 
@@ -388,11 +388,7 @@ def state_gradient_declared(target, backend, shape) -> list[DeclaredGradient] | 
     pre = [part(a, 0, cut).requires_grad_(True) for a in (x.q, x.k, x.v)]
     post = [part(a, cut, shape.t) for a in (x.q, x.k, x.v)]
 
-    def form(q, k, v, state=None):
-        if target.offers("chunked"):
-            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
-                                  initial_state=state, seed=shape.seed)
-        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+    form = state_form(target, shape)
 
     out = t(form(*post, state=form(*pre)[1])[0])
     g_post = generator(shape.seed, "state_gradient.G").standard_normal(tuple(out.shape))
@@ -419,7 +415,7 @@ def state_gradient_differences(target, backend, shape):
     percent off may not). None when ``T = 1``."""
     import torch
 
-    from kernel_verify.properties.checks.forms import chunk_size, draw_inputs
+    from kernel_verify.properties.checks.forms import draw_inputs, state_form
     from kernel_verify.properties.gradient_checks import directional_differences
 
     if shape.t < 2:
@@ -431,11 +427,7 @@ def state_gradient_differences(target, backend, shape):
                 for a in (x.q, x.k, x.v))
     post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
 
-    def form(q, k, v, state=None):
-        if target.offers("chunked"):
-            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
-                                  initial_state=state, seed=shape.seed)
-        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+    form = state_form(target, shape)
 
     def continued(q, k, v):
         out = t(form(*post, state=form(q, k, v)[1])[0])

@@ -18,7 +18,7 @@ import numpy as np
 from kernel_verify.properties.strategies import QKV, generator
 from kernel_verify.verify.backends import Backend
 
-__all__ = ["F64_TOL", "Shape", "chunk_size", "draw_inputs", "random_shape",
+__all__ = ["F64_TOL", "Shape", "chunk_size", "draw_inputs", "random_shape", "state_form",
            "state_gradient_check"]
 
 
@@ -74,6 +74,22 @@ def chunk_size(target, chunk: int) -> int:
 F64_TOL = 100 * (2.0**-53) ** (2 / 3)
 
 
+def state_form(target, shape: Shape):
+    """``form(q, k, v, state=None) -> (out, state)``: the target's ``chunked`` form at the
+    shape's chunk size where it offers one, else its ``stateful`` form, on inputs in the
+    suite's layout (the split-state continuations run it on a prefix, then on the rest from the
+    prefix's final state)."""
+    t = target.to_layout
+
+    def form(q, k, v, state=None):
+        if target.offers("chunked"):
+            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
+                                  initial_state=state, seed=shape.seed)
+        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+
+    return form
+
+
 def state_gradient_check(target, backend: Backend, shape: Shape) -> bool | None:
     """One example of ``properties/test_attention_forms.py::test_gradients_flow_through_the_state``
     (``kernel-verify calibrate --part gradient_assumptions`` runs it on fresh shapes): whether
@@ -92,11 +108,7 @@ def state_gradient_check(target, backend: Backend, shape: Shape) -> bool | None:
     pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
            for a in (x.q, x.k, x.v)]
 
-    def form(q, k, v, state=None):
-        if target.offers("chunked"):
-            return target.chunked(t(q), t(k), t(v), chunk_size=chunk_size(target, shape.chunk),
-                                  initial_state=state, seed=shape.seed)
-        return target.stateful(t(q), t(k), t(v), initial_state=state, seed=shape.seed)
+    form = state_form(target, shape)
 
     def continued(q, k, v):
         _, state = form(q, k, v)
