@@ -217,10 +217,7 @@ WITHOUT: dict[str, dict[str, str]] = {
     "softmax_trig": {"gradient_median_test": _GRAD_MEDIAN},
     "softmax_hyperbolic": {"gradient_median_test": _GRAD_MEDIAN},
     "gerf": {"gradient_median_test": _GRAD_MEDIAN},
-    "sderf": {"gradient_median_test": _GRAD_MEDIAN,
-              "fourth_moment": "SDERF: E h⁴ = D⁸e^(4xᵀCx+4yᵀCy)det(I−16A)^(−½)exp(8vᵀ(I−16A)⁻¹v) "
-                               "is not wired into the fourth-moment table (verify/moments/"
-                               "fourth.py); the variance test uses the exact variance only"},
+    "sderf": {"gradient_median_test": _GRAD_MEDIAN},
     "random_maclaurin": {
         "gradient_median_test": _GRAD_MEDIAN,
         "fourth_moment": "random Maclaurin features: E h⁴ = Σₙ aₙ⁴(E(wᵀx)⁴(wᵀy)⁴)ⁿ/P(n)³ "

@@ -231,3 +231,18 @@ def test_per_pair_ordering_fails_somewhere_and_is_reported():
     assert found["sderf>gerf"] > 0.25 and found["max sderf/gerf"] > 3, found
     found = per_pair_ordering(2, 3.0)
     assert found["gerf>positive"] > 0.05 and found["max gerf/positive"] > 100, found
+
+
+def test_raw_moments_by_quadrature_equal_the_closed_powers():
+    """E hᵏ, k = 1..4, of the registered sderf (the fourth-moment table's route: 1-D quadratures
+    in A's eigenbasis) = the determinant closed form (25 digits); E h = exp(xᵀy)."""
+    cfg = {"alpha": -0.1, "beta": -0.15}
+    x, y = np.array([0.3, -0.2, 0.5]), np.array([0.1, 0.4, -0.3])
+    with mpmath.workdps(DPS + 10):
+        xm, ym = to_mp(x), to_mp(y)
+        quad = vm.raw_moments(xm, ym, cfg, DPS)
+        p = vm.sderf_parameters_mp(vm.sderf_matrix(cfg, 3))
+        for k in (1, 2, 3, 4):
+            closed = vm.closed_power(p, xm, ym, k)
+            assert abs(quad[k - 1] - closed) <= AGREE * abs(closed), k
+        assert abs(quad[0] / mpmath.exp(mpmath.fsum(xm * ym)) - 1) <= AGREE

@@ -32,8 +32,8 @@ from kernel_verify.verify.references.dense_exponential import (
     sderf_parameters_mp,
 )
 
-__all__ = ["DerfParameters", "closed", "closed_pair", "log_second_moments", "quadrature",
-           "quadrature_pair", "sderf_matrix", "sderf_parameters_mp"]
+__all__ = ["DerfParameters", "closed", "closed_pair", "closed_power", "log_second_moments",
+           "quadrature", "quadrature_pair", "raw_moments", "sderf_matrix", "sderf_parameters_mp"]
 
 DerfParameters = Mapping[str, Any]  # A, B1, B2, C1, C2 (mp matrices), log_D (mpf)
 
@@ -85,6 +85,41 @@ def quadrature_pair(p: DerfParameters, x: np.ndarray, y: np.ndarray) -> tuple[An
         mean *= _gauss_1d(2 * lam[i], v[i])
         second *= _gauss_1d(4 * lam[i], 2 * v[i])
     return mean, second
+
+
+def closed_power(p: DerfParameters, x: np.ndarray, y: np.ndarray, k: int) -> Any:
+    """``E hᵏ = D^(2k)·e^(k(xᵀC₁x + yᵀC₂y))·det(I − 4kA)^(−½)·exp(½k²vᵀ(I − 4kA)⁻¹v)`` (the
+    Gaussian integral with ``M = 2kA``, linear term ``kv``; finite for ``I − 4kA ≻ 0``)."""
+    a = _sym(p["A"])
+    xv, yv = _col(x), _col(y)
+    v = _mat(p["B1"]) * xv + _mat(p["B2"]) * yv
+    cq = _quad(_mat(p["C1"]), xv) + _quad(_mat(p["C2"]), yv)
+    kk = mpmath.eye(a.rows) - 4 * k * a
+    if not min(mpmath.eigsy(kk)[0]) > 0:
+        raise ValueError(f"E h^{k} of DERF is finite only for I − {4 * k}A ≻ 0")
+    return (mpmath.exp(2 * k * p["log_D"] + k * cq + k * k * _quad(mpmath.inverse(kk), v) / 2)
+            / mpmath.sqrt(mpmath.det(kk)))
+
+
+def raw_moments(x: np.ndarray, y: np.ndarray, config: Mapping[str, Any], dps: int) -> list:
+    """``[E h, …, E h⁴]`` of the registered ``sderf`` by one-dimensional quadratures in the
+    eigenbasis of ``A`` (``E exp(2kλω² + kvω)`` per direction; :class:`QuadratureError` where
+    ``I − 16A`` is not positive definite: ``E h⁴`` is infinite)."""
+    from kernel_verify.verify.moments.gauss_hermite import QuadratureError
+
+    p = sderf_parameters_mp(sderf_matrix(config, len(x)))
+    lam, q = mpmath.eigsy(_sym(p["A"]))
+    if not all(16 * t < 1 for t in lam):
+        raise QuadratureError("E h⁴ of SDERF is infinite unless every eigenvalue of A is < 1/16")
+    v = q.T * (_mat(p["B1"]) * _col(x) + _mat(p["B2"]) * _col(y))
+    cq = _quad(_mat(p["C1"]), _col(x)) + _quad(_mat(p["C2"]), _col(y))
+    out = []
+    for k in (1, 2, 3, 4):
+        val = mpmath.exp(2 * k * p["log_D"] + k * cq)
+        for i in range(len(lam)):
+            val *= _gauss_1d(2 * k * lam[i], k * v[i])
+        out.append(val)
+    return out
 
 
 def closed(x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]) -> tuple[Any, Any]:
