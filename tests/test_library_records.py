@@ -130,13 +130,13 @@ def test_a_library_with_targets_says_what_it_does_right(key):
 @pytest.mark.parametrize("key", KEYS)
 def test_every_measurement_is_a_confirmation_that_exists(key):
     """Each finding's ``confirm`` and each ``measured`` name is one of the record's
-    ``confirmations``, and its ``confirm_module`` computes it."""
+    ``confirmations``, and its module (``confirm_module``, default the adapter) computes it."""
     lib = RECORDS[key]
     for name in (*(f.confirm for f in lib.findings), *lib.measured):
         assert name in lib.confirmations, (
             f"{_where(key)}: add {name!r} to LIBRARY.confirmations (a finding or measured "
             "name)")
-    spec = importlib.util.find_spec(lib.confirm_module)
+    spec = importlib.util.find_spec(lib.measurements)
     assert spec is not None and spec.origin, (
         f"{_where(key)}: LIBRARY.confirm_module={lib.confirm_module!r} does not exist")
     source = Path(spec.origin).read_text(encoding="utf-8")
@@ -144,8 +144,8 @@ def test_every_measurement_is_a_confirmation_that_exists(key):
         if lib.confirm_in_subprocess:  # a name the module's command line accepts
             ok = f'"{name}"' in source
         else:
-            ok = callable(getattr(importlib.import_module(lib.confirm_module), name, None))
-        assert ok, (f"{lib.confirm_module} has no measurement {name!r} (LIBRARY.confirmations "
+            ok = callable(getattr(importlib.import_module(lib.measurements), name, None))
+        assert ok, (f"{lib.measurements} has no measurement {name!r} (LIBRARY.confirmations "
                     f"of {_where(key)}): write `def {name}(quick: bool = False) -> str`")
     others = {n for k, o in RECORDS.items() if k != key for n in o.confirmations}
     assert not set(lib.confirmations) & others, (

@@ -28,10 +28,6 @@ from dataclasses import dataclass, field
 #: shapes): a failure there means "the library does not validate", never a numerical defect.
 CONTRACT_PROPERTIES = ("test_non_finite_input_is_rejected", "test_mismatched_shapes_are_rejected")
 
-#: The module that computes in-process confirmations unless a record names another.
-CONFIRM_MODULE = "kernel_verify.adapters.confirm"
-
-
 @dataclass(frozen=True)
 class Finding:
     """A confirmed defect of a library: its mechanism, the measurement that confirms it (a name
@@ -70,9 +66,9 @@ class Library:
 
     ``key`` is the adapter module's name (``kernel_verify.adapters.<key>:targets``). The
     measurements of ``confirmations`` are functions ``name(quick: bool) -> str`` of
-    ``confirm_module``, run in this process, or, with ``confirm_in_subprocess``, the command
-    ``python -m <confirm_module> NAME [--quick]`` in a fresh one (a library whose import must
-    come first, such as Triton's interpreter switch).
+    ``confirm_module`` (default: the adapter module itself), run in this process, or, with
+    ``confirm_in_subprocess``, the command ``python -m <confirm_module> NAME [--quick]`` in a
+    fresh one (a library whose import must come first, such as Triton's interpreter switch).
     """
 
     key: str  # adapter module name under kernel_verify.adapters
@@ -92,12 +88,17 @@ class Library:
     scope: Scope | None = None
     #: Every independent measurement of this library (findings' and ``measured``).
     confirmations: tuple[str, ...] = ()
-    confirm_module: str = CONFIRM_MODULE
+    confirm_module: str = ""  # default: kernel_verify.adapters.<key>
     confirm_in_subprocess: bool = False
 
     @property
     def install_hint(self) -> str:
         return f"pip install 'kernel-verify[{self.extra}]'"
+
+    @property
+    def measurements(self) -> str:
+        """The module that computes :attr:`confirmations`."""
+        return self.confirm_module or f"kernel_verify.adapters.{self.key}"
 
     @property
     def spec(self) -> str:

@@ -219,3 +219,162 @@ LIBRARY = Library(
                    "performer_causal_leak",
                    "performer_causal_denominator"),
 )
+
+
+# ---------------------------------------------------------- independent confirmations
+# The measurements of LIBRARY.confirmations (python -m kernel_verify.adapters.confirm NAME):
+# each finding re-measured by a second route, with its 95 % interval.
+def performer_orf_signs(quick: bool = False) -> str:
+    """Rows of ``gaussian_orthogonal_random_matrix`` are not sign-symmetric: the i-th row of each
+    block has its i-th coordinate negative far more often than 1/2 (row 0: always), because
+    ``torch.linalg.qr`` returns Householder Q without the sign correction ``Q·diag(sign R_ii)``
+    (Mezzadri 2007). Second route: the suite's own ORF draw (sign-corrected), same test."""
+    from performer_pytorch.performer_pytorch import gaussian_orthogonal_random_matrix as gorm
+
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci, wilson
+    from kernel_verify.impls.random_matrices import draw_matrix
+
+    d, draws = 64, (200 if quick else 2000)
+    lib = np.empty((draws, d))
+    with torch_seeded(0):
+        for i in range(draws):
+            lib[i] = np.diagonal(gorm(d, d).double().numpy())
+    rng = np.random.default_rng(0)
+    ref = np.stack([np.diagonal(draw_matrix("orthogonal", rng, d, d)) for _ in range(draws)])
+    lines = [f"d = {d}, {draws} draws of a d×d block: P(W[i, i] < 0) (1/2 for N(0, I) rows)"]
+    for name, diag in (("performer", lib), ("suite ORF (sign-corrected)", ref)):
+        cells = []
+        for i in (0, 1, d // 2, d - 2, d - 1):
+            k = int((diag[:, i] < 0).sum())
+            lo, hi = wilson(k, draws)
+            cells.append(f"row {i}: {k / draws:.3f} [{lo:.3f}, {hi:.3f}]")
+        lines.append(f"  {name}: " + "; ".join(cells))
+    # Effect on the FAVOR+ estimate of exp(xᵀy) for x = y = r·e_1 (row 0 of each block only).
+    m, r = 256, 0.5
+    reps = 200 if quick else 4000
+    est = np.empty(reps)
+    x = np.zeros(d)
+    x[0] = r
+    with torch_seeded(1):
+        for i in range(reps):
+            w = gorm(m, d).double().numpy()
+            est[i] = np.mean(np.exp(2 * (w @ x) - x @ x))  # φ(x)ᵀφ(x) with positive features
+    exact = math.exp(x @ x)
+    rel = est / exact - 1
+    lines.append(f"  FAVOR+ estimate of exp(‖x‖²) at x = {r}·e₁, d = {d}, m = {m}, {reps} draws: "
+                 f"relative bias {fmt_ci(*mean_ci(rel))}")
+    return "\n".join(lines)
+
+
+def _performer_inputs(seed: int, b: int, h: int, n: int, d: int):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(b, h, n, d, generator=g, dtype=torch.float64) for _ in range(3))
+
+
+def _rel(out, exact) -> float:
+    import torch
+
+    return float(torch.linalg.norm(out - exact) / torch.linalg.norm(exact))
+
+
+def performer_eps(quick: bool = False) -> str:
+    """``softmax_kernel`` adds ``ε = 1e-4`` *after* subtracting the maximum of ``ωᵀx'``, which for
+    keys is taken over all positions: the ε term is a fixed fraction of the key features, not of
+    their scale, and pulls attention towards the uniform average. Second route: the library's
+    own ``softmax_kernel`` with ``eps=0`` and the same projection (the ε is a parameter)."""
+    from performer_pytorch.performer_pytorch import (
+        gaussian_orthogonal_random_matrix,
+        linear_attention,
+        softmax_kernel,
+    )
+
+    from kernel_verify.adapters.confirm import exact_softmax_attention, fmt_ci, mean_ci
+
+    d, m, n = 64, 256, (1024 if quick else 4096)
+    seeds = 8 if quick else 16
+    err_lib, err_0, uni, to_uni = [], [], [], []
+    for s in range(seeds):
+        q, k, v = _performer_inputs(s, 1, 1, n, d)
+        with torch_seeded(s):
+            w = gaussian_orthogonal_random_matrix(m, d).double()
+        exact = exact_softmax_attention(q, k, v)
+        outs = {}
+        for eps in (1e-4, 0.0):
+            fq = softmax_kernel(q, projection_matrix=w, is_query=True, eps=eps)
+            fk = softmax_kernel(k, projection_matrix=w, is_query=False, eps=eps)
+            outs[eps] = linear_attention(fq, fk, v)
+        err_lib.append(_rel(outs[1e-4], exact))
+        err_0.append(_rel(outs[0.0], exact))
+        mean_v = v.mean(dim=-2, keepdim=True).expand_as(exact)
+        uni.append(_rel(mean_v, exact))
+        to_uni.append(_rel(outs[1e-4], mean_v))
+    diff = np.array(err_lib) - np.array(err_0)
+    return (f"d = {d}, m = {m}, n = {n}, q, k, v ~ N(0, 1), {seeds} seeds; relative Frobenius "
+            f"error to exact softmax attention:\n"
+            f"  library (ε = 1e-4): {fmt_ci(*mean_ci(err_lib))}\n"
+            f"  same projection, ε = 0: {fmt_ci(*mean_ci(err_0))}\n"
+            f"  difference (the ε term's share): {fmt_ci(*mean_ci(diff))}\n"
+            f"  uniform averaging (mean of v), for scale: {fmt_ci(*mean_ci(uni))}\n"
+            f"  library output vs the mean of v, ‖out − v̄‖/‖v̄‖: {fmt_ci(*mean_ci(to_uni))}")
+
+
+def performer_causal_leak(quick: bool = False) -> str:
+    """In causal mode the key stabiliser ``max over all positions`` lets future keys change past
+    outputs (through the ε term, which no longer scales with the features). Measured: outputs at
+    positions ≤ n/2 before and after replacing every later key by one ×2 larger."""
+    import torch
+    from performer_pytorch.performer_pytorch import FastAttention
+
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci
+
+    d, m, n = 64, 256, (1024 if quick else 4096)
+    seeds = 8 if quick else 16
+    rel = []
+    for s in range(seeds):
+        q, k, v = _performer_inputs(s, 1, 1, n, d)
+        with torch_seeded(s), contextlib.redirect_stdout(io.StringIO()):
+            attn = FastAttention(d, nb_features=m, causal=True).double()
+        with torch.no_grad():
+            out = attn(q, k, v)
+            k2 = k.clone()
+            k2[..., n // 2:, :] *= 2.0
+            out2 = attn(q, k2, v)
+        past = slice(0, n // 2)
+        rel.append(float(torch.linalg.norm(out2[..., past, :] - out[..., past, :])
+                         / torch.linalg.norm(out[..., past, :])))
+    return (f"d = {d}, m = {m}, n = {n}, causal FastAttention, {seeds} seeds: relative change of "
+            f"the outputs at positions < n/2 when only keys at positions ≥ n/2 change (×2): "
+            f"{fmt_ci(*mean_ci(rel))} (a causal map gives 0 up to rounding, ~1e-16)")
+
+
+def performer_causal_denominator(quick: bool = False) -> str:
+    """``causal_linear_attention_noncuda`` (and the CUDA path) add ``1e-6`` to every prefix sum
+    of key features in the denominator but not in the numerator, so outputs are shrunk towards
+    0 where the prefix sums are small: early positions, and everywhere once ``softmax_kernel``'s
+    ε dominates the key features (≈ m^(−1/2)·1e-4 each). Measured with ``v ≡ 1`` (every
+    correct attention returns 1)."""
+    import torch
+    from performer_pytorch.performer_pytorch import FastAttention
+
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci
+
+    d, m, n = 64, 256, (1024 if quick else 4096)
+    seeds = 8
+    first, first16, overall = [], [], []
+    for s in range(seeds):
+        q, k, _ = _performer_inputs(s, 1, 1, n, d)
+        v = torch.ones(1, 1, n, d, dtype=torch.float64)
+        with torch_seeded(s), contextlib.redirect_stdout(io.StringIO()):
+            attn = FastAttention(d, nb_features=m, causal=True).double()
+        with torch.no_grad():
+            short = (1.0 - attn(q, k, v))[0, 0, :, 0].abs().numpy()
+        first.append(float(short[0]))
+        first16.append(float(short[:16].mean()))
+        overall.append(float(short.mean()))
+    return (f"d = {d}, m = {m}, n = {n}, causal FastAttention, v ≡ 1, {seeds} seeds; |1 − out|:\n"
+            f"  position 0: {fmt_ci(*mean_ci(first))}\n"
+            f"  mean over positions 0–15: {fmt_ci(*mean_ci(first16))}\n"
+            f"  mean over all positions: {fmt_ci(*mean_ci(overall))}\n"
+            f"  (non-causal linear_attention has no such term: partition of unity holds there)")

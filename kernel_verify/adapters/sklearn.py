@@ -208,3 +208,66 @@ targets = [
         known_failures=LIBRARY.known_failures(("test_exact_for_a_rank_deficient_kernel",)),
     ),
 ]
+
+
+# ---------------------------------------------------------- independent confirmations
+# The measurements of LIBRARY.confirmations (python -m kernel_verify.adapters.confirm NAME):
+# each finding re-measured by a second route, with its 95 % interval.
+def sklearn_nystroem_rank_deficient(quick: bool = False) -> str:
+    """``Nystroem`` clips singular values of W at an absolute 1e-12 instead of using a relative
+    pseudo-inverse cutoff, so for a low-rank kernel (``n_components`` > rank) the rounding noise in
+    W's null space is amplified by up to 1e6. Exact reference: for the linear kernel of rank d,
+    ``K̃ = K`` exactly; second method: ``C pinv(W) Cᵀ`` (numpy, default relative cutoff)."""
+    from sklearn.kernel_approximation import Nystroem
+
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci
+
+    d, n, comps = 64, (1024 if quick else 4096), 256
+    seeds = 8
+    e_sk, e_pinv = [], []
+    for s in range(seeds):
+        X = np.random.default_rng(s).standard_normal((n, d))
+        K = X @ X.T
+        ny = Nystroem(kernel="linear", n_components=comps, random_state=s).fit(X)
+        phi = ny.transform(X)
+        idx = ny.component_indices_
+        C = K[:, idx]
+        kp = C @ np.linalg.pinv(K[np.ix_(idx, idx)], hermitian=True) @ C.T
+        scale = np.abs(K).max()
+        e_sk.append(float(np.abs(phi @ phi.T - K).max() / scale))
+        e_pinv.append(float(np.abs(kp - K).max() / scale))
+    return (f"linear kernel, d = {d} (rank {d}), n = {n}, n_components = {comps}, {seeds} seeds; "
+            f"max |K̃ − K| / max |K| (exact: 0):\n"
+            f"  sklearn Nystroem: {fmt_ci(*mean_ci(e_sk))}\n"
+            f"  C·pinv(W)·Cᵀ (relative cutoff): {fmt_ci(*mean_ci(e_pinv))}")
+
+
+def sklearn_nystroem_sigmoid(quick: bool = False) -> str:
+    """For an indefinite kernel (``kernel="sigmoid"``) ``Nystroem``'s features give
+    ``K̃ = C |W|⁺ Cᵀ`` (SVD instead of an eigendecomposition), so ``K̃[S, S] = |W| ≠ W``: the
+    approximation is not exact on its own landmarks. Exact reference: the eigendecomposition of
+    W, ``|W| = V|Λ|Vᵀ``."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.metrics.pairwise import sigmoid_kernel
+
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci
+
+    d, n, comps = 64, (1024 if quick else 4096), 256
+    seeds = 8
+    err, neg, pred = [], [], []
+    for s in range(seeds):
+        X = np.random.default_rng(s).standard_normal((n, d))
+        ny = Nystroem(kernel="sigmoid", n_components=comps, random_state=s).fit(X)
+        idx = ny.component_indices_
+        phi = ny.transform(X[idx])
+        W = sigmoid_kernel(X[idx])
+        lam, V = np.linalg.eigh(W)
+        absw = (V * np.abs(lam)) @ V.T
+        err.append(float(np.abs(phi @ phi.T - W).max() / np.abs(W).max()))
+        pred.append(float(np.abs(phi @ phi.T - absw).max() / np.abs(W).max()))
+        neg.append(float(-lam[lam < 0].sum() / np.abs(lam).sum()))
+    return (f"sigmoid kernel (sklearn defaults γ = 1/d, c₀ = 1), d = {d}, n = {n}, "
+            f"n_components = {comps}, {seeds} seeds:\n"
+            f"  max |K̃[S, S] − W| / max |W| (exact Nyström: 0): {fmt_ci(*mean_ci(err))}\n"
+            f"  max |K̃[S, S] − |W|| / max |W| (the predicted value): {fmt_ci(*mean_ci(pred))}\n"
+            f"  share of W's spectrum that is negative (Σ|λ<0| / Σ|λ|): {fmt_ci(*mean_ci(neg))}")
