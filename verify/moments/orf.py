@@ -46,7 +46,8 @@ import numpy as np
 from kernel_verify.verify.moments.gauss_hermite import QuadratureError, gauss_legendre
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand
 
-__all__ = ["chi_mgf", "orf_variance", "orthogonal_covariance", "orthogonal_pair_count"]
+__all__ = ["chi_mgf", "orf_variance", "orthogonal_covariance", "orthogonal_pair_count",
+           "refine_levels"]
 
 
 def chi_mgf(c: Any, d: int, e: Any = 0) -> Any:
@@ -99,6 +100,22 @@ def _one_projection(formula: str, x, y, config) -> tuple[list, Any, int]:
     return out, znorm, itg.d
 
 
+def refine_levels(level, n_psi: int, n_phi: int, max_psi: int, dps: int, mean: Any,
+                  failure: str) -> Any:
+    """Double the nodes of ``level(n_psi, n_phi) -> (integral, scale)`` until two levels agree
+    to ``10^-(dps+3)·(scale + |mean|²)``; :class:`QuadratureError` (``failure``) past
+    ``max_psi``. Returns the last level's integral."""
+    prev, _ = level(n_psi, n_phi)
+    while True:
+        n_psi, n_phi = 2 * n_psi, 2 * n_phi
+        if n_psi > max_psi:
+            raise QuadratureError(failure)
+        cur, scale = level(n_psi, n_phi)
+        if abs(cur - prev) <= mpmath.mpf(10) ** (-(dps + 3)) * (scale + abs(mean) ** 2):
+            return cur
+        prev = cur
+
+
 def orthogonal_covariance_quadrature(
     formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, Any], mean: Any, dps: int
 ) -> Any:
@@ -140,19 +157,10 @@ def orthogonal_covariance_quadrature(
                     scale += abs(val)
             return total, scale
 
-        n_psi, n_phi = 12, 16
-        prev, _ = level(n_psi, n_phi)
-        while True:
-            n_psi, n_phi = 2 * n_psi, 2 * n_phi
-            if n_psi > 192:
-                raise QuadratureError(
-                    f"ORF covariance quadrature for {formula!r} did not converge to {dps} digits "
-                    f"(‖z‖ = {mpmath.nstr(znorm, 4)}): outside the supported domain"
-                )
-            cur, scale = level(n_psi, n_phi)
-            if abs(cur - prev) <= mpmath.mpf(10) ** (-(dps + 3)) * (scale + abs(mean) ** 2):
-                break
-            prev = cur
+        cur = refine_levels(level, 12, 16, 192, dps, mean,
+                            f"ORF covariance quadrature for {formula!r} did not converge to "
+                            f"{dps} digits (‖z‖ = {mpmath.nstr(znorm, 4)}): outside the "
+                            "supported domain")
         cov = mpmath.re(cur) - mean**2
     return +cov
 

@@ -47,7 +47,7 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.moments.gauss_hermite import QuadratureError, gauss_legendre
-from kernel_verify.verify.moments.orf import _one_projection, chi_mgf
+from kernel_verify.verify.moments.orf import _one_projection, chi_mgf, refine_levels
 
 __all__ = ["MAX_KAPPA", "coupled_covariance", "coupled_covariance_quadrature", "simplex_cosine"]
 
@@ -189,17 +189,8 @@ def coupled_covariance_quadrature(
                     scale += abs(val)
             return total, scale
 
-        n_psi, n_phi = 8, 16
-        prev, _ = level(n_psi, n_phi)
-        while True:
-            n_psi, n_phi = 2 * n_psi, 2 * n_phi
-            if n_psi > 128:
-                raise QuadratureError(
-                    f"coupled covariance quadrature for {formula!r} did not converge to {dps} "
-                    "digits: outside the supported domain")
-            cur, scale = level(n_psi, n_phi)
-            if abs(cur - prev) <= mpmath.mpf(10) ** (-(dps + 3)) * (scale + abs(mean) ** 2):
-                break
-            prev = cur
+        cur = refine_levels(level, 8, 16, 128, dps, mean,
+                            f"coupled covariance quadrature for {formula!r} did not converge to "
+                            f"{dps} digits: outside the supported domain")
         cov = mpmath.re(cur) - mpmath.mpf(mean) ** 2
     return +cov
