@@ -24,11 +24,13 @@ def _is_torch(x: Any) -> bool:
 
 
 def elu1(x: Any) -> Any:
-    """``elu(x) + 1`` on either backend (half tensors computed in float32 by the caller)."""
+    """``elu(x) + 1`` on either backend (half tensors computed in float32 by the caller), as
+    ``x + 1`` or ``e^x``: ``elu(x) + 1`` itself cancels for ``x ≪ 0`` (``(e^x − 1) + 1`` keeps
+    no correct digit of ``e^(−30)`` in float32: the large-score property found it)."""
     if _is_torch(x):
         import torch
 
-        return torch.nn.functional.elu(x) + 1
+        return torch.where(x > 0, x + 1, torch.exp(torch.clamp(x, max=0.0)))
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0))).astype(x.dtype, copy=False)
 
 

@@ -8,6 +8,7 @@ for the two limits) within the derived bound of :mod:`kernel_verify.verify.hybri
 the dtype, on the inputs as the target sees them (rounded to its dtype). Properties:
 
 * the full-sequence form meets the exact hybrid at a drawn window ``0 ≤ w ≤ T + 2``;
+* the same at inputs of scale 30, whose scores pass the exponential's range;
 * a window ``w ≥ T`` is exact softmax attention (the mixing factor cancels);
 * a window ``w = 0`` is linear attention with the target's own φ;
 * the forms agree across the window's boundary: for a drawn ``w``, every layout of
@@ -84,11 +85,15 @@ def hybrid_cases(*, dtypes: tuple[str, ...] | None = None, need_step: bool = Fal
 
 # ------------------------------------------------------------------ inputs and the truth
 def draw_inputs(backend, seed: int, t: int, *, h: int = 2, d: int = 3, dv: int = 2,
-                scale: float = 1.0) -> tuple[tuple, tuple]:
-    """``(q, k, v)`` on the backend and the float64 values it sees (rounded to its dtype)."""
+                scale: float = 1.0, hot: bool = False) -> tuple[tuple, tuple]:
+    """``(q, k, v)`` on the backend and the float64 values it sees (rounded to its dtype);
+    ``hot``: the last query and key are ``scale·(1, …, 1)``, a score of ``scale²·d`` times the
+    scale on the diagonal, inside every window ``w ≥ 1``."""
     rng = generator(seed, "hybrid inputs")
     raw = (rng.uniform(-1, 1, (1, h, t, d)) * scale, rng.uniform(-1, 1, (1, h, t, d)) * scale,
            rng.uniform(-1, 1, (1, h, t, dv)))
+    if hot:
+        raw[0][..., -1, :] = raw[1][..., -1, :] = scale
     arrays = tuple(backend.from_numpy(x) for x in raw)
     return arrays, tuple(as_float64(x) for x in arrays)
 
@@ -183,6 +188,22 @@ def test_zero_window_is_linear_attention(target, backend, seed, t, scale):
     ref, bound = exact(target, backend, seen, 0, reference="linear")
     out, _ = target.attention(*arrays, window=0)
     check_within(out, ref, bound, f"T={t}, w=0 (linear attention)")
+
+
+@pytest.mark.parametrize(("target", "backend"), hybrid_cases())
+@settings(max_examples=HYBRID_EXAMPLES)
+@given(seed=st.integers(0, 2**16), t=st.integers(2, 8), extra=st.integers(0, 9))
+def test_hybrid_large_scores_meet_the_exact_reference(target, backend, seed, t, extra):
+    """Inputs at scale 30 whose last query and key meet at a score ``30²·d·s`` (≈ 1560 at
+    ``d = 3``, ``s = 1/√3``: past the exponential's range even in float64) inside the window
+    ``w = 1 + extra mod (T + 1)``: the full-sequence form still meets the exact hybrid within
+    the derived bound (the shift must cancel, not overflow). Scale 30 keeps elu + 1's
+    smallest products (``e^(−60)``) inside float32's normal range."""
+    window = 1 + extra % (t + 1)
+    arrays, seen = draw_inputs(backend, seed, t, scale=30.0, hot=True)
+    ref, bound = exact(target, backend, seen, window)
+    out, _ = target.attention(*arrays, window=window)
+    check_within(out, ref, bound, f"T={t}, w={window}, scale=30")
 
 
 # ------------------------------------------------------------------ forms and state

@@ -21,7 +21,10 @@ With ``η_j`` these per-weight errors and ``γ_(T+3)`` for the sums over keys an
 
     |fl(y_i) − y_i| ≤ (E_num + |y_i| E_den) / (|den_i| − E_den) + u|y_i|
 
-(infinite where ``|den_i| ≤ E_den``). Half inputs computed in float32 add the output's rounding
+(infinite where ``|den_i| ≤ E_den``). All weights are taken in units of ``e^(c_i)`` (the common
+factor of the implementation, which cancels), so the bound is finite at any score; a weight
+that underflows there carries an absolute error of at most the compute dtype's smallest normal
+number, added to every ``η_j``. Half inputs computed in float32 add the output's rounding
 ``u_half·(|y_i| + bound)``.
 """
 
@@ -56,17 +59,27 @@ def hybrid_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, phi_q: np.nd
     lin_abs = np.abs(phi_q) @ np.swapaxes(np.abs(phi_k), -1, -2)
     ell = np.where(left, lin, 0.0).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore"):
-        big = np.maximum(np.max(np.where(in_window, np.abs(score), 0.0), axis=-1, keepdims=True),
-                         np.where(ell != 0, np.abs(np.log(np.abs(ell))), 0.0))
-    with np.errstate(over="ignore"):
-        soft = np.where(in_window, mix * np.exp(score), 0.0)
+        top = np.max(np.where(in_window, score, -np.inf), axis=-1, keepdims=True)
+        log_ell = np.log(np.abs(ell))
+    shift = np.maximum(top, log_ell)
+    shift = np.where(np.isfinite(shift), shift, 0.0)
+    big = np.maximum(np.max(np.where(in_window, np.abs(score), 0.0), axis=-1, keepdims=True),
+                     np.abs(shift))
+    # every weight in units of e^c (the same common factor as the implementation's): the
+    # largest is about 1, so nothing overflows at any score
+    lin_f = np.exp(np.minimum(-shift, 700.0))
+    with np.errstate(under="ignore"):
+        soft = mix * np.exp(np.where(in_window, score - shift, -np.inf))
         rho = np.expm1(delta + u * (np.abs(score) + delta + big)) * (1 + u_e) * (1 + u) \
             + (1 + u_e) * (1 + u) - 1
+        lin_s = np.where(left, lin * lin_f, 0.0)
+        lin_abs_s = np.where(left, lin_abs * lin_f, 0.0)
     eps_phi = 2 * feature_ulps * u
     rho_l = (1 + gamma(t + m + 2, u)) * (1 + eps_phi) ** 2 * (1 + u_e) * (1 + u) - 1
-    a = soft + np.where(left, lin, 0.0)
-    eta = np.where(in_window, soft * rho, 0.0) + np.where(left, (np.abs(lin) + lin_abs) * rho_l,
-                                                          0.0)
+    a = soft + lin_s
+    tiny = np.finfo(budget.compute_dtype).tiny  # a weight that underflows: absolute error
+    eta = np.where(in_window, soft * rho, 0.0) + (np.abs(lin_s) + lin_abs_s) * rho_l \
+        + np.where(j <= i, tiny, 0.0)
     g = gamma(t + 3, u)
     av = np.abs(v)
     e_num = eta @ av + g * ((np.abs(a) + eta) @ av)

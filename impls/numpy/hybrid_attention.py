@@ -117,7 +117,11 @@ def combine(scores: np.ndarray, lin_w: np.ndarray, vals: np.ndarray, lin_num: np
         c = np.maximum(top, np.log(np.abs(den_l)))
     c = np.where(np.isfinite(c), c, 0.0)
     e = np.exp(scores - c) * mix
-    f = np.exp(-c)
+    # rows whose linear part is exactly 0 (no key has left yet) take no factor: e^(−c) may
+    # overflow there when every window score is very negative
+    some = (den_l != 0) | np.any(num_l != 0, axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):
+        f = np.where(some, np.exp(-c), 0.0)
     num = e @ vals + num_l * f
     den = e.sum(axis=-1, keepdims=True) + den_l * f
     return num / denominator_guard(den, zero_denominator)

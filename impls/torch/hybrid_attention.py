@@ -52,8 +52,10 @@ def combine(scores: torch.Tensor, lin_w: torch.Tensor, vals: torch.Tensor,
             top = torch.full_like(den_l, -math.inf)
         c = torch.maximum(top, torch.log(den_l.abs()))
         c = torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+        # no factor where the linear part is exactly 0 (e^(−c) may overflow there)
+        some = (den_l != 0) | (num_l != 0).any(dim=-1, keepdim=True)
+        f = torch.where(some, torch.exp(-c), torch.zeros_like(c))
     e = torch.exp(scores - c) * mix
-    f = torch.exp(-c)
     num = e @ vals + num_l * f
     den = e.sum(dim=-1, keepdim=True) + den_l * f
     return num / denominator_guard(den, zero_denominator)

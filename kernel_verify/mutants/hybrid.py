@@ -4,8 +4,8 @@ defect each, for ``properties/test_hybrid_attention.py``, with correct twins.
 Two skeletons:
 
 * a plain NumPy weights-matrix implementation (:func:`_masked_hybrid`) whose state is the whole
-  history, with the window and linear masks as switches — the correct twin
-  ``hybrid_masks_correct`` uses the masks of the formula;
+  history, with the window and linear masks and the exponentials' shift as switches — the
+  correct twin ``hybrid_masks_correct`` uses the masks of the formula and the shift;
 * the built-in targets (:mod:`kernel_verify.properties.builtin_hybrid`) with one step or state
   hand-off broken — twins ``hybrid_builtin_correct`` (NumPy) and ``hybrid_torch_correct``.
 
@@ -39,7 +39,7 @@ def _left_right(i, j, w):
 
 
 def _masked_hybrid(name: str, window_mask: Mask = _window_right,
-                   left_mask: Mask = _left_right) -> HybridAttentionTarget:
+                   left_mask: Mask = _left_right, shift: bool = True) -> HybridAttentionTarget:
     """``y_i = Σ a_ij v_j / Σ a_ij`` from the weights matrix over the whole history, computed in
     NumPy float64 and rounded once to the input's backend and dtype (NumPy float64; torch in
     every dtype: the mask defects are seen on every dtype path), ``γ = 1``, scale ``1/√d``,
@@ -48,11 +48,15 @@ def _masked_hybrid(name: str, window_mask: Mask = _window_right,
     def rows_out(q, keys, feats, vals, start, window):
         t, n = q.shape[-2], keys.shape[-2]
         i, j = start + np.arange(t)[:, None], np.arange(n)[None, :]
-        soft = np.exp((q @ np.swapaxes(keys, -1, -2)) / np.sqrt(q.shape[-1]))
-        lin = elu1(q) @ np.swapaxes(feats, -1, -2)
-        a = np.where(window_mask(i, j, window), soft, 0.0) + np.where(
-            left_mask(i, j, window) & (j <= i), lin, 0.0)
-        return (a @ vals) / a.sum(axis=-1, keepdims=True)
+        score = (q @ np.swapaxes(keys, -1, -2)) / np.sqrt(q.shape[-1])
+        with np.errstate(divide="ignore"):
+            log_lin = np.log(elu1(q) @ np.swapaxes(feats, -1, -2))  # positive features
+        log_a = np.where(window_mask(i, j, window), score, -np.inf)
+        log_a = np.where(left_mask(i, j, window) & (j <= i), log_lin, log_a)
+        top = np.max(log_a, axis=-1, keepdims=True) if shift else 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = np.exp(log_a - top)
+            return (a @ vals) / a.sum(axis=-1, keepdims=True)
 
     def attention(q, k, v, *, window, initial_state=None):
         back = _back_to(v)
@@ -132,6 +136,10 @@ HYBRID_MUTANTS: dict[str, tuple[str, Callable[[str], HybridAttentionTarget]]] = 
     "hybrid_window_sees_future": (
         "the window is centred (|i − j| < w): up to w − 1 future keys in every softmax part",
         lambda n: _masked_hybrid(n, lambda i, j, w: np.abs(i - j) < w)),
+    "hybrid_unshifted_exponentials": (
+        "the weights exp(s·qᵀk) are taken without a shift: right at moderate scores, inf/NaN "
+        "once a score passes the exponential's range",
+        lambda n: _masked_hybrid(n, shift=False)),
     "hybrid_state_missing_exit": (
         "the final state keeps the initial linear state: keys that left the window during "
         "the call are lost to the continuation", _state_missing_exit),
@@ -150,6 +158,8 @@ HYBRID_KILLERS: dict[str, tuple[str, ...]] = {
                            "hybrid_attention::test_hybrid_meets_the_exact_reference"),
     "hybrid_window_sees_future": ("hybrid_attention::test_hybrid_outputs_ignore_the_future",
                                   "hybrid_attention::test_hybrid_meets_the_exact_reference"),
+    "hybrid_unshifted_exponentials": (
+        "hybrid_attention::test_hybrid_large_scores_meet_the_exact_reference",),
     "hybrid_state_missing_exit": ("hybrid_attention::test_hybrid_forms_agree_across_the_window",),
     "hybrid_step_missing_exit": ("hybrid_attention::test_hybrid_forms_agree_across_the_window",),
     "hybrid_detached_features": (
