@@ -27,6 +27,7 @@ _SEP = "__"
 #: (``verify/references/kernels.py``, ``kernels_catalogue.py``).
 KERNELS: frozenset[str] = frozenset({
     "arccos1", "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood_learned", "gaussian",
+    "darkformer", "rebased",
     "gaussian_fixed_norm", "generative", "gmm_prf", "hedgehog", "linear", "polynomial",
     "relu_dot", "softmax", "softmax_fixed_norm", "spectral_mixture", "square_dot", "taylor",
 })
@@ -35,8 +36,9 @@ KERNELS: frozenset[str] = frozenset({
 #: (``verify/references/features.py``, ``features_catalogue.py``).
 FORMULAS: frozenset[str] = frozenset({
     "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood", "generative", "gerf", "gmm_prf",
+    "darkformer",
     "gmm_rks", "hedgehog", "identity", "linear", "polynomial", "polysketch", "random_maclaurin",
-    "relu", "relu_features", "rff_pairs", "rff_phase", "sderf", "softmax_hyperbolic",
+    "rebased", "relu", "relu_features", "rff_pairs", "rff_phase", "sderf", "softmax_hyperbolic",
     "softmax_positive",
     "softmax_trig", "square",
     "taylor", "taylor2_compressed",

@@ -174,6 +174,7 @@ _SUITE_FACTS: dict[str, dict[str, Any]] = {
                            "softmax_comparison": 2},
     "gerf": {"blackbox_family": "exponential", "exp_affine": True, "softmax_comparison": 3},
     "sderf": {"blackbox_family": "exponential", "exp_affine": True},
+    "darkformer": {"exp_affine": True},
     "relu_features": {"blackbox_family": "homogeneous"},
 }
 
@@ -218,6 +219,14 @@ WITHOUT: dict[str, dict[str, str]] = {
     "softmax_hyperbolic": {"gradient_median_test": _GRAD_MEDIAN},
     "gerf": {"gradient_median_test": _GRAD_MEDIAN},
     "sderf": {"gradient_median_test": _GRAD_MEDIAN},
+    "darkformer": {
+        "gradient_median_test": _GRAD_MEDIAN,
+        "fourth_moment": "DARKFormer: E h⁴ is softmax_positive's at (Mx, My) (verify/moments/"
+                         "aligned.py) but not wired into the fourth-moment table; the variance "
+                         "test uses the exact variance only",
+        "blackbox_family": "DARKFormer: log φ = εᵀMx − ‖Mx‖²/2 with a learned M a black box "
+                           "does not expose: the exponential family's identity assumes the "
+                           "−‖x‖²/2 shift"},
     "random_maclaurin": {
         "gradient_median_test": _GRAD_MEDIAN,
         "fourth_moment": "random Maclaurin features: E h⁴ = Σₙ aₙ⁴(E(wᵀx)⁴(wᵀy)⁴)ⁿ/P(n)³ "

@@ -8,6 +8,7 @@ from kernel_verify.impls.catalogue import (  # noqa: F401
     deterministic,
     exact,
     learned,
+    learned_attention,
     random_features,
     sketches,
 )

@@ -13,6 +13,7 @@ softmax_positive    SM                 e^(‖s‖²)SM²(1−e^(−‖s‖²))  
 softmax_hyperbolic  SM                 ½(1−e^(−‖s‖²))·V₁(SM⁺)                    (§2)
 gerf (A < 1/8)      SM                 SM²[(1+16A²/(1−8A))^(d/2) e^(‖s‖²/(1−8A)) − 1]  (§4)
 sderf (§20)         SM                 det(I−4A)·det(I−8A)^(−½)·e^(−‖x‖²−‖y‖²+2sᵀB(I−8A)⁻¹Bs) − SM²
+darkformer (§21)    exp(xᵀMᵀMy)        softmax_positive's at (Mx, My)
 relu_features       ‖x‖‖y‖J₁(θ)/(2π)   ‖x‖²‖y‖²J₂(θ)/(2π) − mean²  (Cho & Saul 2009)
 =================== ================== ==================================================
 
@@ -33,7 +34,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.verify.moments import dense_exponential, maclaurin
+from kernel_verify.verify.moments import aligned, dense_exponential, maclaurin
 
 __all__ = [
     "CLOSED_FORMS",
@@ -133,6 +134,7 @@ CLOSED_FORMS = {
     "relu_features": _relu,
     "random_maclaurin": maclaurin.closed,
     "sderf": dense_exponential.closed,
+    "darkformer": aligned.closed,
 }
 
 

@@ -39,7 +39,7 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.inputs import check_array, check_positive_int
-from kernel_verify.verify.moments import dense_exponential, maclaurin
+from kernel_verify.verify.moments import aligned, dense_exponential, maclaurin
 from kernel_verify.verify.moments.closed_forms import closed_moments
 from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
@@ -78,6 +78,8 @@ _QUADRATURE: dict[str, Callable[..., tuple[Any, Any]]] = {
     "random_maclaurin": lambda x, y, config, dps: maclaurin.enumerated(x, y, config),
     # dense A: one-dimensional quadratures in its eigenbasis
     "sderf": lambda x, y, config, dps: dense_exponential.quadrature(x, y, config),
+    # FAVOR+'s integrand at (Mx, My) (docs/math.md §21)
+    "darkformer": aligned.quadrature,
 }
 #: Formulas with exact moments.
 MOMENT_FORMULAS = frozenset(_QUADRATURE)

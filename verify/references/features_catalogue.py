@@ -735,3 +735,7 @@ def _log_sderf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
 @mp_feature("sderf", error_bound=_bound_sderf)
 def _sderf(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
     return mp_exp(_mp_sderf_log(x_mp, params, config))
+
+
+# ReBased and DARKFormer (docs/math.md §21): twins, kernels and bounds in their own module
+from kernel_verify.verify.references import features_learned_attention  # noqa: E402, F401

@@ -446,3 +446,7 @@ def _generative(
     if math.prod(np.shape(W1)) == 0:
         raise ValueError("W1 must not be empty")
     return generative_kernel_mp(x, y, W1, b1, W2, b2)
+
+
+# ReBased and DARKFormer's kernels (docs/math.md §21) live with their twins
+from kernel_verify.verify.references import features_learned_attention  # noqa: E402, F401
