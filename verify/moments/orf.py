@@ -46,8 +46,8 @@ import numpy as np
 from kernel_verify.verify.moments.gauss_hermite import QuadratureError, gauss_legendre
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand
 
-__all__ = ["chi_mgf", "orf_variance", "orthogonal_covariance", "orthogonal_pair_count",
-           "refine_levels"]
+__all__ = ["chi_mgf", "disk_level", "orf_variance", "orthogonal_covariance",
+           "orthogonal_pair_count", "refine_levels"]
 
 
 def chi_mgf(c: Any, d: int, e: Any = 0) -> Any:
@@ -100,6 +100,29 @@ def _one_projection(formula: str, x, y, config) -> tuple[list, Any, int]:
     return out, znorm, itg.d
 
 
+def disk_level(pair, trig: list, n_psi: int, n_phi: int, d: int, dps: int, const: Any):
+    """One level of the disk quadrature of ``E pair(a, b)``, ``(a, b)`` the first two
+    coordinates of a uniform unit vector in ``d`` dimensions (module docstring): ``d = 2``, the
+    mean over the ``n_phi`` angles ``trig = [(cos φ, sin φ)]``; else ``n_psi`` Gauss–Legendre
+    nodes in ``ψ`` times the angles (``const`` the density's constant). Returns ``(integral,
+    scale)``, the scale the sum of the absolute terms."""
+    if d == 2:  # uniform on the unit circle
+        vals = [pair(c, s) for c, s in trig]
+        return mpmath.fsum(vals) / n_phi, mpmath.fsum(abs(v) for v in vals) / n_phi
+    nodes, weights = gauss_legendre(n_psi, dps + 15)
+    quarter = mpmath.pi / 4
+    total, scale = mpmath.mpc(0), mpmath.mpf(0)
+    for t, w in zip(nodes, weights, strict=True):
+        psi = quarter * (t + 1)
+        sp_, cp_ = mpmath.sin(psi), mpmath.cos(psi)
+        radial = w * quarter * sp_ * cp_ ** (d - 3) * const * 2 * mpmath.pi / n_phi
+        for c, s in trig:
+            val = pair(sp_ * c, sp_ * s) * radial
+            total += val
+            scale += abs(val)
+    return total, scale
+
+
 def refine_levels(level, n_psi: int, n_phi: int, max_psi: int, dps: int, mean: Any,
                   failure: str) -> Any:
     """Double the nodes of ``level(n_psi, n_phi) -> (integral, scale)`` until two levels agree
@@ -141,21 +164,8 @@ def orthogonal_covariance_quadrature(
             half = [mpmath.cos(2 * mpmath.pi * j / n_phi) for j in range(n_phi // 2 + 1)]
             cos_all = half + half[-2:0:-1]
             trig = [(cos_all[j], cos_all[(j - n_phi // 4) % n_phi]) for j in range(n_phi)]
-            if d == 2:  # uniform on the unit circle
-                vals = [big_h(cp) * big_h(sp) for cp, sp in trig]
-                return mpmath.fsum(vals) / n_phi, mpmath.fsum(abs(v) for v in vals) / n_phi
-            nodes, weights = gauss_legendre(n_psi, dps + 15)
-            quarter = mpmath.pi / 4
-            total, scale = mpmath.mpc(0), mpmath.mpf(0)
-            for t, w in zip(nodes, weights, strict=True):
-                psi = quarter * (t + 1)
-                sp_, cp_ = mpmath.sin(psi), mpmath.cos(psi)
-                radial = w * quarter * sp_ * cp_ ** (d - 3) * const * 2 * mpmath.pi / n_phi
-                for cphi, sphi in trig:
-                    val = big_h(sp_ * cphi) * big_h(sp_ * sphi) * radial
-                    total += val
-                    scale += abs(val)
-            return total, scale
+            return disk_level(lambda a, b: big_h(a) * big_h(b), trig, n_psi, n_phi, d, dps,
+                              const)
 
         cur = refine_levels(level, 12, 16, 192, dps, mean,
                             f"ORF covariance quadrature for {formula!r} did not converge to "

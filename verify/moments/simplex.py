@@ -46,8 +46,8 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.verify.moments.gauss_hermite import QuadratureError, gauss_legendre
-from kernel_verify.verify.moments.orf import _one_projection, chi_mgf, refine_levels
+from kernel_verify.verify.moments.gauss_hermite import QuadratureError
+from kernel_verify.verify.moments.orf import _one_projection, chi_mgf, disk_level, refine_levels
 
 __all__ = ["MAX_KAPPA", "coupled_covariance", "coupled_covariance_quadrature", "simplex_cosine"]
 
@@ -172,22 +172,8 @@ def coupled_covariance_quadrature(
         def level(n_psi: int, n_phi: int):
             phis = [2 * mpmath.pi * j / n_phi for j in range(n_phi)]
             trig = [(mpmath.cos(p), mpmath.sin(p)) for p in phis]
-            if d == 2:
-                vals = [big_h(ca) * big_h(cs * ca + sn * sa) for ca, sa in trig]
-                return mpmath.fsum(vals) / n_phi, mpmath.fsum(abs(v) for v in vals) / n_phi
-            nodes, weights = gauss_legendre(n_psi, dps + 15)
-            quarter = mpmath.pi / 4
-            total, scale = mpmath.mpc(0), mpmath.mpf(0)
-            for t, w in zip(nodes, weights, strict=True):
-                psi = quarter * (t + 1)
-                sp_, cp_ = mpmath.sin(psi), mpmath.cos(psi)
-                radial = w * quarter * sp_ * cp_ ** (d - 3) * const * 2 * mpmath.pi / n_phi
-                for ca, sa in trig:
-                    a, b = sp_ * ca, sp_ * sa
-                    val = big_h(a) * big_h(cs * a + sn * b) * radial
-                    total += val
-                    scale += abs(val)
-            return total, scale
+            return disk_level(lambda a, b: big_h(a) * big_h(cs * a + sn * b), trig, n_psi,
+                              n_phi, d, dps, const)
 
         cur = refine_levels(level, 8, 16, 128, dps, mean,
                             f"coupled covariance quadrature for {formula!r} did not converge to "
