@@ -22,21 +22,9 @@ from typing import Any
 
 import torch
 
+from kernel_verify.mutants.attention import scale_gradient
 from kernel_verify.properties.builtin_gated import gated_target
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget
-
-
-class _ScaleGrad(torch.autograd.Function):
-    """Identity forward; the incoming gradient multiplied by ``factor`` backward."""
-
-    @staticmethod
-    def forward(ctx, x, factor):
-        ctx.factor = factor
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.factor, None
 
 
 def _forms(base: GatedAttentionTarget, *, detach_state: bool = False,
@@ -52,7 +40,7 @@ def _forms(base: GatedAttentionTarget, *, detach_state: bool = False,
         if detach_gates:
             g = g.detach()
         if dq_factor is not None and q.requires_grad:
-            q = _ScaleGrad.apply(q, dq_factor)
+            q = scale_gradient(q, dq_factor)
         return q, g
 
     def out_state(state, k, before=None):
