@@ -12,6 +12,9 @@ mean, so its absolute accuracy at 30 digits is ~``10^-30·mean²``):
   (1 − 1/m)·(2/(d+2))·(SM − Λ)²`` (docs/math.md §3); RFF pairs: ``C < 0`` (so ORF < iid) for
   ``‖δ‖/σ ≤ 2`` and ``d ≥ 3`` — at ``‖δ‖/σ ≈ 3``, ``d ≥ 6`` C turns positive (measured with the
   exact C while this file was written), so the claim is restricted to the range where it holds;
+* simplex vs ORF vs iid (docs/math.md §19): SM⁺ and GERF satisfy ``Var_simplex ≤ Var_ORF ≤
+  Var_iid`` (the covariance is increasing in the rows' cosine; no such claim for the hyperbolic
+  and trigonometric maps, where simplex rows measure worse than ORF);
 * RFF pairs vs random phase at equal output size ``D = 2m``: ``(1−k²)²/D ≤ (½ + ½(1−k²)²)/D``;
 * GERF at ``A*`` vs SM⁺ (``A = 0``): ``V₁(A*) ≤ V₁(0)``, and ``A*`` is a local minimum of ``V₁``.
 
@@ -125,6 +128,29 @@ def test_orthogonal_positive_features_satisfy_performer_theorem_2(d, m, nx, ny, 
         gain = (1 - mpmath.mpf(1) / m) * mpmath.mpf(2) / (d + 2) * (sm - lam) ** 2
         leq(orf.variance, iid.variance - gain,
             f"Performer Thm 2 (m={m}, x={x.tolist()}, y={y.tolist()})", sm**2)
+
+
+@settings(max_examples=FEW)
+@given(formula=st.sampled_from(["softmax_positive", "gerf"]), d=st.integers(2, 8),
+       m=st.integers(2, 12), data=st.data(), nx=st.floats(0.05, 1.0), ny=st.floats(0.05, 1.0))
+def test_simplex_positive_features_beat_orthogonal_and_iid(formula, d, m, data, nx, ny):
+    """SimRFs ≤ ORF ≤ iid for positive features (Reid et al. 2023; docs/math.md §19), exactly:
+    given the norms, ``E[h(w₁)h(w₂)]`` is a strictly increasing function of the directions'
+    cosine for SM⁺ and GERF (their product depends on ``(w₁ + w₂)ᵀs``, whose rotation average
+    ``₀F₁(; d/2; ‖w₁ + w₂‖²‖s‖²/4)`` grows with ``‖w₁ + w₂‖²``), so the simplex covariance
+    (cosine −1/(d−1)) is below the ORF one (cosine 0), and the ORF one is below 0 (Performer
+    Thm 2). Not a claim for the hyperbolic or trigonometric maps, where §19 measures the reverse."""
+    x, y = data.draw(point_pair(d, nx, ny), label="x, y")
+    cfg = {"A": -0.1} if formula == "gerf" else {}
+    iid = exact_moments(formula, x, y, cfg, m, matrix="iid")
+    orf = exact_moments(formula, x, y, cfg, m, matrix="orthogonal")
+    simplex = exact_moments(formula, x, y, cfg, m, matrix="simplex")
+    scale = iid.mean**2
+    leq(simplex.covariance, orf.covariance, f"C_simplex ≤ C_ORF ({formula}, d={d})", scale)
+    leq(orf.covariance, 0, f"C_ORF ≤ 0 ({formula}, d={d})", scale)
+    leq(simplex.variance, orf.variance,
+        f"Var_simplex ≤ Var_ORF ({formula}, d={d}, m={m}, x={x.tolist()}, y={y.tolist()})", scale)
+    leq(orf.variance, iid.variance, f"Var_ORF ≤ Var_iid ({formula}, d={d}, m={m})", scale)
 
 
 @settings(max_examples=FEW)
