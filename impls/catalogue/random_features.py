@@ -213,7 +213,8 @@ def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
         mean_kernel=mean_kernel,
         attention_prescale=t.prescale,
         description=f"{t.description}; frequencies: {matrix}",
-        source=t.source,
+        source=(f"{t.source}; Reid et al. 2023 (SimRFs), docs/math.md §19"
+                if matrix in SIMPLEX_MATRICES else t.source),
     )
 
 
