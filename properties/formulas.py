@@ -116,7 +116,7 @@ WHERE = {
     "reference_mean": "verify/references/biased_means.py (FORMULAS)",
     "backward": "verify/gradient_bounds.py (BACKWARD_RULES)",
     "jacobian": "verify/references/gradients.py (CLOSED_JACOBIANS)",
-    "fixed_norm_range": "verify/references/biased_means.py (and properties/formulas.py _truth)",
+    "fixed_norm_range": "verify/references/biased_means.py (FIXED_NORM_RANGES)",
     "blackbox_family": "properties/formulas.py (_SUITE_FACTS) and the family's identity in "
                        "properties/checks/blackbox.py",
     "sq_norm_bound": "properties/formulas.py (_SUITE_FACTS)",
@@ -248,13 +248,12 @@ def _truth() -> dict[str, dict[str, Any]]:
     from kernel_verify.verify.references.features import MP_FEATURES
     from kernel_verify.verify.references.gradients import CLOSED_JACOBIANS
 
-    _FIXED_NORM_RANGES = {"relu_features": biased_means.fixed_norm_relu_range}
     return {f: {"twin": MP_FEATURES.get(f), "closed_moments": f in CLOSED_FORMS,
                 "exact_variance": f in MOMENT_FORMULAS,
                 "fourth_moment": f in FOURTH_MOMENT_FORMULAS,
                 "reference_mean": f in biased_means.FORMULAS,
                 "backward": BACKWARD_RULES.get(f), "jacobian": CLOSED_JACOBIANS.get(f),
-                "fixed_norm_range": _FIXED_NORM_RANGES.get(f),
+                "fixed_norm_range": biased_means.FIXED_NORM_RANGES.get(f),
                 "optimal_variance": OPTIMAL_VARIANCE.get(f)}
             for f in FORMULAS}
 

@@ -101,10 +101,10 @@ import numpy as np
 
 from kernel_verify.verify.tolerance import EVALUATION_SLACK, gamma
 
-__all__ = ["CONSTRUCTIONS", "FORMULAS", "ROW_FORMULAS", "ROW_TERMS", "SKETCH_FORMULAS",
-           "RowMoments", "RowTerm", "estimate_range", "fixed_norm_relu_range", "not_covered",
-           "reference_moments", "reference_not_covered", "row_moments", "sketch_moments",
-           "sorf_row_law"]
+__all__ = ["CONSTRUCTIONS", "FIXED_NORM_RANGES", "FORMULAS", "ROW_FORMULAS", "ROW_TERMS",
+           "SKETCH_FORMULAS", "RowMoments", "RowTerm", "estimate_range", "fixed_norm_relu_range",
+           "not_covered", "reference_moments", "reference_not_covered", "row_moments",
+           "sketch_moments", "sorf_row_law"]
 
 U = 2.0**-53
 #: Constructions with a row law here.
@@ -425,6 +425,10 @@ def fixed_norm_relu_range(x: np.ndarray, y: np.ndarray, m: int) -> tuple[float, 
                      + gamma(m + 16, U)) * EVALUATION_SLACK
     return -slack, hi + slack
 
+
+#: formula -> ``(x, y, m) -> (lo, hi)``: a proven range of one estimate under fixed-norm rows
+#: where the formula has no row law there (:func:`fixed_norm_relu_range`).
+FIXED_NORM_RANGES = {"relu_features": fixed_norm_relu_range}
 
 # ------------------------------------------------------------------ sketches (docs/math.md §18)
 #: The construction of a sketch formula's matrix: ``S`` with i.i.d. ``N(0, 1/m)`` entries.
