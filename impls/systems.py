@@ -1,24 +1,38 @@
-"""Every system this project implements that is not a feature map, described like one.
+"""Every system this project implements that is not a feature map: one descriptor per system.
 
-Feature maps live in :mod:`kernel_verify.impls.registry`. The other systems (kernel approximations,
-attention functions, random-matrix constructions) have their own small APIs, so they are described
-here by a :class:`System` record: what it is, the kernel (or attention) it targets, what it claims,
-the docs/math.md section with its formulas, its source, and the functions that implement it on each
-backend (``"module:function"`` in the :mod:`kernel_verify` namespace, resolved only on demand).
-``kernel-verify list`` shows these next to the feature maps, each with its kind:
+Feature maps are described by :class:`kernel_verify.impls.descriptor.FeatureMapTarget` (the
+registry, :mod:`kernel_verify.impls.registry`). Every other system is described here, once, by a
+descriptor of its kind: :class:`AttentionSystem`, :class:`ApproximationSystem` or
+:class:`MatrixSystem`. A descriptor holds what the system is, the kernel (or attention) it
+targets, what it claims (words of the one vocabulary :data:`SYSTEM_CLAIMS`), the docs/math.md
+section with its formulas, its source, and the functions that implement it on each backend
+(``"module:function"`` in the :mod:`kernel_verify` namespace, resolved only on demand).
+The same descriptor is read by ``kernel-verify list``, by the property suite's built-in targets
+(``properties/builtin*.py`` take their name and claims from it), by the report and by the
+mutants, so no second list of claims exists anywhere.
 
-==========================  =========================================================
-kind                        systems
-==========================  =========================================================
-``feature_map``             every :func:`kernel_verify.impls.registry.all_maps` entry
-``kernel_approximation``    landmark Nyström, Nyströmformer, truncated SVD, Linformer
-``attention``               exact softmax, linear, log-space linear, feature-map attention
-``random_matrix``           every construction of
-:data:`kernel_verify.impls.random_matrices.MATRICES`
-==========================  =========================================================
+==========================  ===========================  ======================================
+kind                        descriptor                   systems
+==========================  ===========================  ======================================
+``feature_map``             ``FeatureMapTarget``         every ``impls.registry.all_maps`` entry
+``kernel_approximation``    :class:`ApproximationSystem` landmark Nyström, Nyströmformer,
+                                                         truncated SVD, Linformer
+``attention``               :class:`AttentionSystem`     exact softmax, linear, log-space linear,
+                                                         hybrid, feature-map attention
+``random_matrix``           :class:`MatrixSystem`        every construction of
+                                                         ``impls.random_matrices.MATRICES``
+==========================  ===========================  ======================================
 
-Claims use :data:`SYSTEM_CLAIMS`; the words shared with the third-party target kinds mean the same
-thing there (``causal``, ``gaussian_rows``, ``psd``, …).
+**One claim vocabulary.** :data:`SYSTEM_CLAIMS` gives every claim word one meaning, for the
+project's systems and for the third-party targets of the property suite alike: the suite's
+target kinds accept the words of :data:`TARGET_CLAIM_WORDS` (their vocabularies,
+``properties.protocol.ATTENTION_CLAIMS`` and its neighbours, are selections of this one). A
+descriptor's kind limits the words it may use (:data:`KIND_CLAIM_WORDS`); which property tests
+each word, or why none does, is the suite's business
+(``properties/claim_tests.py``; ``tests/test_system_coverage.py`` fails for a claim with neither).
+
+**A new system** adds one descriptor to the tuple of its kind below (``_APPROXIMATIONS``,
+``_ATTENTION``) and, for the suite, a built-in target made from it (``properties/builtin*.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from kernel_verify.impls.random_matrices import (
     MATRICES,
@@ -35,7 +49,9 @@ from kernel_verify.impls.random_matrices import (
     UNBIASED_MATRICES,
 )
 
-__all__ = ["KINDS", "SYSTEM_CLAIMS", "System", "all_systems", "get_system"]
+__all__ = ["KINDS", "KIND_CLAIM_WORDS", "SYSTEM_CLAIMS", "TARGET_CLAIM_WORDS",
+           "ApproximationSystem", "AttentionSystem", "MatrixSystem", "SystemDescriptor",
+           "all_systems", "get_system"]
 
 #: Kinds of registered systems, in the order ``kernel-verify list`` shows them.
 KINDS: dict[str, str] = {
@@ -45,29 +61,68 @@ KINDS: dict[str, str] = {
     "random_matrix": "a construction of the (m, d) frequency matrix of random features",
 }
 
-#: Claims of non-feature-map systems.
+#: The one claim vocabulary of the systems that are not feature maps and of the suite's
+#: attention, random-matrix and kernel-approximation targets: each word has one meaning.
 SYSTEM_CLAIMS: dict[str, str] = {
+    # attention
     "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
     "noncausal": "supports causal=False (permutation equivariant in the keys)",
     "positive_weights": "outputs are convex combinations of values (partition of unity)",
     "exact": "computes its target exactly (up to rounding)",
     "shift_free": "log-space evaluation without a max-shift stabiliser",
-    "approximates_softmax": "tends to softmax attention (as m or the landmark count grows)",
+    "approximates_softmax": "converges to softmax attention as its feature count m (or its "
+                            "landmark count) grows",
+    "batch_independent": "no batch element changes another's output",
+    "validates_input": "NaN/Inf and mismatched shapes raise ValueError (without this claim, how "
+                       "the target treats bad input is reported as an input-policy note, not a "
+                       "failure)",
+    "state_bitwise": "continuing from a final state equals the full run bitwise (split "
+                     "invariance, outputs and state; without it: within the derived bound)",
+    "differentiable": "called with torch tensors that require grad (backends include 'torch'), "
+                      "the output is differentiable w.r.t. q, k and v by autograd "
+                      "(properties/test_gradients.py)",
+    "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
+                              "gradients",
+    "half_in_float32": "float16/bfloat16 inputs are computed in float32 and the output is "
+                       "rounded once to the input dtype: the half-precision bounds assume that "
+                       "(without it every operation may round to the half type, the identities' "
+                       "bounds are void there and those cases are reported as not credited)",
+    # random matrices
     "gaussian_rows": "every row is marginally N(0, I_d)",
     "orthogonal": "rows are exactly orthogonal within blocks of d",
     "simplex": "directions within blocks of d are the vertices of a regular simplex "
                "(pairwise cosine exactly -1/(d-1))",
     "biased": "rows are not Gaussian: estimators built on them are biased",
+    # kernel approximations
     "psd": "K̃ is positive semi-definite for a PSD kernel",
     "schur_residual": "K − K̃ is PSD (Nyström's residual is a Schur complement)",
     "exact_on_landmarks": "K̃[:, S] equals K[:, S]",
     "optimal_rank": "the smallest 2-norm error of any rank-r matrix (Eckart–Young)",
     "pinv_iteration": "Z ≈ A⁺ by the order-7 iteration with E_(j+1) = ¼E_j³(3I + E_j)",
-    "batch_independent": "no batch element changes another's output",
-    "validates_input": "NaN/Inf and mismatched shapes raise ValueError",
-    "differentiable": "torch inputs that require grad get autograd gradients w.r.t. q, k, v",
-    "deterministic_backward": "two backward passes on the same inputs give equal gradients",
-    "half_in_float32": "float16/bfloat16 inputs are computed in float32, the output rounded once",
+}
+
+#: The words each kind of descriptor may claim.
+KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
+    "attention": frozenset({"causal", "noncausal", "positive_weights", "exact", "shift_free",
+                            "approximates_softmax", "batch_independent", "validates_input",
+                            "state_bitwise", "differentiable", "deterministic_backward",
+                            "half_in_float32"}),
+    "random_matrix": frozenset({"gaussian_rows", "orthogonal", "simplex", "biased"}),
+    "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
+                                       "optimal_rank", "pinv_iteration", "noncausal",
+                                       "batch_independent"}),
+}
+
+#: The words each kind of the suite's targets accepts (``properties.protocol``: AttentionTarget,
+#: RandomMatrixTarget, KernelApproxTarget), a selection of :data:`SYSTEM_CLAIMS`. A descriptor
+#: claim outside its target kind's words is tested some other way or not at all, and says which
+#: (``properties/claim_tests.py``).
+TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {
+    "attention": ("causal", "noncausal", "positive_weights", "approximates_softmax",
+                  "validates_input", "state_bitwise", "differentiable",
+                  "deterministic_backward", "half_in_float32"),
+    "random_matrix": ("gaussian_rows", "orthogonal", "simplex"),
+    "kernel_approximation": ("psd", "schur_residual", "exact_on_landmarks", "optimal_rank"),
 }
 
 #: What every attention function of this project offers besides its own claims (the torch code
@@ -77,11 +132,12 @@ _ATTENTION_COMMON = frozenset({"validates_input", "differentiable", "determinist
 
 
 @dataclass(frozen=True)
-class System:
-    """One registered system that is not a feature map."""
+class SystemDescriptor:
+    """What the descriptors of every kind hold (use the kind's class: :class:`AttentionSystem`,
+    :class:`ApproximationSystem`, :class:`MatrixSystem`)."""
 
+    kind: ClassVar[str] = ""
     name: str
-    kind: str
     family: str
     kernel: str
     claims: frozenset[str]
@@ -92,11 +148,26 @@ class System:
     functions: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS or self.kind == "feature_map":
-            raise ValueError(f"system {self.name!r}: kind must be one of {sorted(KINDS)[1:]}")
+        if self.kind not in KIND_CLAIM_WORDS:
+            raise TypeError(f"system {self.name!r}: describe it with the class of its kind "
+                            "(AttentionSystem, ApproximationSystem, MatrixSystem)")
+        object.__setattr__(self, "claims", frozenset(self.claims))
         unknown = set(self.claims) - set(SYSTEM_CLAIMS)
         if unknown:
-            raise ValueError(f"system {self.name!r}: unknown claims {sorted(unknown)}")
+            raise ValueError(f"system {self.name!r}: unknown claims {sorted(unknown)}; known: "
+                             f"{sorted(SYSTEM_CLAIMS)}")
+        foreign = set(self.claims) - KIND_CLAIM_WORDS[self.kind]
+        if foreign:
+            raise ValueError(f"system {self.name!r}: claims {sorted(foreign)} are not claims of "
+                             f"a {self.kind} system ({sorted(KIND_CLAIM_WORDS[self.kind])})")
+
+    def has(self, claim: str) -> bool:
+        return claim in self.claims
+
+    def target_claims(self) -> frozenset[str]:
+        """The claims the suite's target of this kind takes (:data:`TARGET_CLAIM_WORDS`); the
+        rest are accounted for in ``properties/claim_tests.py``."""
+        return self.claims & frozenset(TARGET_CLAIM_WORDS[self.kind])
 
     def resolve(self, backend: str) -> Callable[..., Any]:
         """The function implementing this system on ``backend`` (imported on demand)."""
@@ -118,6 +189,27 @@ class System:
         }
 
 
+@dataclass(frozen=True)
+class AttentionSystem(SystemDescriptor):
+    """An attention function ``(q, k, v, causal=...) -> outputs``."""
+
+    kind: ClassVar[str] = "attention"
+
+
+@dataclass(frozen=True)
+class ApproximationSystem(SystemDescriptor):
+    """A low-rank approximation of a Gram matrix or of attention."""
+
+    kind: ClassVar[str] = "kernel_approximation"
+
+
+@dataclass(frozen=True)
+class MatrixSystem(SystemDescriptor):
+    """A construction of the ``(m, d)`` frequency matrix of random features."""
+
+    kind: ClassVar[str] = "random_matrix"
+
+
 def _both(module: str, function: str) -> dict[str, str]:
     return {
         "numpy": f"impls.numpy.{module}:{function}",
@@ -126,29 +218,29 @@ def _both(module: str, function: str) -> dict[str, str]:
 
 
 _APPROXIMATIONS = (
-    System(
-        "nystrom", "kernel_approximation", "nystrom", "any PSD kernel (its Gram matrix)",
+    ApproximationSystem(
+        "nystrom", "nystrom", "any PSD kernel (its Gram matrix)",
         frozenset({"psd", "schur_residual", "exact_on_landmarks"}), "§8",
         "Williams & Seeger 2001; docs/math.md §8",
         "landmark Nyström K̃ = C W⁺ Cᵀ, C = K[:, S], W = K[S, S] (eigen-cutoff pseudo-inverse)",
         _both("nystrom", "nystrom_from_gram"),
     ),
-    System(
-        "nystromformer", "kernel_approximation", "nystrom", "softmax attention",
+    ApproximationSystem(
+        "nystromformer", "nystrom", "softmax attention",
         frozenset({"noncausal", "pinv_iteration", "batch_independent"}), "§8",
         "Xiong et al. 2021 (Nyströmformer); docs/math.md §8",
         "sm(Q K̃ᵀ)·Z·(sm(Q̃ Kᵀ)V), segment-mean landmarks, Z ≈ A_S⁺ by the iterative pinv",
         _both("nystrom", "nystromformer_attention"),
     ),
-    System(
-        "truncated_svd", "kernel_approximation", "lowrank", "any matrix (rank r)",
+    ApproximationSystem(
+        "truncated_svd", "lowrank", "any matrix (rank r)",
         frozenset({"optimal_rank", "psd"}), "§8",
         "Eckart & Young 1936; docs/math.md §8",
         "U_r Σ_r V_rᵀ: the best rank-r approximation, error σ_(r+1) in the 2-norm",
         _both("lowrank", "truncated_svd"),
     ),
-    System(
-        "linformer", "kernel_approximation", "lowrank", "softmax attention",
+    ApproximationSystem(
+        "linformer", "lowrank", "softmax attention",
         frozenset({"noncausal", "batch_independent"}), "§8",
         "Wang et al. 2020 (Linformer); docs/math.md §8",
         "softmax(Q (E K)ᵀ/√d)(F V) with projections E, F of shape (r, n)",
@@ -157,31 +249,31 @@ _APPROXIMATIONS = (
 )
 
 _ATTENTION = (
-    System(
-        "exact_softmax", "attention", "attention", "softmax exp(qᵀk/√d)",
+    AttentionSystem(
+        "exact_softmax", "attention", "softmax exp(qᵀk/√d)",
         frozenset({"causal", "noncausal", "positive_weights", "exact", "batch_independent"})
         | _ATTENTION_COMMON,
         "§9", "Vaswani et al. 2017; docs/math.md §9",
         "softmax(QKᵀ/√d)V, optionally with the lower-triangular causal mask",
         _both("attention", "softmax_attention"),
     ),
-    System(
-        "linear_attention", "attention", "attention", "φ(q)ᵀφ(k) of the given features",
+    AttentionSystem(
+        "linear_attention", "attention", "φ(q)ᵀφ(k) of the given features",
         frozenset({"causal", "noncausal", "exact", "batch_independent"}) | _ATTENTION_COMMON,
         "§9", "Katharopoulos et al. 2020; docs/math.md §9",
         "D̂⁻¹φ(Q)(φ(K)ᵀV) from given features; causal by chunked prefix sums",
         _both("attention", "linear_attention"),
     ),
-    System(
-        "log_linear_attention", "attention", "attention", "φ(q)ᵀφ(k) from log-features",
+    AttentionSystem(
+        "log_linear_attention", "attention", "φ(q)ᵀφ(k) from log-features",
         frozenset({"causal", "noncausal", "positive_weights", "exact", "shift_free",
                    "batch_independent"}) | _ATTENTION_COMMON,
         "§9", "this project (README, stable positive features); docs/math.md §9",
         "Σ_f softmax_f(log φ(q)_f + L_f)·V̄_f: two softmaxes, no max-shift",
         _both("attention", "log_linear_attention"),
     ),
-    System(
-        "hybrid_attention", "attention", "attention",
+    AttentionSystem(
+        "hybrid_attention", "attention",
         "γ·exp(s·qᵀk) over a window of w keys, φ(q)ᵀφ(k) before it",
         frozenset({"causal", "exact", "validates_input", "differentiable", "half_in_float32"}),
         "§22", "Zhang et al. 2024 (LoLCATs, arXiv 2410.10254); Arora et al. 2024 (Based); "
@@ -191,8 +283,8 @@ _ATTENTION = (
         "linear attention; parallel form and one-token step with state",
         _both("hybrid_attention", "hybrid_attention"),
     ),
-    System(
-        "feature_map_attention", "attention", "attention", "the registry map's target kernel",
+    AttentionSystem(
+        "feature_map_attention", "attention", "the registry map's target kernel",
         frozenset({"causal", "noncausal", "approximates_softmax", "batch_independent"})
         | _ATTENTION_COMMON, "§9", "Choromanski et al. 2021 (Performer); docs/math.md §2, §9",
         "linear attention with a registry map and its parameter draw (d^(-1/4) pre-scale for "
@@ -221,7 +313,7 @@ _MATRIX_TEXT = {
 }
 
 
-def _matrix_system(kind: str) -> System:
+def _matrix_system(kind: str) -> MatrixSystem:
     claims = set()
     if kind in UNBIASED_MATRICES:
         claims.add("gaussian_rows")
@@ -232,14 +324,14 @@ def _matrix_system(kind: str) -> System:
     if kind in SIMPLEX_MATRICES:
         claims.add("simplex")
     source, description = _MATRIX_TEXT.get(kind, ("", kind))
-    return System(
-        kind, "random_matrix", "random_matrix", "N(0, I_d) rows (Gaussian-kernel frequencies)",
+    return MatrixSystem(
+        kind, "random_matrix", "N(0, I_d) rows (Gaussian-kernel frequencies)",
         frozenset(claims), "§3", f"{source}; docs/math.md §3".lstrip("; "), description,
         {"numpy": "impls.random_matrices:draw_matrix"},
     )
 
 
-def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[System]:
+def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[SystemDescriptor]:
     """Every non-feature-map system (in :data:`KINDS` order, then by name), optionally only one
     ``kind`` and only those with all ``claims``."""
     if kind is not None and kind not in KINDS:
@@ -253,7 +345,7 @@ def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[
     )
 
 
-def get_system(name: str) -> System:
+def get_system(name: str) -> SystemDescriptor:
     """The system called ``name``; the error names the argument and lists the known names."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a system name (str), got {type(name).__name__}")

@@ -23,8 +23,6 @@ from kernel_verify.impls.systems import get_system
 from kernel_verify.properties.builtin_attention import ALL_DTYPES, registry_attention_targets
 from kernel_verify.properties.builtin_hybrid import builtin_hybrid_targets
 from kernel_verify.properties.protocol import (
-    ATTENTION_CLAIMS,
-    MATRIX_CLAIMS,
     AttentionTarget,
     KernelApproxTarget,
     RandomMatrixTarget,
@@ -41,12 +39,13 @@ def _exact_softmax(q, k, v, *, causal, seed, **_):
 
 
 def _matrix_target(kind: str) -> RandomMatrixTarget:
-    """The construction's target, its claims read from its one declaration
-    (:func:`kernel_verify.impls.systems.get_system`; the words the target protocol knows)."""
-    claims = get_system(kind).claims & set(MATRIX_CLAIMS)
+    """The construction's target, made from its descriptor
+    (:func:`kernel_verify.impls.systems.get_system`): every claim a random-matrix target takes;
+    the others are accounted for in ``properties/claim_tests.py``."""
+    system = get_system(kind)
     return RandomMatrixTarget(
-        f"matrix:{kind}", lambda rng, m, d, kind=kind: draw_matrix(kind, rng, m, d),
-        frozenset(claims),
+        f"matrix:{system.name}", lambda rng, m, d, kind=kind: draw_matrix(kind, rng, m, d),
+        system.target_claims(),
     )
 
 
@@ -63,21 +62,10 @@ def _builtin_models() -> list[Target]:
     return list(model_targets())
 
 
-def _declared_attention_claims(system: str) -> frozenset[str]:
-    """The claims of a registered attention system (:mod:`kernel_verify.impls.systems`) in the
-    words the target protocol knows: written once, in the declaration."""
-    return get_system(system).claims & frozenset(ATTENTION_CLAIMS)
-
-
 #: Registered systems (``kernel-verify list``, :mod:`kernel_verify.impls.systems`) the shipped
 #: suite has no built-in target of their own for, and why; every other system has one
 #: (``tests/test_system_coverage.py`` keeps this complete and current).
 UNTESTED_SYSTEMS: dict[str, str] = {
-    "truncated_svd": (
-        "the suite has no target kind for a landmark-free low-rank approximation (a "
-        "KernelApproxTarget reports its landmarks), so a third-party one cannot be checked; the "
-        "project's own is checked by tests/test_nystrom.py::test_schur_complement_and_eckart_young "
-        "(error = σ_(r+1), both backends)"),
     "linformer": (
         "its output averages the projected values F·V, not V, so the attention identities "
         "(partition of unity over the keys, causality, convergence to softmax) do not apply and "
@@ -105,7 +93,7 @@ def builtin_targets() -> tuple[Target, ...]:
     maps: list[Target] = list(all_maps())
     attention: list[Target] = [
         AttentionTarget("attention:exact_softmax", _exact_softmax,
-                        _declared_attention_claims("exact_softmax"),
+                        get_system("exact_softmax").target_claims(),
                         backends=("numpy", "torch"), dtypes=ALL_DTYPES,
                         feature_count=0),  # exact attention: no feature terms in its bounds
         # every registered map whose kernel makes attention meaningful (builtin_attention)

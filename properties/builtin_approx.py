@@ -21,13 +21,15 @@ from collections.abc import Callable
 import numpy as np
 
 from kernel_verify.impls.numpy import nystrom as np_nystrom
+from kernel_verify.impls.systems import get_system
 from kernel_verify.impls.validation import check_array, check_positive_int
 from kernel_verify.properties.protocol import KernelApproxTarget
 
-__all__ = ["CLAIMS", "approximation_targets", "nystrom_target"]
+__all__ = ["CLAIMS", "approximation_targets", "nystrom_target", "truncated_svd_target"]
 
-#: What every built-in Nyström target claims (docs/math.md §8).
-CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
+#: What every built-in Nyström target claims (docs/math.md §8): its descriptor's claims
+#: (:mod:`kernel_verify.impls.systems`).
+CLAIMS = get_system("nystrom").target_claims()
 
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -69,10 +71,36 @@ def nystrom_target(rule: str = "uniform", rank: int = 4, backend: str = "numpy"
     return KernelApproxTarget(f"nystrom[{rule},{backend}]", approximate, CLAIMS, rank=rank)
 
 
+def truncated_svd_target(rank: int = 4, backend: str = "numpy") -> KernelApproxTarget:
+    """The truncated SVD ``U_r Σ_r V_rᵀ`` of the Gram matrix with ``r = min(rank, n)``, on
+    ``backend``: a landmark-free approximation (it returns no landmark indices), so it takes of
+    its descriptor's claims the one whose property reads only ``K̃`` and ``rank``:
+    ``optimal_rank`` (``properties/claim_tests.py`` says why ``psd`` is not tested)."""
+    rank = check_positive_int("rank", rank)
+    if backend not in ("numpy", "torch:cpu"):
+        raise ValueError(f"backend must be 'numpy' or 'torch:cpu', got {backend!r}")
+    system = get_system("truncated_svd")
+
+    def approximate(X: np.ndarray, kernel: Kernel, rng: np.random.Generator):
+        _check(X, kernel, rng)
+        gram = np.asarray(kernel(X, X), dtype=np.float64)
+        r = min(rank, X.shape[0])
+        if backend == "numpy":
+            return system.resolve("numpy")(gram, r), np.arange(0)
+        import torch
+
+        return system.resolve("torch")(torch.as_tensor(gram), r).numpy(), np.arange(0)
+
+    return KernelApproxTarget(f"{system.name}[{backend}]", approximate,
+                              system.target_claims() - {"psd"}, rank=rank)
+
+
 def approximation_targets() -> list[KernelApproxTarget]:
     """Every built-in kernel approximation (used by ``properties/targets.py``)."""
     return [
         nystrom_target("uniform", 4, "numpy"),
         nystrom_target("strided", 4, "numpy"),
         nystrom_target("uniform", 4, "torch:cpu"),
+        truncated_svd_target(4, "numpy"),
+        truncated_svd_target(4, "torch:cpu"),
     ]

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.descriptor import FeatureMapTarget
+from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_choice_field as _check_choice
 from kernel_verify.impls.validation import check_claim_set as _check_claims
@@ -87,43 +88,18 @@ __all__ = ["APPROX_CLAIMS", "ATTENTION_CLAIMS", "ATTENTION_FORMS", "LAYOUTS", "M
 # properties of that kind: the suite's index of its own properties checks them.
 _set_known_check(check_known_properties)
 
-ATTENTION_CLAIMS = {
-    "causal": "supports causal=True (row i depends only on keys/values ≤ i)",
-    "noncausal": "supports causal=False (permutation equivariant in the keys)",
-    "positive_weights": "outputs are convex combinations of values (partition of unity)",
-    "approximates_softmax": "converges to softmax attention as its feature count m grows",
-    "validates_input": "NaN/Inf and mismatched shapes raise ValueError (without this claim, how "
-                       "the target treats bad input is reported as an input-policy note, not a "
-                       "failure)",
-    "state_bitwise": "continuing from a final state equals the full run bitwise (split "
-                     "invariance, outputs and state; without it: within the derived bound)",
-    "differentiable": "called with torch tensors that require grad (backends include 'torch'), "
-                      "the output is differentiable w.r.t. q, k and v by autograd "
-                      "(properties/test_gradients.py)",
-    "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
-                              "gradients",
-    "half_in_float32": "float16/bfloat16 inputs are computed in float32 and the output is "
-                       "rounded once to the input dtype: the half-precision bounds assume that "
-                       "(without it every operation may round to the half type, the identities' "
-                       "bounds are void there and those cases are reported as not credited)",
-}
+#: The claim words of each kind of target: selections of the one vocabulary of the systems
+#: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`), so a word means the same for a built-in
+#: system and for a third-party target.
+ATTENTION_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["attention"]}
 #: The forms an attention target may offer besides ``attention`` (docs/math.md §13); each field
 #: of :class:`AttentionTarget` with this name is an optional callable.
 ATTENTION_FORMS = ("stateful", "chunked", "step", "varlen", "padded")
 #: Layouts of the arrays an attention target takes: (batch, heads, time, dim) or fla's default
 #: (batch, time, heads, dim).
 LAYOUTS = ("BHTD", "BTHD")
-MATRIX_CLAIMS = {
-    "gaussian_rows": "every row is marginally N(0, I_d)",
-    "orthogonal": "rows are exactly orthogonal within blocks of d",
-    "simplex": "directions within blocks of d are the vertices of a regular simplex "
-               "(pairwise cosine exactly -1/(d-1))",
-}
-APPROX_CLAIMS = {
-    "psd": "K̃ is positive semi-definite for a PSD kernel",
-    "schur_residual": "K − K̃ is PSD (Nyström's residual is a Schur complement)",
-    "exact_on_landmarks": "K̃[:, S] equals K[:, S]",
-}
+MATRIX_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["random_matrix"]}
+APPROX_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["kernel_approximation"]}
 
 
 # --- Validation at construction (issue 13) -------------------------------------------------

@@ -28,6 +28,7 @@ from kernel_verify.properties.checks.nystrom import (
     case_examples,
     cases,
     close,
+    kernel_fn,
     nystrom_error_bound,
     run,
 )
@@ -133,6 +134,35 @@ def test_error_is_at_least_eckart_young(target, case):
     assert err >= sigma[r] - slack, (
         f"{target.name}: ‖K − K̃‖₂ = {err:.6g} < σ_(r+1) = {sigma[r]:.6g} − {slack:.3g} with "
         f"r = {r} landmarks: K̃ is not a rank-{r} approximation (case={case})")
+
+
+@pytest.mark.parametrize("target", approximations("optimal_rank"))
+@settings(max_examples=CASE_EXAMPLES)
+@given(case=cases)
+def test_error_is_eckart_young_for_optimal_rank(target, case):
+    """An ``optimal_rank`` approximation attains the Eckart–Young bound:
+    ``‖K − K̃‖₂ = σ_(r+1)(K)``, ``r = min(target.rank, n)`` (σ_(n+1) = 0), within
+    ``(4·c·n·ε + n·γ_r)·σ_1``: the SVD is backward stable (its factors are exact for K + E,
+    ‖E‖₂ ≤ c·n·ε‖K‖₂, and orthogonal to c·n·ε: ``c = EIGH_BACKWARD_C``), so by Weyl the computed
+    error is σ_(r+1) ± 2·c·n·ε·σ_1; forming ``U_r Σ_r V_rᵀ`` adds at most ``γ_r·σ_1`` per entry
+    (|u_ik·v_jk| ≤ 1), ``n·γ_r·σ_1`` in the 2-norm; the reference σ and the measured 2-norm
+    each add ``c·n·ε·σ_1``. A larger error is not the best rank-r approximation (wrong singular
+    triples kept); a smaller one is not rank r."""
+    seed, X, kernel = case
+    n = X.shape[0]
+    k_ref = kernel_fn(kernel)(X, X)
+    k_tilde, _ = target.approximate(X, kernel_fn(kernel), generator(seed, "landmarks"))
+    k_tilde = np.asarray(k_tilde, dtype=np.float64)
+    assert k_tilde.shape == k_ref.shape, f"{target.name}: K̃ shape {k_tilde.shape}"
+    r = min(target.rank, n)
+    sigma = np.linalg.svd(k_ref, compute_uv=False)
+    best = float(sigma[r]) if r < n else 0.0
+    err = float(np.linalg.norm(k_ref - k_tilde, 2))
+    slack = (4 * EIGH_BACKWARD_C * n * EPS64 + n * gamma(r, U64)) * float(sigma[0])
+    assert abs(err - best) <= slack, (
+        f"{target.name}: ‖K − K̃‖₂ = {err:.6g}, but the best rank-{r} error is σ_(r+1) = "
+        f"{best:.6g} (|difference| {abs(err - best):.3g} > {slack:.3g}): not the optimal "
+        f"rank-{r} approximation (case={case})")
 
 
 # ---------------------------------------------------------------- Nyströmformer iteration

@@ -10,7 +10,17 @@ import pytest
 from kernel_verify.cli import main
 from kernel_verify.impls.random_matrices import MATRICES
 from kernel_verify.impls.registry import all_maps
-from kernel_verify.impls.systems import KINDS, SYSTEM_CLAIMS, System, all_systems, get_system
+from kernel_verify.impls.systems import (
+    KIND_CLAIM_WORDS,
+    KINDS,
+    SYSTEM_CLAIMS,
+    TARGET_CLAIM_WORDS,
+    ApproximationSystem,
+    AttentionSystem,
+    SystemDescriptor,
+    all_systems,
+    get_system,
+)
 
 #: The feature-map JSON fields that existed before systems of other kinds were listed.
 FEATURE_MAP_FIELDS = {
@@ -31,7 +41,8 @@ def test_every_kind_is_listed(capsys):
     assert set(by_kind["kernel_approximation"]) == {
         "nystrom", "nystromformer", "truncated_svd", "linformer"}
     assert set(by_kind["attention"]) == {
-        "exact_softmax", "linear_attention", "log_linear_attention", "feature_map_attention"}
+        "exact_softmax", "linear_attention", "log_linear_attention", "hybrid_attention",
+        "feature_map_attention"}
     assert set(by_kind["random_matrix"]) == set(MATRICES)
     assert sum(map(len, by_kind.values())) == len(rows)
 
@@ -85,10 +96,21 @@ def test_system_functions_resolve(system):
 
 def test_system_validation_and_lookup():
     with pytest.raises(ValueError, match="unknown claims"):
-        System("x", "attention", "attention", "k", frozenset({"nope"}), "§9", "", "")
-    with pytest.raises(ValueError, match="kind"):
-        System("x", "feature_map", "f", "k", frozenset(), "§9", "", "")
+        AttentionSystem("x", "attention", "k", frozenset({"nope"}), "§9", "", "")
+    with pytest.raises(ValueError, match="not claims of a kernel_approximation system"):
+        ApproximationSystem("x", "f", "k", frozenset({"causal"}), "§8", "", "")
+    with pytest.raises(TypeError, match="class of its kind"):
+        SystemDescriptor("x", "f", "k", frozenset(), "§9", "", "")
     with pytest.raises(ValueError, match="nystrom"):
         get_system("no_such_system")
     with pytest.raises(ValueError, match="unknown kind"):
         all_systems(kind="nope")
+
+
+def test_one_claim_vocabulary():
+    """Every word is some kind's; the suite's target kinds take words of the same vocabulary."""
+    assert set(SYSTEM_CLAIMS) == set().union(*KIND_CLAIM_WORDS.values())
+    for kind, words in TARGET_CLAIM_WORDS.items():
+        assert set(words) <= KIND_CLAIM_WORDS[kind], kind
+    for system in all_systems():
+        assert system.claims <= KIND_CLAIM_WORDS[system.kind], system.name

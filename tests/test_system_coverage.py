@@ -1,18 +1,41 @@
 """Every registered system (``kernel-verify list``) has a built-in target the shipped suite runs, or
 a declared reason it has none (``properties/builtin.py``: ``UNTESTED_SYSTEMS``); no reason is
 left behind once a target exists (issue #28: the low-rank systems were listed with no property
-covering them, silently)."""
+covering them, silently). Every claim of every system is tested by named properties or says
+why not (``properties/claim_tests.py``), and a built-in target carries every claim of its
+descriptor that its kind of target takes: no claim is dropped silently."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
+import pytest
+
+import kernel_verify.properties
 from kernel_verify.impls.systems import all_systems
 from kernel_verify.properties.builtin import UNTESTED_SYSTEMS, builtin_targets
+from kernel_verify.properties.claim_tests import CLAIM_PROPERTIES, SYSTEM_CLAIM_TESTS
+from kernel_verify.properties.property_index import properties_by_kind
+
+
+def _targets_of(system: str) -> list:
+    """The built-in targets named for the system: ``<kind>:<system>`` or ``<system>[<variant>]``."""
+    return [t for t in builtin_targets()
+            if t.name.split(":", 1)[-1] == system or t.name.startswith(f"{system}[")]
 
 
 def _covered(system: str) -> bool:
-    """A built-in target named for the system: ``<kind>:<system>`` or ``<system>[<variant>]``."""
-    return any(t.name.split(":", 1)[-1] == system or t.name.startswith(f"{system}[")
-               for t in builtin_targets())
+    return bool(_targets_of(system))
+
+
+def _property_names() -> set[str]:
+    """``"<stem>::<function>"`` of every property of the suite (``properties/test_<stem>.py``)."""
+    folder = Path(kernel_verify.properties.__file__).parent
+    return {f"{path.stem.removeprefix('test_')}::{node.name}"
+            for path in folder.glob("test_*.py")
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
 
 
 def test_every_system_has_a_target_or_a_reason():
@@ -28,3 +51,53 @@ def test_no_stale_reason():
     stale = [n for n in UNTESTED_SYSTEMS if n not in names or _covered(n)]
     assert not stale, f"UNTESTED_SYSTEMS entries that are not systems or now have a target: {stale}"
     assert all(len(why) > 40 for why in UNTESTED_SYSTEMS.values())
+
+
+def _accounted(system, claim: str) -> bool:
+    """Whether a claim is tested by named properties or declared not tested (module docstring)."""
+    if claim in SYSTEM_CLAIM_TESTS.get(system.name, {}):
+        return True
+    by_kind = properties_by_kind()
+    wanted = {p.split("::")[-1] for p in CLAIM_PROPERTIES.get(claim, ())}
+    return any(t.has(claim) and wanted and wanted <= by_kind.get(type(t).__name__, frozenset())
+               for t in _targets_of(system.name))
+
+
+@pytest.mark.parametrize("system", all_systems(), ids=lambda s: s.name)
+def test_every_claim_is_tested_or_says_why_not(system):
+    orphans = [c for c in sorted(system.claims) if not _accounted(system, c)]
+    assert not orphans, (
+        f"system {system.name!r}: claims {orphans} are neither carried by a built-in target "
+        "with properties that test them (CLAIM_PROPERTIES) nor listed in "
+        f"SYSTEM_CLAIM_TESTS[{system.name!r}] (properties that test the project's functions, or "
+        "why none does): add them in properties/claim_tests.py")
+
+
+@pytest.mark.parametrize("system", [s for s in all_systems() if s.kind != "attention"
+                                    or s.name == "exact_softmax"], ids=lambda s: s.name)
+def test_built_in_targets_carry_their_descriptors_claims(system):
+    """A target made from a descriptor takes every claim its kind of target knows, unless
+    ``properties/claim_tests.py`` says why not (none is dropped silently on the way from
+    ``impls/systems.py`` to the suite)."""
+    declared = set(SYSTEM_CLAIM_TESTS.get(system.name, {}))
+    for target in _targets_of(system.name):
+        dropped = system.target_claims() - target.claims - declared
+        assert not dropped, (
+            f"{target.name} drops {sorted(dropped)} of its "
+            f"descriptor {system.name!r}: build it from the descriptor (properties/builtin*.py)")
+
+
+def test_claim_tests_name_existing_properties_and_systems():
+    names = _property_names()
+    tables = [*CLAIM_PROPERTIES.values(),
+              *(v for claims in SYSTEM_CLAIM_TESTS.values() for v in claims.values()
+                if isinstance(v, tuple))]
+    unknown = sorted({p for props in tables for p in props if p not in names})
+    assert not unknown, f"properties/claim_tests.py names no such property: {unknown}"
+    systems = {s.name: s for s in all_systems()}
+    stray = [(n, c) for n, claims in SYSTEM_CLAIM_TESTS.items() for c in claims
+             if n not in systems or c not in systems[n].claims]
+    assert not stray, f"properties/claim_tests.py accounts for claims no system makes: {stray}"
+    reasons = [v for claims in SYSTEM_CLAIM_TESTS.values() for v in claims.values()
+               if isinstance(v, str)]
+    assert all(len(why) > 40 for why in reasons)

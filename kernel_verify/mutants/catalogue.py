@@ -29,7 +29,12 @@ from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
-from kernel_verify.mutants.nystrom import NYSTROM_KILLERS, NYSTROM_MUTANTS
+from kernel_verify.mutants.nystrom import (
+    NYSTROM_KILLERS,
+    NYSTROM_MUTANTS,
+    TRUNCATION_MUTANTS,
+    truncation_target,
+)
 from kernel_verify.mutants.nystrom import target as nystrom_target
 from kernel_verify.mutants.torch_forms import TORCH_FORMS_KILLERS, TORCH_FORMS_MUTANTS
 from kernel_verify.properties.protocol import Target
@@ -72,6 +77,12 @@ def _nystrom(name: str) -> Mutant:
     description, inverse = NYSTROM_MUTANTS[name]
     return Mutant(name, "nystrom", description, lambda: [nystrom_target(name, inverse)],
                   NYSTROM_KILLERS.get(name, ("nystrom_properties", "psd_properties")))
+
+
+def _truncation(name: str) -> Mutant:
+    description, keep = TRUNCATION_MUTANTS[name]
+    return Mutant(name, "nystrom", description, lambda: [truncation_target(name, keep)],
+                  NYSTROM_KILLERS[name])
 
 
 def _gradient(name: str) -> Mutant:
@@ -123,6 +134,7 @@ MUTANTS: list[Mutant] = [
     *(_attention(n) for n in ATTENTION_MUTANTS),
     *(_feature(n) for n in FEATURE_MUTANTS),
     *(_nystrom(n) for n in NYSTROM_MUTANTS),
+    *(_truncation(n) for n in TRUNCATION_MUTANTS),
     *(_forms(n) for n in FORMS_MUTANTS),
     *(_torch_forms(n) for n in TORCH_FORMS_MUTANTS),
     *(_gated(n) for n in GATED_MUTANTS),

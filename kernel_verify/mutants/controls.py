@@ -43,6 +43,7 @@ from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
 from kernel_verify.mutants.models import CONTROLS as MODEL_CONTROLS
 from kernel_verify.mutants.nystrom import target as nystrom_target
+from kernel_verify.mutants.nystrom import truncation_target
 from kernel_verify.properties.protocol import Target
 
 LOADER = "kernel_verify.mutants.controls:target_"
@@ -135,6 +136,8 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
                                      {"gaussian_rows", "simplex"})])),
     ("nystrom_pinv", "nystrom", "Nyström K̃ = C·W⁺·Cᵀ with the eigenvalue cutoff",
      lambda: _renamed([nystrom_target("nystrom_pinv", "pinv")])),
+    ("truncated_eigh", "nystrom", "rank-r truncation keeping the r largest eigenpairs of eigh",
+     lambda: _renamed([truncation_target("truncated_eigh", "largest")])),
     ("softmax_positive", "feature_map", "SM⁺ (registry function), with attention",
      _feature_twin("softmax_positive[iid]", True)),
     ("softmax_hyperbolic", "feature_map", "SM⁺ₕ (registry function), with attention",

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernel_verify.impls.systems import get_system
 from kernel_verify.properties.protocol import KernelApproxTarget
 
 LANDMARKS = 4
 #: Relative size of the diagonal regulariser of ``"jitter_subtracted"`` (times the mean of
 #: diag W), the common ``W + λI`` stabilisation.
 JITTER = 1e-3
-CLAIMS = frozenset({"psd", "schur_residual", "exact_on_landmarks"})
+#: The claims of the system the mutants break (its descriptor, :mod:`kernel_verify.impls.systems`).
+CLAIMS = get_system("nystrom").target_claims()
 
 
 def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) -> tuple:
@@ -47,11 +49,39 @@ def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) ->
     return c @ w_inv @ c.T, idx
 
 
+def truncated_eigh(x: np.ndarray, kernel, rng: np.random.Generator, *, keep: str) -> tuple:
+    """A rank-``LANDMARKS`` truncation of the symmetric Gram matrix by its eigendecomposition
+    (no landmarks: an empty index array); ``keep="largest"`` is the correct twin (for a PSD K
+    the eigenpairs of the r largest eigenvalues are its best rank-r approximation),
+    ``keep="first"`` keeps the first r columns of ``numpy.linalg.eigh``, whose eigenvalues come
+    in ascending order: the r smallest."""
+    del rng
+    k = kernel(x, x)
+    vals, vecs = np.linalg.eigh(k)
+    r = min(LANDMARKS, k.shape[0])
+    pick = slice(0, r) if keep == "first" else slice(k.shape[0] - r, k.shape[0])
+    return (vecs[:, pick] * vals[pick]) @ vecs[:, pick].T, np.arange(0)
+
+
+def truncation_target(name: str, keep: str) -> KernelApproxTarget:
+    """A truncated eigendecomposition claiming its descriptor's ``optimal_rank``."""
+    return KernelApproxTarget(f"mutant:{name}",
+                              lambda x, kernel, rng: truncated_eigh(x, kernel, rng, keep=keep),
+                              frozenset({"optimal_rank"}), rank=LANDMARKS)
+
+
 def target(name: str, inverse: str) -> KernelApproxTarget:
     return KernelApproxTarget(f"mutant:{name}",
                               lambda x, kernel, rng: nystrom(x, kernel, rng, inverse=inverse),
                               CLAIMS, rank=LANDMARKS)
 
+
+#: Truncations claiming optimal rank: name -> (description, which eigenpairs they keep).
+TRUNCATION_MUTANTS = {
+    "truncated_eigh_keeps_smallest": (
+        "rank-r truncation keeping eigh's first r eigenpairs (ascending order: the smallest)",
+        "first"),
+}
 
 NYSTROM_MUTANTS = {
     "nystrom_w_instead_of_pinv": ("Nyström K̃ = C·W·Cᵀ (W instead of W⁺)", "W"),
@@ -71,4 +101,6 @@ NYSTROM_KILLERS: dict[str, tuple[str, ...]] = {
     "nystrom_reports_one_landmark_less": (
         "nystrom_properties::test_error_is_at_least_eckart_young",),
     "nystrom_jitter_subtracted": ("psd_properties::test_nystrom_approximation_is_psd",),
+    "truncated_eigh_keeps_smallest": (
+        "nystrom_properties::test_error_is_eckart_young_for_optimal_rank",),
 }

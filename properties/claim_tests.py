@@ -1,0 +1,115 @@
+"""Which properties test each claim of the project's systems, or why none does.
+
+Every system that is not a feature map has one descriptor
+(:mod:`kernel_verify.impls.systems`) whose claims are words of the one vocabulary
+``SYSTEM_CLAIMS``. Each claim a built-in system makes is accounted for here, in one of two ways:
+
+* :data:`CLAIM_PROPERTIES`: the properties (``"<module stem without test_>::<function>"``) that
+  test the word on every target of the suite holding it; the built-in target made from the
+  descriptor carries the claim (``properties/builtin*.py``), so the suite runs them on it;
+* :data:`SYSTEM_CLAIM_TESTS`, per system: for a claim no target of that system carries (a word
+  outside its target kind's words, or a system without a target of its own), either the
+  properties that test the project's own functions for it (a tuple), or why it is not tested
+  (a string).
+
+``tests/test_system_coverage.py`` fails for a claim with neither, naming the system, the claim
+and this file; and for a name here that is not a property of the suite.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS"]
+
+#: Claim word -> the properties that test it on a target holding it.
+CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "causal": ("attention_identities::test_past_outputs_ignore_the_future",),
+    "noncausal": ("attention_identities::test_permutation_equivariance",),
+    "positive_weights": ("attention_identities::test_partition_of_unity",
+                         "attention_identities::"
+                         "test_outputs_are_convex_combinations_of_visible_values"),
+    "approximates_softmax": (
+        "attention_identities::test_error_to_softmax_attention_falls_as_m_grows",
+        "attention_identities::test_large_scale_keeps_the_argmax_value"),
+    "validates_input": ("attention_identities::test_non_finite_input_is_rejected",
+                        "attention_identities::test_mismatched_shapes_are_rejected"),
+    "state_bitwise": ("attention_forms::test_split_invariance",),
+    "differentiable": ("gradients::test_gradcheck_float64_attention",
+                       "gradients::test_forward_mode_matches_reverse_mode_attention"),
+    "deterministic_backward": ("gradients::test_attention_backward_is_deterministic",),
+    "half_in_float32": ("gradients::test_low_precision_gradients_near_float64",
+                        "attention_identities::test_partition_of_unity"),
+    "gaussian_rows": ("random_matrices::test_rows_are_standard_gaussian",),
+    "orthogonal": ("random_matrices::test_rows_are_orthogonal_within_blocks",),
+    "simplex": ("random_matrices::test_rows_form_a_regular_simplex_within_blocks",),
+    "psd": ("psd_properties::test_nystrom_approximation_is_psd",),
+    "schur_residual": ("psd_properties::test_nystrom_residual_is_psd",),
+    "exact_on_landmarks": ("nystrom_properties::test_exact_on_landmark_columns",
+                           "nystrom_properties::test_exact_when_every_point_is_a_landmark"),
+    "optimal_rank": ("nystrom_properties::test_error_is_eckart_young_for_optimal_rank",),
+}
+
+_BATCH = ("attention_identities::test_batch_elements_and_heads_are_independent",)
+_EXACT_ATTENTION = (
+    "not tested by the suite: no property compares an attention target's outputs with an "
+    "exact reference unless the target declares its features (the forms' exact recurrence); "
+    "tests/test_attention.py compares the project's functions with the quadratic form")
+
+
+def _through_map_targets(*claims: str) -> dict[str, tuple[str, ...]]:
+    """Claims tested through the attention:<map> targets, which run feature_map_attention and
+    through it linear_attention (maps without log features) or log_linear_attention (with)."""
+    return {claim: CLAIM_PROPERTIES.get(claim, _BATCH) for claim in claims}
+
+
+_MAP_TARGET_CLAIMS = ("causal", "noncausal", "batch_independent", "validates_input",
+                      "differentiable", "deterministic_backward", "half_in_float32")
+_NO_ATTENTION_TARGET = (
+    "not tested by the suite: it has no attention target (its output does not tend to softmax "
+    "at a fixed landmark count or projection, so the identities' bounds do not apply); "
+    "tests/test_nystrom.py checks the project's function against its mpmath reference")
+
+#: System -> claim -> the properties that test the project's functions for it, or why none does
+#: (claims no target of the system carries; the module docstring).
+SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
+    "exact_softmax": {
+        "exact": "not tested by the suite as a claim: exact softmax attention is the reference "
+                 "the approximates_softmax properties measure other targets against, and "
+                 "tests/test_attention.py checks it against the quadratic form",
+        "batch_independent": _BATCH,  # runs on every attention target, claim or not
+    },
+    "hybrid_attention": {  # its targets are HybridAttentionTarget (properties/hybrid_protocol.py)
+        "causal": ("hybrid_attention::test_hybrid_outputs_ignore_the_future",),
+        "exact": ("hybrid_attention::test_hybrid_meets_the_exact_reference",),
+        "differentiable": ("hybrid_attention::test_hybrid_gradients_match_finite_differences",),
+        "half_in_float32": ("hybrid_attention::test_hybrid_meets_the_exact_reference",),
+        "validates_input": "no property of the suite feeds a hybrid target bad input; "
+                           "tests/test_fuzz_api.py checks that the project's hybrid functions "
+                           "name every bad argument",
+    },
+    "linear_attention": {**_through_map_targets(*_MAP_TARGET_CLAIMS),
+                         "exact": _EXACT_ATTENTION},
+    "log_linear_attention": {
+        **_through_map_targets(*_MAP_TARGET_CLAIMS, "positive_weights"),
+        "exact": _EXACT_ATTENTION,
+        "shift_free": (
+            "attention_identities::test_stabiliser_shifts_cancel_in_log_space_attention",),
+    },
+    "feature_map_attention": _through_map_targets(*_MAP_TARGET_CLAIMS, "approximates_softmax"),
+    "nystromformer": {
+        "pinv_iteration": ("nystrom_properties::test_nystromformer_iteration_error_recursion",
+                           "nystrom_properties::test_iterative_pinv_initialises_per_matrix"),
+        "noncausal": _NO_ATTENTION_TARGET, "batch_independent": _NO_ATTENTION_TARGET,
+    },
+    "truncated_svd": {
+        "psd": "not tested by the suite: the PSD property's rounding bound is built from the "
+               "landmark block W of a Nyström approximation, and a truncated SVD has no "
+               "landmarks; K_r = U_r Σ_r U_rᵀ of a PSD K is PSD by construction "
+               "(tests/test_nystrom.py::test_schur_complement_and_eckart_young checks the "
+               "project's function)",
+    },
+    "linformer": {"noncausal": _NO_ATTENTION_TARGET, "batch_independent": _NO_ATTENTION_TARGET},
+    **{kind: {"biased": "a negative claim (no Gaussian rows promised): the suite withholds the "
+                        "unbiasedness properties of maps built on such rows instead of testing "
+                        "the matrix (properties/unbiased_checks.py)"}
+       for kind in ("orthogonal_fixed_norm", "sorf")},
+}
