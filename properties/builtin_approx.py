@@ -10,6 +10,10 @@ by a seeded rule (``uniform``: without replacement from the given generator; ``s
 * ``schur_residual``: ``K − K̃`` is the generalised Schur complement of W, hence ``⪰ 0``;
 * ``exact_on_landmarks``: ``K̃[:, S] = C W⁺ W = C`` (the columns of C lie in the range of W).
 
+The truncated SVD ``U_r Σ_r V_rᵀ`` of the Gram matrix (:func:`truncated_svd_target`, both
+backends, no landmarks) claims ``optimal_rank``: ``‖K − K̃‖₂ = σ_(r+1)`` (Eckart–Young).
+Every target takes its name and claims from its descriptor (:mod:`kernel_verify.impls.systems`).
+
 The property suite (``properties/test_psd_properties.py``,
 ``properties/test_nystrom_properties.py``) runs them like any third-party adapter.
 """

@@ -420,7 +420,10 @@ class RandomMatrixTarget:
 @dataclass(frozen=True)
 class KernelApproxTarget:
     """``approximate(X (n, d), kernel, rng) -> (K̃ (n, n), landmark indices)``, where
-    ``kernel(A, B)`` returns the float64 Gram matrix of the exact kernel."""
+    ``kernel(A, B)`` returns the float64 Gram matrix of the exact kernel. A landmark-free
+    approximation (a truncated SVD) returns an empty index array and claims only words whose
+    properties read ``K̃`` and ``rank`` alone (``optimal_rank``: ``‖K − K̃‖₂ = σ_(r+1)``,
+    ``r = min(rank, n)``)."""
 
     name: str
     approximate: Callable[..., tuple[np.ndarray, np.ndarray]]
