@@ -109,7 +109,7 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
                             "half_in_float32"}),
     "random_matrix": frozenset({"gaussian_rows", "orthogonal", "simplex", "biased"}),
     "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
-                                       "optimal_rank", "pinv_iteration", "noncausal",
+                                       "optimal_rank", "pinv_iteration",
                                        "batch_independent"}),
 }
 
@@ -227,9 +227,11 @@ _APPROXIMATIONS = (
     ),
     ApproximationSystem(
         "nystromformer", "nystrom", "softmax attention",
-        frozenset({"noncausal", "pinv_iteration", "batch_independent"}), "§8",
+        frozenset({"pinv_iteration", "batch_independent"}), "§8",
         "Xiong et al. 2021 (Nyströmformer); docs/math.md §8",
-        "sm(Q K̃ᵀ)·Z·(sm(Q̃ Kᵀ)V), segment-mean landmarks, Z ≈ A_S⁺ by the iterative pinv",
+        "sm(Q K̃ᵀ)·Z·(sm(Q̃ Kᵀ)V), segment-mean landmarks, Z ≈ A_S⁺ by the iterative pinv; "
+        "bidirectional, and not permutation equivariant in the keys (the landmarks are means "
+        "of consecutive segments), so it does not claim noncausal",
         _both("nystrom", "nystromformer_attention"),
     ),
     ApproximationSystem(
@@ -241,9 +243,11 @@ _APPROXIMATIONS = (
     ),
     ApproximationSystem(
         "linformer", "lowrank", "softmax attention",
-        frozenset({"noncausal", "batch_independent"}), "§8",
+        frozenset({"batch_independent"}), "§8",
         "Wang et al. 2020 (Linformer); docs/math.md §8",
-        "softmax(Q (E K)ᵀ/√d)(F V) with projections E, F of shape (r, n)",
+        "softmax(Q (E K)ᵀ/√d)(F V) with projections E, F of shape (r, n); bidirectional, and "
+        "not permutation equivariant in the keys (E and F weight positions), so it does not "
+        "claim noncausal",
         _both("lowrank", "linformer_attention"),
     ),
 )
