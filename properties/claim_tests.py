@@ -18,7 +18,9 @@ and this file; and for a name here that is not a property of the suite.
 
 from __future__ import annotations
 
-__all__ = ["CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS"]
+from typing import Any
+
+__all__ = ["CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS", "claim_evidence", "targets_of"]
 
 #: Claim word -> the properties that test it on a target holding it.
 CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
@@ -50,7 +52,7 @@ CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
 
 _BATCH = ("attention_identities::test_batch_elements_and_heads_are_independent",)
 _EXACT_ATTENTION = (
-    "not tested by the suite: no property compares an attention target's outputs with an "
+    "no property compares an attention target's outputs with an "
     "exact reference unless the target declares its features (the forms' exact recurrence); "
     "tests/test_attention.py compares the project's functions with the quadratic form")
 
@@ -64,7 +66,7 @@ def _through_map_targets(*claims: str) -> dict[str, tuple[str, ...]]:
 _MAP_TARGET_CLAIMS = ("causal", "noncausal", "batch_independent", "validates_input",
                       "differentiable", "deterministic_backward", "half_in_float32")
 _NO_ATTENTION_TARGET = (
-    "not tested by the suite: it has no attention target (its output does not tend to softmax "
+    "it has no attention target (its output does not tend to softmax "
     "at a fixed landmark count or projection, so the identities' bounds do not apply); "
     "tests/test_nystrom.py checks the project's function against its mpmath reference")
 
@@ -72,7 +74,7 @@ _NO_ATTENTION_TARGET = (
 #: (claims no target of the system carries; the module docstring).
 SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
     "exact_softmax": {
-        "exact": "not tested by the suite as a claim: exact softmax attention is the reference "
+        "exact": "exact softmax attention is the reference "
                  "the approximates_softmax properties measure other targets against, and "
                  "tests/test_attention.py checks it against the quadratic form",
         "batch_independent": _BATCH,  # runs on every attention target, claim or not
@@ -103,7 +105,7 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
                              "test_iterative_pinv_initialises_per_matrix",
     },
     "truncated_svd": {
-        "psd": "not tested by the suite: the PSD property's rounding bound is built from the "
+        "psd": "the PSD property's rounding bound is built from the "
                "landmark block W of a Nyström approximation, and a truncated SVD has no "
                "landmarks; K_r = U_r Σ_r U_rᵀ of a PSD K is PSD by construction "
                "(tests/test_nystrom.py::test_schur_complement_and_eckart_young checks the "
@@ -115,3 +117,30 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
                         "the matrix (properties/unbiased_checks.py)"}
        for kind in ("orthogonal_fixed_norm", "sorf")},
 }
+
+
+def targets_of(system: str) -> list[Any]:
+    """The built-in targets named for a system: ``<kind>:<system>`` or ``<system>[<variant>]``."""
+    from kernel_verify.properties.builtin import builtin_targets
+
+    return [t for t in builtin_targets()
+            if t.name.split(":", 1)[-1] == system or t.name.startswith(f"{system}[")]
+
+
+def claim_evidence(system: Any) -> dict[str, tuple[str, ...] | str | None]:
+    """Claim of a descriptor -> the properties that test it (a tuple: run on a built-in target
+    that carries the claim, or on the project's function), why it is not tested (a string), or
+    None where this file has neither (``tests/test_system_coverage.py`` fails then)."""
+    from kernel_verify.properties.property_index import properties_by_kind
+
+    declared = SYSTEM_CLAIM_TESTS.get(system.name, {})
+    by_kind = properties_by_kind()
+    targets = targets_of(system.name)
+    evidence: dict[str, tuple[str, ...] | str | None] = {}
+    for claim in sorted(system.claims):
+        wanted = CLAIM_PROPERTIES.get(claim, ())
+        names = {p.split("::")[-1] for p in wanted}
+        carried = any(t.has(claim) and names
+                      and names <= by_kind.get(type(t).__name__, frozenset()) for t in targets)
+        evidence[claim] = declared.get(claim, wanted if carried else None)
+    return evidence

@@ -14,19 +14,17 @@ import pytest
 
 import kernel_verify.properties
 from kernel_verify.impls.systems import all_systems
-from kernel_verify.properties.builtin import UNTESTED_SYSTEMS, builtin_targets
-from kernel_verify.properties.claim_tests import CLAIM_PROPERTIES, SYSTEM_CLAIM_TESTS
-from kernel_verify.properties.property_index import properties_by_kind
-
-
-def _targets_of(system: str) -> list:
-    """The built-in targets named for the system: ``<kind>:<system>`` or ``<system>[<variant>]``."""
-    return [t for t in builtin_targets()
-            if t.name.split(":", 1)[-1] == system or t.name.startswith(f"{system}[")]
+from kernel_verify.properties.builtin import UNTESTED_SYSTEMS
+from kernel_verify.properties.claim_tests import (
+    CLAIM_PROPERTIES,
+    SYSTEM_CLAIM_TESTS,
+    claim_evidence,
+    targets_of,
+)
 
 
 def _covered(system: str) -> bool:
-    return bool(_targets_of(system))
+    return bool(targets_of(system))
 
 
 def _property_names() -> set[str]:
@@ -53,19 +51,9 @@ def test_no_stale_reason():
     assert all(len(why) > 40 for why in UNTESTED_SYSTEMS.values())
 
 
-def _accounted(system, claim: str) -> bool:
-    """Whether a claim is tested by named properties or declared not tested (module docstring)."""
-    if claim in SYSTEM_CLAIM_TESTS.get(system.name, {}):
-        return True
-    by_kind = properties_by_kind()
-    wanted = {p.split("::")[-1] for p in CLAIM_PROPERTIES.get(claim, ())}
-    return any(t.has(claim) and wanted and wanted <= by_kind.get(type(t).__name__, frozenset())
-               for t in _targets_of(system.name))
-
-
 @pytest.mark.parametrize("system", all_systems(), ids=lambda s: s.name)
 def test_every_claim_is_tested_or_says_why_not(system):
-    orphans = [c for c in sorted(system.claims) if not _accounted(system, c)]
+    orphans = [c for c, evidence in claim_evidence(system).items() if evidence is None]
     assert not orphans, (
         f"system {system.name!r}: claims {orphans} are neither carried by a built-in target "
         "with properties that test them (CLAIM_PROPERTIES) nor listed in "
@@ -80,7 +68,7 @@ def test_built_in_targets_carry_their_descriptors_claims(system):
     ``properties/claim_tests.py`` says why not (none is dropped silently on the way from
     ``impls/systems.py`` to the suite)."""
     declared = set(SYSTEM_CLAIM_TESTS.get(system.name, {}))
-    for target in _targets_of(system.name):
+    for target in targets_of(system.name):
         dropped = system.target_claims() - target.claims - declared
         assert not dropped, (
             f"{target.name} drops {sorted(dropped)} of its "
@@ -101,3 +89,13 @@ def test_claim_tests_name_existing_properties_and_systems():
     reasons = [v for claims in SYSTEM_CLAIM_TESTS.values() for v in claims.values()
                if isinstance(v, str)]
     assert all(len(why) > 40 for why in reasons)
+
+
+def test_report_systems_page_lists_every_claim_with_its_evidence():
+    from kernel_verify.report.pages import to_markdown
+    from kernel_verify.report.systems import systems_page
+
+    text = to_markdown(systems_page())
+    assert "NOT ACCOUNTED FOR" not in text
+    for system in all_systems():
+        assert f"## {system.name} ({system.kind}" in text, system.name

@@ -134,6 +134,9 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
             print(f"overview figures done ({time.perf_counter() - t1:.0f} s)", file=sys.stderr,
                   flush=True)
             overview_ok = True
+        from kernel_verify.report.systems import systems_page
+
+        write_page(systems_page(), tmp, "systems")  # reads declarations only: no measurement
         duration = time.perf_counter() - t0
         header = {"command": command, "depth": s.depth, "settings": repr(s),
                   "versions": _versions(), "code_version": version,
@@ -216,6 +219,8 @@ def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool)
     page.ul(GUIDE)
     if overview_ok:
         page.p("[Overview: softmax and Gaussian-kernel estimators compared](overview.md)")
+    page.p("[Attention, kernel approximations and random matrices: each claim and what tests "
+           "it](systems.md)")
     page.h("Maps")
     table = []
     for entry, d in rows:
