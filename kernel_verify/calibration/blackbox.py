@@ -18,9 +18,36 @@ from kernel_verify.calibration.certify import (
 )
 
 
+def blackbox_controls() -> tuple[str, ...]:
+    """The correct maps the black-box checks are calibrated on: the controls of
+    ``kernel-verify mutants --blackbox`` (:data:`kernel_verify.mutants.wrap.CONTROLS`) and, for
+    every formula whose record names a black-box family with per-draw identities
+    (``Formula.blackbox_family``) and has no map among them, its map on iid rows (else its first
+    random map): a formula registered with a family is calibrated without a list to extend."""
+    from kernel_verify.mutants.wrap import CONTROLS
+    from kernel_verify.properties.checks.blackbox import has_family_identities
+    from kernel_verify.properties.formulas import records
+
+    out = list(CONTROLS)
+    for f, rec in records().items():
+        if not has_family_identities(f) or set(rec.maps) & set(CONTROLS):
+            continue
+        random = [m for m in rec.maps if not _builtin_map(m).has("deterministic")]
+        iid = [m for m in random if _builtin_map(m).matrix == "iid"]
+        if iid or random:
+            out.append((iid or random)[0])
+    return tuple(out)
+
+
+def _builtin_map(name: str):
+    from kernel_verify.impls.registry import get
+
+    return get(name)
+
+
 def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The black-box feature-map checks (``properties/test_blackbox_maps.py``) on one correct
-    registry map wrapped black-box (:data:`kernel_verify.mutants.wrap.CONTROLS`):
+    registry map wrapped black-box (:func:`blackbox_controls`):
 
     * float64 accuracy (``|Δ⁴φ|`` noise > ``NOISE_LEVEL``), deterministic identity (64-ulp
       feature assumption), per-draw family identities at ``IDENTITY_LEVEL`` and at a 1000×

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kernel_verify.calibration.blackbox import blackbox_rows, orthogonal_rows
+from kernel_verify.calibration.blackbox import blackbox_controls, blackbox_rows, orthogonal_rows
 from kernel_verify.calibration.certify import Row, _builtin
 from kernel_verify.calibration.convergence import (
     _attention_places,
@@ -18,12 +18,12 @@ from kernel_verify.calibration.convergence import (
     convergence_targets,
 )
 from kernel_verify.calibration.estimators import (
-    BIASED_TARGETS,
-    ESTIMATOR_TARGETS,
-    REFERENCE_TARGETS,
     biased_rows,
+    biased_targets,
     estimator_rows,
+    estimator_targets,
     reference_mean_rows,
+    reference_targets,
 )
 from kernel_verify.calibration.gradients import _state_places, state_gradient_targets
 from kernel_verify.calibration.matrices import matrix_rows
@@ -53,7 +53,6 @@ PARTS = ("matrices", "estimators", "reference_means", "convergence", "blackbox",
 def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     """Every calibration unit of ``parts`` (the built-in targets, the calibrated maps, the
     black-box controls)."""
-    from kernel_verify.mutants.wrap import CONTROLS
     from kernel_verify.properties.builtin import builtin_targets
     from kernel_verify.properties.protocol import RandomMatrixTarget
 
@@ -62,14 +61,15 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
         out += [Unit("matrices", t.name, matrix_rows) for t in builtin_targets()
                 if isinstance(t, RandomMatrixTarget) and t.has("gaussian_rows")]
     if "estimators" in parts:
-        out += [Unit("estimators", name, estimator_rows) for name in ESTIMATOR_TARGETS]
-        out += [Unit("estimators", name, biased_rows) for name in BIASED_TARGETS]
+        out += [Unit("estimators", name, estimator_rows) for name in estimator_targets()]
+        out += [Unit("estimators", name, biased_rows) for name in biased_targets()]
     if "reference_means" in parts:  # light (~20 s per 100 seeds): its own part, run apart
-        out += [Unit("reference_means", name, reference_mean_rows) for name in REFERENCE_TARGETS]
+        out += [Unit("reference_means", name, reference_mean_rows)
+                for name in reference_targets()]
     if "convergence" in parts:
         out += [Unit("convergence", name, convergence_rows) for name in convergence_targets()]
     if "blackbox" in parts:
-        out += [Unit("blackbox", name, blackbox_rows) for name in CONTROLS]
+        out += [Unit("blackbox", name, blackbox_rows) for name in blackbox_controls()]
         out.append(Unit("blackbox", "rff_pairs[orthogonal]", orthogonal_rows))
     if "gradients" in parts:
         from kernel_verify.calibration.gradients import (
