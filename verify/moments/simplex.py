@@ -129,23 +129,48 @@ def coupled_covariance(
         count = len(h)
         half_d, half = mpmath.mpf(d) / 2, mpmath.mpf(1) / 2
         poch = [mpmath.rf(half, i) for i in range(count + 1)]
-        poch_d = [mpmath.rf(half_d, i) for i in range(count + 1)]
-        cpow = [cs**k for k in range(count)]
+        poch_d = [mpmath.rf(half_d, i) for i in range(2 * count + 1)]
+        cpow = [abs(cs) ** k for k in range(count)]
         spow = [sn**k for k in range(count)]
+        sign = -1 if cs < 0 else 1
+        # Pruning: every moment E[a^p b^q] is at most 1 in size, so the terms of one (n, k)
+        # add up to at most |hₙ|·C(n,k)|c|^k s^(n−k)·Σ|h|; those below ``cut`` are left out
+        # (in all at most count²·cut·Σ|h| = tol·(Σ|h|)²), and so are the j past the last
+        # |h_j| ≥ cut (h decays monotonically there: that tail is below count·cut·Σ|h|).
+        absum = mpmath.fsum(abs(t) for t in h)
+        cut = tol * absum / count**2
+        jmax = max((j for j in range(count) if abs(h[j]) >= cut), default=0)
+        # The inner sums Σ_j h_j·(½)_p/(d/2)_(p+q) run in fixed point (Python integers at
+        # ``bits`` fractional bits, h scaled by 1/Σ|h|, every ratio ≤ 1): each product errs by at
+        # most 2^-bits, so a sum of ≤ count terms by count·2^-bits·Σ|h| — far below ``cut``.
+        bits = int(mpmath.mp.prec) + 2 * count.bit_length() + 8
+        one = 1 << bits
+        h_re = [int(mpmath.nint(mpmath.re(t) / absum * one)) for t in h]
+        h_im = [int(mpmath.nint(mpmath.im(t) / absum * one)) for t in h]
+        complex_h = any(h_im)
+        # ratio[q][p] = (½)_p/(d/2)_(p+q), so E[a^(2p) b^(2q)] = ratio[q][p]·(½)_q
+        ratio = [[int(mpmath.nint(poch[p] / poch_d[p + q] * one)) for p in range(count)]
+                 for q in range(count // 2 + 1)]
+        scale = absum / mpmath.mpf(one) ** 2
         total = mpmath.mpc(0)
         for n in range(count):
-            if h[n] == 0:
+            if abs(h[n]) * (abs(cs) + sn) ** n < cut:
                 continue
             inner = mpmath.mpc(0)
-            for k in range(n % 2, n + 1, 2):  # n − k even
-                weight = mpmath.binomial(n, k) * cpow[k] * spow[n - k] * poch[(n - k) // 2]
-                if weight == 0:
-                    continue
-                # Σ_j h_j E[a^(j+k) b^(n−k)]: j ≡ k (mod 2)
-                acc = mpmath.mpc(0)
-                for j in range(k % 2, count, 2):
-                    acc += h[j] * poch[(j + k) // 2] / poch_d[(j + n) // 2]
-                inner += weight * acc
+            k = n % 2
+            binom = mpmath.mpf(n if k else 1)  # C(n, k)
+            while k <= n:  # n − k even
+                bound = binom * cpow[k] * spow[n - k]
+                if abs(h[n]) * bound >= cut:
+                    weight = bound * sign**k * poch[(n - k) // 2]
+                    # Σ_j h_j E[a^(j+k) b^(n−k)]: j ≡ k (mod 2)
+                    row = ratio[(n - k) // 2]
+                    js = range(k % 2, jmax + 1, 2)
+                    re = sum(h_re[j] * row[(j + k) // 2] for j in js)
+                    im = sum(h_im[j] * row[(j + k) // 2] for j in js) if complex_h else 0
+                    inner += weight * mpmath.mpc(re, im) * scale
+                binom = binom * (n - k) * (n - k - 1) / ((k + 1) * (k + 2))
+                k += 2
             total += h[n] * inner
         cov = mpmath.re(total) - mpmath.mpf(mean) ** 2
     return +cov
