@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.properties.builtin_hybrid import elu1
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget
 
 __all__ = ["builtin_gated_targets", "gated_target"]
@@ -44,14 +45,6 @@ def _mod(x: Any):
     else:
         from kernel_verify.impls.numpy import gated_forms
     return gated_forms
-
-
-def _elu1(x: Any) -> Any:
-    if _is_torch(x):
-        import torch
-
-        return torch.nn.functional.elu(x) + 1
-    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0))).astype(x.dtype, copy=False)
 
 
 def _up(*xs):
@@ -92,7 +85,7 @@ def make_forms(kind: str, normalise: bool = False, *, phi=None,
 
     def default_phi(x, role):
         if normalise:
-            return _elu1(x)
+            return elu1(x)  # x + 1 or e^x: elu(x) + 1 cancels for x << 0
         return x * (float(x.shape[-1]) ** -0.5) if role == "q" else x
 
     phi = phi or default_phi
