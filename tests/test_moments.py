@@ -45,7 +45,8 @@ DPS = 30
 AGREE = mpmath.mpf(10) ** -25
 
 CONFIGS = {"rff_pairs": {"sigma": 0.8}, "rff_phase": {"sigma": 1.3}, "gerf": {"A": -0.07},
-           "random_maclaurin": {"p": 2.5}, "sderf": {"alpha": -0.08, "beta": -0.2}}
+           "random_maclaurin": {"p": 2.5}, "sderf": {"alpha": -0.08, "beta": -0.2},
+           "darkformer": {"init_seed": 0, "spread": 0.5}}
 
 # A deterministic grid: generic, equal, opposite, parallel, orthogonal and zero vectors, d = 1..5.
 _R = np.random.default_rng(2024)

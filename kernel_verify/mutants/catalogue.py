@@ -27,6 +27,7 @@ from kernel_verify.mutants.gated_torch import GATED_TORCH_KILLERS, GATED_TORCH_M
 from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
 from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
 from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
+from kernel_verify.mutants.learned_attention import LEARNED_KILLERS, LEARNED_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
 from kernel_verify.mutants.nystrom import (
@@ -129,6 +130,13 @@ def _hybrid(name: str) -> Mutant:
                   HYBRID_KILLERS[name])
 
 
+def _learned(name: str) -> Mutant:
+    """ReBased and DARKFormer maps (:mod:`kernel_verify.mutants.learned_attention`; controls:
+    ``control_rebased``, ``control_darkformer``)."""
+    description, make = LEARNED_MUTANTS[name]
+    return Mutant(name, "feature_map", description, make, LEARNED_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
@@ -140,6 +148,7 @@ MUTANTS: list[Mutant] = [
     *(_gated(n) for n in GATED_MUTANTS),
     *(_gated_torch(n) for n in GATED_TORCH_MUTANTS),
     *(_hybrid(n) for n in HYBRID_MUTANTS),
+    *(_learned(n) for n in LEARNED_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
     *MODEL_MUTANTS,
 ]

@@ -146,6 +146,10 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
      _feature_twin("gerf[iid]", True)),
     ("sderf", "feature_map", "SDERF, FAVOR#'s dense-exponential features (registry function), "
      "with attention", _feature_twin("sderf[iid]", True)),
+    ("rebased", "feature_map", "ReBased (registry function, docs/math.md §21)",
+     _feature_twin("rebased", False)),
+    ("darkformer", "feature_map", "DARKFormer (registry function, docs/math.md §21)",
+     _feature_twin("darkformer", False)),
     ("rff_pairs", "feature_map", "RFF pairs (registry function)",
      _feature_twin("rff_pairs[iid]", False)),
     ("rff_phase", "feature_map", "random-phase RFF (registry function)",
