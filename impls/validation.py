@@ -307,6 +307,46 @@ def check_count_field(name: str, field_name: str, value: object) -> None:
         raise target_error(ValueError, name, field_name, f"must be >= 1, got {value}")
 
 
+#: The array libraries and dtypes a sequence target (attention, gated attention) may accept.
+TARGET_BACKENDS = ("numpy", "torch")
+TARGET_DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def check_backends_and_dtypes(name: str, backends: object, dtypes: object) -> None:
+    """``backends`` and ``dtypes`` are non-empty tuples of :data:`TARGET_BACKENDS` and
+    :data:`TARGET_DTYPES` names (a TypeError for another type, a ValueError for a bad name)."""
+    for field_name, value, allowed in (("backends", backends, TARGET_BACKENDS),
+                                       ("dtypes", dtypes, TARGET_DTYPES)):
+        if isinstance(value, str) or not isinstance(value, tuple | list | frozenset | set):
+            raise target_error(TypeError, name, field_name, "must be a tuple of names among "
+                               f"{', '.join(allowed)}, got {value!r}")
+        if not value or any(v not in allowed for v in value):
+            raise target_error(ValueError, name, field_name, "must be a non-empty tuple of "
+                               f"names among {', '.join(allowed)}; got {tuple(value)}")
+
+
+def check_chunk_sizes(name: str, chunk_sizes: object) -> None:
+    """``chunk_sizes`` is None (any size) or a non-empty tuple of ints >= 1."""
+    if chunk_sizes is None:
+        return
+    if isinstance(chunk_sizes, str) or not isinstance(chunk_sizes, tuple | list):
+        raise target_error(TypeError, name, "chunk_sizes", "must be a tuple of chunk sizes or "
+                           f"None (any size), got {chunk_sizes!r}")
+    if not chunk_sizes:
+        raise target_error(ValueError, name, "chunk_sizes", "must not be empty (None: any size)")
+    for c in chunk_sizes:
+        check_count_field(name, "chunk_sizes", c)
+
+
+def check_call_seconds(name: str, call_seconds: object) -> None:
+    """``call_seconds`` is None (calls are fast) or a positive number of seconds."""
+    if call_seconds is not None and (
+            isinstance(call_seconds, bool) or not isinstance(call_seconds, int | float)
+            or not call_seconds > 0):
+        raise target_error(TypeError, name, "call_seconds", "must be a positive number of "
+                           f"seconds or None, got {call_seconds!r}")
+
+
 #: Checks that the names of ``known_failures`` are properties of the target's kind. The suite
 #: (``kernel_verify.properties.property_index``) registers it when it is imported: the code under
 #: test cannot import the suite (imports go down only), and a target is only ever run by it.
@@ -339,10 +379,15 @@ def check_known_failures(name: str, known: object, kind: str | None = None) -> N
 
 
 __all__ = [
+    "TARGET_BACKENDS",
+    "TARGET_DTYPES",
     "check_array",
+    "check_backends_and_dtypes",
     "check_bool",
+    "check_call_seconds",
     "check_callable_field",
     "check_choice_field",
+    "check_chunk_sizes",
     "check_claim_set",
     "check_config",
     "check_count_field",

@@ -50,17 +50,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
+from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_choice_field as _check_choice
+from kernel_verify.impls.validation import check_chunk_sizes as _check_chunk_sizes
 from kernel_verify.impls.validation import check_claim_set as _check_claims
-from kernel_verify.impls.validation import check_count_field as _check_count
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import target_error as _fail
+from kernel_verify.properties.sequence_target import SequenceTarget
 
 __all__ = ["GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES", "GatedAttentionTarget"]
 
@@ -78,9 +81,10 @@ GATED_CLAIMS = {
 
 
 @dataclass(frozen=True)
-class GatedAttentionTarget:
+class GatedAttentionTarget(SequenceTarget):
     """A gated causal linear attention (module docstring)."""
 
+    FORMS: ClassVar[tuple[str, ...]] = GATED_FORMS
     name: str
     gates: str
     claims: frozenset[str]
@@ -121,21 +125,8 @@ class GatedAttentionTarget:
                                                           "step")):
             raise _fail(ValueError, self.name, "parallel", "the target offers no form: give at "
                         "least one of parallel, stateful, chunked, step")
-        for field_name, allowed in (("backends", ("numpy", "torch")),
-                                    ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
-            value = getattr(self, field_name)
-            if isinstance(value, str) or not isinstance(value, tuple | list) or not value or \
-                    any(x not in allowed for x in value):
-                raise _fail(ValueError, self.name, field_name, f"must be a non-empty tuple of "
-                            f"names among {', '.join(allowed)}, got {value!r}")
-        if self.chunk_sizes is not None:
-            if isinstance(self.chunk_sizes, str) or not isinstance(self.chunk_sizes,
-                                                                   tuple | list) \
-                    or not self.chunk_sizes:
-                raise _fail(TypeError, self.name, "chunk_sizes", "must be a non-empty tuple of "
-                            f"chunk sizes or None, got {self.chunk_sizes!r}")
-            for c in self.chunk_sizes:
-                _check_count(self.name, "chunk_sizes", c)
+        _check_backends_and_dtypes(self.name, self.backends, self.dtypes)
+        _check_chunk_sizes(self.name, self.chunk_sizes)
         if isinstance(self.min_log_gate, bool) or not isinstance(self.min_log_gate,
                                                                  int | float) \
                 or not -1e4 <= self.min_log_gate < 0:
@@ -145,23 +136,4 @@ class GatedAttentionTarget:
                 or self.feature_ulps < 0:
             raise _fail(ValueError, self.name, "feature_ulps", "must be an int >= 0, got "
                         f"{self.feature_ulps!r}")
-        if self.call_seconds is not None and (
-                isinstance(self.call_seconds, bool)
-                or not isinstance(self.call_seconds, int | float) or not self.call_seconds > 0):
-            raise _fail(TypeError, self.name, "call_seconds", "must be a positive number of "
-                        f"seconds or None, got {self.call_seconds!r}")
-
-    def has(self, claim: str) -> bool:
-        return claim in self.claims
-
-    def accepts(self, library: str, dtype: str) -> bool:
-        return library in self.backends and dtype in self.dtypes
-
-    def offers(self, form: str) -> bool:
-        if form not in GATED_FORMS:
-            raise ValueError(f"form must be one of {', '.join(GATED_FORMS)}, got {form!r}")
-        return getattr(self, form) is not None
-
-    def to_layout(self, x: Any) -> Any:
-        """A ``(B, H, T, …)`` array (or ``(B, H, T)`` gates) in the target's layout and back."""
-        return x if self.layout == "BHTD" else x.swapaxes(1, 2)
+        _check_call_seconds(self.name, self.call_seconds)

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_count_field as _check_count
@@ -124,11 +125,7 @@ class ModelTarget:
             raise _fail(ValueError, self.name, "padded", "is given but claims name neither "
                         "'left_padding' nor 'right_padding' (which masks it takes)")
         _check_known_failures(self.name, self.known_failures, type(self).__name__)
-        if self.call_seconds is not None and (
-                isinstance(self.call_seconds, bool)
-                or not isinstance(self.call_seconds, int | float) or not self.call_seconds > 0):
-            raise _fail(TypeError, self.name, "call_seconds", "must be a positive number of "
-                        f"seconds or None, got {self.call_seconds!r}")
+        _check_call_seconds(self.name, self.call_seconds)
 
     def has(self, claim: str) -> bool:
         return claim in self.claims

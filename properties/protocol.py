@@ -61,14 +61,17 @@ import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from kernel_verify.impls.descriptor import FeatureMapTarget
 from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS
+from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
+from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_choice_field as _check_choice
+from kernel_verify.impls.validation import check_chunk_sizes as _check_chunk_sizes
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_count_field as _check_count
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
@@ -77,6 +80,7 @@ from kernel_verify.impls.validation import set_known_property_check as _set_know
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties.model_protocol import MODEL_CLAIMS, ModelTarget
 from kernel_verify.properties.property_index import check_known_properties
+from kernel_verify.properties.sequence_target import SequenceTarget
 from kernel_verify.properties.shape_contract import keep_to_contract
 from kernel_verify.verify.backends import as_float64
 
@@ -122,14 +126,7 @@ def _validate_forms(t: AttentionTarget) -> None:
     _check_choice(t.name, "layout", t.layout, set(LAYOUTS), optional=False)
     for field_name in (*ATTENTION_FORMS, "features", "state_sums"):
         _check_callable(t.name, field_name, getattr(t, field_name), optional=True)
-    if t.chunk_sizes is not None:
-        if isinstance(t.chunk_sizes, str) or not isinstance(t.chunk_sizes, tuple | list):
-            raise _fail(TypeError, t.name, "chunk_sizes", "must be a tuple of chunk sizes or "
-                        f"None (any size), got {t.chunk_sizes!r}")
-        if not t.chunk_sizes:
-            raise _fail(ValueError, t.name, "chunk_sizes", "must not be empty (None: any size)")
-        for c in t.chunk_sizes:
-            _check_count(t.name, "chunk_sizes", c)
+    _check_chunk_sizes(t.name, t.chunk_sizes)
     if t.state_sums is not None and not any(getattr(t, f) is not None for f in ATTENTION_FORMS):
         raise _fail(ValueError, t.name, "state_sums", "is given but the target offers no form "
                     f"with a state ({', '.join(ATTENTION_FORMS)})")
@@ -231,7 +228,7 @@ def _checked_form(t: AttentionTarget, form: str) -> Callable[..., Any]:
 
 
 @dataclass(frozen=True)
-class AttentionTarget:
+class AttentionTarget(SequenceTarget):
     """``attention(q, k, v, *, causal: bool, seed: int) -> out`` on arrays of shape
     ``(batch, heads, n, d)``; ``seed`` fixes any randomness (ignored by exact attention).
     With ``approximates_softmax``, ``attention`` also accepts ``m=`` (feature count).
@@ -313,6 +310,7 @@ class AttentionTarget:
     a Hypothesis property, a skip elsewhere), and every verdict says which shapes were not drawn
     (:mod:`kernel_verify.properties.shape_contract`)."""
 
+    FORMS: ClassVar[tuple[str, ...]] = ATTENTION_FORMS
     name: str
     attention: Callable[..., Any]
     claims: frozenset[str]
@@ -344,47 +342,16 @@ class AttentionTarget:
                             f"(0: exact attention without features) or None (unknown), got "
                             f"{self.feature_count!r}")
         _check_known_failures(self.name, self.known_failures, type(self).__name__)
-        for field_name, allowed in (("backends", ("numpy", "torch")),
-                                    ("dtypes", ("float64", "float32", "float16", "bfloat16"))):
-            value = getattr(self, field_name)
-            if isinstance(value, str) or not isinstance(value, tuple | list | frozenset | set):
-                raise TypeError(f"target {self.name!r}: {field_name} must be a tuple of names "
-                                f"among {', '.join(allowed)}, got {value!r}")
-            bad = [v for v in value if v not in allowed]
-            if bad or not value:
-                raise ValueError(f"target {self.name!r}: {field_name} must be a non-empty tuple "
-                                 f"of names among {', '.join(allowed)}; got {tuple(value)}")
+        _check_backends_and_dtypes(self.name, self.backends, self.dtypes)
         if not isinstance(self.self_attention_only, bool):
             raise TypeError(f"target {self.name!r}: self_attention_only must be a bool, got "
                             f"{type(self.self_attention_only).__name__}")
         _validate_forms(self)
-        if self.call_seconds is not None and (
-                isinstance(self.call_seconds, bool)
-                or not isinstance(self.call_seconds, int | float) or not self.call_seconds > 0):
-            raise TypeError(f"target {self.name!r}: call_seconds must be a positive number of "
-                            f"seconds or None, got {self.call_seconds!r}")
-
-    def has(self, claim: str) -> bool:
-        return claim in self.claims
-
-    def accepts(self, library: str, dtype: str) -> bool:
-        """Whether the target takes arrays of ``library`` (numpy, torch) in ``dtype``."""
-        return library in self.backends and dtype in self.dtypes
-
-    def offers(self, form: str) -> bool:
-        """Whether the target offers ``form`` (one of :data:`ATTENTION_FORMS`)."""
-        if form not in ATTENTION_FORMS:
-            raise ValueError(f"form must be one of {', '.join(ATTENTION_FORMS)}, got {form!r}")
-        return getattr(self, form) is not None
+        _check_call_seconds(self.name, self.call_seconds)
 
     def _has_contract(self) -> bool:
         """Whether the target declares a shape contract (``shape_contract``)."""
         return self.dv_equals_d or self.length_multiple_of > 1 or self.min_length > 1
-
-    def to_layout(self, x: Any) -> Any:
-        """A ``(B, H, T, …)`` array in the target's layout (and back: the swap is its own
-        inverse)."""
-        return x if self.layout == "BHTD" else x.swapaxes(1, 2)
 
     def __call__(self, q, k, v, *, causal: bool, seed: int = 0, **kw: Any) -> np.ndarray:
         """The output as a float64 NumPy array (exact widening from any backend and dtype),
