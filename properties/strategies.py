@@ -60,6 +60,18 @@ class QKV:
                     f"v=np.array({self.v.tolist()!r}), scale={self.scale!r})")
 
 
+
+def qkv_rows(x: QKV, a: int, b: int) -> QKV:
+    """Positions ``a…b−1`` of every sequence of ``x`` (the time axis, −2)."""
+    sl = (..., slice(a, b), slice(None))
+    return QKV(x.q[sl], x.k[sl], x.v[sl], x.scale)
+
+
+def qkv_join(*xs: QKV) -> QKV:
+    """The inputs ``xs`` joined along the time axis (at the first one's scale)."""
+    return QKV(*(np.concatenate([getattr(x, f) for x in xs], axis=-2) for f in "qkv"),
+               xs[0].scale)
+
 #: Entries of unit-scale inputs: finite, no subnormals (a scale multiplies them).
 _unit = st.floats(-2.0, 2.0, allow_nan=False, allow_infinity=False, allow_subnormal=False,
                   width=32)

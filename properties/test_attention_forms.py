@@ -74,7 +74,7 @@ from kernel_verify.properties.layouts import (
     with_layouts,
 )
 from kernel_verify.properties.layouts import chunks_of as _chunks_of
-from kernel_verify.properties.strategies import QKV, generator, seeds
+from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows, seeds
 from kernel_verify.properties.targets import attentions_with
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.references.forms import causal_recurrence_mp
@@ -146,16 +146,6 @@ _at_layouts = with_layouts(lambda target, **_: ({"shape": s} for s in shapes_for
 #: The same, one layout per length: for the properties that never split the sequence.
 _at_lengths = with_layouts(
     lambda target, **_: ({"shape": s} for s in shapes_for(target, splits=False)))
-
-
-def rows(x: QKV, a: int, b: int) -> QKV:
-    sl = (..., slice(a, b), slice(None))
-    return QKV(x.q[sl], x.k[sl], x.v[sl], x.scale)
-
-
-def join(*xs: QKV) -> QKV:
-    return QKV(*(np.concatenate([getattr(x, f) for x in xs], axis=-2) for f in "qkv"),
-               xs[0].scale)
 
 
 def tol(x: QKV, backend: Backend, target=None, seed: int = 0) -> float:
@@ -232,8 +222,8 @@ def steps_tail(target, backend: Backend, x: QKV, *, seed: int):
         out, state = run_steps(target, backend, x, seed=seed)
         return 0, out, state
     start = n - MAX_STEPS
-    _, state = run(target, backend, rows(x, 0, start), seed=seed)
-    out, state = run_steps(target, backend, rows(x, start, n), seed=seed, state=state)
+    _, state = run(target, backend, qkv_rows(x, 0, start), seed=seed)
+    out, state = run_steps(target, backend, qkv_rows(x, start, n), seed=seed, state=state)
     return start, out, state
 
 
@@ -254,7 +244,7 @@ def same_state(target, backend, a, b, probe: QKV, context: QKV, seed: int, what:
     input ``context + probe``)."""
     got_a = continuation(target, backend, a, probe, seed)
     got_b = continuation(target, backend, b, probe, seed)
-    text = observed(got_a, tol=tol(join(context, probe), backend, target, seed), expected=got_b)
+    text = observed(got_a, tol=tol(qkv_join(context, probe), backend, target, seed), expected=got_b)
     if text:
         raise AssertionError(f"{what}: the probe continues differently from the two states: "
                              f"{text}")
@@ -374,9 +364,9 @@ def test_split_invariance(target, backend, shape):
     x = draw_inputs(shape)
     cut = min(shape.cut, shape.t)
     full, s_full = run(target, backend, x, seed=shape.seed, chunk=shape.chunk)
-    first, s_first = run(target, backend, rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
+    first, s_first = run(target, backend, qkv_rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
     if cut < shape.t:
-        second, s_split = run(target, backend, rows(x, cut, shape.t), seed=shape.seed,
+        second, s_split = run(target, backend, qkv_rows(x, cut, shape.t), seed=shape.seed,
                               chunk=shape.chunk, state=s_first)
         split = np.concatenate([first, second], axis=-2)
     else:
@@ -451,7 +441,7 @@ def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
         prefix = draw_inputs(Shape(n_seq, shape.h, 2, shape.d, shape.dv, 1, 1, shape.seed),
                              stream="prefix")
         init = run(target, backend, prefix, seed=shape.seed)[1]
-    packed = join(*seqs)
+    packed = qkv_join(*seqs)
     cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     t = target.to_layout
     q, k, v = (t(backend.from_numpy(a)) for a in (packed.q, packed.k, packed.v))
@@ -462,8 +452,8 @@ def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
     for i, x in enumerate(seqs):
         st_i = None if init is None else tuple(s[i:i + 1] for s in init)
         ref, s_ref = run(target, backend, x, seed=shape.seed, state=st_i)
-        context = x if prefix is None else join(rows(QKV(*(getattr(prefix, f)[i:i + 1]
-                                                           for f in "qkv"), 0.5), 0, 2), x)
+        context = x if prefix is None else qkv_join(
+            qkv_rows(QKV(*(getattr(prefix, f)[i:i + 1] for f in "qkv"), 0.5), 0, 2), x)
         got = out[..., cu[i]:cu[i + 1], :]
         text = observed(got, tol=tol(context, backend, target, shape.seed), expected=ref)
         if text:
@@ -570,8 +560,8 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
     cut = shape.cut if shape.cut < shape.t else 0  # T = 1: decode from the empty state
     state = None
     if cut:
-        _, state = run(target, backend, rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
-    decoded, _ = run_steps(target, backend, rows(x, cut, shape.t), seed=shape.seed, state=state)
+        _, state = run(target, backend, qkv_rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
+    decoded, _ = run_steps(target, backend, qkv_rows(x, cut, shape.t), seed=shape.seed, state=state)
     full = call(target, backend, x, causal=True, seed=shape.seed)
     text = observed(decoded, tol=tol(x, backend, target, shape.seed), expected=full[..., cut:, :])
     if text:
@@ -595,7 +585,7 @@ def test_state_size_does_not_grow_with_length(target, backend, shape):
         if target.offers("stateful") or target.offers("chunked"):
             sizes.append(_size(run(target, backend, x, seed=shape.seed, chunk=shape.chunk)[1]))
         if target.offers("step"):
-            sizes.append(_size(run_steps(target, backend, rows(x, 0, 2), seed=shape.seed)[1]))
+            sizes.append(_size(run_steps(target, backend, qkv_rows(x, 0, 2), seed=shape.seed)[1]))
     assert all(s == sizes[0] for s in sizes), (
         f"{where(target, backend, shape)}: state shapes differ between lengths/forms: {sizes}")
 

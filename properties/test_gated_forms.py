@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs
 from kernel_verify.properties.evidence import nonfinite
-from kernel_verify.properties.strategies import QKV, generator
+from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
 from kernel_verify.properties.targets import active_targets, target_spec
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.gated_bounds import (
@@ -295,16 +295,6 @@ def setup(target, backend, data, max_t: int = 10):
     return shape, regime, x, g
 
 
-def rows(x: QKV, a: int, b: int) -> QKV:
-    sl = (..., slice(a, b), slice(None))
-    return QKV(x.q[sl], x.k[sl], x.v[sl], x.scale)
-
-
-def join(*xs: QKV) -> QKV:
-    return QKV(*(np.concatenate([getattr(x, f) for x in xs], axis=-2) for f in "qkv"),
-               xs[0].scale)
-
-
 def gate_rows(target, g: np.ndarray, a: int, b: int) -> np.ndarray:
     if target.gates == "scalar_fixed":
         return g
@@ -327,7 +317,7 @@ def check_state(target, backend, state, x: QKV, g, probe, what: str, seed: int) 
     px, pg = probe
     if target.gates == "scalar_fixed":
         pg = g
-    ref, _, bound, _ = exact(target, backend, join(x, px), gate_join(target, g, pg))
+    ref, _, bound, _ = exact(target, backend, qkv_join(x, px), gate_join(target, g, pg))
     got, _ = run_any(target, backend, px, pg, seed=seed, state=state)
     check_within(got, ref[..., x.q.shape[-2]:, :], bound[..., x.q.shape[-2]:, :],
                  f"{what}: the probe continued from the state")
@@ -371,10 +361,10 @@ def _forms_meet_exact(target, backend, shape, regime, x, g) -> None:
         head = max(shape.t - STEP_TOKENS, 0) if stateful else 0
         state0 = None
         if head:
-            state0 = run_any(target, backend, rows(x, 0, head), gate_rows(target, g, 0, head),
+            state0 = run_any(target, backend, qkv_rows(x, 0, head), gate_rows(target, g, 0, head),
                              seed=shape.seed)[1]
         outs[f"step × {shape.t - head}"] = run_steps(
-            target, backend, rows(x, head, shape.t), gate_rows(target, g, head, shape.t),
+            target, backend, qkv_rows(x, head, shape.t), gate_rows(target, g, head, shape.t),
             seed=shape.seed, state=state0)
     for name, (out, state) in outs.items():
         off = head if name.startswith("step") else 0
@@ -401,11 +391,11 @@ def test_gated_split_invariance(target, backend, data):
     form = "chunked" if target.chunked is not None else "stateful"
     w = where(target, backend, shape, regime)
     ref, _, bound, _ = exact(target, backend, x, g)
-    first, s1 = run(target, backend, rows(x, 0, cut), gate_rows(target, g, 0, cut), form=form,
+    first, s1 = run(target, backend, qkv_rows(x, 0, cut), gate_rows(target, g, 0, cut), form=form,
                     seed=shape.seed, chunk=shape.chunk)
     split, state = first, s1
     if cut < shape.t:
-        second, state = run(target, backend, rows(x, cut, shape.t),
+        second, state = run(target, backend, qkv_rows(x, cut, shape.t),
                             gate_rows(target, g, cut, shape.t), form=form, seed=shape.seed,
                             chunk=shape.chunk, state=s1)
         split = np.concatenate([first, second], axis=-2)
@@ -429,9 +419,9 @@ def test_gated_prefill_then_decode(target, backend, data):
     cut = max(cut, shape.t - STEP_TOKENS)  # decode at most STEP_TOKENS tokens
     state = None
     if cut:
-        _, state = run_any(target, backend, rows(x, 0, cut), gate_rows(target, g, 0, cut),
+        _, state = run_any(target, backend, qkv_rows(x, 0, cut), gate_rows(target, g, 0, cut),
                            seed=shape.seed, chunk=shape.chunk)
-    decoded, _ = run_steps(target, backend, rows(x, cut, shape.t),
+    decoded, _ = run_steps(target, backend, qkv_rows(x, cut, shape.t),
                            gate_rows(target, g, cut, shape.t), seed=shape.seed, state=state)
     ref, _, bound, _ = exact(target, backend, x, g)
     check_within(decoded, ref[..., cut:, :], bound[..., cut:, :],
@@ -474,7 +464,7 @@ def test_gated_packed_sequences_equal_separate_runs(target, backend, data):
         pg = (gates[0] if target.gates == "scalar_fixed" else  # one gate per head, shared
               seen_gates(draw_gates(target, pshape, regime, stream="prefix gates"), backend))
         init = run_any(target, backend, prefix, pg, seed=shape.seed)[1]
-    packed = join(*seqs)
+    packed = qkv_join(*seqs)
     g_packed = gates[0] if target.gates == "scalar_fixed" else np.concatenate(gates, axis=2)
     cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     t = target.to_layout
@@ -489,7 +479,7 @@ def test_gated_packed_sequences_equal_separate_runs(target, backend, data):
         if prefix is not None:
             px = QKV(*(getattr(prefix, f)[i:i + 1] for f in "qkv"), prefix.scale)
             pgi = pg if target.gates == "scalar_fixed" else pg[i:i + 1]
-            ctx, cg = join(px, x), gate_join(target, pgi, gi)
+            ctx, cg = qkv_join(px, x), gate_join(target, pgi, gi)
         else:
             ctx, cg = x, gi
         ref, _, bound, _ = exact(target, backend, ctx, cg)
@@ -564,7 +554,7 @@ def test_gated_state_size_does_not_grow_with_length(target, backend, data):
             sizes.append([tuple(s.shape) for s in run_any(target, backend, xx, gg,
                                                           seed=shape.seed, chunk=shape.chunk)[1]])
         if target.step is not None:
-            st_ = run_steps(target, backend, rows(xx, 0, 2), gate_rows(target, gg, 0, 2),
+            st_ = run_steps(target, backend, qkv_rows(xx, 0, 2), gate_rows(target, gg, 0, 2),
                             seed=shape.seed)[1]
             sizes.append([tuple(s.shape) for s in st_])
     assert all(s == sizes[0] for s in sizes), (
