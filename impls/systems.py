@@ -73,14 +73,18 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "approximates_softmax": "converges to softmax attention as its feature count m (or its "
                             "landmark count) grows",
     "batch_independent": "no batch element changes another's output",
-    "validates_input": "NaN/Inf and mismatched shapes raise ValueError (without this claim, how "
-                       "the target treats bad input is reported as an input-policy note, not a "
-                       "failure)",
+    "validates_input": "NaN/Inf and mismatched shapes raise ValueError, and so do the bad values "
+                       "of the kind's own arguments (positive log-gates, a negative window); "
+                       "without this claim, how the target treats bad input is reported as an "
+                       "input-policy note, not a failure",
     "state_bitwise": "continuing from a final state equals the full run bitwise (split "
                      "invariance, outputs and state; without it: within the derived bound)",
     "differentiable": "called with torch tensors that require grad (backends include 'torch'), "
-                      "the output is differentiable w.r.t. q, k and v by autograd "
-                      "(properties/test_gradients.py)",
+                      "the output is differentiable by autograd w.r.t. q, k and v, and the "
+                      "log-gates and initial state where the kind takes them "
+                      "(properties/test_gradients.py, test_gated_forms.py, "
+                      "test_hybrid_attention.py)",
+    "normalised": "outputs are divided by φ(q_t)ᵀz_t, z_t the (gated) sum of key features",
     "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
                               "gradients",
     "half_in_float32": "float16/bfloat16 inputs are computed in float32 and the output is "
@@ -106,7 +110,7 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
     "attention": frozenset({"causal", "noncausal", "positive_weights", "exact", "shift_free",
                             "approximates_softmax", "batch_independent", "validates_input",
                             "state_bitwise", "differentiable", "deterministic_backward",
-                            "half_in_float32"}),
+                            "half_in_float32", "normalised"}),
     "random_matrix": frozenset({"gaussian_rows", "orthogonal", "simplex", "biased"}),
     "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
                                        "optimal_rank", "pinv_iteration",
@@ -114,7 +118,9 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
 }
 
 #: The words each kind of the suite's targets accepts (``properties.protocol``: AttentionTarget,
-#: RandomMatrixTarget, KernelApproxTarget), a selection of :data:`SYSTEM_CLAIMS`. A descriptor
+#: RandomMatrixTarget, KernelApproxTarget), a selection of :data:`SYSTEM_CLAIMS` (the gated and
+#: hybrid attention targets select theirs from it too: ``properties/gated_protocol.py``,
+#: ``properties/hybrid_protocol.py``). A descriptor
 #: claim outside its target kind's words is tested some other way or not at all, and says which
 #: (``properties/claim_tests.py``).
 TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {

@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernel_verify.impls.systems import SYSTEM_CLAIMS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
 from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
@@ -70,14 +71,10 @@ __all__ = ["GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES", "GatedAtte
 GATE_KINDS = ("scalar_fixed", "scalar", "key_dim")
 GATE_SIDES = ("key",)
 GATED_FORMS = ("parallel", "stateful", "chunked", "step", "varlen", "padded")
-GATED_CLAIMS = {
-    "normalised": "outputs are divided by φ(q_t)ᵀz_t, z_t the gated sum of key features",
-    "differentiable": "torch tensors requiring grad give outputs differentiable w.r.t. q, k, v, "
-                      "the log-gates and the initial state (properties/test_gated_forms.py)",
-    "state_bitwise": "continuing from a final state equals the full run bitwise",
-    "validates_input": "NaN/Inf, positive log-gates and mismatched shapes raise ValueError",
-    "half_in_float32": "float16/bfloat16 inputs are computed in float32 and rounded once",
-}
+#: The claims a gated target takes: words of the one vocabulary
+#: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`).
+GATED_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in ("normalised", "differentiable", "state_bitwise",
+                                              "validates_input", "half_in_float32")}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.systems import SYSTEM_CLAIMS
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
@@ -38,12 +39,10 @@ from kernel_verify.properties import protocol as _protocol  # noqa: F401  (known
 
 __all__ = ["HYBRID_CLAIMS", "HybridAttentionTarget"]
 
-HYBRID_CLAIMS = {
-    "differentiable": "torch tensors requiring grad give outputs differentiable w.r.t. q, k, v "
-                      "and the initial state (properties/test_hybrid_attention.py)",
-    "validates_input": "NaN/Inf, a negative window and mismatched shapes raise ValueError",
-    "half_in_float32": "float16/bfloat16 inputs are computed in float32 and rounded once",
-}
+#: The claims a hybrid target takes: words of the one vocabulary
+#: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`).
+HYBRID_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in ("differentiable", "validates_input",
+                                               "half_in_float32")}
 
 
 @dataclass(frozen=True)
