@@ -70,6 +70,7 @@ import time
 
 import numpy as np
 
+from kernel_verify.adapters import _fla_feature_maps as _fm
 from kernel_verify.adapters import fla as ad
 from kernel_verify.verify.forms_bounds import plain_forms_error_bound
 
@@ -332,7 +333,11 @@ def fla_shape_overflow(quick: bool = False) -> str:
 MEASUREMENTS = {"fla_kernels_exact": fla_kernels_exact, "fla_rebased_eps": fla_rebased_eps,
                 "fla_shape_overflow": fla_shape_overflow,
                 # the gated kernels (simple GLA, GLA, retention): kernel_verify/adapters/fla_gated
-                "fla_gated_exact": lambda quick=False: _gated_exact(quick)}
+                "fla_gated_exact": lambda quick=False: _gated_exact(quick),
+                # the feature-map modules: kernel_verify/adapters/_fla_feature_maps.py
+                "fla_rebased_map": _fm.fla_rebased_map,
+                "fla_hedgehog_joint_softmax": _fm.fla_hedgehog_joint_softmax,
+                "fla_polysketch_square": _fm.fla_polysketch_square}
 
 
 def _gated_exact(quick: bool = False) -> str:

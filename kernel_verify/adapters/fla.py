@@ -54,10 +54,14 @@ formula they implement (white-box, no random parameters; docs/math.md §5, §6):
   ``r = [relu x, relu(−x)]`` (Schlag et al. 2021; registry ``dpfp`` at the library's ν = 4);
 * ``ReLUFeatureMap()``: ``relu(x)`` (registry ``relu``, kernel ``relu_dot``).
 
-Not targets: ``HedgehogFeatureMap`` computes one softmax over ``[2(Wx+b), −2(Wx+b)]`` (2d
-entries), while the registry's Hedgehog map (Zhang et al. 2024) normalises the two halves
-separately, so there is no formula to compare it with; the other modules (T2R, Hadamard,
-outer-product, PolySketch, Rebased) are learned layers.
+* ``RebasedFeatureMap(head_dim)`` and ``HedgehogFeatureMap(head_dim)``
+  (:mod:`kernel_verify.adapters._fla_feature_maps`): ReBased against the registry's ``rebased``
+  (docs/math.md §21) with the module's γ, β set to seeded values; Hedgehog at its identity
+  init against the registry's ``hedgehog`` (it computes one softmax over ``[2z, −2z]``: a
+  finding). PolySketch's final non-negative step is measured there too (a finding, no target).
+
+Not targets: the other modules (T2R, Hadamard, outer-product, the learned PolySketch sketches)
+are learned layers without an exact kernel to compare with.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.adapters import _triton_interpreter as interp
+from kernel_verify.adapters._fla_feature_maps import FEATURE_MAP_TARGETS as LEARNED_FEATURE_MAPS
+from kernel_verify.adapters._fla_feature_maps import FINDINGS as FEATURE_MAP_FINDINGS
 from kernel_verify.adapters._lazy import need
 from kernel_verify.adapters.fla_gated import gated_targets
 from kernel_verify.adapters.library import Finding, Library, Scope
@@ -323,6 +329,7 @@ feature_map_targets = [
                      torch_fn=module_fn("DPFPFeatureMap"), formula="dpfp"),
     FeatureMapTarget("fla.ReLUFeatureMap", "relu_dot", _EXACT | {"nonnegative"},
                      draw=no_params, torch_fn=module_fn("ReLUFeatureMap"), formula="relu"),
+    *LEARNED_FEATURE_MAPS,  # RebasedFeatureMap, HedgehogFeatureMap (_fla_feature_maps.py)
 ]
 
 #: gated kernels (simple GLA, GLA, retention) as GatedAttentionTargets: adapters/fla_gated.py
@@ -368,6 +375,10 @@ _RIGHT = (
     "**Feature maps**: `TaylorFeatureMap` is exactly the second-order Taylor map of Based "
     "(φ(q)ᵀφ(k) = 1 + t + t²/2, t = qᵀk/√d) and matches the mpmath reference feature by "
     "feature; `DPFPFeatureMap` (ν = 4) and `ReLUFeatureMap` match their formulas exactly. "
+    "`RebasedFeatureMap` (γ, β set to seeded values) is ReBased's (x̃ᵀỹ)²/d with its layer "
+    "norm's eps = 1e-5 inside the root, feature by feature within the derived float32 bound "
+    "(float64 and half inputs: see the finding); `HedgehogFeatureMap` and PolySketch's "
+    "non-negative step do not compute the maps they name (findings). "
     "**Gated kernels** (`kernel_verify/adapters/fla_gated.py`, docs/math.md §16): "
     "`chunk_simple_gla`, `fused_recurrent_simple_gla`, `parallel_simple_gla`, `chunk_gla`, "
     "`fused_recurrent_gla`, `chunk_retention`, `fused_recurrent_retention` and "
@@ -445,13 +456,16 @@ LIBRARY = Library(
     dist="fla-core", extra="fla",
     dependencies=("triton", "einops"),
     right=_RIGHT,
-    findings=_FINDINGS,
+    findings=(*_FINDINGS, *FEATURE_MAP_FINDINGS),
     explained=_EXPLAINED,
     measured=("fla_kernels_exact", "fla_gated_exact"),
     scope=_SCOPE,
     confirmations=("fla_kernels_exact",
                    "fla_rebased_eps",
                    "fla_shape_overflow",
-                   "fla_gated_exact"),
+                   "fla_gated_exact",
+                   "fla_rebased_map",
+                   "fla_hedgehog_joint_softmax",
+                   "fla_polysketch_square"),
     confirm_module="kernel_verify.adapters._fla_confirm", confirm_in_subprocess=True,
 )
