@@ -45,6 +45,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernel_verify.impls.registry import get
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.checks.estimates import (
     VARIANCE_DRAWS,
@@ -141,7 +142,7 @@ def test_simplex_positive_features_beat_orthogonal_and_iid(formula, d, m, data, 
     (cosine −1/(d−1)) is below the ORF one (cosine 0), and the ORF one is below 0 (Performer
     Thm 2). Not a claim for the hyperbolic or trigonometric maps, where §19 measures the reverse."""
     x, y = data.draw(point_pair(d, nx, ny), label="x, y")
-    cfg = {"A": -0.1} if formula == "gerf" else {}
+    cfg = dict(get(f"{formula}[iid]").config)  # the registry's parameters (GERF: A = -0.1)
     iid = exact_moments(formula, x, y, cfg, m, matrix="iid")
     orf = exact_moments(formula, x, y, cfg, m, matrix="orthogonal")
     simplex = exact_moments(formula, x, y, cfg, m, matrix="simplex")
