@@ -79,6 +79,15 @@ def _alpha_budget(random_maps: list, s: Settings) -> AlphaBudget:
                                     + n_grad))
 
 
+def _command_line(quick: bool, names: list[str]) -> str:
+    """The command that made this report, as the pages print it: the real command line when run
+    as ``kernel-verify``, else its equivalent."""
+    if Path(sys.argv[0]).name == "kernel-verify":
+        return " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])])
+    return "kernel-verify report " + " ".join(
+        (["--quick"] if quick else []) + (["--maps", *names] if names else []))
+
+
 def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[str] | None = None,
                no_plots: bool = False) -> int:
     """``kernel-verify report [--quick] [--out DIR] [--maps NAME ...] [--no-plots]``: verify the
@@ -92,9 +101,7 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
     budget = _alpha_budget(random_maps, s)
     set_assertion_count(budget.n_assertions)
     version = code_version()
-    command = " ".join(["kernel-verify", *map(shlex.quote, sys.argv[1:])]) \
-        if Path(sys.argv[0]).name == "kernel-verify" else "kernel-verify report " + " ".join(
-            (["--quick"] if quick else []) + (["--maps", *names] if names else []))
+    command = _command_line(quick, names)
     print(f"kernel-verify report ({s.depth}): {len(maps)} maps ({len(random_maps)} random) → "
           f"{out}/index.html; {budget.describe()}", file=sys.stderr, flush=True)
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
