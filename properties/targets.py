@@ -109,6 +109,21 @@ def models(*claims: str) -> list[ModelTarget]:
     return _select(ModelTarget, claims)  # type: ignore[return-value]
 
 
+def missing_form_param(t, need: tuple[str, ...], any_of: tuple[str, ...], kind: str,
+                       protocol: str, offers) -> object | None:
+    """The skipped ``pytest.param(t, None)`` of a sequence target lacking a form in ``need`` (or
+    every form of ``any_of``, as judged by ``offers(t, form)``), its reason naming the protocol
+    fields (``kind.field``) that would add the property; None when ``t`` has them."""
+    missing = [f"{kind}.{f}" for f in need if getattr(t, f) is None]
+    if any_of and not any(offers(t, f) for f in any_of):
+        missing.append(" or ".join(f"{kind}.{f}" for f in any_of))
+    if not missing:
+        return None
+    return pytest.param(t, None, id=f"{t.name}-no-form", marks=pytest.mark.skip(
+        reason=f"{t.name} does not offer what this property needs: "
+               f"{'; '.join(missing)} ({protocol})"))
+
+
 def attentions_with(claims: Iterable[str]) -> tuple[list[AttentionTarget], str | None]:
     """Attention targets having every claim in ``claims``, and a skip reason when there are
     none (for parametrisations that pair each target with its backends)."""

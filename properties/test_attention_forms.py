@@ -75,7 +75,7 @@ from kernel_verify.properties.layouts import (
 )
 from kernel_verify.properties.layouts import chunks_of as _chunks_of
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows, seeds
-from kernel_verify.properties.targets import attentions_with
+from kernel_verify.properties.targets import attentions_with, missing_form_param
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.references.forms import causal_recurrence_mp
 
@@ -95,13 +95,11 @@ def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
         return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
     out = []
     for t in targets:
-        missing = [f"AttentionTarget.{f}" for f in need if getattr(t, f) is None]
-        if any_of and not any(t.offers(f) for f in any_of):
-            missing.append(" or ".join(f"AttentionTarget.{f}" for f in any_of))
-        if missing:
-            out.append(pytest.param(t, None, id=f"{t.name}-no-form", marks=pytest.mark.skip(
-                reason=f"{t.name} does not offer what this property needs: "
-                       f"{'; '.join(missing)} (the forms protocol, docs/math.md §13)")))
+        skipped = missing_form_param(t, need, any_of, "AttentionTarget",
+                                     "the forms protocol, docs/math.md §13",
+                                     lambda t, f: t.offers(f))
+        if skipped is not None:
+            out.append(skipped)
             continue
         out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
                    for b in AXIS if t.accepts(b.library, b.dtype))

@@ -51,7 +51,7 @@ from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs
 from kernel_verify.properties.evidence import nonfinite
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
-from kernel_verify.properties.targets import active_targets, target_spec
+from kernel_verify.properties.targets import active_targets, missing_form_param, target_spec
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.gated_bounds import (
     gated_forms_error_bound,
@@ -94,13 +94,11 @@ def gated_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
             reason=f"{where} provides no gated attention (GatedAttentionTarget)"))]
     out = []
     for t in targets:
-        missing = [f"GatedAttentionTarget.{f}" for f in need if getattr(t, f) is None]
-        if any_of and not any(getattr(t, f) is not None for f in any_of):
-            missing.append(" or ".join(f"GatedAttentionTarget.{f}" for f in any_of))
-        if missing:
-            out.append(pytest.param(t, None, id=f"{t.name}-no-form", marks=pytest.mark.skip(
-                reason=f"{t.name} does not offer what this property needs: "
-                       f"{'; '.join(missing)} (the gated forms protocol)")))
+        skipped = missing_form_param(t, need, any_of, "GatedAttentionTarget",
+                                     "the gated forms protocol",
+                                     lambda t, f: getattr(t, f) is not None)
+        if skipped is not None:
+            out.append(skipped)
             continue
         for b in AXIS:
             if t.accepts(b.library, b.dtype):
