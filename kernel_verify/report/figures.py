@@ -17,6 +17,15 @@ from kernel_verify.verify.atomic import save_figure
 DPI = 100
 
 
+def _log_axes(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Log₂ x and log y axes with their labels and a small title."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+
+
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     save_figure(fig, path, dpi=DPI)
@@ -57,11 +66,8 @@ def variance_figure(meas: dict, path: Path, conf: float) -> str:
         if p["flag"]:
             ax.annotate("⚑ outside band", (p["m"], p["theory_variance"]), fontsize=7,
                         color="red", xytext=(4, 4), textcoords="offset points")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("m (random features, log₂ scale)")
-    ax.set_ylabel("Var / MSE of φ(x)ᵀφ(y) (kernel units²)")
-    ax.set_title("(a) variance and MSE vs m", fontsize=10)
+    _log_axes(ax, "m (random features, log₂ scale)", "Var / MSE of φ(x)ᵀφ(y) (kernel units²)",
+              "(a) variance and MSE vs m")
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
 
@@ -150,11 +156,9 @@ def construction_figure(name: str, measurements: list[dict], path: Path) -> str:
         if all(t is not None for t in tm):
             ax.plot(ms, np.array(tm) / k2, "-", color=f"C{i}", lw=2.2 if own else 1.0)
     ax.plot([], [], "-", color="grey", label="lines: theory (exact or reference)")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("m (random features, log₂ scale)")
-    ax.set_ylabel("relative MSE (bias² + Var)/k² (dimensionless)")
-    ax.set_title(f"{name.split('[', 1)[0]}: construction of the random matrix", fontsize=10)
+    _log_axes(ax, "m (random features, log₂ scale)",
+              "relative MSE (bias² + Var)/k² (dimensionless)",
+              f"{name.split('[', 1)[0]}: construction of the random matrix")
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     _save(fig, path)
@@ -183,21 +187,14 @@ def downstream_figure(name: str, att: dict | None, krr: dict | None, path: Path)
         elif kind == "att_n":
             n, e = zip(*att["n"], strict=True)
             ax.plot(n, e, "o-", color="C2", label="measured (mean over seeds)")
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("sequence length n (log₂ scale); m = 64")
-            ax.set_ylabel("RMS attention error vs softmax")
-            ax.set_title("attention error vs n", fontsize=10)
+            _log_axes(ax, "sequence length n (log₂ scale); m = 64",
+                      "RMS attention error vs softmax", "attention error vs n")
         else:
             m, e = zip(*krr["curve"], strict=True)
             ax.plot(m, e, "o-", color="C4", label="KRR with the map's features")
             ax.axhline(krr["exact"], color="black", ls="--", label="KRR with the exact kernel")
             ax.axhline(krr["null"], color="grey", ls=":", label="predict 0 (no model)")
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("m (log₂ scale)")
-            ax.set_ylabel("test MSE (synthetic task)")
-            ax.set_title("kernel ridge regression", fontsize=10)
+            _log_axes(ax, "m (log₂ scale)", "test MSE (synthetic task)", "kernel ridge regression")
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     fig.suptitle(f"{name}: attention and downstream error", fontsize=10)
