@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -51,12 +52,18 @@ def _rebased_draw(rng: np.random.Generator, d: int, m: int, config: Mapping[str,
     return {k: np.array(v) for k, v in rebased_affine(config, d).items()}
 
 
+@cache
 def _ops_ready() -> None:
     """fla's layer norm is a Triton kernel: run it under the interpreter with the adapter's
-    workarounds (:func:`kernel_verify.adapters.fla.ops`)."""
-    from kernel_verify.adapters import fla
-
-    fla.ops()
+    workarounds (:mod:`kernel_verify.adapters._triton_interpreter`)."""
+    try:
+        interp.enable()
+    except interp.TritonAlreadyImported as err:
+        raise RuntimeError(f"fla feature-map targets: {err}") from None
+    need("fla", "modules.feature_map")
+    interp.patch_autotuner()
+    interp.patch_nested_lang()
+    interp.patch_kernel_modules("fla.")
 
 
 def rebased_module(d: int, config: Mapping[str, Any]):

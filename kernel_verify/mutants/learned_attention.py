@@ -11,13 +11,15 @@ replaces its NumPy function with a plausible slip of a hand-written implementati
   applied transposed (``ω = Mε``: the kernel ``exp(xᵀMMᵀy)``), the covariance used as the
   projection (``z = MᵀMx``: ``ω ~ N(0, Σ²)``).
 
-The correct twins are the registry functions themselves (``kernel_verify.mutants.controls``:
+Also one PolySketch mutant (docs/math.md §18) whose 30 % bias only the exact sketch-law test
+sees. The correct twins are the registry functions themselves (``kernel_verify.mutants.controls``:
 ``rebased``, ``darkformer``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -102,6 +104,24 @@ def _darkformer(name: str, log_fn) -> Callable[[], list[Target]]:
     return lambda: feature_mutant(name, "darkformer", _exp(log_fn), log_fn=log_fn)
 
 
+def _polysketch_wide_draw() -> list[Target]:
+    """PolySketch whose draw makes entries ``N(0, 1.3^(1/2)/m)`` (``S`` scaled by ``1.3^(1/4)``)
+    with the registry's map: every estimate 30 % too large. The twin reads the drawn ``S``, so
+    the feature comparisons agree with it; the median-of-means test of the mean misses the bias
+    at 500 draws (measured 0 of 40), the sketch's exact norm law
+    (properties/test_sketch_law.py) does not."""
+    from kernel_verify.impls.registry import get
+
+    entry = get("polysketch[iid]")
+
+    def draw(rng, d, m, config):
+        params = entry.draw(rng, d, m, config)
+        return {**params, "S": params["S"] * 1.3**0.25}
+
+    return [replace(t, draw=draw) for t in feature_mutant(
+        "polysketch_draw_too_wide", "polysketch[iid]", entry.numpy_fn)]
+
+
 #: name -> (what is wrong, the targets).
 LEARNED_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
     "rebased_bessel_variance": (
@@ -130,6 +150,9 @@ LEARNED_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
     "darkformer_covariance_as_projection": (
         "DARKFormer projecting with Σ = MᵀM instead of M (ω ~ N(0, Σ²))",
         _darkformer("darkformer_covariance_as_projection", _LOG_COVARIANCE)),
+    "polysketch_draw_too_wide": (
+        "PolySketch drawing sketch entries of variance 1.3^(1/2)/m instead of 1/m (30 % bias)",
+        _polysketch_wide_draw),
 }
 
 #: name -> the property families (or ``family::test_name``) expected to kill it: measured with
@@ -140,8 +163,10 @@ LEARNED_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
 _REBASED_KILLERS = ("feature_reference", "taylor")
 _DARKFORMER_KILLERS = ("feature_reference", "feature_unbiased")
 LEARNED_KILLERS: dict[str, tuple[str, ...]] = {
-    name: _REBASED_KILLERS if name.startswith("rebased") else _DARKFORMER_KILLERS
-    for name in LEARNED_MUTANTS}
+    **{name: _REBASED_KILLERS if name.startswith("rebased") else _DARKFORMER_KILLERS
+       for name in LEARNED_MUTANTS},
+    "polysketch_draw_too_wide": ("sketch_law",),
+}
 
 
 def __getattr__(attr: str) -> list[Target]:
