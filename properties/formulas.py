@@ -221,9 +221,6 @@ WITHOUT: dict[str, dict[str, str]] = {
     "sderf": {"gradient_median_test": _GRAD_MEDIAN},
     "darkformer": {
         "gradient_median_test": _GRAD_MEDIAN,
-        "fourth_moment": "DARKFormer: E h⁴ is softmax_positive's at (Mx, My) (verify/moments/"
-                         "aligned.py) but not wired into the fourth-moment table; the variance "
-                         "test uses the exact variance only",
         "blackbox_family": "DARKFormer: log φ = εᵀMx − ‖Mx‖²/2 with a learned M a black box "
                            "does not expose: the exponential family's identity assumes the "
                            "−‖x‖²/2 shift"},

@@ -6,8 +6,10 @@
 * mean ``exp(zᵀz') = exp(xᵀΣy)``, ``Σ = MᵀM``;
 * ``V₁ = e^(‖z+z'‖²)·SM²·(1 − e^(−‖z+z'‖²))``, ``SM = exp(zᵀz')``.
 
-Two routes, as for every formula: :func:`closed` (the formula above) and :func:`quadrature` (the
-Gauss–Hermite factorisation of ``softmax_positive``'s exponential-sum integrand at ``(z, z')``).
+The raw moments ``E hᵏ`` (k ≤ 4) for the fourth moment come by the same quadrature
+(:func:`raw_moments`). Two routes, as for every formula: :func:`closed` (the formula above)
+and :func:`quadrature` (the Gauss–Hermite factorisation of ``softmax_positive``'s
+exponential-sum integrand at ``(z, z')``).
 ``M`` is rebuilt from ``config``'s scalars exactly as the registry entry builds it
 (:func:`alignment_matrix`: ``I + spread·G/√d``, ``G`` from ``default_rng([init_seed, d, 2603])``),
 so the same float64 matrix, converted exactly, enters both routes.
@@ -26,7 +28,7 @@ from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms
 from kernel_verify.verify.moments.integrands import integrand, mul
 from kernel_verify.verify.references.mp import to_mp
 
-__all__ = ["alignment_matrix", "closed", "quadrature"]
+__all__ = ["alignment_matrix", "closed", "quadrature", "raw_moments"]
 
 
 def alignment_matrix(config: Mapping[str, Any], d: int) -> np.ndarray:
@@ -58,3 +60,16 @@ def quadrature(x, y, config: Mapping[str, Any], dps: int) -> tuple[Any, Any]:
     mean = expect_exp_terms(itg.terms, itg.x_eff, itg.y_eff, itg.d, dps)
     second = expect_exp_terms(mul(itg.terms, itg.terms), itg.x_eff, itg.y_eff, itg.d, dps)
     return mean, second - mean**2
+
+
+def raw_moments(x, y, config: Mapping[str, Any], dps: int) -> list:
+    """``[E h, …, E h⁴]`` by quadrature of the powers of FAVOR+'s integrand at ``(Mx, My)`` (the
+    fourth moment of the variance test, verify/moments/fourth.py)."""
+    z, w = _aligned(x, y, config)
+    itg = integrand("softmax_positive", z, w, {})
+    power, out = itg.terms, []
+    for k in range(4):
+        if k:
+            power = mul(power, itg.terms)
+        out.append(expect_exp_terms(power, itg.x_eff, itg.y_eff, itg.d, dps))
+    return out

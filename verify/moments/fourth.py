@@ -32,7 +32,7 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.inputs import check_positive_int
-from kernel_verify.verify.moments import dense_exponential
+from kernel_verify.verify.moments import aligned, dense_exponential
 from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
 from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
 from kernel_verify.verify.references.mp import to_mp
@@ -65,6 +65,7 @@ _RAW_MOMENTS: dict[str, Callable[..., list]] = {
     **{f: functools.partial(_exp_sum_raw, f) for f in sorted(FORMULAS_WITH_TERMS)},
     "relu_features": _relu_raw,
     "sderf": dense_exponential.raw_moments,  # 1-D quadratures in A's eigenbasis (§20)
+    "darkformer": aligned.raw_moments,  # FAVOR+'s powers at (Mx, My) (§21)
 }
 FOURTH_MOMENT_FORMULAS = frozenset(_RAW_MOMENTS)
 
