@@ -136,11 +136,13 @@ FINDINGS = (
         "fla_hedgehog_joint_softmax",
         "`HedgehogFeatureMap` (its docstring cites the Hedgehog paper) returns "
         "`torch.cat([2z, −2z]).softmax(-1)`, z = Wx + b: one normalisation over all 2d "
-        "entries and logits doubled. Hedgehog's map is [softmax(z), softmax(−z)], each half "
-        "normalised on its own (the registry's `hedgehog`, docs/math.md §6). The two differ by "
-        "more than a per-token factor (the halves' normalisers differ), so normalised "
-        "attention does not cancel the difference: at W = I, b = 0 the kernel ratio to "
-        "Hedgehog's ranges over two orders of magnitude (measurement below).",
+        "entries and logits doubled. Hedgehog's map is [exp(z), exp(−z)], computed stably as "
+        "[softmax(z), softmax(−z)] with each half normalised on its own (LoLCATs; the "
+        "registry's `hedgehog`, docs/math.md §6). fla's map is exp([2z, −2z]) times a "
+        "per-token factor 1/S(x): on the key side that factor does not cancel in normalised "
+        "attention, and the doubled logits change the kernel itself (2Σcosh(2(zᵢ + z'ᵢ)) "
+        "instead of 2Σcosh(zᵢ + z'ᵢ)). At W = I, b = 0 the kernel ratio to the per-half "
+        "softmax form ranges over two orders of magnitude (measurement below).",
         "Normalise each half: `torch.cat([z.softmax(-1), (-z).softmax(-1)], -1)` (and drop "
         "the factor 2, or document it as a temperature).",
         _REFERENCE, ("fla.HedgehogFeatureMap",)),
