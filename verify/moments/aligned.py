@@ -24,8 +24,7 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms
-from kernel_verify.verify.moments.integrands import integrand, mul
+from kernel_verify.verify.moments.integrands import integrand, power_moments
 from kernel_verify.verify.references.mp import to_mp
 
 __all__ = ["alignment_matrix", "closed", "quadrature", "raw_moments"]
@@ -56,9 +55,7 @@ def closed(x, y, config: Mapping[str, Any]) -> tuple[Any, Any]:
 def quadrature(x, y, config: Mapping[str, Any], dps: int) -> tuple[Any, Any]:
     """``(E h, V₁)`` by Gauss–Hermite quadrature of FAVOR+'s integrand at ``(Mx, My)``."""
     z, w = _aligned(x, y, config)
-    itg = integrand("softmax_positive", z, w, {})
-    mean = expect_exp_terms(itg.terms, itg.x_eff, itg.y_eff, itg.d, dps)
-    second = expect_exp_terms(mul(itg.terms, itg.terms), itg.x_eff, itg.y_eff, itg.d, dps)
+    mean, second = power_moments(integrand("softmax_positive", z, w, {}), dps, 2)
     return mean, second - mean**2
 
 
@@ -66,10 +63,4 @@ def raw_moments(x, y, config: Mapping[str, Any], dps: int) -> list:
     """``[E h, …, E h⁴]`` by quadrature of the powers of FAVOR+'s integrand at ``(Mx, My)`` (the
     fourth moment of the variance test, verify/moments/fourth.py)."""
     z, w = _aligned(x, y, config)
-    itg = integrand("softmax_positive", z, w, {})
-    power, out = itg.terms, []
-    for k in range(4):
-        if k:
-            power = mul(power, itg.terms)
-        out.append(expect_exp_terms(power, itg.x_eff, itg.y_eff, itg.d, dps))
-    return out
+    return power_moments(integrand("softmax_positive", z, w, {}), dps, 4)

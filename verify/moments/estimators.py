@@ -41,8 +41,12 @@ import numpy as np
 from kernel_verify.verify.inputs import check_array, check_positive_int
 from kernel_verify.verify.moments import aligned, dense_exponential, maclaurin
 from kernel_verify.verify.moments.closed_forms import closed_moments
-from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
-from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
+from kernel_verify.verify.moments.gauss_hermite import expect_relu_power
+from kernel_verify.verify.moments.integrands import (
+    FORMULAS_WITH_TERMS,
+    integrand,
+    power_moments,
+)
 from kernel_verify.verify.moments.orf import orf_variance, orthogonal_covariance
 from kernel_verify.verify.moments.simplex import coupled_covariance, simplex_cosine
 from kernel_verify.verify.references.mp import to_mp
@@ -57,9 +61,7 @@ EXACT_VARIANCE_MATRICES = ("iid", "orthogonal", "simplex")
 
 def _exp_sum_quadrature(formula: str, x, y, config: Mapping[str, Any], dps: int):
     """An exponential-sum integrand: ``E h`` and ``E h²`` term by term (Gauss–Hermite)."""
-    itg = integrand(formula, x, y, config)
-    mean = expect_exp_terms(itg.terms, itg.x_eff, itg.y_eff, itg.d, dps)
-    second = expect_exp_terms(mul(itg.terms, itg.terms), itg.x_eff, itg.y_eff, itg.d, dps)
+    mean, second = power_moments(integrand(formula, x, y, config), dps, 2)
     return mean, second - mean**2
 
 

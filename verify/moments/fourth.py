@@ -33,8 +33,12 @@ import numpy as np
 
 from kernel_verify.verify.inputs import check_positive_int
 from kernel_verify.verify.moments import aligned, dense_exponential
-from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms, expect_relu_power
-from kernel_verify.verify.moments.integrands import FORMULAS_WITH_TERMS, integrand, mul
+from kernel_verify.verify.moments.gauss_hermite import expect_relu_power
+from kernel_verify.verify.moments.integrands import (
+    FORMULAS_WITH_TERMS,
+    integrand,
+    power_moments,
+)
 from kernel_verify.verify.references.mp import to_mp
 
 __all__ = ["FOURTH_MOMENT_FORMULAS", "closed_raw_moments", "fourth_central_moment",
@@ -51,13 +55,7 @@ def _relu_raw(x, y, config: Mapping[str, Any], dps: int) -> list:
 
 def _exp_sum_raw(formula: str, x, y, config: Mapping[str, Any], dps: int) -> list:
     """An exponential-sum integrand: ``hᵏ`` as an exponential sum, each term by quadrature."""
-    itg = integrand(formula, x, y, config)
-    power, out = itg.terms, []
-    for k in range(4):
-        if k:
-            power = mul(power, itg.terms)
-        out.append(expect_exp_terms(power, itg.x_eff, itg.y_eff, itg.d, dps))
-    return out
+    return power_moments(integrand(formula, x, y, config), dps, 4)
 
 
 #: formula -> ``(x, y, config, dps) -> [E h, …, E h⁴]`` by quadrature.

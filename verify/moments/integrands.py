@@ -21,7 +21,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-__all__ = ["FORMULAS_WITH_TERMS", "Integrand", "Terms", "integrand", "mul"]
+from kernel_verify.verify.moments.gauss_hermite import expect_exp_terms
+
+__all__ = ["FORMULAS_WITH_TERMS", "Integrand", "Terms", "integrand", "mul", "power_moments"]
 
 #: (a, b, e, k) -> coefficient
 Terms = dict[tuple[Any, Any, Any, int], Any]
@@ -159,3 +161,15 @@ def integrand(formula: str, x: np.ndarray, y: np.ndarray, config: Mapping[str, A
         )
     terms, x_eff, y_eff = build(x, y, config)
     return Integrand(terms, x_eff, y_eff, len(x))
+
+
+def power_moments(itg: Integrand, dps: int, k: int) -> list:
+    """``[E h, …, E hᵏ]`` of an exponential-sum integrand: each power of its terms (:func:`mul`)
+    integrated term by term (:func:`~kernel_verify.verify.moments.gauss_hermite.expect_exp_terms`)
+    at ``dps`` digits."""
+    power, out = itg.terms, []
+    for j in range(k):
+        if j:
+            power = mul(power, itg.terms)
+        out.append(expect_exp_terms(power, itg.x_eff, itg.y_eff, itg.d, dps))
+    return out
