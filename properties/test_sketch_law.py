@@ -11,24 +11,20 @@ by widening the acceptance interval by ``1 ± ρ`` (the derived relative roundin
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import chi2
 
 from kernel_verify.properties.alpha import per_assertion
-from kernel_verify.properties.checks.estimates import estimates, feature_m
+from kernel_verify.properties.checks.sketch_law import (  # shared with kernel-verify calibrate
+    DRAWS,
+    has_norm_law,
+    sketch_norm_statistic,
+)
 from kernel_verify.properties.targets import feature_maps
-from kernel_verify.verify.references.sketch_law import norm_law
-
-U64 = 2.0**-53
-#: Independent sketches per assertion (each a d-dimensional product and m² features: cheap).
-DRAWS = 4000
 
 SKETCHES = feature_maps(
-    "biased", white_box=True,
-    predicate=lambda t: norm_law(t.formula, t.matrix, 1.0, 2, 1, U64) is not None,
+    "biased", white_box=True, predicate=has_norm_law,
     none_reason="no white-box sketch map of a formula with an exact norm law "
                 "(verify/references/sketch_law.py)")
 
@@ -41,18 +37,12 @@ SKETCHES = feature_maps(
 def test_sketch_norm_follows_its_chi_square_law(target, seed, d, m, axis, r):
     """``T = (m/‖x‖²)·Σₖ √(φₖ(x)ᵀφₖ(x)) ~ χ²_(nm)`` at ``x = r·e_axis`` over ``n`` independent
     sketches (module docstring): reject outside the two-sided exact interval at level α."""
-    m = feature_m(target, m)
-    x = np.zeros(d)
-    x[axis % d] = r
-    law = norm_law(target.formula, target.matrix, float(x @ x), m, DRAWS, U64)
-    q = np.sqrt(np.maximum(estimates(target, x, x, m, seed, DRAWS), 0.0))
-    t = law.scale * float(q.sum())
+    s = sketch_norm_statistic(target, seed, d, m, axis, r)
     alpha = per_assertion()
-    lo, hi = chi2.ppf(alpha / 2, law.dof), chi2.isf(alpha / 2, law.dof)
-    rho = law.rel_rounding
-    assert lo * (1 - rho) <= t <= hi * (1 + rho), (
-        f"{target.name}: T = (m/‖x‖²)Σ‖Sx‖² = {t:.6g} outside the χ²_{law.dof} interval "
-        f"[{lo:.6g}, {hi:.6g}] at α = {alpha:.2g} (x = {r}·e_{axis % d}, d = {d}, m = {m}, "
-        f"{DRAWS} sketches): the sketch does not follow its declared law "
-        f"(E T = {law.dof}; observed/expected = {t / law.dof:.4f}). "
+    lo, hi = s.interval(alpha)
+    assert s.ok(alpha), (
+        f"{target.name}: T = (m/‖x‖²)Σ‖Sx‖² = {s.t:.6g} outside the χ²_{s.dof} interval "
+        f"[{lo:.6g}, {hi:.6g}] at α = {alpha:.2g} (x = {r}·e_{axis % d}, d = {d}, m = {s.m}, "
+        f"{DRAWS} sketches, rounding widening included): the sketch does not follow its "
+        f"declared law (E T = {s.dof}; observed/expected = {s.t / s.dof:.4f}). "
         f"reproduce: seed={seed}, d={d}, m={m}, axis={axis}, r={r}")

@@ -56,6 +56,14 @@ def reference_targets() -> tuple[str, ...]:
                          and reference_mean_reason(t) is None)
 
 
+def sketch_targets() -> tuple[str, ...]:
+    """Every built-in sketch map with an exact sketch-norm law (the targets of
+    ``test_sketch_law.py::test_sketch_norm_follows_its_chi_square_law``)."""
+    from kernel_verify.properties.checks.sketch_law import has_norm_law
+
+    return _builtin_maps(lambda t: t.has("biased") and has_norm_law(t))
+
+
 def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
     """The unbiasedness property (``mean_test`` of φ(x)ᵀφ(y) against k(x, y)) and the variance
     properties (``variance_test`` against the exact variance; against the exact μ₄ on
@@ -242,3 +250,26 @@ def reference_mean_rows(name: str, n: int, entropy: int, assumption_trials: int)
                                  ("less", mom.mean - mom.mean_error)))
     return [ladder_row("feature_unbiased (biased map): mean_test = reference mean", name,
                        NUMPY64, n, counts)]
+
+
+def sketch_law_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    """``test_sketch_norm_follows_its_chi_square_law`` on a correct sketch map: the property's
+    own statistic and interval (:mod:`kernel_verify.properties.checks.sketch_law`) at its draws
+    (d 1…5, m 2…8, the axis, ‖x‖ from its grid, 4000 sketches), at every rung. The law is exact
+    and continuous, so the rate on correct code *is* the level (less the rounding widening): an
+    exact-level row (``Row.exact_level``), ok while the rate is not shown above the level."""
+    from kernel_verify.impls.registry import get
+    from kernel_verify.properties.checks.sketch_law import sketch_norm_statistic
+
+    target = get(name)
+    levels = rungs(n)
+    counts = dict.fromkeys(levels, 0)
+    for i in range(n):
+        seed = _seed(entropy, "sketch_law", name, i)
+        rng = np.random.default_rng(seed)
+        stat = sketch_norm_statistic(target, seed, 1 + i % 5, 2 + i % 7, int(rng.integers(5)),
+                                     (0.05, 0.4, 1.2, 3.0)[i % 4])
+        for a in levels:
+            counts[a] += not stat.ok(a)
+    return [ladder_row("feature_sketch_law: T = (m/‖x‖²)Σ‖Sx‖² in the two-sided χ²_(nm) "
+                       "interval", name, NUMPY64, n, counts, exact_level=True)]

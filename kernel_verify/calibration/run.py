@@ -24,6 +24,8 @@ from kernel_verify.calibration.estimators import (
     estimator_targets,
     reference_mean_rows,
     reference_targets,
+    sketch_law_rows,
+    sketch_targets,
 )
 from kernel_verify.calibration.gradients import _state_places, state_gradient_targets
 from kernel_verify.calibration.matrices import matrix_rows
@@ -66,6 +68,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "reference_means" in parts:  # light (~20 s per 100 seeds): its own part, run apart
         out += [Unit("reference_means", name, reference_mean_rows)
                 for name in reference_targets()]
+        out += [Unit("reference_means", name, sketch_law_rows) for name in sketch_targets()]
     if "convergence" in parts:
         out += [Unit("convergence", name, convergence_rows) for name in convergence_targets()]
     if "blackbox" in parts:
@@ -124,6 +127,8 @@ CALIBRATED = {
         "blackbox_maps: orthogonal claim",
     "test_gradients.py::test_gradient_of_unbiased_estimator_is_unbiased":
         "gradients: median-of-means test",
+    "test_sketch_law.py::test_sketch_norm_follows_its_chi_square_law":
+        "feature_sketch_law: T = (m/‖x‖²)Σ‖Sx‖²",
 }
 
 
