@@ -51,8 +51,9 @@ def _masked_hybrid(name: str, window_mask: Mask = _window_right,
         score = (q @ np.swapaxes(keys, -1, -2)) / np.sqrt(q.shape[-1])
         with np.errstate(divide="ignore"):
             log_lin = np.log(elu1(q) @ np.swapaxes(feats, -1, -2))  # positive features
-        log_a = np.where(window_mask(i, j, window), score, -np.inf)
-        log_a = np.where(left_mask(i, j, window) & (j <= i), log_lin, log_a)
+        # The two parts are added, not overwritten: a key both masks admit is counted twice.
+        log_a = np.logaddexp(np.where(window_mask(i, j, window), score, -np.inf),
+                             np.where(left_mask(i, j, window) & (j <= i), log_lin, -np.inf))
         top = np.max(log_a, axis=-1, keepdims=True) if shift else 0.0
         with np.errstate(over="ignore", invalid="ignore"):
             a = np.exp(log_a - top)
