@@ -190,7 +190,9 @@ def test_fla_feature_map_shapes_and_dtype():
     d = 4
     x = np.random.default_rng(0).standard_normal((2, 3, d))
     sizes = {"fla.TaylorFeatureMap": 1 + d + d * (d + 1) // 2,
-             "fla.DPFPFeatureMap": 2 * d * ad.DPFP_NU, "fla.ReLUFeatureMap": d}
+             "fla.DPFPFeatureMap": 2 * d * ad.DPFP_NU, "fla.ReLUFeatureMap": d,
+             # fla's d(d+1)/2 products laid out as vec(x̃x̃ᵀ) (unpack_triangle); softmax([2z, −2z])
+             "fla.RebasedFeatureMap": d * d, "fla.HedgehogFeatureMap": 2 * d}
     for t in ad.feature_map_targets:
         assert isinstance(t, FeatureMapTarget) and t.white_box
         phi = t.features(x, seed=0)

@@ -112,6 +112,14 @@ EXCUSED = {
     "sderf_parameters": "a symmetric matrix -> (B, log D); refusals in "
     "tests/test_dense_exponential.py::test_bad_parameters_are_refused",
     "sderf_config_matrix": "the sderf entry's config -> A; fuzzed through the sderf[iid] entry",
+    # ReBased and DARKFormer (docs/math.md §21): stages of the registered entries, which are
+    # fuzzed as rebased.draw / rebased.numpy_fn / darkformer.draw / darkformer.numpy_fn / ...
+    "rebased_affine": "the rebased entry's config -> (γ, β); fuzzed through rebased.draw",
+    "draw_rebased": "the rebased entry's draw; fuzzed as rebased.draw",
+    "rebased_values": "the rebased entry's params/config -> validated values; fuzzed through "
+    "rebased.numpy_fn and rebased.torch_fn",
+    "darkformer_matrix": "the darkformer entry's config -> M; fuzzed through darkformer.draw",
+    "draw_darkformer": "the darkformer entry's draw; fuzzed as darkformer.draw",
 }
 BAD_EXC = (ValueError, TypeError)
 STATS = {"entry_points": 0, "cases": 0}
