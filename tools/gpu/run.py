@@ -202,6 +202,33 @@ def _asv_timings(rows: list[dict[str, Any]], key: str) -> dict[str, dict]:
     return out
 
 
+def _write_outputs(args: argparse.Namespace, meta: dict[str, Any], gate: Any,
+                   rows: list[dict[str, Any]], commits: tuple[tuple[str, int], ...],
+                   wall: float, final: bool) -> None:
+    """asv results of the cells timed so far, ``summary.md`` and ``run.json``; before the last
+    cell the summary's title says how many of the planned cells are in it."""
+    if rows:
+        from tools.asv_dashboard import machine_info
+
+        machine = machine_info()
+        for (commit, date), key in zip(commits, ("head_samples", "base_samples"), strict=True):
+            timings = _asv_timings(rows, key)
+            if timings and set(commit) != {"0"}:
+                asv_results.write(args.results_dir, machine, commit, date, meta["python"],
+                                  timings, wall)
+        asv_results.widen_listing(args.results_dir)
+    meta = meta | {"wall": wall}
+    if not final:
+        meta["title"] += (f" (in progress: {len(rows)} of {meta['cells_planned']} cells; "
+                          "a run that stops here was stopped from outside)")
+    gate_dict = None if gate is None else {**gate.__dict__, "ok": gate.ok}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.md").write_text(summary.render(meta, gate_dict, rows))
+    record = {"meta": meta, "gate": gate_dict, "complete": final,
+              "cells": [{k: v for k, v in r.items() if k != "cell"} for r in rows]}
+    (args.out / "run.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     start = time.monotonic()
@@ -223,12 +250,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[gpu] gate: {gate.passed} passed, {len(gate.failed)} failed, {gate.not_run} "
               f"not run (budget), {gate.skipped} skipped in {gate.seconds:.0f} s", flush=True)
     rows: list[dict[str, Any]] = []
+    meta = {"title": "GPU run" if args.device == "cuda" else "GPU run: CPU rehearsal",
+            "device": args.device, "device_name": device_name, "torch": torch_version,
+            "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+            "head": head_commit[:8], "base": base_commit[:8],
+            "command": "python -m tools.gpu.run " + " ".join(argv if argv is not None
+                                                              else sys.argv[1:]),
+            "budget": args.budget, "gate_budget": args.gate_budget,
+            "factor": args.factor, "rounds": args.rounds, "alpha": args.alpha}
+    commits = ((head_commit, head_date), (base_commit, base_date))
     if gate is None or gate.ok:
         base = versions.load("base", base_tree, base_commit, plan.MODULES, work)
         head = versions.load("head", head_tree, head_commit, plan.MODULES, work)
         cells = [c for c in plan.cells(args.device) if not args.only or args.only in c.label]
         for i, cell in enumerate(cells):
             left = args.budget - (time.monotonic() - start)
+            # Said before the set-up, which is not bounded (a Triton kernel's autotuning can
+            # take minutes): a run killed from outside names the cell it was in.
+            print(f"[gpu] {i + 1}/{len(cells)} {cell.label}: setting up [{left:.0f} s left]",
+                  flush=True)
             row = time_cell(cell, base, head, timer, args.rounds, args.seed + i, left)
             if "base_samples" in row:
                 cmp = stats.compare(row["base_samples"], row["head_samples"], args.factor,
@@ -242,31 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             extra = f" ratio {row['ratio']:.3f}" if "ratio" in row else ""
             print(f"[gpu] {i + 1}/{len(cells)} {cell.label}:{extra} {what} "
                   f"[{time.monotonic() - start:.0f} s]", flush=True)
+            # Written after every cell: a run stopped from outside keeps the cells it timed.
+            _write_outputs(args, meta | {"cells_planned": len(cells)}, gate, rows, commits,
+                           time.monotonic() - start, final=False)
     wall = time.monotonic() - start
-    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    if rows:
-        from tools.asv_dashboard import machine_info
-
-        machine = machine_info()
-        for commit, date, key in ((head_commit, head_date, "head_samples"),
-                                  (base_commit, base_date, "base_samples")):
-            timings = _asv_timings(rows, key)
-            if timings and set(commit) != {"0"}:
-                asv_results.write(args.results_dir, machine, commit, date, python, timings, wall)
-        asv_results.widen_listing(args.results_dir)
-    meta = {"title": "GPU run" if args.device == "cuda" else "GPU run: CPU rehearsal",
-            "device": args.device, "device_name": device_name, "torch": torch_version,
-            "python": python, "head": head_commit[:8], "base": base_commit[:8],
-            "command": "python -m tools.gpu.run " + " ".join(argv if argv is not None
-                                                              else sys.argv[1:]),
-            "wall": wall, "budget": args.budget, "gate_budget": args.gate_budget,
-            "factor": args.factor, "rounds": args.rounds, "alpha": args.alpha}
-    gate_dict = None if gate is None else {**gate.__dict__, "ok": gate.ok}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.md").write_text(summary.render(meta, gate_dict, rows))
-    record = {"meta": meta, "gate": gate_dict,
-              "cells": [{k: v for k, v in r.items() if k != "cell"} for r in rows]}
-    (args.out / "run.json").write_text(json.dumps(record, indent=1) + "\n")
+    _write_outputs(args, meta, gate, rows, commits, wall, final=True)
     print(f"[gpu] done in {wall:.0f} s: {args.out / 'summary.md'}", flush=True)
     if gate is not None and not gate.ok:
         return 1
