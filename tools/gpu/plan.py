@@ -35,6 +35,13 @@ LARGE_M_MAPS = ["softmax_positive[iid]", "softmax_positive[orthogonal]", "gerf[i
                 "rff_pairs[iid]"]
 FLA_KERNELS = ["chunk_linear_attn", "fused_chunk_linear_attn", "chunk_simple_gla", "chunk_gla",
                "chunk_retention"]
+#: Seconds a cell's set-up may take, reserved before it starts: the set-up is not bounded by the
+#: budget (it runs before the cell's cost is known). fla's kernels compile and autotune in it:
+#: measured on an H200 (reports/gpu/run.json, 2026-11-26) 69 s for chunk_linear_attn, 21-26 s
+#: for fused_chunk_linear_attn, 51 s for chunk_simple_gla, and over 90 s for chunk_gla (that run
+#: was stopped from outside during it).
+SETUP_RESERVE_S = 10.0
+FLA_SETUP_RESERVE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,7 @@ class Cell:
     module: str  # e.g. "benchmarks.attention"
     method: str  # "Class.time_method"
     params: tuple[object, ...]
+    setup_reserve_s: float = SETUP_RESERVE_S  # not started with fewer seconds left
 
     @property
     def asv_name(self) -> str:
@@ -90,6 +98,6 @@ def cells(device: str) -> list[Cell]:
              (case, n_lin if gpu else 1024, "scalar")),
     ]
     if gpu:
-        out += [Cell("benchmarks.fla_native", "FlaNative.time_fla_forward", (kernel, case, 4096))
-                for kernel in FLA_KERNELS]
+        out += [Cell("benchmarks.fla_native", "FlaNative.time_fla_forward", (kernel, case, 4096),
+                     FLA_SETUP_RESERVE_S) for kernel in FLA_KERNELS]
     return out

@@ -147,6 +147,9 @@ def time_cell(cell: plan.Cell, base: versions.Version, head: versions.Version,
     """Set up, warm up and time one cell in both versions (or say why not)."""
     row: dict[str, Any] = {"label": cell.label, "cell": cell}
     t0 = time.monotonic()
+    if left < cell.setup_reserve_s:
+        return row | {"reason": f"not run: {left:.0f} s left, under the "
+                                f"{cell.setup_reserve_s:.0f} s its set-up may take"}
     objs: dict[str, Any] = {}
     try:
         for version in (head, base):
