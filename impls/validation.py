@@ -15,6 +15,13 @@ import numpy as np
 
 _TORCH_FLOATS = ("float64", "float32", "float16", "bfloat16")
 
+Config = Mapping[str, Any]
+"""A feature map's configuration: option name -> value (read with :func:`config_value`)."""
+Params = Mapping[str, Any]
+"""A feature map's drawn parameters: name -> array or tensor (see :func:`check_params`)."""
+NumpyParams = Mapping[str, np.ndarray]
+"""The drawn parameters of a NumPy feature map: name -> ``numpy.ndarray``."""
+
 
 def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
@@ -55,6 +62,12 @@ def check_array(name: str, x: Any, *, min_ndim: int = 1, backend: str | None = N
         finite = bool(np.isfinite(x).all()) if x.size else True
     if not finite:
         raise ValueError(f"{name} contains NaN or Inf")
+
+
+def check_numpy_input(x: Any) -> None:
+    """``x`` is a NumPy feature map's input: a finite floating ``numpy.ndarray`` of shape
+    ``(..., n, d)`` (the NumPy counterpart of the torch maps' ``checked_input``)."""
+    check_array("x", x, min_ndim=2, backend="numpy")
 
 
 def all_finite_torch(x: Any) -> bool:

@@ -33,15 +33,14 @@ import numpy as np
 
 from kernel_verify.impls.numpy.random_features import optimal_gerf_a
 from kernel_verify.impls.validation import (
+    Config,
+    NumpyParams,
     check_array,
     check_last_dim,
     check_params,
     check_scalar,
     config_value,
 )
-
-Params = Mapping[str, np.ndarray]
-Config = Mapping[str, Any]
 
 
 def _check_square_symmetric(name: str, a: np.ndarray) -> np.ndarray:
@@ -90,7 +89,7 @@ def log_dense_exponential(x: np.ndarray, w: np.ndarray, a: np.ndarray, b: np.nda
     return x @ proj.T + row.astype(x.dtype) + quad
 
 
-def log_sderf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_sderf(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``log φ(x) = log D + ωᵢᵀAωᵢ + ωᵢᵀBx − ‖x‖²/2 − ½ log m``, ``A = αI + β11ᵀ/d``,
     ``B = (I − 4A)^(1/2)`` (SDERF, docs/math.md §20)."""
     check_array("x", x, min_ndim=2, backend="numpy")
@@ -101,7 +100,7 @@ def log_sderf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     return log_dense_exponential(x, w, a, b, -0.5 * np.eye(w.shape[1]), log_d)
 
 
-def sderf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def sderf(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """SDERF features ``D·exp(ωᵀAω + ωᵀBx − ‖x‖²/2)/√m``: softmax kernel, unbiased, positive."""
     return np.exp(log_sderf(x, params, config))
 

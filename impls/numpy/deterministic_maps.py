@@ -34,15 +34,15 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.validation import (
+    Config,
+    NumpyParams,
     check_array,
     check_drawn_for,
+    check_numpy_input,
     check_params,
     check_positive_int,
     config_value,
 )
-
-Params = Mapping[str, np.ndarray]
-Config = Mapping[str, Any]
 
 __all__ = [
     "check_positions",
@@ -61,38 +61,34 @@ __all__ = [
 ]
 
 
-def _check_x(x: Any) -> None:
-    check_array("x", x, min_ndim=2, backend="numpy")
-
-
-def elu_plus_one(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def elu_plus_one(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = elu(x) + 1``: ``x + 1`` for ``x > 0``, ``exp(x)`` for ``x ≤ 0``."""
-    _check_x(x)
+    check_numpy_input(x)
     return np.where(x > 0, x + x.dtype.type(1), np.exp(np.minimum(x, 0)))
 
 
-def log_elu_plus_one(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_elu_plus_one(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``log(elu(x) + 1)``: ``log1p(x)`` for ``x > 0`` and exactly ``x`` for ``x ≤ 0`` (never
     underflows, unlike ``φ`` itself)."""
-    _check_x(x)
+    check_numpy_input(x)
     return np.where(x > 0, np.log1p(np.maximum(x, 0)), x)
 
 
-def relu(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def relu(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = max(x, 0)``: kernel ``relu(x)ᵀrelu(y)`` (zero denominators possible)."""
-    _check_x(x)
+    check_numpy_input(x)
     return np.maximum(x, x.dtype.type(0))
 
 
-def square(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def square(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = x⊙x``: kernel ``Σ_i x_i² y_i²``."""
-    _check_x(x)
+    check_numpy_input(x)
     return x * x
 
 
-def identity(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def identity(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = x``: kernel ``xᵀy`` (normalisation ill-posed: it can be ≤ 0)."""
-    _check_x(x)
+    check_numpy_input(x)
     return x.copy()
 
 
@@ -119,13 +115,13 @@ def check_positions(positions: Any, n: int, big_m: Any) -> tuple[np.ndarray, int
 
 def cosformer(
     x: np.ndarray,
-    params: Params,
+    params: NumpyParams,
     config: Config,
     *,
     positions: Any = None,
 ) -> np.ndarray:
     """``[relu(x)·sin(πi/2M), relu(x)·cos(πi/2M)]``: kernel ``relu(x)ᵀrelu(y)·cos(π(i−j)/2M)``."""
-    _check_x(x)
+    check_numpy_input(x)
     pos, big_m = check_positions(positions, x.shape[-2], config_value(config, "M"))
     angle = (math.pi / (2 * big_m)) * pos.astype(np.float64)
     r = np.maximum(x, x.dtype.type(0))
@@ -134,9 +130,9 @@ def cosformer(
     return np.concatenate([r * s, r * c], axis=-1)
 
 
-def dpfp(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def dpfp(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``concat_(j=1..ν) r ⊙ roll(r, j)``, ``r = [relu x, relu(−x)]`` (size ``2dν``)."""
-    _check_x(x)
+    check_numpy_input(x)
     nu = check_positive_int("nu", config_value(config, "nu"))
     zero = x.dtype.type(0)
     r = np.concatenate([np.maximum(x, zero), np.maximum(-x, zero)], axis=-1)
@@ -179,7 +175,7 @@ def draw_hedgehog(
 
 
 def hedgehog_values(
-    params: Params, config: Config, d: int, *, backend: str | None = None
+    params: NumpyParams, config: Config, d: int, *, backend: str | None = None
 ) -> dict[str, Any]:
     """``W`` and ``b``: from ``params`` (the entry's draw) when present, else from ``config``
     (validated either way)."""
@@ -198,14 +194,14 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
     return z - shift - np.log(np.sum(np.exp(z - shift), axis=-1, keepdims=True))
 
 
-def log_hedgehog(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_hedgehog(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``[log_softmax(z), log_softmax(−z)]``, ``z = Wx + b``."""
-    _check_x(x)
+    check_numpy_input(x)
     weights = hedgehog_values(params, config, x.shape[-1], backend="numpy")
     z = x @ weights["W"].astype(x.dtype).T + weights["b"].astype(x.dtype)
     return np.concatenate([_log_softmax(z), _log_softmax(-z)], axis=-1)
 
 
-def hedgehog(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def hedgehog(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``[softmax(Wx+b), softmax(−(Wx+b))]`` (size 2d; positive, each half sums to 1)."""
     return np.exp(log_hedgehog(x, params, config))

@@ -23,7 +23,6 @@ Formulas: docs/math.md §5 (Taylor, polynomial) and §6 (linear, cosine).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from functools import lru_cache
 from itertools import combinations_with_replacement
 from typing import Any
@@ -31,14 +30,13 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.validation import (
-    check_array,
+    Config,
+    NumpyParams,
+    check_numpy_input,
     check_positive_int,
     check_scalar,
     config_value,
 )
-
-Params = Mapping[str, np.ndarray]
-Config = Mapping[str, Any]
 
 __all__ = [
     "check_order",
@@ -51,10 +49,6 @@ __all__ = [
     "taylor2_compressed",
     "taylor_dim",
 ]
-
-
-def _check_x(x: Any) -> None:
-    check_array("x", x, min_ndim=2, backend="numpy")
 
 
 def check_order(name: str, value: Any) -> int:
@@ -97,10 +91,10 @@ def polynomial_indices(d: int, p: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, coef
 
 
-def taylor(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def taylor(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ_p(x) = [z^(⊗k)/√(k!)]_(k=0..p)``, ``z = x·d^(-1/4)``: ``φ_p(q)ᵀφ_p(k) = Σ_(k≤p) tᵏ/k!``,
     ``t = qᵀk/√d`` (docs/math.md §5; order 2 = Based's full map)."""
-    _check_x(x)
+    check_numpy_input(x)
     order = check_order("order", config_value(config, "order"))
     d = x.shape[-1]
     z = x * x.dtype.type(d**-0.25)
@@ -113,10 +107,10 @@ def taylor(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
 
 
 def taylor2_compressed(
-    x: np.ndarray, params: Params, config: Config
+    x: np.ndarray, params: NumpyParams, config: Config
 ) -> np.ndarray:
     """``[1, z, z_i²/√2, (z_i z_j)_(i<j)]``, ``z = x·d^(-1/4)``: inner product ``1 + t + t²/2``."""
-    _check_x(x)
+    check_numpy_input(x)
     d = x.shape[-1]
     z = x * x.dtype.type(d**-0.25)
     i, j = np.triu_indices(d, k=1)
@@ -131,9 +125,9 @@ def taylor2_compressed(
     )
 
 
-def polynomial(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def polynomial(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ_α(x) = √(p!/α!)·Π x̃_i^(α_i)``, ``x̃ = [√c, x]``: ``φ(x)ᵀφ(y) = (xᵀy + c)^p`` (§5)."""
-    _check_x(x)
+    check_numpy_input(x)
     p = check_order("p", config_value(config, "p"))
     c = check_scalar("c", config_value(config, "c"), nonnegative=True)
     d = x.shape[-1]
@@ -143,15 +137,15 @@ def polynomial(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     return np.prod(xt[..., idx], axis=-1) * coef.astype(x.dtype)
 
 
-def linear(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def linear(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = x``: kernel ``xᵀy`` (docs/math.md §6)."""
-    _check_x(x)
+    check_numpy_input(x)
     return x.copy()
 
 
-def cosine(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def cosine(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = x/‖x‖``, ``φ(0) = 0``: kernel ``cos∠(x, y)`` (0 when x or y is 0)."""
-    _check_x(x)
+    check_numpy_input(x)
     peak = np.max(np.abs(x), axis=-1, keepdims=True)
     _, exponent = np.frexp(peak)
     scaled = np.ldexp(x, -exponent)  # exact: |scaled| < 1, max ≥ 1/2 (outside subnormals)

@@ -21,30 +21,25 @@ present, else ``config``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from kernel_verify.impls.validation import (
+    Config,
+    Params,
     check_array,
     check_drawn_for,
+    check_numpy_input,
     check_params,
     check_positive_int,
     check_scalar,
     config_value,
 )
 
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
-
 __all__ = ["darkformer", "darkformer_matrix", "draw_darkformer", "draw_rebased", "log_darkformer",
            "rebased", "rebased_affine", "rebased_values"]
-
-
-def _check_x(x: Any) -> None:
-    check_array("x", x, min_ndim=2, backend="numpy")
 
 
 # --------------------------------------------------------------------------------- ReBased
@@ -101,7 +96,7 @@ def rebased_values(params: Params, config: Config, d: int, *, backend: str | Non
 
 def rebased(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``φ(x) = √s·vec(x̃x̃ᵀ)``, ``x̃ = γ ⊙ (x − x̄)/√(var x + eps) + β`` (size ``d²``)."""
-    _check_x(x)
+    check_numpy_input(x)
     d = x.shape[-1]
     v = rebased_values(params, config, d, backend="numpy")
     dt = x.dtype.type
@@ -145,7 +140,7 @@ def _alignment(params: Params, config: Config, d: int, backend: str) -> Any:
 
 def log_darkformer(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     """``log φ(x) = εᵢᵀz − ‖z‖²/2 − ½ log m``, ``z = Mx``."""
-    _check_x(x)
+    check_numpy_input(x)
     a = np.asarray(_alignment(params, config, x.shape[-1], "numpy")).astype(x.dtype)
     z = x @ a.T
     w = np.asarray(params["W"]).astype(x.dtype)

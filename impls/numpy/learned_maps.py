@@ -50,6 +50,8 @@ import numpy as np
 from scipy.linalg import hadamard
 
 from kernel_verify.impls.validation import (
+    Config,
+    NumpyParams,
     check_array,
     check_drawn_for,
     check_last_dim,
@@ -58,9 +60,6 @@ from kernel_verify.impls.validation import (
     check_scalar,
     config_value,
 )
-
-Params = Mapping[str, np.ndarray]
-Config = Mapping[str, Any]
 
 __all__ = [
     "PI_SUM_ULPS",
@@ -164,7 +163,7 @@ def draw_gmm(tag: str, rng: np.random.Generator, d: int, m: int, config: Config)
     return {"eps": eps, **{k: np.array(v, dtype=np.float64) for k, v in g.items()}}
 
 
-def gmm_values(params: Params, config: Config, d: int, tag: str, *,
+def gmm_values(params: NumpyParams, config: Config, d: int, tag: str, *,
     backend: str | None = None) -> dict[str, Any]:
     """``pi, mu, L``: from ``params`` (the entry's draw) when present, else from ``config``
     (which is validated either way: a bad config is an error even when params carry the
@@ -202,7 +201,7 @@ def gmm_frequencies(
 
 
 def _gmm_setup(
-    x: np.ndarray, params: Params, config: Config, tag: str
+    x: np.ndarray, params: NumpyParams, config: Config, tag: str
 ) -> tuple[np.ndarray, np.ndarray]:
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]
@@ -213,20 +212,20 @@ def _gmm_setup(
     return x @ omega.astype(x.dtype).T, a2.astype(x.dtype)
 
 
-def gmm_rks(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def gmm_rks(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``a_i[cos ω_iᵀx, sin ω_iᵀx]``: unbiased for the spectral mixture kernel (docs/math.md §7)."""
     u, a2 = _gmm_setup(x, params, config, "gmm_rks")
     a = np.sqrt(a2)
     return np.concatenate([a * np.cos(u), a * np.sin(u)], axis=-1)
 
 
-def log_gmm_prf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_gmm_prf(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``log φ_i = ω_iᵀx − ‖x‖²/2 + ½ log a_i²``."""
     u, a2 = _gmm_setup(x, params, config, "gmm_prf")
     return u - 0.5 * np.sum(x * x, axis=-1, keepdims=True) + 0.5 * np.log(a2)
 
 
-def gmm_prf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def gmm_prf(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``a_i·exp(ω_iᵀx − ‖x‖²/2)``, ``ω ~ Σ_c π_c N(μ_c, Σ_c)``: positive, unbiased (§7)."""
     return np.exp(log_gmm_prf(x, params, config))
 
@@ -285,7 +284,7 @@ def fastfood_learned_params(config: Mapping[str, Any], d: int) -> dict[str, np.n
     return out
 
 
-def fastfood(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def fastfood(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``[cos(Wx/σ), sin(Wx/σ)]/√rows`` with W built from the Fastfood blocks in ``params``."""
     check_array("x", x, min_ndim=2, backend="numpy")
     sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
@@ -335,7 +334,7 @@ def draw_generative(rng: np.random.Generator, d: int, m: int, config: Config) ->
     return {"eps": eps, **{k: np.array(v, dtype=np.float64) for k, v in weights.items()}}
 
 
-def generative_values(params: Params, config: Config, d: int, *,
+def generative_values(params: NumpyParams, config: Config, d: int, *,
     backend: str | None = None) -> dict[str, Any]:
     """``W1, b1, W2, b2``: from ``params`` (the entry's draw) when present, else from
     ``config``."""
@@ -357,7 +356,7 @@ def generative_frequencies(eps: np.ndarray, weights: Mapping[str, np.ndarray]) -
     return np.sin(eps @ weights["W1"].T + weights["b1"]) @ weights["W2"].T + weights["b2"]
 
 
-def generative(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def generative(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``[cos ω_iᵀx, sin ω_iᵀx]/√m``, ``ω_i = g(ε_i)``: unbiased for ``E_ε cos(g(ε)ᵀδ)``."""
     check_array("x", x, min_ndim=2, backend="numpy")
     d = x.shape[-1]

@@ -8,12 +8,13 @@ features of shape ``(..., n, D)`` in the dtype of ``x``. Formulas: docs/math.md 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from kernel_verify.impls.validation import (
+    Config,
+    NumpyParams,
     check_array,
     check_finite_result,
     check_last_dim,
@@ -23,11 +24,8 @@ from kernel_verify.impls.validation import (
     config_value,
 )
 
-Params = Mapping[str, np.ndarray]
-Config = Mapping[str, Any]
 
-
-def _projections(x: np.ndarray, params: Params, scale: float = 1.0) -> np.ndarray:
+def _projections(x: np.ndarray, params: NumpyParams, scale: float = 1.0) -> np.ndarray:
     """``(x/scale) Wᵀ`` after validating ``x`` and ``W``; computed in the dtype of ``x``."""
     check_array("x", x, min_ndim=2, backend="numpy")
     check_params("params", params, {"W": (None, None)}, backend="numpy")
@@ -40,7 +38,7 @@ def _sq_norm_half(x: np.ndarray) -> np.ndarray:
     return 0.5 * np.sum(x * x, axis=-1, keepdims=True)
 
 
-def rff_pairs(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def rff_pairs(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = m^(-1/2)[cos(wᵢᵀx/σ), sin(wᵢᵀx/σ)]ᵢ`` (2m outputs): Gaussian kernel, unbiased."""
     sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     u = _projections(x, params, sigma)
@@ -48,7 +46,7 @@ def rff_pairs(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     return scale * np.concatenate([np.cos(u), np.sin(u)], axis=-1)
 
 
-def rff_phase(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def rff_phase(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = √(2/m)·cos(wᵢᵀx/σ + bᵢ)``, ``bᵢ ~ U[0, 2π)``: Gaussian kernel, unbiased."""
     sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     u = _projections(x, params, sigma)
@@ -68,7 +66,7 @@ def trig_overflow_remedy(x: Any, dtype_max: float) -> str:
             "which has no such limit")
 
 
-def softmax_trig(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def softmax_trig(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = exp(+‖x‖²/2)·m^(-1/2)[cos wᵢᵀx, sin wᵢᵀx]``: softmax kernel, unbiased.
 
     Overflow of ``exp(‖x‖²/2)`` (‖x‖ > 13.3 in float32, > 37.7 in float64) is a ValueError
@@ -81,30 +79,30 @@ def softmax_trig(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
                                trig_overflow_remedy(x, float(np.finfo(x.dtype).max)))
 
 
-def log_softmax_positive(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_softmax_positive(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``log φ(x) = wᵢᵀx − ‖x‖²/2 − ½ log m`` (SM⁺)."""
     u = _projections(x, params)
     return u - _sq_norm_half(x) - x.dtype.type(0.5 * np.log(u.shape[-1]))
 
 
-def softmax_positive(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def softmax_positive(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = m^(-1/2)·exp(wᵢᵀx − ‖x‖²/2)`` (SM⁺, FAVOR+): softmax kernel, unbiased, positive."""
     return np.exp(log_softmax_positive(x, params, config))
 
 
-def log_softmax_hyperbolic(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_softmax_hyperbolic(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``log φ(x) = [±wᵢᵀx] − ‖x‖²/2 − ½ log 2m`` (SM⁺ₕ)."""
     u = _projections(x, params)
     shift = _sq_norm_half(x) + x.dtype.type(0.5 * np.log(2 * u.shape[-1]))
     return np.concatenate([u, -u], axis=-1) - shift
 
 
-def softmax_hyperbolic(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def softmax_hyperbolic(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = (2m)^(-1/2)·exp(−‖x‖²/2)[exp(wᵢᵀx), exp(−wᵢᵀx)]`` (SM⁺ₕ): unbiased, positive."""
     return np.exp(log_softmax_hyperbolic(x, params, config))
 
 
-def relu_features(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def relu_features(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``φ(x) = m^(-1/2)·relu(Wx)``: arc-cosine kernel of order 1, unbiased, nonnegative."""
     u = _projections(x, params)
     return np.maximum(u, 0) / np.sqrt(u.shape[-1]).astype(x.dtype)
@@ -117,7 +115,7 @@ def gerf_constants(a: float, d: int) -> tuple[float, float]:
     return float(np.sqrt(1 - 4 * a)), 0.25 * d * float(np.log1p(-4 * a))
 
 
-def log_gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def log_gerf(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """``log φ(x) = log D + A‖wᵢ‖² + B wᵢᵀx − ‖x‖²/2 − ½ log m`` (docs/math.md §4)."""
     u = _projections(x, params)
     w = params["W"]
@@ -127,7 +125,7 @@ def log_gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
     return x.dtype.type(b) * u + row_term - _sq_norm_half(x)
 
 
-def gerf(x: np.ndarray, params: Params, config: Config) -> np.ndarray:
+def gerf(x: np.ndarray, params: NumpyParams, config: Config) -> np.ndarray:
     """GERF/FAVOR++ features ``D·exp(A‖w‖² + B wᵀx − ‖x‖²/2)/√m``.
 
     Unbiased for the softmax kernel when A < 1/4; the variance is finite only for A < 1/8.

@@ -17,10 +17,7 @@ import torch
 
 from kernel_verify.impls.numpy.dense_exponential import sderf_config_matrix, sderf_parameters
 from kernel_verify.impls.torch.convert import compute_dtype, to_torch
-from kernel_verify.impls.validation import check_array, check_last_dim, check_params
-
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
+from kernel_verify.impls.validation import Config, Params, check_array, check_last_dim, check_params
 
 
 def log_dense_exponential(x: torch.Tensor, w: torch.Tensor, a: np.ndarray, b: np.ndarray,

@@ -9,7 +9,6 @@ and :class:`Hedgehog` is the trainable ``nn.Module`` with the same formula.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,14 +22,13 @@ from kernel_verify.impls.numpy.deterministic_maps import (
 )
 from kernel_verify.impls.torch.convert import checked_input, to_torch
 from kernel_verify.impls.validation import (
+    Config,
+    Params,
     check_array,
     check_last_dim,
     check_positive_int,
     config_value,
 )
-
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
 
 __all__ = [
     "Hedgehog",
@@ -46,30 +44,26 @@ __all__ = [
 ]
 
 
-def _work(x: Any) -> torch.Tensor:
-    return checked_input(x)
-
-
 def elu_plus_one(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``elu(x) + 1``: ``x + 1`` for ``x > 0``, ``exp(x)`` for ``x ≤ 0`` (positive)."""
-    xw = _work(x)
+    xw = checked_input(x)
     return torch.where(xw > 0, xw + 1, torch.exp(torch.clamp(xw, max=0))).to(x.dtype)
 
 
 def log_elu_plus_one(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``log1p(x)`` for ``x > 0``, ``x`` for ``x ≤ 0`` (compute dtype)."""
-    xw = _work(x)
+    xw = checked_input(x)
     return torch.where(xw > 0, torch.log1p(torch.clamp(xw, min=0)), xw)
 
 
 def relu(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``max(x, 0)`` (nonnegative; denominators can be 0)."""
-    return torch.relu(_work(x)).to(x.dtype)
+    return torch.relu(checked_input(x)).to(x.dtype)
 
 
 def square(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``x⊙x``: kernel ``Σ_i x_i² y_i²``."""
-    xw = _work(x)
+    xw = checked_input(x)
     return (xw * xw).to(x.dtype)
 
 
@@ -83,7 +77,7 @@ def cosformer(
     x: torch.Tensor, params: Params, config: Config, *, positions: Any = None
 ) -> torch.Tensor:
     """``[relu(x)·sin(πi/2M), relu(x)·cos(πi/2M)]`` at position i (0 ≤ i ≤ M)."""
-    xw = _work(x)
+    xw = checked_input(x)
     pos, big_m = check_positions(positions, x.shape[-2], config_value(config, "M"))
     angle = torch.as_tensor((math.pi / (2 * big_m)) * pos.astype(np.float64), device=x.device)
     r = torch.relu(xw)
@@ -94,7 +88,7 @@ def cosformer(
 
 def dpfp(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``concat_(j=1..ν) r ⊙ roll(r, j)``, ``r = [relu x, relu(−x)]``."""
-    xw = _work(x)
+    xw = checked_input(x)
     nu = check_positive_int("nu", config_value(config, "nu"))
     r = torch.cat([torch.relu(xw), torch.relu(-xw)], dim=-1)
     out = torch.cat([r * torch.roll(r, j, dims=-1) for j in range(1, nu + 1)], dim=-1)
@@ -108,7 +102,7 @@ def _log_hedgehog_core(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tor
 
 def log_hedgehog(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[log_softmax(z), log_softmax(−z)]``, ``z = Wx + b`` (in the compute dtype)."""
-    xw = _work(x)
+    xw = checked_input(x)
     values = hedgehog_values(params, config, x.shape[-1])
     weights = to_torch(values, device=x.device, dtype=xw.dtype)
     return _log_hedgehog_core(xw, weights["W"], weights["b"])

@@ -8,28 +8,19 @@ float16/bfloat16 inputs are computed in float32 and cast back
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import torch
 
 from kernel_verify.impls.numpy.exact_maps import check_order, polynomial_indices
 from kernel_verify.impls.torch.convert import checked_input
-from kernel_verify.impls.validation import check_array, check_scalar, config_value
-
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
+from kernel_verify.impls.validation import Config, Params, check_array, check_scalar, config_value
 
 __all__ = ["cosine", "linear", "polynomial", "taylor", "taylor2_compressed"]
 
 
-def _work(x: Any) -> torch.Tensor:
-    return checked_input(x)
-
-
 def taylor(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[z^(⊗k)/√(k!)]_(k=0..p)``, ``z = x·d^(-1/4)``: inner product ``Σ_(k≤p) tᵏ/k!``."""
-    xw = _work(x)
+    xw = checked_input(x)
     order = check_order("order", config_value(config, "order"))
     d = x.shape[-1]
     z = xw * d**-0.25
@@ -44,7 +35,7 @@ def taylor(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
 
 def taylor2_compressed(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[1, z, z_i²/√2, (z_i z_j)_(i<j)]``, ``z = x·d^(-1/4)``: inner product ``1 + t + t²/2``."""
-    xw = _work(x)
+    xw = checked_input(x)
     d = x.shape[-1]
     z = xw * d**-0.25
     i, j = torch.triu_indices(d, d, offset=1, device=x.device)
@@ -55,7 +46,7 @@ def taylor2_compressed(x: torch.Tensor, params: Params, config: Config) -> torch
 
 def polynomial(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``√(p!/α!)·Π x̃_i^(α_i)``, ``x̃ = [√c, x]``: inner product ``(xᵀy + c)^p``."""
-    xw = _work(x)
+    xw = checked_input(x)
     p = check_order("p", config_value(config, "p"))
     c = check_scalar("c", config_value(config, "c"), nonnegative=True)
     idx_np, coef_np = polynomial_indices(x.shape[-1], p)
@@ -74,7 +65,7 @@ def linear(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
 
 def cosine(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``φ(x) = x/‖x‖``, ``φ(0) = 0`` (power-of-two prescaling, as in the NumPy version)."""
-    xw = _work(x)
+    xw = checked_input(x)
     peak = xw.abs().amax(dim=-1, keepdim=True)
     _, exponent = torch.frexp(peak)
     # x times a power of two (exact); not torch.ldexp(xw, e), whose autograd gives a zero

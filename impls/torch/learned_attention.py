@@ -5,16 +5,12 @@ dtype (float32 for half precision) and returned in the input dtype."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 import torch
 
 from kernel_verify.impls.numpy.learned_attention import _alignment, rebased_values
 from kernel_verify.impls.torch.convert import checked_input, to_torch
-
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
+from kernel_verify.impls.validation import Config, Params
 
 __all__ = ["darkformer", "log_darkformer", "rebased"]
 

@@ -25,15 +25,14 @@ from torch import nn
 from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.torch.convert import checked_input, to_torch
 from kernel_verify.impls.validation import (
+    Config,
+    Params,
     check_array,
     check_last_dim,
     check_params,
     check_scalar,
     config_value,
 )
-
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
 
 __all__ = [
     "GMMPRF",
@@ -46,10 +45,6 @@ __all__ = [
     "gmm_rks",
     "log_gmm_prf",
 ]
-
-
-def _work(x: Any) -> torch.Tensor:
-    return checked_input(x)
 
 
 # ---------------------------------------------------------------------------------- mixtures
@@ -76,7 +71,7 @@ def _log_prf_core(x: torch.Tensor, omega: torch.Tensor, a2: torch.Tensor) -> tor
 def _gmm_setup(
     x: torch.Tensor, params: Params, config: Config, tag: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    xw = _work(x)
+    xw = checked_input(x)
     d = x.shape[-1]
     check_params("params", params, {"eps": (None, None)})
     check_last_dim("x", x, params["eps"].shape[1])  # ε was drawn for this d
@@ -174,7 +169,7 @@ def _fastfood_core(x: torch.Tensor, w: torch.Tensor, sigma: float) -> torch.Tens
 
 def fastfood(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[cos(Wx/σ), sin(Wx/σ)]/√rows``, W from the Fastfood blocks in ``params``."""
-    xw = _work(x)
+    xw = checked_input(x)
     sigma = check_scalar("sigma", config_value(config, "sigma"), positive=True)
     d = x.shape[-1]
     p = np_lm.padded_size(d)
@@ -244,7 +239,7 @@ def _generative_core(
 
 def generative(x: torch.Tensor, params: Params, config: Config) -> torch.Tensor:
     """``[cos ω_iᵀx, sin ω_iᵀx]/√m``, ``ω_i = W₂ sin(W₁ε_i + b₁) + b₂``."""
-    xw = _work(x)
+    xw = checked_input(x)
     weights = np_lm.generative_values(params, config, x.shape[-1])
     check_params("params", params, {"eps": (None, weights["W1"].shape[1])})
     w = to_torch(weights, device=x.device, dtype=xw.dtype)

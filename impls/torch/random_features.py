@@ -17,6 +17,8 @@ import torch
 from kernel_verify.impls.numpy.random_features import gerf_constants, trig_overflow_remedy
 from kernel_verify.impls.torch.convert import compute_dtype, to_torch
 from kernel_verify.impls.validation import (
+    Config,
+    Params,
     check_array,
     check_finite_result,
     check_last_dim,
@@ -24,9 +26,6 @@ from kernel_verify.impls.validation import (
     check_scalar,
     config_value,
 )
-
-Params = Mapping[str, Any]
-Config = Mapping[str, Any]
 
 
 def _prepare(
