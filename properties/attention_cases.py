@@ -62,7 +62,7 @@ import pytest
 
 from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.strategies import QKV
-from kernel_verify.properties.targets import attentions_with
+from kernel_verify.properties.targets import attentions_with, none_param
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.tolerance import FORMATS, gamma
 
@@ -108,7 +108,7 @@ def cases(*claims: str) -> list[Any]:
     target qualifies, one skipped param saying so."""
     targets, skip = attentions_with(claims)
     if skip is not None:
-        return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
+        return none_param(skip, values=2)
     out = []
     for t in targets:
         out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")

@@ -69,12 +69,22 @@ def _select(kind: type, claims: Iterable[str], predicate=None) -> list[Target]:
     ]
 
 
+def provides_none(what: str) -> str:
+    """The skip reason of a property when the targets in use have no ``what``: which targets
+    (the ``KV_TARGET`` spec, else the built-in registry) and what they lack."""
+    return f"{target_spec() or 'the built-in registry'} provides no {what}"
+
+
+def none_param(reason: str, values: int = 1) -> list:
+    """The one skipped case (id ``none``, ``values`` Nones) of a parametrisation with no target
+    to run on, ``reason`` saying why."""
+    return [pytest.param(*(None,) * values, marks=pytest.mark.skip(reason=reason), id="none")]
+
+
 def _params(targets: list[Target], what: str, none_reason: str | None = None) -> list:
     if targets:
         return [pytest.param(t, id=t.name) for t in targets]
-    where = target_spec() or "the built-in registry"
-    reason = none_reason or f"{where} provides no {what}"
-    return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return none_param(none_reason or provides_none(what))
 
 
 def feature_maps(*claims: str, white_box: bool = False, predicate=None,
@@ -130,5 +140,4 @@ def attentions_with(claims: Iterable[str]) -> tuple[list[AttentionTarget], str |
     targets = _select(AttentionTarget, claims)
     if targets:
         return targets, None
-    where = target_spec() or "the built-in registry"
-    return [], f"{where} provides no attention with claims {sorted(claims)}"
+    return [], provides_none(f"attention with claims {sorted(claims)}")

@@ -75,7 +75,7 @@ from kernel_verify.properties.layouts import (
 )
 from kernel_verify.properties.layouts import chunks_of as _chunks_of
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows, seeds
-from kernel_verify.properties.targets import attentions_with, missing_form_param
+from kernel_verify.properties.targets import attentions_with, missing_form_param, none_param
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.references.forms import causal_recurrence_mp
 
@@ -92,7 +92,7 @@ def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
     protocol field that would add the property."""
     targets, skip = attentions_with(("causal",))
     if skip is not None:
-        return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
+        return none_param(skip, values=2)
     out = []
     for t in targets:
         skipped = missing_form_param(t, need, any_of, "AttentionTarget",

@@ -38,7 +38,7 @@ from kernel_verify.properties.checks.declared import (
     seen_qkv,
 )
 from kernel_verify.properties.strategies import seeds
-from kernel_verify.properties.targets import attentions_with
+from kernel_verify.properties.targets import attentions_with, none_param
 from kernel_verify.verify.backends import AXIS
 
 #: Drawn seeds per case besides the fixed layouts.
@@ -52,7 +52,7 @@ def declared_cases(*claims: str, torch_only: bool = False) -> list:
     ``claims``) × their float64/float32 backends."""
     targets, skip = attentions_with(claims)
     if skip is not None:
-        return [pytest.param(None, None, marks=pytest.mark.skip(reason=skip), id="none")]
+        return none_param(skip, values=2)
     out = []
     for t in targets:
         if t.features is None:
@@ -63,8 +63,7 @@ def declared_cases(*claims: str, torch_only: bool = False) -> list:
         out.extend(backend_param(t, backend=b, id=f"{t.name}-{b.id}") for b in AXIS
                    if t.accepts(b.library, b.dtype) and b.dtype in ("float64", "float32")
                    and (b.library == "torch" or not torch_only))
-    return out or [pytest.param(None, None, marks=pytest.mark.skip(
-        reason="no attention target declares features"), id="none")]
+    return out or none_param("no attention target declares features", values=2)
 
 
 def layouts(target) -> list[tuple[int, ...]]:

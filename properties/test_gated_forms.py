@@ -51,7 +51,13 @@ from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs
 from kernel_verify.properties.evidence import nonfinite
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
-from kernel_verify.properties.targets import active_targets, missing_form_param, target_spec
+from kernel_verify.properties.targets import (
+    active_targets,
+    missing_form_param,
+    none_param,
+    provides_none,
+    target_spec,
+)
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.gated_bounds import (
     gated_forms_error_bound,
@@ -89,9 +95,7 @@ def gated_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
     lacking a form is one skipped param naming the field that would add the property."""
     targets = gated_targets()
     if not targets:
-        where = target_spec() or "the built-in registry"
-        return [pytest.param(None, None, id="none", marks=pytest.mark.skip(
-            reason=f"{where} provides no gated attention (GatedAttentionTarget)"))]
+        return none_param(provides_none("gated attention (GatedAttentionTarget)"), values=2)
     out = []
     for t in targets:
         skipped = missing_form_param(t, need, any_of, "GatedAttentionTarget",

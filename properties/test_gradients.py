@@ -95,7 +95,7 @@ from kernel_verify.properties.gradient_checks import half_cast as _half_cast
 from kernel_verify.properties.gradient_checks import map_budget as _map_budget
 from kernel_verify.properties.gradient_checks import tensor as _tensor
 from kernel_verify.properties.strategies import ValueDraws, generator, points
-from kernel_verify.properties.targets import feature_maps
+from kernel_verify.properties.targets import feature_maps, none_param
 from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.gradient_bounds import (
@@ -503,7 +503,7 @@ def _attn_params(*claims: str, dtype: str = "float64") -> list:
     targets, skip = _attention_targets(*claims)
     if not targets:
         reason = skip or "no attention target claiming `differentiable` takes torch tensors"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="none")]
+        return none_param(reason)
     return [pytest.param(t, id=t.name) for t in targets]
 
 

@@ -34,7 +34,12 @@ from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL
 from kernel_verify.properties.layouts import layouts
 from kernel_verify.properties.strategies import generator
-from kernel_verify.properties.targets import active_targets, target_spec
+from kernel_verify.properties.targets import (
+    active_targets,
+    none_param,
+    provides_none,
+    target_spec,
+)
 from kernel_verify.verify.backends import AXIS, as_float64
 from kernel_verify.verify.hybrid_bounds import hybrid_error_bound
 from kernel_verify.verify.references.attention import feature_attention_mp, softmax_attention_mp
@@ -62,9 +67,7 @@ def hybrid_cases(*, dtypes: tuple[str, ...] | None = None, need_step: bool = Fal
     """``pytest.param(target, backend)`` over the hybrid targets × accepted backends."""
     targets = hybrid_targets()
     if not targets:
-        where = target_spec() or "the built-in registry"
-        return [pytest.param(None, None, id="none", marks=pytest.mark.skip(
-            reason=f"{where} provides no hybrid attention (HybridAttentionTarget)"))]
+        return none_param(provides_none("hybrid attention (HybridAttentionTarget)"), values=2)
     out = []
     for t in targets:
         if need_step and t.step is None:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kernel_verify.properties import model_checks as mc
 from kernel_verify.properties.profiles import examples_for_cost, reduction_note
 from kernel_verify.properties.strategies import model_cases
-from kernel_verify.properties.targets import models, target_spec
+from kernel_verify.properties.targets import models, none_param, provides_none
 
 #: Hypothesis examples of one (property, target, dtype) case; each runs a model a few times.
 MODEL_EXAMPLES = 6
@@ -52,9 +52,7 @@ def paths(*, calls: tuple[str, ...] = (), claims: tuple[str, ...] = ()) -> list:
         out += [pytest.param(t, ModelPath(d), id=f"{t.name}-{d}") for d in mc.dtypes(t)]
     if out:
         return out
-    where = target_spec() or "the built-in registry"
-    reason = "; ".join(missing) or f"{where} provides no model target"
-    return [pytest.param(None, None, marks=pytest.mark.skip(reason=reason), id="none")]
+    return none_param("; ".join(missing) or provides_none("model target"), values=2)
 
 
 def run(target, backend: ModelPath, check: mc.Check, defect: str, record_property, *,
