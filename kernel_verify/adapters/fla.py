@@ -77,13 +77,8 @@ from kernel_verify.adapters import _triton_interpreter as interp
 from kernel_verify.adapters._fla_feature_maps import FEATURE_MAP_TARGETS as LEARNED_FEATURE_MAPS
 from kernel_verify.adapters._fla_feature_maps import FINDINGS as FEATURE_MAP_FINDINGS
 from kernel_verify.adapters._lazy import need
-from kernel_verify.adapters.fla_gated import gated_targets
+from kernel_verify.adapters.fla_gated import check_varlen, gated_targets
 from kernel_verify.adapters.library import Finding, Library, Scope
-from kernel_verify.impls.sequence_validation import (
-    check_cu_seqlens,
-    check_packed_batch,
-    check_state_count,
-)
 from kernel_verify.properties.protocol import AttentionTarget, FeatureMapTarget
 
 DPFP_NU = 4  # DPFPFeatureMap's default
@@ -221,14 +216,8 @@ def linear_attn_forms(kernel: str) -> dict[str, Callable[..., Any]]:
         return new, o[:, 0]
 
     def varlen(q, k, v, *, cu_seqlens, initial_state=None, seed: int = 0):
-        # fla reads cu_seqlens as given (no check): a bad one gives wrong rows or states
         check_shapes(name, q, k, v)
-        check_packed_batch("q", q)
-        if type(cu_seqlens).__module__.split(".")[0] != "torch":
-            raise TypeError(f"{name}: cu_seqlens must be a torch integer tensor on q's device, "
-                            f"got {type(cu_seqlens).__name__}")
-        n_seq = len(check_cu_seqlens(cu_seqlens, length=int(q.shape[1]))) - 1
-        check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
+        check_varlen(name, q, cu_seqlens, initial_state)
         return run(q, k, v, initial_state, cu_seqlens=cu_seqlens)
 
     return {"attention": attention, "stateful": stateful, "step": step, "varlen": varlen}

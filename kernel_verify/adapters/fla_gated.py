@@ -150,16 +150,23 @@ def _forms(kernel: str) -> dict[str, Any]:
 
     def varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0):
         _check(name, q, k, v, g, kind)
-        check_packed_batch("q", q)
-        if type(cu_seqlens).__module__.split(".")[0] != "torch":
-            raise TypeError(f"{name}: cu_seqlens must be a torch integer tensor on q's device, "
-                            f"got {type(cu_seqlens).__name__}")
-        n_seq = len(check_cu_seqlens(cu_seqlens, length=int(q.shape[1]))) - 1
-        check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
+        check_varlen(name, q, cu_seqlens, initial_state)
         return call(q, k, v, g, initial_state, cu_seqlens=cu_seqlens)
 
     forms["varlen"] = varlen
     return forms
+
+
+def check_varlen(name: str, q: Any, cu_seqlens: Any, initial_state: Any) -> None:
+    """The packed-sequence checks of an fla ``varlen`` form (fla reads ``cu_seqlens`` as given:
+    a bad one gives wrong rows or states): one packed batch row in ``q``, ``cu_seqlens`` a torch
+    tensor of valid boundaries over ``q``'s length, one initial state per sequence."""
+    check_packed_batch("q", q)
+    if type(cu_seqlens).__module__.split(".")[0] != "torch":
+        raise TypeError(f"{name}: cu_seqlens must be a torch integer tensor on q's device, "
+                        f"got {type(cu_seqlens).__name__}")
+    n_seq = len(check_cu_seqlens(cu_seqlens, length=int(q.shape[1]))) - 1
+    check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
 
 
 def _state_sums(state: tuple) -> tuple[np.ndarray, None]:

@@ -21,20 +21,18 @@ families do not run here, with the reason (:data:`NOT_RUN`).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from kernel_verify.adapters import _triton_interpreter as interp
 from kernel_verify.adapters._lazy import need
-from kernel_verify.adapters.hf_models import hf_model_target
+from kernel_verify.adapters.hf_models import VOCAB, hf_model_target, tiny_model_maker
 from kernel_verify.adapters.library import Finding, Library, Scope
 from kernel_verify.properties.model_protocol import ModelTarget
 
 if "triton" not in sys.modules:  # before anything imports triton (the check's subprocess)
     interp.enable()
 
-HIDDEN, LAYERS, VOCAB = 32, 2, 64
 #: Family → (config class, model class, extra config fields) in ``fla.models``.
 FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "linear_attn": ("LinearAttentionConfig", "LinearAttentionForCausalLM", {"num_heads": 2}),
@@ -116,23 +114,12 @@ def _fla_models():
     return models
 
 
-def _maker(family: str) -> Callable[[], Any]:
-    cfg_name, model_name, extra = FAMILIES[family]
-
-    def make():
-        fm = _fla_models()
-        cfg = getattr(fm, cfg_name)(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                    vocab_size=VOCAB, **extra)
-        return getattr(fm, model_name)(cfg)
-
-    return make
-
-
 def family_target(family: str) -> ModelTarget:
     """One fla family as a model target."""
     if family not in FAMILIES:
         raise ValueError(f"fla family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    return hf_model_target(f"fla.models:{family}", _maker(family), vocab_size=VOCAB,
+    return hf_model_target(f"fla.models:{family}",
+                           tiny_model_maker(_fla_models, *FAMILIES[family]), vocab_size=VOCAB,
                            claims=CLAIMS, packed_arg="cu_seqlens",
                            call_seconds=CALL_SECONDS.get(family, 0.5), max_len=MAX_LEN,
                            init_scales=INIT_SCALES, zero_std=ZERO_STD,

@@ -33,7 +33,25 @@ from typing import Any
 
 from kernel_verify.properties.model_protocol import ModelTarget
 
-__all__ = ["cache_keyword", "hf_model_target", "scale_weights"]
+__all__ = ["cache_keyword", "hf_model_target", "scale_weights", "tiny_model_maker"]
+
+#: The size of the HF-style models built for checking: hidden width, layers, vocabulary.
+HIDDEN, LAYERS, VOCAB = 32, 2, 64
+
+
+def tiny_model_maker(library: Callable[[], Any], config: str, model: str,
+                     fields: Mapping[str, Any]) -> Callable[[], Any]:
+    """``make()`` for :func:`hf_model_target`: ``library()`` (the module, imported when the model
+    is first built) ``.<model>(<config>(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+    vocab_size=VOCAB, **fields))``, randomly initialised."""
+
+    def make():
+        lib = library()
+        cfg = getattr(lib, config)(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                   vocab_size=VOCAB, **fields)
+        return getattr(lib, model)(cfg)
+
+    return make
 
 
 def scale_weights(model: Any, init_scale: float, zero_std: float | None = None) -> Any:

@@ -14,14 +14,12 @@ generation uses); RWKV has no cache-aware mask and is not claimed for padding.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from kernel_verify.adapters.hf_models import hf_model_target
+from kernel_verify.adapters.hf_models import VOCAB, hf_model_target, tiny_model_maker
 from kernel_verify.adapters.library import Finding, Library
 from kernel_verify.properties.model_protocol import ModelTarget
 
-HIDDEN, LAYERS, VOCAB = 32, 2, 64
 #: Family → (config class, model class, config fields, extra claims).
 FAMILIES: dict[str, tuple[str, str, dict[str, Any], frozenset[str]]] = {
     "mamba": ("MambaConfig", "MambaForCausalLM",
@@ -58,26 +56,16 @@ def _transformers():
     return need("transformers_models")
 
 
-def _maker(family: str) -> Callable[[], Any]:
-    cfg_name, model_name, extra, _ = FAMILIES[family]
-
-    def make():
-        tf = _transformers()
-        cfg = getattr(tf, cfg_name)(vocab_size=VOCAB, hidden_size=HIDDEN,
-                                    num_hidden_layers=LAYERS, **extra)
-        return getattr(tf, model_name)(cfg)
-
-    return make
-
-
 def family_target(family: str) -> ModelTarget:
     """One transformers family as a model target (the cache keyword is read from the model's
     ``forward`` when it is first called: building the list never imports transformers)."""
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
-    claims = frozenset({"differentiable"}) | FAMILIES[family][3]
-    return hf_model_target(f"transformers:{family}", _maker(family), vocab_size=VOCAB,
-                           claims=claims, cache_arg="auto", float64=True,
+    config, model, fields, extra_claims = FAMILIES[family]
+    claims = frozenset({"differentiable"}) | extra_claims
+    return hf_model_target(f"transformers:{family}",
+                           tiny_model_maker(_transformers, config, model, fields),
+                           vocab_size=VOCAB, claims=claims, cache_arg="auto", float64=True,
                            call_seconds=CALL_SECONDS, known_failures=KNOWN.get(family, {}))
 
 
