@@ -25,29 +25,25 @@ from kernel_verify.impls.numpy import nystrom as np_nystrom
 from kernel_verify.impls.torch import nystrom as torch_nystrom
 from kernel_verify.properties.checks.nystrom import (
     KERNELS,
-    case_examples,
-    cases,
     close,
     kernel_fn,
     nystrom_error_bound,
+    on_cases,
     run,
 )
-from kernel_verify.properties.strategies import generator, points
+from kernel_verify.properties.strategies import generator, points, seeds
 from kernel_verify.properties.targets import approximations
 from kernel_verify.verify.psd import EIGH_BACKWARD_C
 from kernel_verify.verify.references.mp import to_mp, working_precision
 from kernel_verify.verify.tolerance import EPS64, U64, gamma
 
 FEW = max(3, settings.default.max_examples // 5)
-CASE_EXAMPLES = case_examples()
 
-seeds = st.integers(0, 2**32 - 1)
 
 
 # -------------------------------------------------------------------------------- landmarks
 @pytest.mark.parametrize("target", approximations("exact_on_landmarks"))
-@settings(max_examples=CASE_EXAMPLES)
-@given(case=cases)
+@on_cases
 def test_exact_on_landmark_columns(target, case):
     """K̃[:, S] = K[:, S] within the derived bound (+ u|K| for the rounded reference)."""
     seed, X, kernel = case
@@ -114,8 +110,7 @@ def test_exact_for_a_rank_deficient_kernel(target, seed, n, d, data):
 
 
 @pytest.mark.parametrize("target", approximations("psd"))
-@settings(max_examples=CASE_EXAMPLES)
-@given(case=cases)
+@on_cases
 def test_error_is_at_least_eckart_young(target, case):
     """‖K − K̃‖₂ ≥ σ_(r+1)(K) for r = |S| (K̃ has rank ≤ r), up to the rounding slack
     ‖Err‖_F + ‖u|K|‖_F + 2·500·n·ε(‖K‖₁ + ‖K̃‖₁) (entry errors and the SVD's backward error)."""
@@ -137,8 +132,7 @@ def test_error_is_at_least_eckart_young(target, case):
 
 
 @pytest.mark.parametrize("target", approximations("optimal_rank"))
-@settings(max_examples=CASE_EXAMPLES)
-@given(case=cases)
+@on_cases
 def test_error_is_eckart_young_for_optimal_rank(target, case):
     """An ``optimal_rank`` approximation attains the Eckart–Young bound:
     ``‖K − K̃‖₂ = σ_(r+1)(K)``, ``r = min(target.rank, n)`` (σ_(n+1) = 0), within

@@ -30,14 +30,13 @@ from hypothesis import strategies as st
 
 from kernel_verify.properties.checks.nystrom import (
     KERNELS,
-    case_examples,
-    cases,
     nystrom_error_bound,
+    on_cases,
     point_set,
     run,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
-from kernel_verify.properties.strategies import generator, points
+from kernel_verify.properties.strategies import generator, points, seeds
 from kernel_verify.properties.targets import approximations, feature_maps
 from kernel_verify.verify.moments import QuadratureError
 from kernel_verify.verify.psd import psd_float, psd_mp
@@ -46,8 +45,6 @@ from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
 from kernel_verify.verify.tolerance import U64, budget_for, dot_error_bound
 
 FEW = max(3, settings.default.max_examples // 5)
-CASE_EXAMPLES = case_examples()
-seeds = st.integers(0, 2**32 - 1)
 
 
 def exact_gram(target: FeatureMapTarget, X: np.ndarray) -> np.ndarray:
@@ -136,8 +133,7 @@ def test_feature_gram_is_psd(target, seed, n, d, scale, data, record_property):
 
 # ---------------------------------------------------------------------------------- Nyström
 @pytest.mark.parametrize("target", approximations("psd"))
-@settings(max_examples=CASE_EXAMPLES)
-@given(case=cases)
+@on_cases
 def test_nystrom_approximation_is_psd(target, case):
     seed, X, kernel = case
     k_ref, k_tilde, idx = run(target, X, kernel, seed)
@@ -148,8 +144,7 @@ def test_nystrom_approximation_is_psd(target, case):
 
 
 @pytest.mark.parametrize("target", approximations("schur_residual"))
-@settings(max_examples=CASE_EXAMPLES)
-@given(case=cases)
+@on_cases
 def test_nystrom_residual_is_psd(target, case):
     """K − K̃ is a Schur complement, hence PSD (and its trace ≥ 0)."""
     seed, X, kernel = case

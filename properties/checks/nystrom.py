@@ -31,24 +31,22 @@ rank r + 1 for the r landmarks it reports beats σ_(r+1) when K is nearly of ran
 (``test_error_is_at_least_eckart_young``), and an eigenvalue of W below a regulariser is
 where a wrongly signed one makes K̃ indefinite (``test_psd_properties``). Between 1 draw in 6
 and 1 in 3 is rejected (mostly exact duplicate landmarks; 300 draws, twice); every property on
-:data:`cases` runs the profile's full example count (:func:`case_examples`).
+:data:`cases` runs the profile's full example count (:func:`case_examples`, :func:`on_cases`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.protocol import KernelApproxTarget
-from kernel_verify.properties.strategies import clustered_points, generator, points
+from kernel_verify.properties.strategies import clustered_points, generator, points, seeds
 from kernel_verify.verify.psd import EIGH_BACKWARD_C
 from kernel_verify.verify.references.kernels import gram_reference
 from kernel_verify.verify.tolerance import EPS64, U64, gamma
 
 KERNELS = {"gaussian": {"sigma": 1.0}, "softmax": {}}
-
-_SEEDS = st.integers(0, 2**32 - 1)
 
 
 def kernel_fn(kernel: str):
@@ -113,7 +111,7 @@ def _cases(draw) -> tuple[int, np.ndarray, str]:
     (:func:`~kernel_verify.properties.strategies.points`) or clustered
     (:func:`~kernel_verify.properties.strategies.clustered_points`: exact duplicates and
     near-duplicates, so K is (nearly) low rank and W can be nearly singular)."""
-    seed = draw(_SEEDS, label="seed")
+    seed = draw(seeds, label="seed")
     n, d = draw(st.integers(5, 7), label="n"), draw(st.integers(2, 3), label="d")
     scale = draw(st.sampled_from([0.8, 1.2]), label="scale")
     X = draw(st.one_of(points((n, d), scale), clustered_points(n, d, scale)), label="X")
@@ -130,3 +128,10 @@ def case_examples() -> int:
     the count (5) a defect that only near-duplicate landmarks expose was missed in 2 to 8 of 20
     random runs. Called when a test module is collected (after the profile is loaded)."""
     return max(3, settings.default.max_examples)
+
+
+def on_cases(test):
+    """A property's draws on :data:`cases`: ``@given(case=cases)`` at :func:`case_examples`
+    examples, the decorator of every property on the Nyström point sets (under its target
+    parametrisation)."""
+    return settings(max_examples=case_examples())(given(case=cases)(test))
