@@ -2,11 +2,12 @@
 
 Feature maps are described by :class:`kernel_verify.impls.descriptor.FeatureMapTarget` (the
 registry, :mod:`kernel_verify.impls.registry`). Every other system is described here, once, by a
-descriptor of its kind: :class:`AttentionSystem`, :class:`ApproximationSystem` or
-:class:`MatrixSystem`. A descriptor holds what the system is, the kernel (or attention) it
-targets, what it claims (words of the one vocabulary :data:`SYSTEM_CLAIMS`), the docs/math.md
-section with its formulas, its source, and the functions that implement it on each backend
-(``"module:function"`` in the :mod:`kernel_verify` namespace, resolved only on demand).
+descriptor of its kind: :class:`AttentionSystem`, :class:`GatedSystem`,
+:class:`ApproximationSystem` or :class:`MatrixSystem`. A descriptor holds what the system is,
+the kernel (or attention) it targets, what it claims (words of the one vocabulary
+:data:`SYSTEM_CLAIMS`), the docs/math.md section with its formulas, its source, and the
+functions that implement it on each backend (``"module:function"`` in the
+:mod:`kernel_verify` namespace, resolved only on demand).
 The same descriptor is read by ``kernel-verify list``, by the property suite's built-in targets
 (``properties/builtin*.py`` take their name and claims from it), by the report and by the
 mutants, so no second list of claims exists anywhere.
@@ -19,6 +20,8 @@ kind                        descriptor                   systems
                                                          truncated SVD, Linformer
 ``attention``               :class:`AttentionSystem`     exact softmax, linear, log-space linear,
                                                          hybrid, feature-map attention
+``gated_attention``         :class:`GatedSystem`         causal linear attention with a decay or
+                                                         gate per head, token or key dimension
 ``random_matrix``           :class:`MatrixSystem`        every construction of
                                                          ``impls.random_matrices.MATRICES``
 ==========================  ===========================  ======================================
@@ -32,7 +35,8 @@ each word, or why none does, is the suite's business
 (``properties/claim_tests.py``; ``tests/test_system_coverage.py`` fails for a claim with neither).
 
 **A new system** adds one descriptor to the tuple of its kind below (``_APPROXIMATIONS``,
-``_ATTENTION``) and, for the suite, a built-in target made from it (``properties/builtin*.py``).
+``_ATTENTION``, ``_GATED``) and, for the suite, a built-in target made from it
+(``properties/builtin*.py``).
 """
 
 from __future__ import annotations
@@ -49,15 +53,17 @@ from kernel_verify.impls.random_matrices import (
     UNBIASED_MATRICES,
 )
 
-__all__ = ["KINDS", "KIND_CLAIM_WORDS", "SYSTEM_CLAIMS", "TARGET_CLAIM_WORDS",
-           "ApproximationSystem", "AttentionSystem", "MatrixSystem", "SystemDescriptor",
-           "all_systems", "get_system"]
+__all__ = ["GATE_KINDS", "KINDS", "KIND_CLAIM_WORDS", "SYSTEM_CLAIMS", "TARGET_CLAIM_WORDS",
+           "ApproximationSystem", "AttentionSystem", "GatedSystem", "MatrixSystem",
+           "SystemDescriptor", "all_systems", "gated_system", "get_system"]
 
 #: Kinds of registered systems, in the order ``kernel-verify list`` shows them.
 KINDS: dict[str, str] = {
     "feature_map": "a feature map φ with φ(x)ᵀφ(y) ≈ k(x, y) (impls.registry)",
     "kernel_approximation": "a low-rank approximation of a Gram matrix or of attention",
     "attention": "an attention function (q, k, v) -> outputs",
+    "gated_attention": "a causal linear attention whose state decays by a gate before each "
+                       "update (q, k, v, log-gates) -> (outputs, state)",
     "random_matrix": "a construction of the (m, d) frequency matrix of random features",
 }
 
@@ -112,6 +118,8 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
                             "state_bitwise", "differentiable", "deterministic_backward",
                             "half_in_float32", "normalised"}),
     "random_matrix": frozenset({"gaussian_rows", "orthogonal", "simplex", "biased"}),
+    "gated_attention": frozenset({"causal", "exact", "normalised", "differentiable",
+                                  "state_bitwise", "validates_input", "half_in_float32"}),
     "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
                                        "optimal_rank", "pinv_iteration",
                                        "batch_independent"}),
@@ -127,6 +135,8 @@ TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {
     "attention": ("causal", "noncausal", "positive_weights", "approximates_softmax",
                   "validates_input", "state_bitwise", "differentiable",
                   "deterministic_backward", "half_in_float32"),
+    "gated_attention": ("normalised", "differentiable", "state_bitwise", "validates_input",
+                        "half_in_float32"),
     "random_matrix": ("gaussian_rows", "orthogonal", "simplex"),
     "kernel_approximation": ("psd", "schur_residual", "exact_on_landmarks", "optimal_rank"),
 }
@@ -156,7 +166,7 @@ class SystemDescriptor:
     def __post_init__(self) -> None:
         if self.kind not in KIND_CLAIM_WORDS:
             raise TypeError(f"system {self.name!r}: describe it with the class of its kind "
-                            "(AttentionSystem, ApproximationSystem, MatrixSystem)")
+                            "(AttentionSystem, GatedSystem, ApproximationSystem, MatrixSystem)")
         object.__setattr__(self, "claims", frozenset(self.claims))
         unknown = set(self.claims) - set(SYSTEM_CLAIMS)
         if unknown:
@@ -200,6 +210,32 @@ class AttentionSystem(SystemDescriptor):
     """An attention function ``(q, k, v, causal=...) -> outputs``."""
 
     kind: ClassVar[str] = "attention"
+
+
+#: How a gated system's log-gates are shaped (``properties/gated_protocol.py``: the same words).
+GATE_KINDS: dict[str, str] = {
+    "scalar_fixed": "one decay per head, the same for every token (RetNet): g (H,)",
+    "scalar": "one decay per token and head (Mamba2/SSD, simple GLA): g (B, H, T)",
+    "key_dim": "one gate per token, head and key dimension (GLA): g (B, H, T, d)",
+}
+
+
+@dataclass(frozen=True)
+class GatedSystem(SystemDescriptor):
+    """A gated causal linear attention ``(q, k, v, g) -> (outputs, state)`` with log-gates
+    ``g ≤ 0`` shaped as ``gates`` says (:data:`GATE_KINDS`)."""
+
+    kind: ClassVar[str] = "gated_attention"
+    gates: str = "scalar"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.gates not in GATE_KINDS:
+            raise ValueError(f"system {self.name!r}: gates must be one of {sorted(GATE_KINDS)}, "
+                             f"got {self.gates!r}")
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "gates": self.gates}
 
 
 @dataclass(frozen=True)
@@ -304,6 +340,64 @@ _ATTENTION = (
     ),
 )
 
+#: What every built-in gated system offers (impls/{numpy,torch}/gated_forms.py: the argument
+#: checks of impls.gated_checks first; torch is plain autograd; half inputs computed in float32;
+#: every form — parallel, chunked, step — is the recurrence of docs/math.md §16, so causal).
+_GATED_COMMON = frozenset({"causal", "exact", "validates_input", "differentiable",
+                           "half_in_float32"})
+_GATED_FUNCTIONS = _both("gated_forms", "gated_attention_chunked")
+_GATED_FORMS_TEXT = ("; forms: masked decay matrix (gated_attention_parallel), chunked "
+                     "(gated_attention_chunked, any chunk size), one token with state "
+                     "(gated_attention_step)")
+
+_GATED = (
+    GatedSystem(
+        "gated_fixed_decay", "gated", "φ(q)ᵀφ(k)·γ_h^(t−s), φ(q) = q·d^(−1/2), φ(k) = k",
+        _GATED_COMMON, "§16", "Sun et al. 2023 (RetNet, arXiv 2307.08621); docs/math.md §16",
+        "S_t = γ_h S_(t−1) + k_t v_tᵀ, o_t = φ(q_t)ᵀS_t with one log-decay per head for "
+        "every token" + _GATED_FORMS_TEXT,
+        _GATED_FUNCTIONS, gates="scalar_fixed",
+    ),
+    GatedSystem(
+        "gated_scalar", "gated", "φ(q)ᵀφ(k)·e^(G_t − G_s), φ(q) = q·d^(−1/2), φ(k) = k",
+        _GATED_COMMON, "§16",
+        "Dao & Gu 2024 (Mamba2/SSD, arXiv 2405.21060); docs/math.md §16",
+        "S_t = e^(g_t) S_(t−1) + k_t v_tᵀ, o_t = φ(q_t)ᵀS_t with one log-gate per token and "
+        "head" + _GATED_FORMS_TEXT,
+        _GATED_FUNCTIONS, gates="scalar",
+    ),
+    GatedSystem(
+        "gated_key_dim", "gated", "Σ_f φ(q)_f φ(k)_f e^(G_tf − G_sf), φ(q) = q·d^(−1/2), φ(k) = k",
+        _GATED_COMMON, "§16", "Yang et al. 2024 (GLA, arXiv 2312.06635); docs/math.md §16",
+        "S_t = diag(e^(g_t)) S_(t−1) + k_t v_tᵀ, o_t = φ(q_t)ᵀS_t with one log-gate per token, "
+        "head and key dimension (the key side of the state)" + _GATED_FORMS_TEXT,
+        _GATED_FUNCTIONS, gates="key_dim",
+    ),
+    GatedSystem(
+        "gated_scalar_normalised", "gated",
+        "φ(q)ᵀφ(k)·e^(G_t − G_s) / Σ_s the same, φ(x) = elu(x) + 1",
+        _GATED_COMMON | {"normalised"}, "§16",
+        "Katharopoulos et al. 2020 (elu + 1 features); Dao & Gu 2024 (scalar gates); "
+        "docs/math.md §16",
+        "S_t = e^(g_t) S_(t−1) + φ(k_t)v_tᵀ, z_t = e^(g_t) z_(t−1) + φ(k_t), "
+        "o_t = φ(q_t)ᵀS_t / φ(q_t)ᵀz_t with one log-gate per token and head" + _GATED_FORMS_TEXT,
+        _GATED_FUNCTIONS, gates="scalar",
+    ),
+)
+
+
+def gated_system(gates: str, normalised: bool = False) -> GatedSystem:
+    """The built-in gated system with log-gates shaped as ``gates`` (:data:`GATE_KINDS`),
+    normalised or not; the error names the arguments and lists what exists."""
+    for s in _GATED:
+        if s.gates == gates and s.has("normalised") == bool(normalised):
+            return s
+    known = ", ".join(f"{s.gates}{' (normalised)' if s.has('normalised') else ''}"
+                      for s in _GATED)
+    raise ValueError(f"gates={gates!r}, normalised={normalised!r}: no built-in gated system; "
+                     f"known: {known}")
+
+
 _MATRIX_TEXT = {
     "iid": ("Rahimi & Recht 2007", "rows w_i ~ N(0, I_d) independently"),
     "orthogonal": (
@@ -346,7 +440,8 @@ def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[
     ``kind`` and only those with all ``claims``."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    systems = [*_APPROXIMATIONS, *_ATTENTION, *(_matrix_system(k) for k in MATRICES)]
+    systems = [*_APPROXIMATIONS, *_ATTENTION, *_GATED,
+               *(_matrix_system(k) for k in MATRICES)]
     wanted = set(claims)
     order = list(KINDS)
     return sorted(

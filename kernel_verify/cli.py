@@ -160,6 +160,7 @@ _KIND_NAMES = {
     "feature_map": "feature maps",
     "kernel_approximation": "kernel approximations",
     "attention": "attention functions",
+    "gated_attention": "gated attention functions",
     "random_matrix": "random-matrix constructions",
 }
 

@@ -10,6 +10,9 @@ normalised target with ``φ(x) = elu(x) + 1`` (positive features, ``z`` in the s
 (:func:`kernel_verify.impls.packed.run_packed`); ``padded`` runs each row on its valid positions
 (padding removed with its gates), output 0 at padded positions.
 
+Each target takes its name (``gated_attention:<system>``) and claims from its descriptor
+(:mod:`kernel_verify.impls.systems`, kind ``gated_attention``).
+
 Coverage (``make test`` budget): the per-token scalar kind on every backend × dtype; fixed, key
 dimension and normalised kinds on NumPy float64 and torch float64 (the differentiable path)
 and, for the key dimension, torch float32.
@@ -21,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.systems import gated_system
 from kernel_verify.properties.builtin_hybrid import elu1
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget
 
@@ -167,14 +171,15 @@ def _state_sums(state) -> tuple[np.ndarray, np.ndarray]:
 
 def gated_target(kind: str, *, normalise: bool = False, backends=("numpy",),
                  dtypes=("float64",), name: str | None = None) -> GatedAttentionTarget:
-    """A built-in gated target of ``kind`` (module docstring)."""
-    claims = {"validates_input", "half_in_float32"}
-    if "torch" in backends:
-        claims.add("differentiable")
-    if normalise:
-        claims.add("normalised")
-    label = name or f"builtin:gated[{kind}{',normalised' if normalise else ''}]"
-    return GatedAttentionTarget(label, gates=kind, claims=frozenset(claims),
+    """A built-in gated target of ``kind`` (module docstring), named and claiming as its
+    descriptor (:func:`kernel_verify.impls.systems.gated_system`) says: every claim a gated
+    target takes, ``differentiable`` only where ``backends`` include torch."""
+    system = gated_system(kind, normalise)
+    claims = system.target_claims()
+    if "torch" not in backends:
+        claims -= {"differentiable"}
+    label = name or f"{system.kind}:{system.name}"
+    return GatedAttentionTarget(label, gates=kind, claims=claims,
                                 backends=tuple(backends), dtypes=tuple(dtypes),
                                 # elu + 1: exp within 4 ulps, the +1 one more (float32 table)
                                 feature_ulps=6 if normalise else 1,

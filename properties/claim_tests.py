@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS", "claim_evidence", "targets_of"]
+from kernel_verify.impls.systems import all_systems
+
+__all__ = ["CLAIM_PROPERTIES", "GATED_CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS", "claim_evidence",
+           "claim_properties", "targets_of"]
 
 #: Claim word -> the properties that test it on a target holding it.
 CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
@@ -50,6 +53,24 @@ CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
     "optimal_rank": ("nystrom_properties::test_error_is_eckart_young_for_optimal_rank",),
 }
 
+#: Claim word -> the properties that test it on a gated target holding it
+#: (:class:`~kernel_verify.properties.gated_protocol.GatedAttentionTarget`).
+GATED_CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "normalised": ("gated_forms::test_gated_forms_meet_the_exact_recurrence",),
+    "state_bitwise": ("gated_forms::test_gated_split_invariance",),
+    "differentiable": ("gated_forms::test_gated_gradients_with_respect_to_the_gates",
+                       "gated_forms::test_gated_gradients_flow_through_the_state",
+                       "gated_forms::test_gated_gradients_meet_the_float64_reference"),
+    "half_in_float32": ("gated_forms::test_gated_forms_meet_the_exact_recurrence",),
+}
+
+
+def claim_properties(kind: str) -> dict[str, tuple[str, ...]]:
+    """Claim word -> the properties that test it on a built-in target of a descriptor of
+    ``kind`` (:data:`GATED_CLAIM_PROPERTIES` for gated systems, else :data:`CLAIM_PROPERTIES`)."""
+    return GATED_CLAIM_PROPERTIES if kind == "gated_attention" else CLAIM_PROPERTIES
+
+
 _BATCH = ("attention_identities::test_batch_elements_and_heads_are_independent",)
 _EXACT_ATTENTION = (
     "no property compares an attention target's outputs with an "
@@ -69,6 +90,19 @@ _NO_ATTENTION_TARGET = (
     "it has no attention target (its output does not tend to softmax "
     "at a fixed landmark count or projection, so the identities' bounds do not apply); "
     "tests/test_nystrom.py checks the project's function against its mpmath reference")
+
+#: The claims every built-in gated system makes that no gated target carries: every form of
+#: its targets is compared with the exact recurrence (causal by construction) within the
+#: derived bound, and continued from a prefix's state.
+_GATED_SYSTEM_CLAIMS: dict[str, tuple[str, ...] | str] = {
+    "exact": ("gated_forms::test_gated_forms_meet_the_exact_recurrence",),
+    "causal": ("gated_forms::test_gated_forms_meet_the_exact_recurrence",
+               "gated_forms::test_gated_prefill_then_decode"),
+    "validates_input": "no property of the suite feeds a gated target bad input; "
+                       "tests/test_gated_impls.py::test_bad_gates_are_named checks that the "
+                       "project's gated forms name bad log-gates (positive, NaN/Inf, wrong "
+                       "shape or dtype)",
+}
 
 #: System -> claim -> the properties that test the project's functions for it, or why none does
 #: (claims no target of the system carries; the module docstring).
@@ -112,6 +146,7 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
                "project's function)",
     },
     "linformer": {"batch_independent": _NO_ATTENTION_TARGET},
+    **{s.name: _GATED_SYSTEM_CLAIMS for s in all_systems(kind="gated_attention")},
     **{kind: {"biased": "a negative claim (no Gaussian rows promised): the suite withholds the "
                         "unbiasedness properties of maps built on such rows instead of testing "
                         "the matrix (properties/unbiased_checks.py)"}
@@ -122,8 +157,9 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
 def targets_of(system: str) -> list[Any]:
     """The built-in targets named for a system: ``<kind>:<system>`` or ``<system>[<variant>]``."""
     from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.builtin_gated import builtin_gated_targets
 
-    return [t for t in builtin_targets()
+    return [t for t in (*builtin_targets(), *builtin_gated_targets())
             if t.name.split(":", 1)[-1] == system or t.name.startswith(f"{system}[")]
 
 
@@ -138,7 +174,7 @@ def claim_evidence(system: Any) -> dict[str, tuple[str, ...] | str | None]:
     targets = targets_of(system.name)
     evidence: dict[str, tuple[str, ...] | str | None] = {}
     for claim in sorted(system.claims):
-        wanted = CLAIM_PROPERTIES.get(claim, ())
+        wanted = claim_properties(system.kind).get(claim, ())
         names = {p.split("::")[-1] for p in wanted}
         carried = any(t.has(claim) and names
                       and names <= by_kind.get(type(t).__name__, frozenset()) for t in targets)

@@ -220,6 +220,7 @@ OVERRIDES: dict[tuple[str, str], Recipe] = {
     ("draw_factors", "kind"): Recipe(lambda c: "sorf", "choice"),
     ("get_system", "name"): Recipe(lambda c: "nystrom", "choice"),
     ("all_systems", "kind"): Recipe(lambda c: "attention", "choice"),
+    ("gated_system", "gates"): Recipe(lambda c: "scalar", "choice"),
     ("segment_means", "x"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),  # any d
     ("build_tiny_lm", "seed"): Recipe(lambda c: 0, "count", min_value=0),
     # hybrid attention (docs/math.md §22): a window w >= 0, a mixing factor > 0, one token's q, k

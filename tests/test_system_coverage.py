@@ -17,6 +17,7 @@ from kernel_verify.impls.systems import all_systems
 from kernel_verify.properties.builtin import UNTESTED_SYSTEMS
 from kernel_verify.properties.claim_tests import (
     CLAIM_PROPERTIES,
+    GATED_CLAIM_PROPERTIES,
     SYSTEM_CLAIM_TESTS,
     claim_evidence,
     targets_of,
@@ -77,7 +78,7 @@ def test_built_in_targets_carry_their_descriptors_claims(system):
 
 def test_claim_tests_name_existing_properties_and_systems():
     names = _property_names()
-    tables = [*CLAIM_PROPERTIES.values(),
+    tables = [*CLAIM_PROPERTIES.values(), *GATED_CLAIM_PROPERTIES.values(),
               *(v for claims in SYSTEM_CLAIM_TESTS.values() for v in claims.values()
                 if isinstance(v, tuple))]
     unknown = sorted({p for props in tables for p in props if p not in names})
@@ -99,3 +100,25 @@ def test_report_systems_page_lists_every_claim_with_its_evidence():
     assert "NOT ACCOUNTED FOR" not in text
     for system in all_systems():
         assert f"## {system.name} ({system.kind}" in text, system.name
+
+
+def test_gated_systems_match_the_gated_protocol():
+    """The gated descriptors' gate kinds and target words are the gated protocol's: a built-in
+    gated target exists for each descriptor, and its kind of target takes the same words."""
+    from kernel_verify.impls.systems import GATE_KINDS, TARGET_CLAIM_WORDS
+    from kernel_verify.properties import gated_protocol
+
+    assert set(GATE_KINDS) == set(gated_protocol.GATE_KINDS)
+    assert set(TARGET_CLAIM_WORDS["gated_attention"]) == set(gated_protocol.GATED_CLAIMS)
+    gated = all_systems(kind="gated_attention")
+    assert gated
+    for system in gated:
+        assert [t.gates for t in targets_of(system.name)] == [system.gates], system.name
+
+
+def test_list_names_every_kind():
+    """``kernel-verify list`` counts and filters every kind of descriptor (``--kind``)."""
+    from kernel_verify.cli import _KIND_NAMES
+    from kernel_verify.impls.systems import KINDS
+
+    assert set(_KIND_NAMES) == set(KINDS)

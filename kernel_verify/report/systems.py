@@ -28,10 +28,11 @@ def _evidence_cell(evidence: tuple[str, ...] | str | None) -> str:
 def systems_page() -> Page:
     """The page (no measurement: it reads the descriptors and the suite's claim accounting)."""
     page = Page("Systems other than feature maps: their claims and what tests them")
-    page.p("Every attention function, kernel approximation and random-matrix construction of the "
-           "project, described once in impls/systems.py. A claim is tested by the named "
-           "properties of the shipped suite (on the built-in targets made from the descriptor, "
-           "or on the project's own function), or the row says why it is not.")
+    page.p("Every attention function, gated attention, kernel approximation and random-matrix "
+           "construction of the project, described once in impls/systems.py. A claim is "
+           "tested by the named properties of the shipped suite (on the built-in targets made "
+           "from the descriptor, or on the project's own function), or the row says why it is "
+           "not.")
     for kind in KINDS:
         systems = all_systems(kind=kind) if kind != "feature_map" else []
         for system in systems:
