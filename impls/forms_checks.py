@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.attention_checks import check_attention_inputs
+from kernel_verify.impls.sequence_validation import check_nonempty_lead
 from kernel_verify.impls.validation import (
     _is_torch,
     check_array,
@@ -27,6 +29,17 @@ _FLOATS = ("float64", "float32", "float16", "bfloat16")
 def check_chunk_size(chunk_size: Any) -> int:
     """``chunk_size``: an integer ≥ 1 (not a bool)."""
     return check_positive_int("chunk_size", chunk_size)
+
+
+def check_form_arrays(arrays: tuple[Any, Any, Any], *, log: bool, backend: str
+                      ) -> tuple[str, str, str]:
+    """The checks every causal form runs on ``(phi_q, phi_k, v)``, or on ``(log_phi_q,
+    log_phi_k, v)`` for ``log``, in ``backend``: attention inputs with at least one leading
+    (batch) dimension. Returns the three names."""
+    names = ("log_phi_q", "log_phi_k", "v") if log else ("phi_q", "phi_k", "v")
+    check_attention_inputs(*arrays, causal=True, names=names, backend=backend)
+    check_nonempty_lead(names[0], arrays[0], arrays[0].ndim - 2)
+    return names
 
 
 def _finite_or_minus_inf(name: str, x: Any) -> None:

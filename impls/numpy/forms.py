@@ -43,8 +43,13 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
-from kernel_verify.impls.forms_checks import check_chunk_size, check_state, check_step_inputs
+from kernel_verify.impls.attention_checks import denominator_guard
+from kernel_verify.impls.forms_checks import (
+    check_chunk_size,
+    check_form_arrays,
+    check_state,
+    check_step_inputs,
+)
 from kernel_verify.impls.packed import run_packed
 from kernel_verify.impls.sequence_validation import check_nonempty_lead
 
@@ -60,24 +65,23 @@ def empty_state(lead: tuple[int, ...], m: int, dv: int, dtype: Any = np.float64,
     return np.zeros((*lead, m, dv), dtype=dtype), np.zeros((*lead, m), dtype=dtype)
 
 
-def _plain_inputs(phi_q, phi_k, v, chunk_size, initial_state):
-    check_attention_inputs(phi_q, phi_k, v, causal=True, names=("phi_q", "phi_k", "v"),
-                           backend="numpy")
-    check_nonempty_lead("phi_q", phi_q, phi_q.ndim - 2)
-    lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
-    state = check_state(initial_state, lead=lead, m=m, dv=dv, log=False, backend="numpy",
-                        like=phi_q)
+def _inputs(arrays: tuple[Any, Any, Any], initial_state: Any, *, log: bool) -> State:
+    """The arrays checked, and their starting state in their dtype: ``initial_state`` validated,
+    or the empty state (``(S, z)``, or ``(L, V̄)`` for ``log``)."""
+    check_form_arrays(arrays, log=log, backend="numpy")
+    features, v = arrays[0], arrays[2]
+    lead, m, dv = features.shape[:-2], features.shape[-1], v.shape[-1]
+    state = check_state(initial_state, lead=lead, m=m, dv=dv, log=log, backend="numpy",
+                        like=features)
     if state is None:
-        state = empty_state(lead, m, dv, phi_q.dtype)
-    return tuple(s.astype(phi_q.dtype, copy=False) for s in state)
+        state = empty_state(lead, m, dv, features.dtype, log=log)
+    return tuple(s.astype(features.dtype, copy=False) for s in state)
 
 
 def _packed(form, arrays, initial_state, cu_seqlens, *, log: bool = False, **kw):
     """``form`` on each packed sequence (:func:`kernel_verify.impls.packed.run_packed`), after
     the checks of the arrays themselves."""
-    names = ("log_phi_q", "log_phi_k", "v") if log else ("phi_q", "phi_k", "v")
-    check_attention_inputs(*arrays, causal=True, names=names, backend="numpy")
-    check_nonempty_lead(names[0], arrays[0], arrays[0].ndim - 2)
+    names = check_form_arrays(arrays, log=log, backend="numpy")
     return run_packed(lambda a, b, c, s: form(a, b, c, initial_state=s, **kw), arrays, names,
                       cu_seqlens=cu_seqlens, initial_state=initial_state)
 
@@ -133,7 +137,7 @@ def linear_attention_chunked(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray
     if cu_seqlens is not None:
         return _packed(linear_attention_chunked, (phi_q, phi_k, v), initial_state, cu_seqlens,
                        chunk_size=chunk_size, zero_denominator=zero_denominator)
-    s0, z0 = _plain_inputs(phi_q, phi_k, v, chunk_size, initial_state)
+    s0, z0 = _inputs((phi_q, phi_k, v), initial_state, log=False)
     num, den, state = plain_chunked_sums(phi_q, phi_k, v, chunk_size, s0, z0)
     return num / denominator_guard(den, zero_denominator), state
 
@@ -148,7 +152,7 @@ def linear_attention_parallel(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarra
     if cu_seqlens is not None:
         return _packed(linear_attention_parallel, (phi_q, phi_k, v), initial_state, cu_seqlens,
                        zero_denominator=zero_denominator)
-    s0, z0 = _plain_inputs(phi_q, phi_k, v, 1, initial_state)
+    s0, z0 = _inputs((phi_q, phi_k, v), initial_state, log=False)
     num, den, state = plain_chunked_sums(phi_q, phi_k, v, max(phi_q.shape[-2], 1), s0, z0)
     return num / denominator_guard(den, zero_denominator), state
 
@@ -224,18 +228,6 @@ def _pair_log_weights(lq: np.ndarray, lk: np.ndarray) -> np.ndarray:
     return pair(lq, lk)
 
 
-def _log_inputs(lq, lk, v, initial_state):
-    check_attention_inputs(lq, lk, v, causal=True, names=("log_phi_q", "log_phi_k", "v"),
-                           backend="numpy")
-    check_nonempty_lead("log_phi_q", lq, lq.ndim - 2)
-    lead, m, dv = lq.shape[:-2], lq.shape[-1], v.shape[-1]
-    state = check_state(initial_state, lead=lead, m=m, dv=dv, log=True, backend="numpy",
-                        like=lq)
-    if state is None:
-        state = empty_state(lead, m, dv, lq.dtype, log=True)
-    return tuple(s.astype(lq.dtype, copy=False) for s in state)
-
-
 def log_chunked(lq: np.ndarray, lk: np.ndarray, v: np.ndarray, chunk: int, l0: np.ndarray,
                 vb0: np.ndarray) -> tuple[np.ndarray, State]:
     """The chunk-parallel log-space form (module docstring) on validated inputs."""
@@ -278,7 +270,7 @@ def log_linear_attention_chunked(log_phi_q: np.ndarray, log_phi_k: np.ndarray, v
     if cu_seqlens is not None:
         return _packed(log_linear_attention_chunked, (log_phi_q, log_phi_k, v), initial_state,
                        cu_seqlens, chunk_size=chunk_size, log=True)
-    l0, vb0 = _log_inputs(log_phi_q, log_phi_k, v, initial_state)
+    l0, vb0 = _inputs((log_phi_q, log_phi_k, v), initial_state, log=True)
     return log_chunked(log_phi_q, log_phi_k, v.astype(log_phi_q.dtype, copy=False), chunk_size,
                        l0, vb0)
 
@@ -291,7 +283,7 @@ def log_linear_attention_parallel(log_phi_q: np.ndarray, log_phi_k: np.ndarray, 
     if cu_seqlens is not None:
         return _packed(log_linear_attention_parallel, (log_phi_q, log_phi_k, v), initial_state,
                        cu_seqlens, log=True)
-    l0, vb0 = _log_inputs(log_phi_q, log_phi_k, v, initial_state)
+    l0, vb0 = _inputs((log_phi_q, log_phi_k, v), initial_state, log=True)
     return log_chunked(log_phi_q, log_phi_k, v, max(log_phi_q.shape[-2], 1), l0, vb0)
 
 

@@ -22,8 +22,13 @@ from __future__ import annotations
 
 import torch
 
-from kernel_verify.impls.attention_checks import check_attention_inputs, denominator_guard
-from kernel_verify.impls.forms_checks import check_chunk_size, check_state, check_step_inputs
+from kernel_verify.impls.attention_checks import denominator_guard
+from kernel_verify.impls.forms_checks import (
+    check_chunk_size,
+    check_form_arrays,
+    check_state,
+    check_step_inputs,
+)
 from kernel_verify.impls.packed import run_packed
 from kernel_verify.impls.sequence_validation import check_nonempty_lead
 from kernel_verify.impls.torch.convert import compute_dtype
@@ -92,17 +97,13 @@ def plain_chunked_sums(fq: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, chun
 def _packed(form, arrays, initial_state, cu_seqlens, *, log: bool = False, **kw):
     """``form`` on each packed sequence (:func:`kernel_verify.impls.packed.run_packed`), after
     the checks of the arrays themselves."""
-    names = ("log_phi_q", "log_phi_k", "v") if log else ("phi_q", "phi_k", "v")
-    check_attention_inputs(*arrays, causal=True, names=names, backend="torch")
-    check_nonempty_lead(names[0], arrays[0], arrays[0].ndim - 2)
+    names = check_form_arrays(arrays, log=log, backend="torch")
     return run_packed(lambda a, b, c, s: form(a, b, c, initial_state=s, **kw), arrays, names,
                       cu_seqlens=cu_seqlens, initial_state=initial_state)
 
 
 def _plain(phi_q, phi_k, v, chunk, initial_state, zero_denominator):
-    check_attention_inputs(phi_q, phi_k, v, causal=True, names=("phi_q", "phi_k", "v"),
-                           backend="torch")
-    check_nonempty_lead("phi_q", phi_q, phi_q.ndim - 2)
+    check_form_arrays((phi_q, phi_k, v), log=False, backend="torch")
     lead, m, dv = tuple(phi_q.shape[:-2]), phi_q.shape[-1], v.shape[-1]
     s0, z0 = _start(initial_state, lead, m, dv, phi_q, log=False)
     dtype = compute_dtype(phi_q.dtype)
@@ -321,9 +322,7 @@ def log_chunked(lq: torch.Tensor, lk: torch.Tensor, v: torch.Tensor, chunk: int,
 
 
 def _log(lq, lk, v, chunk, initial_state):
-    check_attention_inputs(lq, lk, v, causal=True, names=("log_phi_q", "log_phi_k", "v"),
-                           backend="torch")
-    check_nonempty_lead("log_phi_q", lq, lq.ndim - 2)
+    check_form_arrays((lq, lk, v), log=True, backend="torch")
     lead, m, dv = tuple(lq.shape[:-2]), lq.shape[-1], v.shape[-1]
     l0, vb0 = (None, None) if initial_state is None else _start(initial_state, lead, m, dv, lq,
                                                                 log=True)
