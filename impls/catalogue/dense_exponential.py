@@ -7,23 +7,22 @@ entry: :mod:`kernel_verify.impls.numpy.dense_exponential`.
 
 from __future__ import annotations
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
 from kernel_verify.impls.catalogue.random_features import _draw_for
 from kernel_verify.impls.numpy import dense_exponential as np_de
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import register
 from kernel_verify.impls.torch import dense_exponential as torch_de
 
 register(
-    FeatureMap(
-        name="sderf[iid]",
-        family="softmax",
+    builtin_map(
+        "sderf[iid]",
+        (np_de.sderf, torch_de.sderf),
+        log_functions=(np_de.log_sderf, torch_de.log_sderf),
         formula="sderf",
         kernel="softmax",
-        claims=frozenset({"positive", "log_features", "psd_kernel", "unbiased",
-                          "gaussian_rows"}) | GRADIENT_CLAIMS,
-        numpy_fn=np_de.sderf,
-        torch_fn=torch_de.sderf,
-        log_numpy_fn=np_de.log_sderf,
-        log_torch_fn=torch_de.log_sderf,
+        family="softmax",
+        claims={"positive", "log_features", "psd_kernel", "unbiased",
+                          "gaussian_rows"},
         output_dim=lambda d, m: m,
         draw=_draw_for("iid", False),
         config={"alpha": -0.1, "beta": -0.15},

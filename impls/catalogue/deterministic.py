@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
+from kernel_verify.impls.descriptor import Draw, MapFn
 from kernel_verify.impls.numpy import deterministic_maps as np_det
 from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, no_params, register
 from kernel_verify.impls.torch import deterministic_maps as torch_det
@@ -35,37 +37,29 @@ from kernel_verify.impls.validation import check_positive_int, config_value
 _BASE = frozenset({"deterministic", "exact_finite", "psd_kernel"}) | GRADIENT_CLAIMS
 
 
-#: The NumPy and torch implementation of each simple map, bound by object: a renamed function
-#: fails here at import, never silently at a lookup by name.
-_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-    "elu_plus_one": (np_det.elu_plus_one, torch_det.elu_plus_one),
-    "relu": (np_det.relu, torch_det.relu),
-    "square": (np_det.square, torch_det.square),
-    "identity": (np_det.identity, torch_det.identity),
-}
-#: The log-space implementations of the simple maps that have them (``log=True``).
-_LOG_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-    "elu_plus_one": (np_det.log_elu_plus_one, torch_det.log_elu_plus_one),
-}
-
-
-def _simple(
-    name: str, kernel: str, claims: set[str], description: str, source: str, log: bool = False
+def _deterministic(
+    name: str,
+    functions: tuple[MapFn, MapFn],
+    claims: set[str],
+    description: str,
+    source: str,
+    *,
+    draw: Draw = no_params,
+    output_dim: Callable[[int, int], int] = lambda d, m: d,
+    **fields: Any,
 ) -> FeatureMap:
-    return FeatureMap(
-        name=name,
+    """An entry of this family: the claims ``_BASE`` and ``claims``, no random parameters unless
+    ``draw`` says otherwise, size ``d`` unless ``output_dim`` says otherwise."""
+    return builtin_map(
+        name,
+        functions,
         family="deterministic",
-        formula=name,
-        kernel=kernel,
         claims=_BASE | claims,
-        draw=no_params,
-        numpy_fn=_IMPLEMENTATIONS[name][0],
-        torch_fn=_IMPLEMENTATIONS[name][1],
-        log_numpy_fn=_LOG_IMPLEMENTATIONS[name][0] if log else None,
-        log_torch_fn=_LOG_IMPLEMENTATIONS[name][1] if log else None,
-        output_dim=lambda d, m: d,
+        draw=draw,
+        output_dim=output_dim,
         description=description,
         source=source,
+        **fields,
     )
 
 
@@ -79,84 +73,69 @@ def _dpfp_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
 
 
 register(
-    _simple(
-        "elu_plus_one", "elu_plus_one", {"positive", "log_features"},
+    _deterministic(
+        "elu_plus_one", (np_det.elu_plus_one, torch_det.elu_plus_one),
+        {"positive", "log_features"},
         "elu(x)+1 (PosELU): positive features, denominators > 0 in exact arithmetic; "
         "log φ = log1p(x) or x",
         "Katharopoulos et al. 2020; docs/math.md §6",
-        log=True,
+        log_functions=(np_det.log_elu_plus_one, torch_det.log_elu_plus_one),
     )
 )
 register(
-    _simple(
-        "relu", "relu_dot", {"nonnegative"},
+    _deterministic(
+        "relu", (np_det.relu, torch_det.relu), {"nonnegative"},
         "relu(x): nonnegative; denominators can be 0 (attention's zero_denominator guard)",
         "docs/math.md §6",
+        kernel="relu_dot",
     )
 )
 register(
-    _simple("square", "square_dot", {"nonnegative"}, "x⊙x: kernel Σ x_i² y_i²", "docs/math.md §6")
+    _deterministic(
+        "square", (np_det.square, torch_det.square), {"nonnegative"},
+        "x⊙x: kernel Σ x_i² y_i²", "docs/math.md §6",
+        kernel="square_dot",
+    )
 )
 register(
-    _simple(
-        "identity", "linear", set(),
+    _deterministic(
+        "identity", (np_det.identity, torch_det.identity), set(),
         "φ(x) = x: kernel xᵀy can be <= 0, so normalised linear attention is ill-posed "
         "(negative control)",
         "docs/math.md §6",
+        kernel="linear",
     )
 )
 register(
-    FeatureMap(
-        name="cosformer",
-        family="deterministic",
-        formula="cosformer",
-        kernel="cosformer",
-        claims=_BASE | {"nonnegative", "positional"},
-        draw=no_params,
-        numpy_fn=np_det.cosformer,
-        torch_fn=torch_det.cosformer,
+    _deterministic(
+        "cosformer", (np_det.cosformer, torch_det.cosformer), {"nonnegative", "positional"},
+        "cosFormer [relu(x)sin(πi/2M), relu(x)cos(πi/2M)] at position i (0 <= i <= M); "
+        "needs positions=",
+        "Qin et al. 2022 (cosFormer); docs/math.md §6",
         output_dim=lambda d, m: 2 * d,
         config={"M": 256},
         kernel_params=lambda config, d: {"M": config_value(config, "M")},
-        description="cosFormer [relu(x)sin(πi/2M), relu(x)cos(πi/2M)] at position i (0 <= i <= M); "
-        "needs positions=",
-        source="Qin et al. 2022 (cosFormer); docs/math.md §6",
     )
 )
 register(
-    FeatureMap(
-        name="dpfp",
-        family="deterministic",
-        formula="dpfp",
-        kernel="dpfp",
-        claims=_BASE | {"nonnegative"},
-        draw=no_params,
-        numpy_fn=np_det.dpfp,
-        torch_fn=torch_det.dpfp,
-        output_dim=lambda d, m: 2 * d,
+    _deterministic(
+        "dpfp", (np_det.dpfp, torch_det.dpfp), {"nonnegative"},
+        "DPFP-ν: concat_(j≤ν) r⊙roll(r, j), r = [relu x, relu(-x)], size 2dν",
+        "Schlag et al. 2021 (DPFP); docs/math.md §6",
         output_dim_for_config=_dpfp_dim,
         config={"nu": 1},
         kernel_params=lambda config, d: {"nu": config_value(config, "nu")},
-        description="DPFP-ν: concat_(j≤ν) r⊙roll(r, j), r = [relu x, relu(-x)], size 2dν",
-        source="Schlag et al. 2021 (DPFP); docs/math.md §6",
     )
 )
 register(
-    FeatureMap(
-        name="hedgehog",
-        family="deterministic",
-        formula="hedgehog",
-        kernel="hedgehog",
-        claims=_BASE | {"positive", "learned", "log_features"},
-        numpy_fn=np_det.hedgehog,
-        torch_fn=torch_det.hedgehog,
-        log_numpy_fn=np_det.log_hedgehog,
-        log_torch_fn=torch_det.log_hedgehog,
-        output_dim=lambda d, m: 2 * d,
+    _deterministic(
+        "hedgehog", (np_det.hedgehog, torch_det.hedgehog), {"positive", "learned", "log_features"},
+        "Hedgehog [softmax(Wx+b), softmax(-(Wx+b))] with given weights (W d×d)",
+        "Zhang et al. 2024 (Hedgehog); LoLCATs; docs/math.md §6",
+        log_functions=(np_det.log_hedgehog, torch_det.log_hedgehog),
         draw=np_det.draw_hedgehog,
+        output_dim=lambda d, m: 2 * d,
         config={"init_seed": 0, "W": None, "b": None},
         kernel_params=_hedgehog_kernel_params,
-        description="Hedgehog [softmax(Wx+b), softmax(-(Wx+b))] with given weights (W d×d)",
-        source="Zhang et al. 2024 (Hedgehog); LoLCATs; docs/math.md §6",
     )
 )

@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
+from kernel_verify.impls.descriptor import MapFn
 from kernel_verify.impls.numpy import exact_maps as np_ex
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, no_params, register
+from kernel_verify.impls.registry import FeatureMap, no_params, register
 from kernel_verify.impls.torch import exact_maps as torch_ex
 from kernel_verify.impls.validation import config_value
 
-_CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"}) | GRADIENT_CLAIMS
+_CLAIMS = frozenset({"deterministic", "exact_finite", "psd_kernel"})
 
 
 def _taylor_dim(config: Mapping[str, Any]) -> Callable[[int, int], int]:
@@ -35,15 +37,13 @@ def _order(config: Mapping[str, Any], d: int) -> dict[str, Any]:
 
 
 def _taylor_entry(name: str, order: int, description: str) -> FeatureMap:
-    return FeatureMap(
-        name=name,
-        family="taylor",
+    return builtin_map(
+        name,
+        (np_ex.taylor, torch_ex.taylor),
         formula="taylor",
-        kernel="taylor",
+        family="taylor",
         claims=_CLAIMS,
         draw=no_params,
-        numpy_fn=np_ex.taylor,
-        torch_fn=torch_ex.taylor,
         output_dim=lambda d, m: np_ex.taylor_dim(d, order),
         output_dim_for_config=_taylor_dim,
         config={"order": order},
@@ -66,15 +66,13 @@ register(
     )
 )
 register(
-    FeatureMap(
-        name="taylor2_compressed",
-        family="taylor",
-        formula="taylor2_compressed",
+    builtin_map(
+        "taylor2_compressed",
+        (np_ex.taylor2_compressed, torch_ex.taylor2_compressed),
         kernel="taylor",
+        family="taylor",
         claims=_CLAIMS,
         draw=no_params,
-        numpy_fn=np_ex.taylor2_compressed,
-        torch_fn=torch_ex.taylor2_compressed,
         output_dim=lambda d, m: 1 + d + d * (d + 1) // 2,
         kernel_params=lambda config, d: {"order": 2},
         description="compressed (symmetric) Taylor map of size 1+d+d(d+1)/2: 1 + t + t²/2",
@@ -82,15 +80,12 @@ register(
     )
 )
 register(
-    FeatureMap(
-        name="polynomial",
+    builtin_map(
+        "polynomial",
+        (np_ex.polynomial, torch_ex.polynomial),
         family="polynomial",
-        formula="polynomial",
-        kernel="polynomial",
         claims=_CLAIMS,
         draw=no_params,
-        numpy_fn=np_ex.polynomial,
-        torch_fn=torch_ex.polynomial,
         output_dim=lambda d, m: np_ex.polynomial_dim(d, 2),
         output_dim_for_config=_poly_dim,
         config={"c": 1.0, "p": 2},
@@ -100,33 +95,27 @@ register(
         source="docs/math.md §5",
     )
 )
-register(
-    FeatureMap(
-        name="linear",
+
+
+def _linear_entry(name: str, functions: tuple[MapFn, MapFn], description: str) -> FeatureMap:
+    """``linear`` and ``cosine``: size ``d``, from docs/math.md §6."""
+    return builtin_map(
+        name,
+        functions,
         family="linear",
-        formula="linear",
-        kernel="linear",
         claims=_CLAIMS,
         draw=no_params,
-        numpy_fn=np_ex.linear,
-        torch_fn=torch_ex.linear,
         output_dim=lambda d, m: d,
-        description="linear kernel xᵀy, φ(x) = x",
+        description=description,
         source="docs/math.md §6",
     )
-)
+
+
+register(_linear_entry("linear", (np_ex.linear, torch_ex.linear), "linear kernel xᵀy, φ(x) = x"))
 register(
-    FeatureMap(
-        name="cosine",
-        family="linear",
-        formula="cosine",
-        kernel="cosine",
-        claims=_CLAIMS,
-        draw=no_params,
-        numpy_fn=np_ex.cosine,
-        torch_fn=torch_ex.cosine,
-        output_dim=lambda d, m: d,
-        description="cosine kernel, φ(x) = x/‖x‖ with φ(0) = 0 (so k(0, y) = 0)",
-        source="docs/math.md §6",
+    _linear_entry(
+        "cosine",
+        (np_ex.cosine, torch_ex.cosine),
+        "cosine kernel, φ(x) = x/‖x‖ with φ(0) = 0 (so k(0, y) = 0)",
     )
 )

@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
+from kernel_verify.impls.descriptor import MapFn
 from kernel_verify.impls.numpy import learned_maps as np_lm
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import learned_maps as torch_lm
 from kernel_verify.impls.validation import check_positive_int, config_value
 
-_GMM_CONFIG = {"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None}
+_CHOWDHURY = "Chowdhury et al. 2021; docs/math.md §7"
 
 
 def _draw_gmm(tag: str):
@@ -58,49 +60,41 @@ def _gmm_kernel_params(tag: str):
     return kernel_params
 
 
-register(
-    FeatureMap(
-        name="gmm_rks",
+def _gmm(name: str, functions: tuple[MapFn, MapFn], claims: set[str], **fields: Any) -> FeatureMap:
+    """A mixture entry: ``n_components`` Gaussian components (default 2), at least one frequency
+    each; its draw and kernel parameters are those of the mixture named ``name``."""
+    return builtin_map(
+        name,
+        functions,
         family="learned",
-        formula="gmm_rks",
-        kernel="spectral_mixture",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
-        numpy_fn=np_lm.gmm_rks,
-        torch_fn=torch_lm.gmm_rks,
-        output_dim=lambda d, m: 2 * m,
-        draw=_draw_gmm("gmm_rks"),
-        config=dict(_GMM_CONFIG),
-        kernel_params=_gmm_kernel_params("gmm_rks"),
+        claims={"learned", "unbiased", "psd_kernel"} | claims,
+        draw=_draw_gmm(name),
+        config={"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None},
+        kernel_params=_gmm_kernel_params(name),
         min_m=2,
         min_m_for_config=_n_components,
+        source=_CHOWDHURY,
+        **fields,
+    )
+
+
+register(
+    _gmm(
+        "gmm_rks", (np_lm.gmm_rks, torch_lm.gmm_rks), {"bounded"},
+        kernel="spectral_mixture",
+        output_dim=lambda d, m: 2 * m,
         description="GMM-RKS: ω = μ_c + L_cᵀε, √(π_c/m_c)[cos ωᵀx, sin ωᵀx]: spectral mixture "
         "Σ π_c exp(-δᵀΣ_cδ/2)cos(μ_cᵀδ)",
-        source="Chowdhury et al. 2021; docs/math.md §7",
     )
 )
 register(
-    FeatureMap(
-        name="gmm_prf",
-        family="learned",
-        formula="gmm_prf",
-        kernel="gmm_prf",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"learned", "unbiased", "positive", "log_features", "psd_kernel"}),
-        numpy_fn=np_lm.gmm_prf,
-        torch_fn=torch_lm.gmm_prf,
-        log_numpy_fn=np_lm.log_gmm_prf,
-        log_torch_fn=torch_lm.log_gmm_prf,
+    _gmm(
+        "gmm_prf", (np_lm.gmm_prf, torch_lm.gmm_prf), {"positive", "log_features"},
+        log_functions=(np_lm.log_gmm_prf, torch_lm.log_gmm_prf),
         output_dim=lambda d, m: m,
-        draw=_draw_gmm("gmm_prf"),
-        config=dict(_GMM_CONFIG),
-        kernel_params=_gmm_kernel_params("gmm_prf"),
-        min_m=2,
-        min_m_for_config=_n_components,
         attention_prescale=True,
         description="GMM-PRF: √(π_c/m_c)exp(ωᵀx - |x|²/2), ω ~ N(μ_c, L_cᵀL_c): "
         "Σ π_c exp(μ_cᵀs + sᵀΣ_cs/2 - |x|²/2 - |y|²/2)",
-        source="Chowdhury et al. 2021; docs/math.md §7",
     )
 )
 
@@ -115,16 +109,30 @@ def _fastfood_learned_kernel_params(config: Mapping[str, Any], d: int) -> dict[s
     return {"sigma": config_value(config, "sigma"), **np_lm.fastfood_learned_params(config, d)}
 
 
-register(
-    FeatureMap(
-        name="fastfood_learned",
-        family="learned",
+def _draw_random_fastfood(
+    rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]
+) -> dict:
+    m = check_positive_int("m", m)
+    return np_lm.draw_fastfood(rng, d, math.ceil(m / np_lm.padded_size(d)))
+
+
+def _fastfood(name: str, kernel: str, claims: set[str], **fields: Any) -> FeatureMap:
+    """A Fastfood entry (formula ``fastfood``): bounded ``[cos, sin]`` features of blocks of
+    size ``p = 2^⌈log₂ d⌉``."""
+    return builtin_map(
+        name,
+        (np_lm.fastfood, torch_lm.fastfood),
         formula="fastfood",
-        kernel="fastfood_learned",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"learned", "deterministic", "exact_finite", "bounded", "psd_kernel"}),
-        numpy_fn=np_lm.fastfood,
-        torch_fn=torch_lm.fastfood,
+        kernel=kernel,
+        family="learned",
+        claims={"bounded", "psd_kernel"} | claims,
+        **fields,
+    )
+
+
+register(
+    _fastfood(
+        "fastfood_learned", "fastfood_learned", {"learned", "deterministic", "exact_finite"},
         output_dim=lambda d, m: 2 * np_lm.padded_size(d),
         draw=_draw_learned_fastfood,
         config={"init_seed": 0, "sigma": 1.0, "S": None, "G": None, "B": None, "perm": None},
@@ -134,25 +142,9 @@ register(
         source="Le et al. 2013; Chowdhury et al. 2021; docs/math.md §3, §7",
     )
 )
-
-
-def _draw_random_fastfood(
-    rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]
-) -> dict:
-    m = check_positive_int("m", m)
-    return np_lm.draw_fastfood(rng, d, math.ceil(m / np_lm.padded_size(d)))
-
-
 register(
-    FeatureMap(
-        name="fastfood_random",
-        family="learned",
-        formula="fastfood",
-        kernel="gaussian",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"unbiased", "gaussian_rows", "bounded", "psd_kernel"}),
-        numpy_fn=np_lm.fastfood,
-        torch_fn=torch_lm.fastfood,
+    _fastfood(
+        "fastfood_random", "gaussian", {"unbiased", "gaussian_rows"},
         output_dim=lambda d, m: 2 * np_lm.padded_size(d) * math.ceil(m / np_lm.padded_size(d)),
         draw=_draw_random_fastfood,
         config={"sigma": 1.0},
@@ -164,15 +156,11 @@ register(
 
 
 register(
-    FeatureMap(
-        name="generative",
+    builtin_map(
+        "generative",
+        (np_lm.generative, torch_lm.generative),
         family="learned",
-        formula="generative",
-        kernel="generative",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"learned", "unbiased", "bounded", "psd_kernel"}),
-        numpy_fn=np_lm.generative,
-        torch_fn=torch_lm.generative,
+        claims={"learned", "unbiased", "bounded", "psd_kernel"},
         output_dim=lambda d, m: 2 * m,
         draw=np_lm.draw_generative,
         config={
@@ -182,6 +170,6 @@ register(
         kernel_params=lambda config, d: np_lm.generative_params(config, d),
         description="generative frequencies ω = W2 sin(W1 ε + b1) + b2, ε ~ N(0, I_k): "
         "kernel E_ε cos(g(ε)ᵀδ) (Gauss–Hermite reference)",
-        source="Chowdhury et al. 2021; docs/math.md §7",
+        source=_CHOWDHURY,
     )
 )

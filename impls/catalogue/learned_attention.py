@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
 from kernel_verify.impls.numpy import learned_attention as np_la
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import register
 from kernel_verify.impls.torch import learned_attention as torch_la
 from kernel_verify.impls.validation import config_value
 
@@ -28,15 +29,11 @@ def _rebased_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
 
 
 register(
-    FeatureMap(
-        name="rebased",
+    builtin_map(
+        "rebased",
+        (np_la.rebased, torch_la.rebased),
         family="learned",
-        formula="rebased",
-        kernel="rebased",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"learned", "deterministic", "exact_finite", "psd_kernel"}),
-        numpy_fn=np_la.rebased,
-        torch_fn=torch_la.rebased,
+        claims={"learned", "deterministic", "exact_finite", "psd_kernel"},
         output_dim=lambda d, m: d * d,
         draw=np_la.draw_rebased,
         config={"init_seed": 0, "eps": 1e-5, "scale": 1.0, "gamma": None, "beta": None},
@@ -47,17 +44,12 @@ register(
     )
 )
 register(
-    FeatureMap(
-        name="darkformer",
+    builtin_map(
+        "darkformer",
+        (np_la.darkformer, torch_la.darkformer),
+        log_functions=(np_la.log_darkformer, torch_la.log_darkformer),
         family="learned",
-        formula="darkformer",
-        kernel="darkformer",
-        claims=GRADIENT_CLAIMS
-        | frozenset({"learned", "unbiased", "positive", "log_features", "psd_kernel"}),
-        numpy_fn=np_la.darkformer,
-        torch_fn=torch_la.darkformer,
-        log_numpy_fn=np_la.log_darkformer,
-        log_torch_fn=torch_la.log_darkformer,
+        claims={"learned", "unbiased", "positive", "log_features", "psd_kernel"},
         output_dim=lambda d, m: m,
         draw=np_la.draw_darkformer,
         config={"init_seed": 0, "spread": 0.5},

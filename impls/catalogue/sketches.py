@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
 from kernel_verify.impls.numpy import sketches as np_sk
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import register
 from kernel_verify.impls.torch import sketches as torch_sk
 
 
@@ -29,14 +30,13 @@ def _draw_sketch(rng: np.random.Generator, d: int, m: int, config: Mapping[str, 
 
 
 register(
-    FeatureMap(
-        name="polysketch[iid]",
-        family="sketch",
+    builtin_map(
+        "polysketch[iid]",
+        (np_sk.polysketch, torch_sk.polysketch),
         formula="polysketch",
         kernel="polynomial",
-        claims=frozenset({"biased", "psd_kernel"}) | GRADIENT_CLAIMS,
-        numpy_fn=np_sk.polysketch,
-        torch_fn=torch_sk.polysketch,
+        family="sketch",
+        claims={"biased", "psd_kernel"},
         output_dim=lambda d, m: m * m,
         draw=_draw_sketch,
         config={},
@@ -63,14 +63,12 @@ def _draw_maclaurin(rng: np.random.Generator, d: int, m: int, config: Mapping[st
 
 
 register(
-    FeatureMap(
-        name="random_maclaurin",
-        family="sketch",
-        formula="random_maclaurin",
+    builtin_map(
+        "random_maclaurin",
+        (np_sk.random_maclaurin, torch_sk.random_maclaurin),
         kernel="softmax",
-        claims=frozenset({"unbiased", "psd_kernel"}) | GRADIENT_CLAIMS,
-        numpy_fn=np_sk.random_maclaurin,
-        torch_fn=torch_sk.random_maclaurin,
+        family="sketch",
+        claims={"unbiased", "psd_kernel"},
         output_dim=lambda d, m: m,
         draw=_draw_maclaurin,
         config={"p": 2.0},
