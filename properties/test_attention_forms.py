@@ -146,6 +146,28 @@ _at_lengths = with_layouts(
     lambda target, **_: ({"shape": s} for s in shapes_for(target, splits=False)))
 
 
+def _on_shapes(layouts, shapes: st.SearchStrategy | None = None):
+    """The draws of a forms property: ``@given(shape=shapes)`` (default :func:`form_shapes`) at
+    :data:`FORM_EXAMPLES` examples, its fixed examples first (:func:`_examples`), the body run
+    at every layout of :data:`_at_layouts` or :data:`_at_lengths` (``layouts``)."""
+    def wrap(fn):
+        drawn = given(shape=form_shapes() if shapes is None else shapes)(layouts(fn))
+        return settings(max_examples=FORM_EXAMPLES)(_examples(drawn))
+    return wrap
+
+
+def _on_fixed_draws(layouts):
+    """The draws of a forms property that draws more than the shape (lengths, padding):
+    ``@given(shape=form_shapes(), data=st.data())`` at :data:`FORM_EXAMPLES` examples, the
+    ``AT_BOUNDARIES`` example first, where the body runs at every layout ``layouts`` yields (each
+    with the fixed answers to the body's draws)."""
+    def wrap(fn):
+        drawn = given(shape=form_shapes(), data=st.data())(with_layouts(layouts)(fn))
+        return settings(max_examples=FORM_EXAMPLES)(
+            example(shape=AT_BOUNDARIES, data=AT_BOUNDARIES)(drawn))
+    return wrap
+
+
 def tol(x: QKV, backend: Backend, target=None, seed: int = 0) -> float:
     """``2ε`` for two outputs of the target on (rounded) inputs ``x`` (issue #29: bounds that
     know what they bound). A target declaring ``features``, on float64/float32: twice the
@@ -264,10 +286,7 @@ def _size(state) -> list[tuple[int, ...]]:
 
 # ------------------------------------------------------------------ the forms agree
 @pytest.mark.parametrize(("target", "backend"), form_cases(any_of=(*STATEFUL, "step")))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes())
-@_at_lengths
+@_on_shapes(_at_lengths)
 def test_forms_agree_with_each_other(target, backend, shape):
     """parallel = chunked (any C) = recurrent: ``attention(causal=True)``, ``stateful``,
     ``chunked`` at the drawn C and the steps give the same outputs within ``2ε``."""
@@ -299,10 +318,7 @@ _exact_bounds = exact_bounds
 
 @pytest.mark.parametrize(("target", "backend"),
                          form_cases("features", any_of=(*STATEFUL, "step")))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes(max_t=8))
-@_at_lengths
+@_on_shapes(_at_lengths, form_shapes(max_t=8))
 def test_forms_meet_the_exact_recurrence(target, backend, shape):
     """Every offered form (and ``attention(causal=True)``) against the exact recurrence of the
     target's features (``features(x, seed)``, float64, of the inputs as the target saw them),
@@ -351,10 +367,7 @@ def test_forms_meet_the_exact_recurrence(target, backend, shape):
 
 # ------------------------------------------------------------------ split invariance
 @pytest.mark.parametrize(("target", "backend"), form_cases(any_of=STATEFUL))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes())
-@_at_layouts
+@_on_shapes(_at_layouts)
 def test_split_invariance(target, backend, shape):
     """``[0, t₀)`` then ``[t₀, T)`` from its final state = ``[0, T)``: outputs within ``2ε``
     and the two final states continue a probe identically (bitwise, outputs and probe, under
@@ -388,10 +401,7 @@ def test_split_invariance(target, backend, shape):
 
 # ------------------------------------------------------------------ final state = recurrence
 @pytest.mark.parametrize(("target", "backend"), form_cases("step", any_of=STATEFUL))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes())
-@_at_lengths
+@_on_shapes(_at_lengths)
 def test_final_state_equals_the_recurrence_for_every_length(target, backend, shape):
     """The final state of a chunked run (any T, not only multiples of C) and the state after T
     steps continue a probe identically; so do their outputs (the steps over at most the last
@@ -420,10 +430,7 @@ def _packed_layouts(target, **_):
 
 
 @pytest.mark.parametrize(("target", "backend"), form_cases("varlen", any_of=STATEFUL))
-@settings(max_examples=FORM_EXAMPLES)
-@example(shape=AT_BOUNDARIES, data=AT_BOUNDARIES)
-@given(shape=form_shapes(), data=st.data())
-@with_layouts(_packed_layouts)
+@_on_fixed_draws(_packed_layouts)
 def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
     """``varlen`` on N sequences packed along time (``cu_seqlens``) = N separate runs, outputs
     and final states, with fresh or given initial states (the state resets at each boundary)."""
@@ -482,10 +489,7 @@ def _padded_layouts(target, **_):
 
 
 @pytest.mark.parametrize(("target", "backend"), form_cases("padded", any_of=STATEFUL))
-@settings(max_examples=FORM_EXAMPLES)
-@example(shape=AT_BOUNDARIES, data=AT_BOUNDARIES)
-@given(shape=form_shapes(), data=st.data())
-@with_layouts(_padded_layouts)
+@_on_fixed_draws(_padded_layouts)
 def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape, data):
     """Rows padded on the right or the left with large garbage values: valid outputs and the
     final state equal those of the valid part alone; with ``differentiable`` (torch), padded
@@ -546,10 +550,7 @@ def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape,
 
 # ------------------------------------------------------------------ prefill then decode
 @pytest.mark.parametrize(("target", "backend"), form_cases("step", any_of=STATEFUL))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes())
-@_at_layouts
+@_on_shapes(_at_layouts)
 def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
     """Prefill ``[0, t₀)`` with the full-sequence form, then decode ``t₀ … T−1`` one token at a
     time from its state (from the empty state when ``T = 1``): the decoded outputs equal the
@@ -569,10 +570,7 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
 
 # ------------------------------------------------------------------ state size
 @pytest.mark.parametrize(("target", "backend"), form_cases(any_of=(*STATEFUL, "step")))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes())
-@_at_lengths
+@_on_shapes(_at_lengths)
 def test_state_size_does_not_grow_with_length(target, backend, shape):
     """The state after T tokens and after 2T + 5 tokens has the same arrays and shapes (and
     the step's state equals the full-sequence form's in layout)."""
@@ -590,10 +588,7 @@ def test_state_size_does_not_grow_with_length(target, backend, shape):
 
 # ------------------------------------------------------------------ gradients through the state
 @pytest.mark.parametrize(("target", "backend"), form_cases(any_of=STATEFUL))
-@settings(max_examples=FORM_EXAMPLES)
-@_examples
-@given(shape=form_shapes(max_t=6))
-@_at_layouts
+@_on_shapes(_at_layouts, form_shapes(max_t=6))
 def test_gradients_flow_through_the_state(target, backend, shape):
     """``differentiable`` targets, torch float64: the outputs after the split point, computed by
     continuing from the prefix's final state, as a function of the *prefix* inputs — they reach
