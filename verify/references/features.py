@@ -69,6 +69,7 @@ __all__ = [
     "MP_FEATURES",
     "ErrorTerm",
     "MpFeature",
+    "exp_of_log_bounds",
     "feature_error_bound",
     "features_mp",
     "features_reference",
@@ -120,6 +121,21 @@ def mp_feature(
         return fn
 
     return decorate
+
+
+def exp_of_log_bounds(log_term: Callable[..., ErrorTerm]) -> tuple[BoundFn, BoundFn]:
+    """The two error bounds of a map computed as ``φ = exp(log φ)`` from the
+    :class:`ErrorTerm` ``log_term(x, params, config, u, ulps)`` of its log features (whose
+    docstring derives it): of ``log φ``, ``log_term(…).e``; of ``φ``, the exp rule of
+    :class:`ErrorTerm`, ``φ·expm1(ε_log) + 2·ulps·u·φ̂ + η``. Returns ``(log bound, bound)``."""
+
+    def log_bound(x, params, config, u, ulps) -> np.ndarray:
+        return log_term(x, params, config, u, ulps).e
+
+    def bound(x, params, config, u, ulps) -> np.ndarray:
+        return log_term(x, params, config, u, ulps).exp().e
+
+    return log_bound, bound
 
 
 def _twin(entry: MapSpec) -> MpFeature:
@@ -428,21 +444,16 @@ def _softmax_trig(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarr
 
 
 def _log_term_softmax_positive(x, params, config, u, ulps) -> ErrorTerm:
+    """``(p − ‖x‖²/2) − ½log m``: two rounded subtractions; ``½ log m`` with one log call and 3
+    roundings (log, ×½, cast)."""
     p = _projection_term(x, params["W"], 1.0, u, ulps)
     half = _broadcast(_half_sq_norm_term(x, p), p.v.shape)
     c = _broadcast(p.const(0.5 * np.log(p.v.shape[-1]), _const_rel(p, 3, 1)), p.v.shape)
     return p - half - c
 
 
-def _bound_log_softmax_positive(x, params, config, u, ulps) -> np.ndarray:
-    """``(p − ‖x‖²/2) − ½log m``: two rounded subtractions; ``½ log m`` with one log call and 3
-    roundings (log, ×½, cast)."""
-    return _log_term_softmax_positive(x, params, config, u, ulps).e
-
-
-def _bound_softmax_positive(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features: ``φ·expm1(ε_log) + 2·ulps·u·φ̂ + η``."""
-    return _log_term_softmax_positive(x, params, config, u, ulps).exp().e
+_bound_log_softmax_positive, _bound_softmax_positive = exp_of_log_bounds(
+    _log_term_softmax_positive)
 
 
 @mp_feature("softmax_positive", log=True, error_bound=_bound_log_softmax_positive)
@@ -462,6 +473,7 @@ def _softmax_positive(x_mp: np.ndarray, params: Params, config: Mapping):
 
 
 def _log_term_softmax_hyperbolic(x, params, config, u, ulps) -> ErrorTerm:
+    """``[p, −p] − (‖x‖²/2 + ½ log 2m)``: the shift is one rounded sum, then one subtraction."""
     p = _projection_term(x, params["W"], 1.0, u, ulps)
     half = _half_sq_norm_term(x, p)
     c = _broadcast(p.const(0.5 * np.log(2 * p.v.shape[-1]), _const_rel(p, 3, 1)), half.v.shape)
@@ -470,14 +482,8 @@ def _log_term_softmax_hyperbolic(x, params, config, u, ulps) -> ErrorTerm:
     return both - _broadcast(shift, both.v.shape)
 
 
-def _bound_log_softmax_hyperbolic(x, params, config, u, ulps) -> np.ndarray:
-    """``[p, −p] − (‖x‖²/2 + ½ log 2m)``: the shift is one rounded sum, then one subtraction."""
-    return _log_term_softmax_hyperbolic(x, params, config, u, ulps).e
-
-
-def _bound_softmax_hyperbolic(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features (as for SM⁺)."""
-    return _log_term_softmax_hyperbolic(x, params, config, u, ulps).exp().e
+_bound_log_softmax_hyperbolic, _bound_softmax_hyperbolic = exp_of_log_bounds(
+    _log_term_softmax_hyperbolic)
 
 
 @mp_feature("softmax_hyperbolic", log=True, error_bound=_bound_log_softmax_hyperbolic)
@@ -520,6 +526,9 @@ def _gerf_a(config: Mapping[str, Any]) -> float:
 
 
 def _log_term_gerf(x, params, config, u, ulps) -> ErrorTerm:
+    """``B·p + row − ‖x‖²/2`` with ``B`` (4 roundings, one sqrt) and the row term ``A‖w‖² + log D
+    − ½log m`` (a length-d sum of squares, 2 log calls and ≤ 8 further roundings, bounded by
+    ``γ_(d+8) + 4·ulps·u`` times the sum of the magnitudes of its three parts)."""
     w = params["W"]
     a = _gerf_a(config)
     m, d = w.shape
@@ -533,16 +542,7 @@ def _log_term_gerf(x, params, config, u, ulps) -> ErrorTerm:
     return _broadcast(b, p.v.shape) * p + row - half
 
 
-def _bound_log_gerf(x, params, config, u, ulps) -> np.ndarray:
-    """``B·p + row − ‖x‖²/2`` with ``B`` (4 roundings, one sqrt) and the row term ``A‖w‖² + log D
-    − ½log m`` (a length-d sum of squares, 2 log calls and ≤ 8 further roundings, bounded by
-    ``γ_(d+8) + 4·ulps·u`` times the sum of the magnitudes of its three parts)."""
-    return _log_term_gerf(x, params, config, u, ulps).e
-
-
-def _bound_gerf(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features (as for SM⁺)."""
-    return _log_term_gerf(x, params, config, u, ulps).exp().e
+_bound_log_gerf, _bound_gerf = exp_of_log_bounds(_log_term_gerf)
 
 
 @mp_feature("gerf", log=True, error_bound=_bound_log_gerf)

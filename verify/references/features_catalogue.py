@@ -33,7 +33,13 @@ import numpy as np
 from scipy.linalg import hadamard
 
 from kernel_verify.verify.inputs import check_params, check_positive_int
-from kernel_verify.verify.references.features import ErrorTerm, gamma, mp_feature, smallest_normal
+from kernel_verify.verify.references.features import (
+    ErrorTerm,
+    exp_of_log_bounds,
+    gamma,
+    mp_feature,
+    smallest_normal,
+)
 from kernel_verify.verify.references.kernels_catalogue import (
     mp_dpfp,
     mp_fastfood_matrix,
@@ -356,7 +362,7 @@ def _dpfp(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
     return mp_dpfp(x_mp, nu)
 
 
-def _hedgehog_log_term(x, params, u, ulps) -> ErrorTerm:
+def _hedgehog_log_term(x, params, config, u, ulps) -> ErrorTerm:
     """Error of ``L = s − log Σ exp(s)``, ``s = z − max z``, ``z = Wx + b``.
 
     * ``z``: dot of length d, bias add, casts of W and b: ``E_i = γ_(d+4)(Σ|W_ij x_j| + |b_i|)``;
@@ -383,14 +389,7 @@ def _hedgehog_log_term(x, params, u, ulps) -> ErrorTerm:
     return _term(np.concatenate(out_v, axis=-1), np.concatenate(out_e, axis=-1), u, ulps)
 
 
-def _bound_log_hedgehog(x, params, config, u, ulps) -> np.ndarray:
-    """See :func:`_hedgehog_log_term`."""
-    return _hedgehog_log_term(x, params, u, ulps).e
-
-
-def _bound_hedgehog(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features (exp rule of ``ErrorTerm``)."""
-    return _hedgehog_log_term(x, params, u, ulps).exp().e
+_bound_log_hedgehog, _bound_hedgehog = exp_of_log_bounds(_hedgehog_log_term)
 
 
 def _hedgehog_weights(params: Params, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -493,14 +492,7 @@ def _gmm_prf_log_term(x, params, config, u, ulps) -> ErrorTerm:
     return proj - half_t + log_t
 
 
-def _bound_log_gmm_prf(x, params, config, u, ulps) -> np.ndarray:
-    """See :func:`_gmm_prf_log_term`."""
-    return _gmm_prf_log_term(x, params, config, u, ulps).e
-
-
-def _bound_gmm_prf(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features (exp rule of ``ErrorTerm``)."""
-    return _gmm_prf_log_term(x, params, config, u, ulps).exp().e
+_bound_log_gmm_prf, _bound_gmm_prf = exp_of_log_bounds(_gmm_prf_log_term)
 
 
 @mp_feature("gmm_prf", log=True, error_bound=_bound_log_gmm_prf)
@@ -671,6 +663,11 @@ def _sderf_float64(params, config, d: int):
 
 
 def _log_term_sderf(x, params, config, u, ulps) -> ErrorTerm:
+    """``x(WB)ᵀ + row + xᵀCx``: the projection by ``WB`` (formed in float64, its own error
+    ``e_WB`` carried through the length-d dot product), the row term ``ωᵢᵀAωᵢ + log D −
+    ½ log m`` (a (2d+16)-rounding float64 sum and three log calls, relative to the sum of the
+    magnitudes, plus the eigenvalues' error through ``log(1 − 4λ)``), ``xᵀCx = −‖x‖²/2`` as a
+    d²-term sum of which d are nonzero (``γ_(d+3)``), then two rounded additions."""
     from kernel_verify.verify.references.features import _const_rel, _projection_term
 
     w = np.asarray(params["W"], dtype=np.float64)
@@ -697,18 +694,7 @@ def _log_term_sderf(x, params, config, u, ulps) -> ErrorTerm:
     return p + row + quad
 
 
-def _bound_log_sderf(x, params, config, u, ulps) -> np.ndarray:
-    """``x(WB)ᵀ + row + xᵀCx``: the projection by ``WB`` (formed in float64, its own error
-    ``e_WB`` carried through the length-d dot product), the row term ``ωᵢᵀAωᵢ + log D −
-    ½ log m`` (a (2d+16)-rounding float64 sum and three log calls, relative to the sum of the
-    magnitudes, plus the eigenvalues' error through ``log(1 − 4λ)``), ``xᵀCx = −‖x‖²/2`` as a
-    d²-term sum of which d are nonzero (``γ_(d+3)``), then two rounded additions."""
-    return _log_term_sderf(x, params, config, u, ulps).e
-
-
-def _bound_sderf(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features (as for SM⁺)."""
-    return _log_term_sderf(x, params, config, u, ulps).exp().e
+_bound_log_sderf, _bound_sderf = exp_of_log_bounds(_log_term_sderf)
 
 
 def _mp_sderf_log(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:

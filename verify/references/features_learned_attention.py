@@ -20,7 +20,7 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.inputs import check_params
-from kernel_verify.verify.references.features import ErrorTerm, gamma, mp_feature
+from kernel_verify.verify.references.features import ErrorTerm, exp_of_log_bounds, gamma, mp_feature
 from kernel_verify.verify.references.kernels import mp_kernel
 from kernel_verify.verify.references.mp import mp_exp, to_mp
 
@@ -146,14 +146,7 @@ def _log_term_darkformer(x, params, config, u, ulps) -> ErrorTerm:
     return proj - half - c
 
 
-def _bound_darkformer(x, params, config, u, ulps) -> np.ndarray:
-    """``exp`` of the log features (exp rule of :class:`ErrorTerm`)."""
-    return _log_term_darkformer(x, params, config, u, ulps).exp().e
-
-
-def _bound_log_darkformer(x, params, config, u, ulps) -> np.ndarray:
-    """See :func:`_log_term_darkformer`."""
-    return _log_term_darkformer(x, params, config, u, ulps).e
+_bound_log_darkformer, _bound_darkformer = exp_of_log_bounds(_log_term_darkformer)
 
 
 @mp_feature("darkformer", log=True, error_bound=_bound_log_darkformer, not_derived=_NO_BACKWARD)
