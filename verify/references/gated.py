@@ -108,6 +108,17 @@ def _recurrence_one(pq, pk, vv, g, s0, z0, normalise):
     return out, s, z
 
 
+def _add_decayed(s, z, g, pk, vv, first: int, end: int) -> None:
+    """In place, in the order of ``j``: ``z += Σ_{first ≤ j < end} D(j+1, end)·k_j`` and
+    ``s += Σ D(j+1, end)·k_j v_jᵀ``, ``D`` the decay of :func:`_decay`."""
+    for j in range(first, end):
+        for f in range(len(z)):
+            w = _decay(g, j + 1, end, f) * pk[j, f]
+            z[f] += w
+            for c in range(vv.shape[1]):
+                s[f][c] += w * vv[j, c]
+
+
 def _parallel_one(pq, pk, vv, g, s0, z0, normalise):
     n, m = pq.shape
     dv = vv.shape[1]
@@ -116,21 +127,11 @@ def _parallel_one(pq, pk, vv, g, s0, z0, normalise):
         d0 = [_decay(g, 0, t + 1, f) for f in range(m)]
         s = [[d0[f] * s0[f, c] for c in range(dv)] for f in range(m)]
         z = [d0[f] * z0[f] for f in range(m)]
-        for j in range(t + 1):
-            for f in range(m):
-                w = _decay(g, j + 1, t + 1, f) * pk[j, f]
-                z[f] += w
-                for c in range(dv):
-                    s[f][c] += w * vv[j, c]
+        _add_decayed(s, z, g, pk, vv, 0, t + 1)
         out[t, :] = _finish(pq, s, z, t, normalise, dv)
     s_fin = [[_decay(g, 0, n, f) * s0[f, c] for c in range(dv)] for f in range(m)]
     z_fin = [_decay(g, 0, n, f) * z0[f] for f in range(m)]
-    for j in range(n):
-        for f in range(m):
-            w = _decay(g, j + 1, n, f) * pk[j, f]
-            z_fin[f] += w
-            for c in range(dv):
-                s_fin[f][c] += w * vv[j, c]
+    _add_decayed(s_fin, z_fin, g, pk, vv, 0, n)
     return out, s_fin, z_fin
 
 
@@ -145,12 +146,7 @@ def _chunked_one(pq, pk, vv, g, s0, z0, normalise, chunk):
         for t in range(b, e):  # inside the chunk: the state before it, decayed, + the chunk
             st = [[_decay(g, b, t + 1, f) * s[f][c] for c in range(dv)] for f in range(m)]
             zt = [_decay(g, b, t + 1, f) * z[f] for f in range(m)]
-            for j in range(b, t + 1):
-                for f in range(m):
-                    w = _decay(g, j + 1, t + 1, f) * pk[j, f]
-                    zt[f] += w
-                    for c in range(dv):
-                        st[f][c] += w * vv[j, c]
+            _add_decayed(st, zt, g, pk, vv, b, t + 1)
             out[t, :] = _finish(pq, st, zt, t, normalise, dv)
         for f in range(m):  # the state after the chunk: decay of the whole chunk
             whole = _decay(g, b, e, f)
