@@ -15,6 +15,7 @@ import numpy as np
 
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.numpy.attention import log_linear_attention
+from kernel_verify.mutants.base import named
 from kernel_verify.properties.protocol import AttentionTarget
 from kernel_verify.verify import seeds
 
@@ -268,97 +269,89 @@ def fla_dk_scaled(factor: float, name: str) -> list[AttentionTarget]:
                                 step=step)]
 
 
-ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[], AttentionTarget]]] = {
+#: name -> (what is wrong, ``make(name)``: the target, named ``mutant:<name>``).
+ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[str], AttentionTarget]]] = {
     "causal_mask_leaks_next_key": (
         "causal softmax mask j ≤ i+1 (off by one: each row sees the next key)",
-        lambda: _target("causal_mask_leaks_next_key", exact_softmax, EXACT, mask_offset=1)),
+        named(_target, exact_softmax, EXACT, mask_offset=1)),
     "causal_mask_excludes_diagonal": (
         "causal softmax mask j < i (off by one: row i misses its own key; row 0 is empty)",
-        lambda: _target("causal_mask_excludes_diagonal", exact_softmax, EXACT,
-                        mask_offset=-1)),
+        named(_target, exact_softmax, EXACT, mask_offset=-1)),
     "causal_flag_ignored": (
         "causal=True silently computes non-causal attention",
-        lambda: _target("causal_flag_ignored", exact_softmax, EXACT, ignore_causal=True)),
+        named(_target, exact_softmax, EXACT, ignore_causal=True)),
     "noncausal_applies_mask": (
         "causal=False still applies the causal mask",
-        lambda: _target("noncausal_applies_mask", exact_softmax, EXACT, force_causal=True)),
+        named(_target, exact_softmax, EXACT, force_causal=True)),
     "softmax_global_max_shift": (
         "softmax stabilised by the max over the whole tensor (x - x.max(), no axis): "
         "rows, heads and batch elements underflow together",
-        lambda: _target("softmax_global_max_shift", exact_softmax, EXACT, global_max=True)),
+        named(_target, exact_softmax, EXACT, global_max=True)),
     "heads_rolled": (
         "keys/values of head h taken from head h−1 (a wrong reshape)",
-        lambda: _target("heads_rolled", exact_softmax, EXACT, roll_heads=True)),
+        named(_target, exact_softmax, EXACT, roll_heads=True)),
     "relative_position_bias": (
         "a distance penalty −0.1|i−j| added to the scores while claiming permutation "
         "equivariance (non-causal)",
-        lambda: _target("relative_position_bias", exact_softmax, EXACT, bias=0.1)),
+        named(_target, exact_softmax, EXACT, bias=0.1)),
     "attention_propagates_nan": (
         "exact softmax attention without input validation: NaN/Inf inputs give NaN outputs",
-        lambda: _target("attention_propagates_nan", exact_softmax, EXACT, validate=False)),
+        named(_target, exact_softmax, EXACT, validate=False)),
     "favor_unnormalised": (
         "FAVOR+ without the D̂⁻¹ normalisation",
-        lambda: _target("favor_unnormalised", favor, ALL, normalise=False)),
+        named(_target, favor, ALL, normalise=False)),
     "favor_denominator_eps": (
         "FAVOR+ dividing by D̂ + 1e-6 (ε added to the denominator)",
-        lambda: _target("favor_denominator_eps", favor, ALL, den_eps=1e-6)),
+        named(_target, favor, ALL, den_eps=1e-6)),
     "favor_per_key_shift": (
         "FAVOR+ stabiliser subtracting each key's own max (a per-key shift does not cancel)",
-        lambda: _target("favor_per_key_shift", favor, ALL, key_shift="per_key")),
+        named(_target, favor, ALL, key_shift="per_key")),
     "favor_eps_after_shift": (
         "FAVOR+ with ε = 1e-4 added after the stabilising shift (biases towards uniform "
         "attention at large scale)",
-        lambda: _target("favor_eps_after_shift", favor, ALL, key_shift="batch",
-                        eps_after_shift=1e-4)),
+        named(_target, favor, ALL, key_shift="batch", eps_after_shift=1e-4)),
     "favor_sequence_shift_causal": (
         "FAVOR+ key shift = max over the whole sequence in causal mode (future keys leak "
         "through underflow)",
-        lambda: _target("favor_sequence_shift_causal", favor, ALL, key_shift="sequence")),
+        named(_target, favor, ALL, key_shift="sequence")),
     "favor_query_sequence_shift": (
         "FAVOR+ query shift = max over all queries of the sequence instead of per query "
         "(denominator clamped at the smallest normal)",
-        lambda: _target("favor_query_sequence_shift", favor, ALL, query_shift="sequence",
-                        den_floor=TINY)),
+        named(_target, favor, ALL, query_shift="sequence", den_floor=TINY)),
     "favor_batch_shift": (
         "FAVOR+ key shift = max over batch, heads and keys (couples batch elements; "
         "denominator clamped at the smallest normal)",
-        lambda: _target("favor_batch_shift", favor, ALL, key_shift="batch", den_floor=TINY)),
+        named(_target, favor, ALL, key_shift="batch", den_floor=TINY)),
     "favor_float32_inside": (
         "FAVOR+ silently computed in float32 inside a float64 interface",
-        lambda: _target("favor_float32_inside", favor, ALL, key_shift="log_space",
-                        dtype=np.float32)),
+        named(_target, favor, ALL, key_shift="log_space", dtype=np.float32)),
     "favor_missing_prescale": (
         "FAVOR+ without the d^(-1/4) pre-scaling (estimates exp(qᵀk), not exp(qᵀk/√d))",
-        lambda: _target("favor_missing_prescale", favor, ALL, key_shift="log_space",
-                        prescale=False)),
+        named(_target, favor, ALL, key_shift="log_space", prescale=False)),
     "favor_ignores_seed": (
         "FAVOR+ (stable log-space path) drawing its frequencies from a global generator the "
         "seed does not reach: two calls with the same seed use different features",
-        lambda: _target("favor_ignores_seed", favor, ALL, key_shift="log_space",
-                        global_rng=True)),
+        named(_target, favor, ALL, key_shift="log_space", global_rng=True)),
     "keys_aligned_to_values": (
         "exact softmax attention validating finiteness but not shapes, slicing k to v's length:"
         " a v with fewer rows than k silently drops keys (claims validates_input)",
-        lambda: _target("keys_aligned_to_values", keys_aligned_to_values, EXACT,
-                        validate=False)),
+        named(_target, keys_aligned_to_values, EXACT, validate=False)),
     "causal_collapsed_to_running_mean": (
         "causal-only linear attention collapsed to uniform weights: row i returns the running "
         "mean of v_0 … v_i (claims only causal)",
-        lambda: _target("causal_collapsed_to_running_mean", running_mean, CAUSAL_ONLY)),
+        named(_target, running_mean, CAUSAL_ONLY)),
     "nystromformer_batch_coupled": (
         "Nyströmformer whose pseudo-inverse initialisation Z₀ uses norms over the whole batch",
-        lambda: _target("nystromformer_batch_coupled", nystromformer, frozenset(),
-                        couple_batch=True)),
+        named(_target, nystromformer, frozenset(), couple_batch=True)),
     "causal_mask_leaks_in_second_block": (
         f"causal softmax mask built in tiles of {BLOCK} queries with the second tile's diagonal "
         "block left unmasked: rows 4-7 see the later keys of their own tile (wrong only from "
         "T = 6 on); a slow target (call_seconds) gets few random draws",
-        lambda: _target("causal_mask_leaks_in_second_block", exact_softmax, EXACT,
-                        call_seconds=SLOW, leaky_block=1)),
+        named(_target, exact_softmax, EXACT, call_seconds=SLOW, leaky_block=1)),
     "fla_chunk_linear_attn_dk_scaled": (
         "fla's real chunk_linear_attn (Triton interpreter, float32 only) with its backward's "
         "dk scaled by 1.1 (forward unchanged)",
-        lambda: fla_dk_scaled(1.1, "mutant:fla_chunk_linear_attn_dk_scaled")[0]),
+        lambda name: fla_dk_scaled(1.1, f"mutant:{name}")[0]),
 }
 
 _F = "attention_identities::test_"

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from kernel_verify.properties.protocol import Target
 
 #: Mutant families (the kind of implementation broken).
 FAMILIES = ("random_matrix", "attention", "feature_map", "nystrom", "model")
+
+_T = TypeVar("_T")
+
+
+def named(build: Callable[..., _T], *args: Any, **kwargs: Any) -> Callable[[str], _T]:
+    """The ``make`` of a catalogue row: ``make(name) = build(name, *args, **kwargs)``. The row
+    states only its own arguments; the catalogue passes the mutant's name, typed once (the row's
+    key)."""
+    return lambda name: build(name, *args, **kwargs)
 
 
 @dataclass(frozen=True)

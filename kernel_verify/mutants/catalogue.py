@@ -25,7 +25,7 @@ from kernel_verify.mutants.gated import GATED_KILLERS, GATED_MUTANTS
 from kernel_verify.mutants.gated import make_target as gated_target
 from kernel_verify.mutants.gated_torch import GATED_TORCH_KILLERS, GATED_TORCH_MUTANTS
 from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
-from kernel_verify.mutants.gradients import GRADIENT_KILLERS, GRADIENT_MUTANTS
+from kernel_verify.mutants.gradients import GRADIENT_MUTANTS
 from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
 from kernel_verify.mutants.learned_attention import LEARNED_KILLERS, LEARNED_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
@@ -61,7 +61,7 @@ def _matrix(name: str) -> Mutant:
 
 def _attention(name: str) -> Mutant:
     description, make = ATTENTION_MUTANTS[name]
-    return Mutant(name, "attention", description, lambda: [make()],
+    return Mutant(name, "attention", description, lambda: [make(name)],
                   ATTENTION_KILLERS.get(name, (ATTENTION_FAMILY,)))
 
 
@@ -71,7 +71,7 @@ def _feature(name: str) -> Mutant:
     if name not in _CANCELS_IN_ATTENTION and name.startswith(("softmax_positive", "gerf")):
         killers = (*killers, ATTENTION_FAMILY)
     killers = FEATURE_KILLERS.get(name, killers)
-    return Mutant(name, "feature_map", description, make, killers)
+    return Mutant(name, "feature_map", description, lambda: make(name), killers)
 
 
 def _nystrom(name: str) -> Mutant:
@@ -87,8 +87,9 @@ def _truncation(name: str) -> Mutant:
 
 
 def _gradient(name: str) -> Mutant:
-    description, family, make = GRADIENT_MUTANTS[name]
-    return Mutant(name, family, description, make, GRADIENT_KILLERS.get(name, ("gradients",)))
+    row = GRADIENT_MUTANTS[name]
+    return Mutant(name, row.family, row.description, lambda: row.make(f"mutant:{name}"),
+                  row.killers)
 
 
 def _forms(name: str) -> Mutant:
@@ -134,7 +135,7 @@ def _learned(name: str) -> Mutant:
     """ReBased and DARKFormer maps (:mod:`kernel_verify.mutants.learned_attention`; controls:
     ``control_rebased``, ``control_darkformer``)."""
     description, make = LEARNED_MUTANTS[name]
-    return Mutant(name, "feature_map", description, make, LEARNED_KILLERS[name])
+    return Mutant(name, "feature_map", description, lambda: make(name), LEARNED_KILLERS[name])
 
 
 MUTANTS: list[Mutant] = [

@@ -39,6 +39,7 @@ from kernel_verify.mutants import attention as att
 from kernel_verify.mutants.base import Mutant
 from kernel_verify.mutants.features import _blackbox_of
 from kernel_verify.mutants.features import blackbox_positive as _blackbox_positive
+from kernel_verify.mutants.gradients import GRADIENT_CONTROL_ROWS, GRADIENT_CONTROLS
 from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
 from kernel_verify.mutants.models import CONTROLS as MODEL_CONTROLS
@@ -70,15 +71,6 @@ def _registry_fn(entry_name: str):
     from kernel_verify.impls.registry import get
 
     return get(entry_name).numpy_fn
-
-
-def _gradient_twin(name: str) -> Callable[[], list[Target]]:
-    def make() -> list[Target]:
-        from kernel_verify.mutants.gradients import GRADIENT_CONTROLS
-
-        return GRADIENT_CONTROLS[name]()
-
-    return make
 
 
 def _attention_twin(name: str, fn: Callable, claims: frozenset[str],
@@ -185,32 +177,8 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("random_maclaurin", "feature_map",
      "random Maclaurin features of exp(xᵀy) (registry function; unbiased, exact variance)",
      _feature_twin("random_maclaurin", False)),
-    *((name, family, desc, _gradient_twin(name)) for name, family, desc in (
-        ("grad_positive_custom_backward", "feature_map",
-         "SM⁺ features with the right hand-written backward"),
-        ("grad_causal_custom_backward", "attention",
-         "causal softmax attention with the right hand-written backward"),
-        ("grad_linear_attached_normaliser", "attention",
-         "causal FAVOR+ attention with the normaliser attached in the backward"),
-        ("grad_positive_custom_jvp", "feature_map",
-         "SM⁺ features with the right hand-written forward-mode rule"),
-        ("grad_causal_custom_jvp", "attention",
-         "causal softmax attention with the right hand-written forward-mode rule"),
-        ("grad_causal_float32_backward", "attention",
-         "causal softmax attention taking float32, the backward in the input's dtype"),
-        ("grad_log_positive_custom_backward", "feature_map",
-         "SM⁺ map with log features and the right hand-written backward of log φ"),
-        ("grad_f32_taylor", "attention",
-         "float32-only Taylor linear attention with its forms, features and state sums "
-         "(the skeleton of the float32 gradient and state mutants)"),
-        ("grad_f32_taylor_opaque_state", "attention",
-         "float32-only Taylor linear attention with its forms and features, opaque state"),
-        ("grad_half_softmax", "attention",
-         "causal softmax attention, half inputs computed in float32 (the half mutants' twin)"),
-        ("based_f32_parallel", "attention",
-         "float32-only Based attention (1 + t + t²/2, features declared, no forms)"),
-        ("grad_lowp_taylor", "attention",
-         "Taylor linear attention taking float64 and float32, feature_count declared"))),
+    *((name, row.family, row.description, GRADIENT_CONTROLS[name])
+      for name, row in GRADIENT_CONTROL_ROWS.items()),
 ]
 
 #: Every white-box control (forms controls keep their own loader).

@@ -20,6 +20,7 @@ from kernel_verify.impls.numpy import learned_maps as np_lm
 from kernel_verify.impls.numpy import random_features as np_rf
 from kernel_verify.impls.numpy.attention import linear_attention, log_linear_attention
 from kernel_verify.impls.registry import get
+from kernel_verify.mutants.base import named
 from kernel_verify.properties.protocol import AttentionTarget, FeatureMapTarget, Target
 from kernel_verify.verify import seeds
 
@@ -297,123 +298,105 @@ def feature_mutant(name: str, entry_name: str, fn: Fn, *, log_fn: Fn | None = No
     return [target, _attention_from(name, target)] if attention else [target]
 
 
-FEATURE_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
+#: name -> (what is wrong, ``make(name)``: the targets, named ``mutant:<name>…``).
+FEATURE_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
     "softmax_positive_missing_norm_term": (
         "SM⁺ without the −‖x‖²/2 term",
-        lambda: feature_mutant("softmax_positive_missing_norm_term", "softmax_positive[iid]",
-                               _exp_of(log_positive_no_norm), log_fn=log_positive_no_norm,
-                               attention=True)),
+        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_no_norm),
+              log_fn=log_positive_no_norm, attention=True)),
     "softmax_positive_missing_inv_sqrt_m": (
         "SM⁺ without the 1/√m normalisation",
-        lambda: feature_mutant("softmax_positive_missing_inv_sqrt_m", "softmax_positive[iid]",
-                               _exp_of(log_positive_no_sqrt_m), log_fn=log_positive_no_sqrt_m,
-                               attention=True)),
+        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_no_sqrt_m),
+              log_fn=log_positive_no_sqrt_m, attention=True)),
     "softmax_positive_float32": (
         "SM⁺ silently computed in float32 inside a float64 map",
-        lambda: feature_mutant("softmax_positive_float32", "softmax_positive[orthogonal]",
-                               _exp_of(log_positive_float32), log_fn=log_positive_float32,
-                               attention=True)),
+        named(feature_mutant, "softmax_positive[orthogonal]", _exp_of(log_positive_float32),
+              log_fn=log_positive_float32, attention=True)),
     "softmax_hyperbolic_missing_negative_half": (
         "SM⁺ₕ without the exp(−wᵀx) half (still normalised by (2m)^(-1/2))",
-        lambda: feature_mutant("softmax_hyperbolic_missing_negative_half",
-                               "softmax_hyperbolic[iid]", _exp_of(log_hyperbolic_half),
-                               log_fn=log_hyperbolic_half, attention=True)),
+        named(feature_mutant, "softmax_hyperbolic[iid]", _exp_of(log_hyperbolic_half),
+              log_fn=log_hyperbolic_half, attention=True)),
     "gerf_wrong_d": (
         "GERF with D = (1−4A)^(d/2)",
-        lambda: feature_mutant("gerf_wrong_d", "gerf[iid]", _exp_of(log_gerf_wrong_d),
-                               log_fn=log_gerf_wrong_d, attention=True)),
+        named(feature_mutant, "gerf[iid]", _exp_of(log_gerf_wrong_d), log_fn=log_gerf_wrong_d,
+              attention=True)),
     "gerf_wrong_b": (
         "GERF with B = 1−4A instead of √(1−4A)",
-        lambda: feature_mutant("gerf_wrong_b", "gerf[iid]", _exp_of(log_gerf_wrong_b),
-                               log_fn=log_gerf_wrong_b, attention=True)),
+        named(feature_mutant, "gerf[iid]", _exp_of(log_gerf_wrong_b), log_fn=log_gerf_wrong_b,
+              attention=True)),
     "sderf_missing_det_factor": (
         "SDERF without its determinant factor D = det(I−4A)^(1/4)",
-        lambda: feature_mutant("sderf_missing_det_factor", "sderf[iid]",
-                               _exp_of(log_sderf_missing_det_factor),
-                               log_fn=log_sderf_missing_det_factor, attention=True)),
+        named(feature_mutant, "sderf[iid]", _exp_of(log_sderf_missing_det_factor),
+              log_fn=log_sderf_missing_det_factor, attention=True)),
     "sderf_sqrt_sign_flipped": (
         "SDERF with B = (I+4A)^(1/2) instead of (I−4A)^(1/2)",
-        lambda: feature_mutant("sderf_sqrt_sign_flipped", "sderf[iid]",
-                               _exp_of(log_sderf_sqrt_sign_flipped),
-                               log_fn=log_sderf_sqrt_sign_flipped, attention=True)),
+        named(feature_mutant, "sderf[iid]", _exp_of(log_sderf_sqrt_sign_flipped),
+              log_fn=log_sderf_sqrt_sign_flipped, attention=True)),
     "softmax_trig_wrong_sign": (
         "trigonometric softmax features with exp(−‖x‖²/2)",
-        lambda: feature_mutant("softmax_trig_wrong_sign", "softmax_trig[iid]", trig_wrong_sign)),
+        named(feature_mutant, "softmax_trig[iid]", trig_wrong_sign)),
     "rff_sigma_multiplied": (
         "RFF pairs with x·σ instead of x/σ (σ = 2)",
-        lambda: feature_mutant("rff_sigma_multiplied", "rff_pairs[iid]", rff_sigma_multiplied,
-                               config={"sigma": 2.0})),
+        named(feature_mutant, "rff_pairs[iid]", rff_sigma_multiplied, config={"sigma": 2.0})),
     "rff_pairs_float32": (
         "RFF pairs silently computed in float32",
-        lambda: feature_mutant("rff_pairs_float32", "rff_pairs[orthogonal]", rff_pairs_float32)),
+        named(feature_mutant, "rff_pairs[orthogonal]", rff_pairs_float32)),
     "rff_phase_missing_sqrt2": (
         "random-phase RFF scaled by √(1/m) instead of √(2/m)",
-        lambda: feature_mutant("rff_phase_missing_sqrt2", "rff_phase[iid]",
-                               rff_phase_missing_sqrt2)),
+        named(feature_mutant, "rff_phase[iid]", rff_phase_missing_sqrt2)),
     "polysketch_scale_fourth_root": (
         "PolySketch with sketch entries N(0, 1/√m) instead of N(0, 1/m)",
-        lambda: feature_mutant("polysketch_scale_fourth_root", "polysketch[iid]",
-                               polysketch_scale_fourth_root)),
+        named(feature_mutant, "polysketch[iid]", polysketch_scale_fourth_root)),
     "maclaurin_missing_p_factor": (
         "random Maclaurin weighted √(a_N p^N) instead of √(a_N p^(N+1)/(p−1))",
-        lambda: feature_mutant("maclaurin_missing_p_factor", "random_maclaurin",
-                               maclaurin_missing_p_factor)),
+        named(feature_mutant, "random_maclaurin", maclaurin_missing_p_factor)),
     "relu_features_abs": (
         "ReLU random features with |Wx| instead of relu(Wx)",
-        lambda: feature_mutant("relu_features_abs", "relu_features[iid]", relu_features_abs)),
+        named(feature_mutant, "relu_features[iid]", relu_features_abs)),
     "taylor2_missing_sqrt2": (
         "Taylor-2 map without the 1/√2 on the quadratic block",
-        lambda: feature_mutant("taylor2_missing_sqrt2", "taylor2", taylor2_missing_sqrt2)),
+        named(feature_mutant, "taylor2", taylor2_missing_sqrt2)),
     "taylor2_missing_linear_term": (
         "Taylor-2 map with the linear block missing (zeros)",
-        lambda: feature_mutant("taylor2_missing_linear_term", "taylor2",
-                               taylor2_missing_linear)),
+        named(feature_mutant, "taylor2", taylor2_missing_linear)),
     "softmax_positive_divided_by_m": (
         "SM⁺ normalised by 1/m instead of 1/√m",
-        lambda: feature_mutant("softmax_positive_divided_by_m", "softmax_positive[iid]",
-                               _exp_of(log_positive_divided_by_m),
-                               log_fn=log_positive_divided_by_m, attention=True)),
+        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_divided_by_m),
+              log_fn=log_positive_divided_by_m, attention=True)),
     "softmax_hyperbolic_missing_inv_sqrt2": (
         "SM⁺ₕ normalised by m^(-1/2) instead of (2m)^(-1/2) (missing 1/√2)",
-        lambda: feature_mutant("softmax_hyperbolic_missing_inv_sqrt2", "softmax_hyperbolic[iid]",
-                               _exp_of(log_hyperbolic_missing_inv_sqrt2),
-                               log_fn=log_hyperbolic_missing_inv_sqrt2, attention=True)),
+        named(feature_mutant, "softmax_hyperbolic[iid]", _exp_of(log_hyperbolic_missing_inv_sqrt2),
+              log_fn=log_hyperbolic_missing_inv_sqrt2, attention=True)),
     "rff_sqrt_sigma": (
         "RFF pairs with x/√σ where x/σ belongs (σ = 4)",
-        lambda: feature_mutant("rff_sqrt_sigma", "rff_pairs[iid]", rff_sqrt_sigma,
-                               config={"sigma": 4.0})),
+        named(feature_mutant, "rff_pairs[iid]", rff_sqrt_sigma, config={"sigma": 4.0})),
     "softmax_positive_duplicated_rows": (
         "SM⁺ with m outputs from m/2 distinct rows (unbiased, twice the variance: m is not what "
         "it says)",
-        lambda: feature_mutant("softmax_positive_duplicated_rows", "softmax_positive[iid]",
-                               _exp_of(log_positive_duplicated_rows),
-                               log_fn=log_positive_duplicated_rows)),
+        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_duplicated_rows),
+              log_fn=log_positive_duplicated_rows)),
     "rff_pairs_duplicated_rows": (
         "RFF pairs with m frequencies from m/2 distinct rows (unbiased, twice the variance)",
-        lambda: feature_mutant("rff_pairs_duplicated_rows", "rff_pairs[iid]",
-                               rff_pairs_duplicated_rows)),
+        named(feature_mutant, "rff_pairs[iid]", rff_pairs_duplicated_rows)),
     "rff_phase_without_phase": (
         "random-phase RFF √(2/m)cos(wᵀx/σ) without the phase b",
-        lambda: feature_mutant("rff_phase_without_phase", "rff_phase[iid]",
-                               rff_phase_without_phase)),
+        named(feature_mutant, "rff_phase[iid]", rff_phase_without_phase)),
     "rff_pairs_iid_claimed_orthogonal": (
         "RFF pairs claiming orthogonal rows (matrix 'orthogonal') whose rows are iid Gaussian",
-        lambda: feature_mutant("rff_pairs_iid_claimed_orthogonal", "rff_pairs[orthogonal]",
-                               np_rf.rff_pairs, draw_from="rff_pairs[iid]")),
+        named(feature_mutant, "rff_pairs[orthogonal]", np_rf.rff_pairs,
+              draw_from="rff_pairs[iid]")),
     "taylor2_compressed_pairs_halved": (
         "compressed Taylor-2 with the pair block z_i z_j also divided by √2",
-        lambda: feature_mutant("taylor2_compressed_pairs_halved", "taylor2_compressed",
-                               taylor2_compressed_pairs_halved)),
+        named(feature_mutant, "taylor2_compressed", taylor2_compressed_pairs_halved)),
     "taylor2_float32": (
         "Taylor-2 map silently computed in float32",
-        lambda: feature_mutant("taylor2_float32", "taylor2", taylor2_float32)),
+        named(feature_mutant, "taylor2", taylor2_float32)),
     "elu_without_plus_one": (
         "elu(x) instead of elu(x)+1 (claims positive)",
-        lambda: feature_mutant("elu_without_plus_one", "elu_plus_one", elu_without_plus_one)),
+        named(feature_mutant, "elu_plus_one", elu_without_plus_one)),
     "gmm_rks_unnormalised_weights": (
         "GMM-RKS with mixture weights not normalised to sum 1",
-        lambda: feature_mutant("gmm_rks_unnormalised_weights", "gmm_rks",
-                               gmm_rks_unnormalised)),
+        named(feature_mutant, "gmm_rks", gmm_rks_unnormalised)),
 }
 
 
@@ -459,44 +442,38 @@ FEATURE_MUTANTS.update({
     "blackbox_taylor2_missing_sqrt2": (
         "deterministic Taylor-2 map seen through sample_fn only, without the 1/√2 on the "
         "quadratic block",
-        lambda: _blackbox_of("blackbox_taylor2_missing_sqrt2", "taylor2", taylor2_missing_sqrt2)),
+        named(_blackbox_of, "taylor2", taylor2_missing_sqrt2)),
     "blackbox_positive_ignores_seed": (
         "black-box SM⁺ map drawing W from a global generator the seed does not reach",
-        lambda: blackbox_positive("blackbox_positive_ignores_seed", global_rng=True)),
+        named(blackbox_positive, global_rng=True)),
     "blackbox_positive_returns_float32": (
         "black-box SM⁺ map computing in float32 and returning float32 features for float64 "
         "input",
-        lambda: blackbox_positive("blackbox_positive_returns_float32", dtype=np.float32)),
+        named(blackbox_positive, dtype=np.float32)),
     "blackbox_nofamily_rff_phase_missing_sqrt2": (
         "black-box random-phase RFF claiming unbiased, no family declared, scaled by √(1/m) "
         "instead of √(2/m) (estimates k/2)",
-        lambda: _blackbox_of("blackbox_nofamily_rff_phase_missing_sqrt2", "rff_phase[iid]",
-                             rff_phase_missing_sqrt2, family=False)),
+        named(_blackbox_of, "rff_phase[iid]", rff_phase_missing_sqrt2, family=False)),
     "rff_pairs_fixed_norm_unit_rows": (
         "fixed-norm RFF pairs (biased, declared mean kernel gaussian_fixed_norm) whose rows are "
         "normalised to radius 1 instead of √d",
-        lambda: feature_mutant("rff_pairs_fixed_norm_unit_rows",
-                               "rff_pairs[orthogonal_fixed_norm]", rff_pairs_unit_rows)),
+        named(feature_mutant, "rff_pairs[orthogonal_fixed_norm]", rff_pairs_unit_rows)),
     "rff_pairs_fixed_norm_rows_not_fixed": (
         "RFF pairs claiming the fixed-norm construction (biased, declared mean kernel "
         "gaussian_fixed_norm) whose orthogonal rows keep their χ_d norms: unbiased for the "
         "Gaussian kernel, not biased as declared",
-        lambda: feature_mutant("rff_pairs_fixed_norm_rows_not_fixed",
-                               "rff_pairs[orthogonal_fixed_norm]", np_rf.rff_pairs,
-                               draw_from="rff_pairs[orthogonal]")),
+        named(feature_mutant, "rff_pairs[orthogonal_fixed_norm]", np_rf.rff_pairs,
+              draw_from="rff_pairs[orthogonal]")),
     "softmax_positive_fixed_norm_rows_not_fixed": (
         "SM⁺ (FAVOR+) claiming the fixed-norm construction (biased, declared mean kernel "
         "softmax_fixed_norm) whose orthogonal rows keep their χ_d norms (the regularising "
         "row-norm option left off): unbiased for the softmax kernel, not biased as declared",
-        lambda: feature_mutant("softmax_positive_fixed_norm_rows_not_fixed",
-                               "softmax_positive[orthogonal_fixed_norm]", np_rf.softmax_positive,
-                               log_fn=np_rf.log_softmax_positive,
-                               draw_from="softmax_positive[orthogonal]")),
+        named(feature_mutant, "softmax_positive[orthogonal_fixed_norm]", np_rf.softmax_positive,
+              log_fn=np_rf.log_softmax_positive, draw_from="softmax_positive[orthogonal]")),
     "rff_pairs_sorf_missing_sqrt_d": (
         "SORF RFF pairs (biased, no mean kernel declared) without the √d of √d·HD₁HD₂HD₃: "
         "unit-norm rows",
-        lambda: feature_mutant("rff_pairs_sorf_missing_sqrt_d", "rff_pairs[sorf]",
-                               rff_pairs_sorf_missing_sqrt_d)),
+        named(feature_mutant, "rff_pairs[sorf]", rff_pairs_sorf_missing_sqrt_d)),
 })
 
 _B = "blackbox_maps::test_"
@@ -519,7 +496,7 @@ FEATURE_MUTANTS.update({
     "rff_pairs_simplex_fixed_norm": (
         "RFF pairs claiming simplex rows (unbiased) whose simplex rows have norms fixed to √d "
         "instead of independent χ_d",
-        lambda: _simplex_fixed_norm("rff_pairs_simplex_fixed_norm", "rff_pairs[simplex]")),
+        named(_simplex_fixed_norm, "rff_pairs[simplex]")),
 })
 
 

@@ -21,9 +21,10 @@ right backward: they must pass.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -514,179 +515,191 @@ def taylor_target(name: str, defect: str = "none", *, dtypes: tuple[str, ...] = 
                             dtypes=dtypes, **extras)]
 
 
-#: name -> (description, family, make)
-GRADIENT_MUTANTS: dict[str, tuple[str, str, Callable[[], list[Target]]]] = {
-    "grad_positive_drops_minus_x": (
-        "SM⁺ features: hand-written backward drops the −x of −‖x‖²/2", "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_drops_minus_x", "no_minus_x")),
-    "grad_positive_scale_wrong": (
-        "SM⁺ features: m^(−1/2) in the forward, missing in the backward", "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_scale_wrong", "no_scale")),
-    "grad_positive_float16_backward": (
-        "SM⁺ features: the right backward accumulated in float16", "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_float16_backward", "float16")),
-    "grad_causal_backward_sees_future": (
-        "causal softmax attention whose backward is the non-causal one", "attention",
-        lambda: _softmax_target("mutant:grad_causal_backward_sees_future", "future")),
-    "grad_normaliser_detached": (
-        "causal FAVOR+ attention with the normaliser detached in the backward", "attention",
-        lambda: _linear_target("mutant:grad_normaliser_detached", True)),
-    "grad_positive_rows_summed": (
-        "SM⁺ features: the backward's Σ_f of the −x term reduces over every row too (a sum "
-        "without its axis)", "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_rows_summed", "rows_summed")),
-    "grad_positive_atomic_order": (
-        "SM⁺ features claiming a deterministic backward whose product with W is accumulated "
-        "in a call-dependent order (atomic adds)", "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_atomic_order", "atomic_order")),
-    "grad_causal_backward_sums_batch": (
-        "causal softmax attention whose backward sums ∂L/∂k and ∂L/∂v over the batch (as for "
-        "a broadcast parameter)", "attention",
-        lambda: _softmax_target("mutant:grad_causal_backward_sums_batch", "batch_summed")),
-    "grad_causal_backward_unshifted": (
-        "causal softmax attention whose backward recomputes exp(s)/Σexp(s) without the row "
-        "maximum: overflows where the stable forward is finite", "attention",
-        lambda: _softmax_target("mutant:grad_causal_backward_unshifted", "unshifted")),
-    "grad_positive_jvp_drops_minus_x": (
-        "SM⁺ features: right backward, hand-written forward-mode rule without the −xᵀdx term",
-        "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_jvp_drops_minus_x", "jvp_no_minus_x")),
-    "grad_causal_jvp_weights_constant": (
-        "causal softmax attention: right backward, hand-written forward-mode rule that holds "
-        "the attention weights constant (dO = A·dV)", "attention",
-        lambda: _softmax_target("mutant:grad_causal_jvp_weights_constant",
-                                "jvp_weights_constant")),
-    "grad_causal_atomic_order": (
-        "causal softmax attention claiming a deterministic backward whose ∂L/∂v = Aᵀg is "
-        "accumulated in a call-dependent order (atomic adds)", "attention",
-        lambda: _softmax_target("mutant:grad_causal_atomic_order", "atomic_order")),
-    "grad_causal_lowp_backward_unscaled": (
-        "causal softmax attention taking float32 whose reduced-precision backward path (inputs "
-        "narrower than float64) leaves the 1/√d of the scores out of ∂L/∂q and ∂L/∂k; float64 "
-        "is right", "attention",
-        lambda: _softmax_target("mutant:grad_causal_lowp_backward_unscaled", "lowp_unscaled",
-                                ("float64", "float32"))),
-    "grad_log_positive_drops_minus_x": (
-        "SM⁺ map with log features: the hand-written backward of log φ drops the −x of "
-        "−‖x‖²/2 (the suite's log-space attention runs on it)", "feature_map",
-        lambda: _log_positive_targets("mutant:grad_log_positive_drops_minus_x", "no_minus_x")),
-    "grad_log_positive_via_phi": (
-        "SM⁺ map with log features: the backward of log φ goes through the plain features "
-        "(∂ log φ = ∂φ/φ, φ recomputed): 0/0 where φ underflows, at large input norms in "
-        "float32, while the log-space forward stays finite", "feature_map",
-        lambda: _log_positive_targets("mutant:grad_log_positive_via_phi", "via_phi")),
-    "grad_positive_scaled_10_percent": (
-        "SM⁺ features whose hand-written backward is 1.1 times the true gradient (the "
-        "estimator's gradient is then biased by 10 %)", "feature_map",
-        lambda: _positive_targets("mutant:grad_positive_scaled_10_percent", "scaled_1_1")),
-    "grad_half_dq_scaled": (
-        "causal softmax attention (half inputs computed in float32) whose float16/bfloat16 "
-        "backward's ∂L/∂q is 1.03 times the true one", "attention",
-        lambda: _half_softmax_target("mutant:grad_half_dq_scaled", {"q": 1.03})),
-    "grad_half_dv_scaled": (
-        "causal softmax attention (half inputs computed in float32) whose float16/bfloat16 "
-        "backward's ∂L/∂v is 1.01 times the true one", "attention",
-        lambda: _half_softmax_target("mutant:grad_half_dv_scaled", {"v": 1.01})),
-    "grad_f32_dq_scaled": (
-        "float32-only Taylor linear attention (forms, declared features) whose backward's "
-        "∂L/∂q is 1.03 times the true one", "attention",
-        lambda: taylor_target("mutant:grad_f32_dq_scaled", "dq")),
-    "grad_f32_dk_scaled": (
-        "float32-only Taylor linear attention whose backward's ∂L/∂k is 1.03 times the true "
-        "one", "attention", lambda: taylor_target("mutant:grad_f32_dk_scaled", "dk")),
-    "grad_f32_dv_scaled": (
-        "float32-only Taylor linear attention whose backward's ∂L/∂v is 1.01 times the true "
-        "one", "attention", lambda: taylor_target("mutant:grad_f32_dv_scaled", "dv")),
-    "grad_f32_backward_bfloat16": (
-        "float32-only Taylor linear attention whose backward recomputes and differentiates "
-        "the forward in bfloat16", "attention",
-        lambda: taylor_target("mutant:grad_f32_backward_bfloat16", "bf16_backward")),
-    "grad_lowp_backward_bfloat16": (
-        "Taylor linear attention taking float64 and float32 (feature_count declared, no "
-        "features) whose float32 backward runs in bfloat16", "attention",
-        lambda: taylor_target("mutant:grad_lowp_backward_bfloat16", "bf16_backward",
-                              dtypes=("float64", "float32"), declare=(), forms=False)),
-    "grad_lowp_dq_scaled": (
-        "Taylor linear attention taking float64 and float32 (feature_count declared, no "
-        "features) whose float32 backward's ∂L/∂q is 1.03 times the true one", "attention",
-        lambda: taylor_target("mutant:grad_lowp_dq_scaled", "dq",
-                              dtypes=("float64", "float32"), declare=(), forms=False)),
-    "grad_f32_initial_state_detached": (
-        "float32-only Taylor linear attention whose stateful/step forms take the initial "
-        "state out of the graph (no gradient reaches the prefix through the state)",
-        "attention",
-        lambda: taylor_target("mutant:grad_f32_initial_state_detached", "state_detached")),
-    "forms_f32_final_state_bfloat16": (
-        "float32-only Taylor linear attention (features declared, opaque state) whose final "
-        "state is rounded through bfloat16", "attention",
-        lambda: taylor_target("mutant:forms_f32_final_state_bfloat16", "state_bf16",
-                              declare=("features",))),
-    "based_coefficient_t_squared": (
-        "float32-only Based attention (Taylor kernel, no forms, features declared as "
-        "1 + t + t²/2) computing 1 + t + t²", "attention",
-        lambda: taylor_target("mutant:based_coefficient_t_squared", declare=("features",),
-                              forms=False, coef=1.0)),
+class GradientRow(NamedTuple):
+    """One gradient mutant or control: its description, family (:data:`_FAMILIES`), its targets
+    under the target name the catalogue gives (``make("mutant:<key>")``, ``make("control:<key>")``)
+    and, for a mutant, the properties written to kill it."""
+
+    description: str
+    family: str
+    make: Callable[[str], list[Target]]
+    killers: tuple[str, ...]
+
+
+#: The family of the targets each builder makes.
+_FAMILIES: dict[Callable[..., list[Target]], str] = {
+    _positive_targets: "feature_map", _log_positive_targets: "feature_map",
+    _softmax_target: "attention", _half_softmax_target: "attention",
+    _linear_target: "attention", taylor_target: "attention",
 }
+
+
+def _row(description: str, build: Callable[..., list[Target]], *args: Any,
+         killer: str = "gradients", **kwargs: Any) -> GradientRow:
+    """A row stating only what is its own: ``build(name, *args, **kwargs)`` makes its targets
+    under the name given; ``killer``: the property (``family::test``) written to kill it (the
+    default: any property of ``gradients``)."""
+    return GradientRow(description, _FAMILIES[build],
+                       lambda name: build(name, *args, **kwargs), (killer,))
+
 
 _G = "gradients::test_"
 _D = "declared_features::test_"
-#: The property each gradient mutant is written for (``family::test``); the others count any
-#: property of ``gradients`` (the catalogue's default).
-GRADIENT_KILLERS: dict[str, tuple[str, ...]] = {
-    "grad_positive_rows_summed": (f"{_G}feature_rows_have_independent_gradients",),
-    "grad_positive_atomic_order": (f"{_G}feature_map_backward_is_deterministic",),
-    "grad_causal_backward_sums_batch": (f"{_G}attention_gradients_batch_and_head_independent",),
-    "grad_causal_backward_unshifted": (f"{_G}attention_gradients_finite_where_outputs_are",),
-    "grad_causal_atomic_order": (f"{_G}attention_backward_is_deterministic",),
-    "grad_positive_jvp_drops_minus_x": (f"{_G}forward_mode_matches_reverse_mode_feature_map",),
-    "grad_causal_jvp_weights_constant": (f"{_G}forward_mode_matches_reverse_mode_attention",),
-    "grad_causal_lowp_backward_unscaled": (f"{_G}low_precision_gradients_near_float64",),
-    "grad_log_positive_drops_minus_x": (f"{_G}feature_attention_gradients_match_exact",),
-    "grad_log_positive_via_phi": (f"{_G}attention_gradients_finite_along_scale_sweep",),
-    "grad_positive_scaled_10_percent": (f"{_G}gradient_of_unbiased_estimator_is_unbiased",),
-    "grad_half_dq_scaled": (f"{_G}low_precision_gradients_near_float64",),
-    "grad_half_dv_scaled": (f"{_G}low_precision_gradients_near_float64",),
-    "grad_f32_dq_scaled": (f"{_D}gradients_meet_declared_features",),
-    "grad_f32_dk_scaled": (f"{_D}gradients_meet_declared_features",),
-    "grad_f32_dv_scaled": (f"{_D}gradients_meet_declared_features",),
-    "grad_f32_backward_bfloat16": (f"{_D}gradients_meet_declared_features",),
-    "grad_lowp_backward_bfloat16": (f"{_G}low_precision_gradients_near_float64",),
-    "grad_lowp_dq_scaled": (f"{_G}low_precision_gradients_near_float64",),
-    "grad_f32_initial_state_detached": ("attention_forms::test_gradients_flow_through_the_state",),
-    "forms_f32_final_state_bfloat16": ("attention_forms::test_split_invariance",),
-    "based_coefficient_t_squared": (f"{_D}attention_meets_declared_features",),
+#: Taylor linear attention taking float64 and float32, ``feature_count`` declared, no forms.
+_LOWP = {"dtypes": ("float64", "float32"), "declare": (), "forms": False}
+
+#: name -> its row (the catalogue gives its targets the name ``mutant:<name>``).
+GRADIENT_MUTANTS: dict[str, GradientRow] = {
+    "grad_positive_drops_minus_x": _row(
+        "SM⁺ features: hand-written backward drops the −x of −‖x‖²/2",
+        _positive_targets, "no_minus_x"),
+    "grad_positive_scale_wrong": _row(
+        "SM⁺ features: m^(−1/2) in the forward, missing in the backward",
+        _positive_targets, "no_scale"),
+    "grad_positive_float16_backward": _row(
+        "SM⁺ features: the right backward accumulated in float16", _positive_targets, "float16"),
+    "grad_causal_backward_sees_future": _row(
+        "causal softmax attention whose backward is the non-causal one",
+        _softmax_target, "future"),
+    "grad_normaliser_detached": _row(
+        "causal FAVOR+ attention with the normaliser detached in the backward",
+        _linear_target, True),
+    "grad_positive_rows_summed": _row(
+        "SM⁺ features: the backward's Σ_f of the −x term reduces over every row too (a sum "
+        "without its axis)", _positive_targets, "rows_summed",
+        killer=f"{_G}feature_rows_have_independent_gradients"),
+    "grad_positive_atomic_order": _row(
+        "SM⁺ features claiming a deterministic backward whose product with W is accumulated "
+        "in a call-dependent order (atomic adds)", _positive_targets, "atomic_order",
+        killer=f"{_G}feature_map_backward_is_deterministic"),
+    "grad_causal_backward_sums_batch": _row(
+        "causal softmax attention whose backward sums ∂L/∂k and ∂L/∂v over the batch (as for "
+        "a broadcast parameter)", _softmax_target, "batch_summed",
+        killer=f"{_G}attention_gradients_batch_and_head_independent"),
+    "grad_causal_backward_unshifted": _row(
+        "causal softmax attention whose backward recomputes exp(s)/Σexp(s) without the row "
+        "maximum: overflows where the stable forward is finite", _softmax_target, "unshifted",
+        killer=f"{_G}attention_gradients_finite_where_outputs_are"),
+    "grad_positive_jvp_drops_minus_x": _row(
+        "SM⁺ features: right backward, hand-written forward-mode rule without the −xᵀdx term",
+        _positive_targets, "jvp_no_minus_x",
+        killer=f"{_G}forward_mode_matches_reverse_mode_feature_map"),
+    "grad_causal_jvp_weights_constant": _row(
+        "causal softmax attention: right backward, hand-written forward-mode rule that holds "
+        "the attention weights constant (dO = A·dV)", _softmax_target, "jvp_weights_constant",
+        killer=f"{_G}forward_mode_matches_reverse_mode_attention"),
+    "grad_causal_atomic_order": _row(
+        "causal softmax attention claiming a deterministic backward whose ∂L/∂v = Aᵀg is "
+        "accumulated in a call-dependent order (atomic adds)", _softmax_target, "atomic_order",
+        killer=f"{_G}attention_backward_is_deterministic"),
+    "grad_causal_lowp_backward_unscaled": _row(
+        "causal softmax attention taking float32 whose reduced-precision backward path (inputs "
+        "narrower than float64) leaves the 1/√d of the scores out of ∂L/∂q and ∂L/∂k; float64 "
+        "is right", _softmax_target, "lowp_unscaled", ("float64", "float32"),
+        killer=f"{_G}low_precision_gradients_near_float64"),
+    "grad_log_positive_drops_minus_x": _row(
+        "SM⁺ map with log features: the hand-written backward of log φ drops the −x of "
+        "−‖x‖²/2 (the suite's log-space attention runs on it)",
+        _log_positive_targets, "no_minus_x", killer=f"{_G}feature_attention_gradients_match_exact"),
+    "grad_log_positive_via_phi": _row(
+        "SM⁺ map with log features: the backward of log φ goes through the plain features "
+        "(∂ log φ = ∂φ/φ, φ recomputed): 0/0 where φ underflows, at large input norms in "
+        "float32, while the log-space forward stays finite", _log_positive_targets, "via_phi",
+        killer=f"{_G}attention_gradients_finite_along_scale_sweep"),
+    "grad_positive_scaled_10_percent": _row(
+        "SM⁺ features whose hand-written backward is 1.1 times the true gradient (the "
+        "estimator's gradient is then biased by 10 %)", _positive_targets, "scaled_1_1",
+        killer=f"{_G}gradient_of_unbiased_estimator_is_unbiased"),
+    "grad_half_dq_scaled": _row(
+        "causal softmax attention (half inputs computed in float32) whose float16/bfloat16 "
+        "backward's ∂L/∂q is 1.03 times the true one", _half_softmax_target, {"q": 1.03},
+        killer=f"{_G}low_precision_gradients_near_float64"),
+    "grad_half_dv_scaled": _row(
+        "causal softmax attention (half inputs computed in float32) whose float16/bfloat16 "
+        "backward's ∂L/∂v is 1.01 times the true one", _half_softmax_target, {"v": 1.01},
+        killer=f"{_G}low_precision_gradients_near_float64"),
+    "grad_f32_dq_scaled": _row(
+        "float32-only Taylor linear attention (forms, declared features) whose backward's "
+        "∂L/∂q is 1.03 times the true one", taylor_target, "dq",
+        killer=f"{_D}gradients_meet_declared_features"),
+    "grad_f32_dk_scaled": _row(
+        "float32-only Taylor linear attention whose backward's ∂L/∂k is 1.03 times the true "
+        "one", taylor_target, "dk", killer=f"{_D}gradients_meet_declared_features"),
+    "grad_f32_dv_scaled": _row(
+        "float32-only Taylor linear attention whose backward's ∂L/∂v is 1.01 times the true "
+        "one", taylor_target, "dv", killer=f"{_D}gradients_meet_declared_features"),
+    "grad_f32_backward_bfloat16": _row(
+        "float32-only Taylor linear attention whose backward recomputes and differentiates "
+        "the forward in bfloat16", taylor_target, "bf16_backward",
+        killer=f"{_D}gradients_meet_declared_features"),
+    "grad_lowp_backward_bfloat16": _row(
+        "Taylor linear attention taking float64 and float32 (feature_count declared, no "
+        "features) whose float32 backward runs in bfloat16", taylor_target, "bf16_backward",
+        **_LOWP, killer=f"{_G}low_precision_gradients_near_float64"),
+    "grad_lowp_dq_scaled": _row(
+        "Taylor linear attention taking float64 and float32 (feature_count declared, no "
+        "features) whose float32 backward's ∂L/∂q is 1.03 times the true one", taylor_target,
+        "dq", **_LOWP, killer=f"{_G}low_precision_gradients_near_float64"),
+    "grad_f32_initial_state_detached": _row(
+        "float32-only Taylor linear attention whose stateful/step forms take the initial "
+        "state out of the graph (no gradient reaches the prefix through the state)",
+        taylor_target, "state_detached",
+        killer="attention_forms::test_gradients_flow_through_the_state"),
+    "forms_f32_final_state_bfloat16": _row(
+        "float32-only Taylor linear attention (features declared, opaque state) whose final "
+        "state is rounded through bfloat16", taylor_target, "state_bf16",
+        declare=("features",), killer="attention_forms::test_split_invariance"),
+    "based_coefficient_t_squared": _row(
+        "float32-only Based attention (Taylor kernel, no forms, features declared as "
+        "1 + t + t²/2) computing 1 + t + t²", taylor_target, declare=("features",),
+        forms=False, coef=1.0, killer=f"{_D}attention_meets_declared_features"),
 }
 
-#: Correct custom backwards: must pass every property.
+#: Correct custom backwards, name -> its row: must pass every property (their targets are
+#: named ``control:<name>``; ``killers`` is unused).
+GRADIENT_CONTROL_ROWS: dict[str, GradientRow] = {
+    "grad_positive_custom_backward": _row(
+        "SM⁺ features with the right hand-written backward", _positive_targets, "right"),
+    "grad_causal_custom_backward": _row(
+        "causal softmax attention with the right hand-written backward",
+        _softmax_target, "right"),
+    "grad_linear_attached_normaliser": _row(
+        "causal FAVOR+ attention with the normaliser attached in the backward",
+        _linear_target, False),
+    "grad_positive_custom_jvp": _row(
+        "SM⁺ features with the right hand-written forward-mode rule",
+        _positive_targets, "jvp_right"),
+    "grad_causal_custom_jvp": _row(
+        "causal softmax attention with the right hand-written forward-mode rule",
+        _softmax_target, "jvp_right"),
+    "grad_causal_float32_backward": _row(
+        "causal softmax attention taking float32, the backward in the input's dtype",
+        _softmax_target, "right", ("float64", "float32")),
+    "grad_log_positive_custom_backward": _row(
+        "SM⁺ map with log features and the right hand-written backward of log φ",
+        _log_positive_targets, "right"),
+    "grad_f32_taylor": _row(
+        "float32-only Taylor linear attention with its forms, features and state sums "
+        "(the skeleton of the float32 gradient and state mutants)", taylor_target),
+    "grad_f32_taylor_opaque_state": _row(
+        "float32-only Taylor linear attention with its forms and features, opaque state",
+        taylor_target, declare=("features",)),
+    "grad_half_softmax": _row(
+        "causal softmax attention, half inputs computed in float32 (the half mutants' twin)",
+        _half_softmax_target, {}),
+    "based_f32_parallel": _row(
+        "float32-only Based attention (1 + t + t²/2, features declared, no forms)",
+        taylor_target, declare=("features",), forms=False),
+    "grad_lowp_taylor": _row(
+        "Taylor linear attention taking float64 and float32, feature_count declared",
+        taylor_target, **_LOWP),
+}
+#: name -> the control's targets (``kernel-verify check kernel_verify.mutants.gradients:
+#: control_<name>``).
 GRADIENT_CONTROLS: dict[str, Callable[[], list[Target]]] = {
-    "grad_positive_custom_backward":
-        lambda: _positive_targets("control:grad_positive_custom_backward", "right"),
-    "grad_causal_custom_backward":
-        lambda: _softmax_target("control:grad_causal_custom_backward", "right"),
-    "grad_linear_attached_normaliser":
-        lambda: _linear_target("control:grad_linear_attached_normaliser", False),
-    "grad_positive_custom_jvp":
-        lambda: _positive_targets("control:grad_positive_custom_jvp", "jvp_right"),
-    "grad_causal_custom_jvp":
-        lambda: _softmax_target("control:grad_causal_custom_jvp", "jvp_right"),
-    "grad_causal_float32_backward":
-        lambda: _softmax_target("control:grad_causal_float32_backward", "right",
-                                ("float64", "float32")),
-    "grad_log_positive_custom_backward":
-        lambda: _log_positive_targets("control:grad_log_positive_custom_backward", "right"),
-    "grad_f32_taylor": lambda: taylor_target("control:grad_f32_taylor"),
-    "grad_f32_taylor_opaque_state":
-        lambda: taylor_target("control:grad_f32_taylor_opaque_state", declare=("features",)),
-    "grad_half_softmax":
-        lambda: _half_softmax_target("control:grad_half_softmax", {}),
-    "based_f32_parallel":
-        lambda: taylor_target("control:based_f32_parallel", declare=("features",),
-                              forms=False),
-    "grad_lowp_taylor":
-        lambda: taylor_target("control:grad_lowp_taylor", dtypes=("float64", "float32"),
-                              declare=(), forms=False),
+    name: functools.partial(row.make, f"control:{name}")
+    for name, row in GRADIENT_CONTROL_ROWS.items()
 }
-
 
 def __getattr__(attr: str) -> list[Target]:
     """``control_<name>``: the targets of one control (a ``kernel-verify check`` spec)."""

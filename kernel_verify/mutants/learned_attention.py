@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.numpy import learned_attention as np_la
+from kernel_verify.mutants.base import named
 from kernel_verify.mutants.features import feature_mutant
 from kernel_verify.properties.protocol import Target
 
@@ -94,17 +95,17 @@ _LOG_TRANSPOSED = _log_darkformer_with(lambda x, a: x @ a)
 _LOG_COVARIANCE = _log_darkformer_with(lambda x, a: x @ (a.T @ a).T)
 
 
-def _rebased(name: str, fn) -> Callable[[], list[Target]]:
-    return lambda: feature_mutant(name, "rebased", fn)
+def _rebased(fn) -> Callable[[str], list[Target]]:
+    return named(feature_mutant, "rebased", fn)
 
 
-def _darkformer(name: str, log_fn) -> Callable[[], list[Target]]:
+def _darkformer(log_fn) -> Callable[[str], list[Target]]:
     # no FAVOR-style attention target: it would be judged against softmax attention, while
     # DARKFormer's attention converges to attention with exp(qᵀΣk) weights
-    return lambda: feature_mutant(name, "darkformer", _exp(log_fn), log_fn=log_fn)
+    return named(feature_mutant, "darkformer", _exp(log_fn), log_fn=log_fn)
 
 
-def _polysketch_wide_draw() -> list[Target]:
+def _polysketch_wide_draw(name: str) -> list[Target]:
     """PolySketch whose draw makes entries ``N(0, 1.3^(1/2)/m)`` (``S`` scaled by ``1.3^(1/4)``)
     with the registry's map: every estimate 30 % too large. The twin reads the drawn ``S``, so
     the feature comparisons agree with it; the median-of-means test of the mean misses the bias
@@ -118,38 +119,35 @@ def _polysketch_wide_draw() -> list[Target]:
         params = entry.draw(rng, d, m, config)
         return {**params, "S": params["S"] * 1.3**0.25}
 
-    return [replace(t, draw=draw) for t in feature_mutant(
-        "polysketch_draw_too_wide", "polysketch[iid]", entry.numpy_fn)]
+    return [replace(t, draw=draw) for t in feature_mutant(name, "polysketch[iid]", entry.numpy_fn)]
 
 
-#: name -> (what is wrong, the targets).
-LEARNED_MUTANTS: dict[str, tuple[str, Callable[[], list[Target]]]] = {
+#: name -> (what is wrong, ``make(name)``: the targets, named ``mutant:<name>…``).
+LEARNED_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
     "rebased_bessel_variance": (
         "ReBased normalised with the unbiased variance (÷(d−1), torch.var's default)",
-        _rebased("rebased_bessel_variance",
-                 _rebased_with(lambda x, eps: _layer_norm(x, eps, ddof=1)))),
+        _rebased(_rebased_with(lambda x, eps: _layer_norm(x, eps, ddof=1)))),
     "rebased_eps_outside_root": (
         "ReBased with σ = √var + eps instead of √(var + eps)",
-        _rebased("rebased_eps_outside_root",
-                 _rebased_with(lambda x, eps: _layer_norm(x, eps, eps_inside=False)))),
+        _rebased(_rebased_with(lambda x, eps: _layer_norm(x, eps, eps_inside=False)))),
     "rebased_rms_norm": (
         "ReBased with an RMS norm (no centring) instead of the layer norm",
-        _rebased("rebased_rms_norm", _rebased_with(_rms_norm))),
+        _rebased(_rebased_with(_rms_norm))),
     "rebased_affine_before_norm": (
         "ReBased normalising γ⊙x + β instead of applying γ, β after the normalisation",
-        _rebased("rebased_affine_before_norm", _rebased_with(_layer_norm, affine_first=True))),
+        _rebased(_rebased_with(_layer_norm, affine_first=True))),
     "rebased_triangle_without_sqrt2": (
         "ReBased storing the distinct products x̃ᵢx̃ⱼ (i ≤ j) without √2 off the diagonal",
-        _rebased("rebased_triangle_without_sqrt2", _rebased_triangle_without_sqrt2)),
+        _rebased(_rebased_triangle_without_sqrt2)),
     "darkformer_shift_of_x": (
         "DARKFormer with Performer's −‖x‖²/2 instead of −‖Mx‖²/2",
-        _darkformer("darkformer_shift_of_x", _LOG_SHIFT_OF_X)),
+        _darkformer(_LOG_SHIFT_OF_X)),
     "darkformer_transposed_m": (
         "DARKFormer projecting with Mᵀ (ω = Mε: kernel exp(xᵀMMᵀy))",
-        _darkformer("darkformer_transposed_m", _LOG_TRANSPOSED)),
+        _darkformer(_LOG_TRANSPOSED)),
     "darkformer_covariance_as_projection": (
         "DARKFormer projecting with Σ = MᵀM instead of M (ω ~ N(0, Σ²))",
-        _darkformer("darkformer_covariance_as_projection", _LOG_COVARIANCE)),
+        _darkformer(_LOG_COVARIANCE)),
     "polysketch_draw_too_wide": (
         "PolySketch drawing sketch entries of variance 1.3^(1/2)/m instead of 1/m (30 % bias)",
         _polysketch_wide_draw),
@@ -173,5 +171,5 @@ def __getattr__(attr: str) -> list[Target]:
     """``target_<name>``: the targets of one mutant (the third-party loader's spec)."""
     name = attr.removeprefix("target_")
     if attr.startswith("target_") and name in LEARNED_MUTANTS:
-        return LEARNED_MUTANTS[name][1]()
+        return LEARNED_MUTANTS[name][1](name)
     raise AttributeError(attr)
