@@ -148,14 +148,36 @@ class PinnedThreads:
 
 
 class BackendBenchmark:
-    """Base class: pins threads in :meth:`pin` (called by ``setup``); ``teardown`` restores."""
+    """Base class: pins threads in :meth:`pin` (called by ``setup``, or through :meth:`use`);
+    ``teardown`` restores."""
 
     _threads: PinnedThreads | None = None
 
     def pin(self) -> None:
         self._threads = PinnedThreads()
 
+    def use(self, backend: str, dtype: str) -> None:
+        """The first step of a backend benchmark's ``setup``: ``self.backend`` =
+        :func:`require` ``(backend, dtype)`` (asv: skipped where it cannot run), then
+        :meth:`pin`."""
+        self.backend = require(backend, dtype)
+        self.pin()
+
     def teardown(self, *args: Any) -> None:
         if self._threads is not None:
             self._threads.restore()
             self._threads = None
+
+
+def float32_params() -> list[Any]:
+    """pytest parameters of the pytest-benchmark files: every backend in float32, skipped with
+    the reason where it cannot run here (never dropped); ids are the backend names (``numpy``,
+    ``torch:cpu``, ``torch:cuda``). pytest is imported here, not at the top: asv imports this
+    module without it."""
+    import pytest
+
+    return [
+        pytest.param(b, id=b.name, marks=[pytest.mark.skip(reason=r)] if (r := b.skip_reason)
+                     else [])
+        for b in (point(name, "float32") for name in BACKENDS)
+    ]

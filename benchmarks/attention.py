@@ -27,7 +27,6 @@ from benchmarks._common import (
     BACKENDS,
     DTYPES,
     BackendBenchmark,
-    require,
     rng_for,
     slowdown,
     smoke,
@@ -70,8 +69,7 @@ class SoftmaxAttention(BackendBenchmark):
     repeat = (1, 5, 10.0)  # up to 5 samples or 10 s
 
     def setup(self, case: str, n: int, causal: bool) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
+        self.use(*case.split("/"))
         self.q, self.k, self.v = qkv(self.backend, n)
         self.att = np_attention if self.backend.library == "numpy" else torch_attention
 
@@ -80,7 +78,19 @@ class SoftmaxAttention(BackendBenchmark):
         sync(self.backend)
 
 
-class LinearAttention(BackendBenchmark):
+class _LinearBenchmark(BackendBenchmark):
+    """The set-up of the linear-attention benchmarks (no benchmark of its own)."""
+
+    def linear_setup(self, backend: str, dtype: str, n: int, m: int = M) -> None:
+        """The backend (:meth:`use`), the :data:`LINEAR_ENTRY` map, ``q, k, v`` of length ``n``
+        (:func:`qkv`) and the map's parameters for ``m`` features."""
+        self.use(backend, dtype)
+        self.entry = get(LINEAR_ENTRY)
+        self.q, self.k, self.v = qkv(self.backend, n)
+        self.p = linear_params(self.backend, m)
+
+
+class LinearAttention(_LinearBenchmark):
     """``feature_map_attention`` with ``softmax_positive[iid]``, m = 256: ``O(nmd)`` time.
 
     ``path="log"`` is the default (stable, log-space) path, ``"plain"`` forms ``φ`` directly.
@@ -93,11 +103,7 @@ class LinearAttention(BackendBenchmark):
     repeat = (1, 5, 10.0)
 
     def setup(self, case: str, n: int, causal: bool, path: str) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
-        self.entry = get(LINEAR_ENTRY)
-        self.q, self.k, self.v = qkv(self.backend, n)
-        self.p = linear_params(self.backend, M)
+        self.linear_setup(*case.split("/"), n)
         self.times = slowdown()
 
     def time_feature_map_attention(self, case: str, n: int, causal: bool, path: str) -> None:
@@ -108,7 +114,7 @@ class LinearAttention(BackendBenchmark):
         sync(self.backend)
 
 
-class LinearAttentionBackward(BackendBenchmark):
+class LinearAttentionBackward(_LinearBenchmark):
     """Forward + backward (``∂ Σ out / ∂(q, k, v)``) of the default path, torch float32."""
 
     params: ClassVar[list[Any]] = [
@@ -119,11 +125,8 @@ class LinearAttentionBackward(BackendBenchmark):
     repeat = (1, 5, 10.0)
 
     def setup(self, case: str, n: int, causal: bool) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
-        self.entry = get(LINEAR_ENTRY)
-        self.qkv = [t.requires_grad_(True) for t in qkv(self.backend, n)]
-        self.p = linear_params(self.backend, M)
+        self.linear_setup(*case.split("/"), n)
+        self.qkv = [t.requires_grad_(True) for t in (self.q, self.k, self.v)]
 
     def time_attention_backward(self, case: str, n: int, causal: bool) -> None:
         out = feature_map_attention(self.entry, self.p, *self.qkv, causal=causal)
@@ -131,7 +134,7 @@ class LinearAttentionBackward(BackendBenchmark):
         sync(self.backend)
 
 
-class LinearAttentionMemory(BackendBenchmark):
+class LinearAttentionMemory(_LinearBenchmark):
     """Peak RSS of linear attention, default path, causal and not (float32, d = 64, m = 256)."""
 
     params: ClassVar[list[Any]] = [smoke(BACKENDS), smoke([4096, 16384, 65536]), [False, True]]
@@ -139,18 +142,14 @@ class LinearAttentionMemory(BackendBenchmark):
     timeout = 120.0
 
     def setup(self, backend: str, n: int, causal: bool) -> None:
-        self.backend = require(backend, "float32")
-        self.pin()
-        self.entry = get(LINEAR_ENTRY)
-        self.q, self.k, self.v = qkv(self.backend, n)
-        self.p = linear_params(self.backend, M)
+        self.linear_setup(backend, "float32", n)
 
     def peakmem_linear_attention(self, backend: str, n: int, causal: bool) -> None:
         feature_map_attention(self.entry, self.p, self.q, self.k, self.v, causal=causal)
         sync(self.backend)
 
 
-class CausalLinearAttentionTraced(BackendBenchmark):
+class CausalLinearAttentionTraced(_LinearBenchmark):
     """Bytes allocated at the peak of one causal linear-attention call (float32, d = 64)."""
 
     params: ClassVar[list[Any]] = [
@@ -162,11 +161,7 @@ class CausalLinearAttentionTraced(BackendBenchmark):
 
     def setup(self, backend: str, n: int, m: int) -> None:
         # torch:cpu is left out of the parameters: its allocator is invisible here
-        self.backend = require(backend, "float32")
-        self.pin()
-        self.entry = get(LINEAR_ENTRY)
-        self.q, self.k, self.v = qkv(self.backend, n)
-        self.p = linear_params(self.backend, m)
+        self.linear_setup(backend, "float32", n, m)
 
     def _call(self) -> Any:
         return feature_map_attention(

@@ -20,7 +20,6 @@ from benchmarks._common import (
     DTYPES,
     BackendBenchmark,
     positions_for,
-    require,
     rng_for,
     smoke,
     sync,
@@ -58,25 +57,29 @@ def prepare(
     return x, backend.from_numpy_params(params), config, positions
 
 
-class FeatureMaps(BackendBenchmark):
+class _MapBenchmark(BackendBenchmark):
+    """The set-up of the feature-map benchmarks (no benchmark of its own): the backend of
+    ``case``, the registry entry ``name``, its inputs (:func:`prepare`) with ``m`` features."""
+
+    def setup(self, name: str, case: str, m: int = M) -> None:
+        self.use(*case.split("/"))
+        self.entry = get(name)
+        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, m)
+
+
+class FeatureMaps(_MapBenchmark):
     """``φ(x)`` of every registered map: x ``(1024, 16)``, ``m = 256`` random features."""
 
     params: ClassVar[list[Any]] = [ENTRIES, CASES]
     param_names: ClassVar[list[str]] = ["entry", "case"]
     timeout = 60.0
 
-    def setup(self, name: str, case: str) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
-        self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, M)
-
     def time_features(self, name: str, case: str) -> None:
         map_features(self.entry, self.x, self.p, config=self.config, positions=self.positions)
         sync(self.backend)
 
 
-class FeatureMapsBackward(BackendBenchmark):
+class FeatureMapsBackward(_MapBenchmark):
     """``∂ Σφ(x)/∂x`` (forward + backward) of every registered map, torch float32."""
 
     params: ClassVar[list[Any]] = [ENTRIES, smoke(TORCH_CASES)]
@@ -84,10 +87,7 @@ class FeatureMapsBackward(BackendBenchmark):
     timeout = 60.0
 
     def setup(self, name: str, case: str) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
-        self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, M)
+        super().setup(name, case)
         self.x.requires_grad_(True)
 
     def time_features_backward(self, name: str, case: str) -> None:
@@ -103,19 +103,13 @@ LARGE_M_ENTRIES: list[str] = smoke(["softmax_positive[iid]", "softmax_positive[o
 LARGE_MS: list[int] = smoke([4096, 16384])
 
 
-class FeatureMapsLargeM(BackendBenchmark):
+class FeatureMapsLargeM(_MapBenchmark):
     """``φ(x)`` at large ``m`` (x ``(1024, 16)``, float32 torch): where a GPU earns its keep, the
     ``n × m`` projection and the elementwise exponentials over it."""
 
     params: ClassVar[list[Any]] = [LARGE_M_ENTRIES, smoke(TORCH_CASES), LARGE_MS]
     param_names: ClassVar[list[str]] = ["entry", "case", "m"]
     timeout = 60.0
-
-    def setup(self, name: str, case: str, m: int) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
-        self.entry = get(name)
-        self.x, self.p, self.config, self.positions = prepare(self.entry, self.backend, N, m)
 
     def time_features(self, name: str, case: str, m: int) -> None:
         map_features(self.entry, self.x, self.p, config=self.config, positions=self.positions)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from benchmarks._common import BackendBenchmark, require, rng_for, sync
+from benchmarks._common import BackendBenchmark, rng_for, sync
 
 KERNELS = ["chunk_linear_attn", "fused_chunk_linear_attn", "chunk_simple_gla", "chunk_gla",
            "chunk_retention"]
@@ -49,8 +49,7 @@ if AVAILABLE:
         timeout = 120.0
 
         def setup(self, name: str, case: str, T: int) -> None:
-            self.backend = require(*case.split("/"))
-            self.pin()
+            self.use(*case.split("/"))
             self.fn = kernel(name)
             rng = rng_for("fla", name, T)
             shape = (1, T, HEADS, DIM)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from benchmarks._common import BACKENDS, DTYPES, BackendBenchmark, require, smoke, sync
+from benchmarks._common import BACKENDS, DTYPES, BackendBenchmark, smoke, sync
 from benchmarks.attention import LINEAR_ENTRY, M, linear_params, qkv
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.numpy import forms as np_forms
@@ -48,8 +48,7 @@ class DecodeStep(BackendBenchmark):
     timeout = 120.0
 
     def setup(self, case: str, position: int) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
+        self.use(*case.split("/"))
         entry = get(LINEAR_ENTRY)
         p = linear_params(self.backend, M)
         q, k, v = qkv(self.backend, position + STEPS)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from benchmarks._common import BACKENDS, DTYPES, BackendBenchmark, require, rng_for, smoke, sync
+from benchmarks._common import BACKENDS, DTYPES, BackendBenchmark, rng_for, smoke, sync
 from kernel_verify.impls.numpy import forms as np_forms
 from kernel_verify.impls.numpy import gated_forms as np_gated
 from kernel_verify.impls.torch import forms as torch_forms
@@ -51,8 +51,7 @@ class GatedChunked(BackendBenchmark):
         if kind == "key_dim" and n > KEY_DIM_MAX_N:
             raise NotImplementedError(f"key_dim runs up to n = {KEY_DIM_MAX_N} (its C x C x d "
                                       "decay tensor per chunk)")
-        self.backend = require(*case.split("/"))
-        self.pin()
+        self.use(*case.split("/"))
         self.q, self.k, self.v, self.g = inputs(self.backend, n, kind)
         numpy = self.backend.library == "numpy"
         self.gated = np_gated if numpy else torch_gated

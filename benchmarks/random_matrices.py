@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from benchmarks._common import BACKENDS, BackendBenchmark, require, rng_for, smoke, sync
+from benchmarks._common import BACKENDS, BackendBenchmark, rng_for, smoke, sync
 from kernel_verify.impls.random_matrices import (
     MATRICES,
     draw_factors,
@@ -46,8 +46,7 @@ class StructuredProjections(BackendBenchmark):
     param_names: ClassVar[list[str]] = ["kind", "case", "d", "method"]
 
     def setup(self, kind: str, case: str, d: int, method: str) -> None:
-        self.backend = require(*case.split("/"))
-        self.pin()
+        self.use(*case.split("/"))
         rng = rng_for("structured", kind, d)
         self.factors = draw_factors(kind, rng, d, d)
         dev = self.backend.torch_device

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks._common import BACKENDS, point, sync
+from benchmarks._common import float32_params, sync
 from benchmarks.attention import LINEAR_ENTRY, linear_params, qkv
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.numpy import attention as np_attention
@@ -24,17 +24,8 @@ from kernel_verify.verify.backends import Backend
 N, M = 1024, 64
 
 
-def _backends() -> list[Any]:
-    """Every backend in float32, skipped with the reason where it cannot run here (never
-    dropped); ids are the backend names (``numpy``, ``torch:cpu``, ``torch:cuda``)."""
-    return [
-        pytest.param(b, id=b.name, marks=[pytest.mark.skip(reason=r)] if (r := b.skip_reason)
-                     else [])
-        for b in (point(name, "float32") for name in BACKENDS)
-    ]
-
-
-ALL_BACKENDS = _backends()
+#: Every backend in float32, skipped with the reason where it cannot run here (never dropped).
+ALL_BACKENDS = float32_params()
 
 
 def _finite(out: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks._common import BACKENDS, point, sync
+from benchmarks._common import float32_params, sync
 from benchmarks.feature_maps import prepare
 from kernel_verify.impls.attention import map_features
 from kernel_verify.impls.registry import get
@@ -28,17 +28,8 @@ RANDOM_ENTRIES = [
 N, M, D = 4096, 256, 16
 
 
-def _backends() -> list[Any]:
-    """Every backend in float32, skipped with the reason where it cannot run here (never
-    dropped); ids are the backend names (``numpy``, ``torch:cpu``, ``torch:cuda``)."""
-    return [
-        pytest.param(b, id=b.name, marks=[pytest.mark.skip(reason=r)] if (r := b.skip_reason)
-                     else [])
-        for b in (point(name, "float32") for name in BACKENDS)
-    ]
-
-
-ALL_BACKENDS = _backends()
+#: Every backend in float32, skipped with the reason where it cannot run here (never dropped).
+ALL_BACKENDS = float32_params()
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
