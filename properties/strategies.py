@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -212,6 +213,18 @@ class ValueDraws:
     def standard_normal(self, size=None) -> np.ndarray:
         shape = () if size is None else tuple(np.atleast_1d(size).tolist())
         return self._data.draw(points(shape, **self._kw), label=self._label)
+
+
+def kernel_estimate_draws(examples: int):
+    """The draws of the kernel-estimate properties (``φ̂(X)φ̂(Y)ᵀ`` against its mpmath reference,
+    and its gradient against the exact one: one input distribution for both): ``@given`` a seed,
+    ``d ∈ [1, 4]``, ``m ∈ [2, 6]`` features, a scale in {0.1, 0.7, 1.5} and ``data`` (the points
+    are drawn in the body), at ``examples`` examples."""
+    def wrap(test):
+        return settings(max_examples=examples)(given(
+            seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
+            scale=st.sampled_from([0.1, 0.7, 1.5]), data=st.data())(test))
+    return wrap
 
 
 # ------------------------------------------------------------------ point sets (clustered)

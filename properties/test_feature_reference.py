@@ -34,7 +34,7 @@ from kernel_verify.properties.checks.reference import (
     rounded_input,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
-from kernel_verify.properties.strategies import generator, points
+from kernel_verify.properties.strategies import generator, kernel_estimate_draws, points, seeds
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import features_mp
@@ -44,8 +44,6 @@ from kernel_verify.verify.tolerance import U64, reference_rounding
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 #: Reference (mpmath) comparisons are slower: a fifth of the profile's examples, at least 3.
 FEW = max(3, settings.default.max_examples // 5)
-
-seeds = st.integers(0, 2**32 - 1)
 
 
 # --------------------------------------------------------------------------------- features
@@ -104,9 +102,7 @@ def test_features_on_grid(target, backend):
 # --------------------------------------------------------------------------- kernel estimate
 @pytest.mark.parametrize("target", WHITE)
 @pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
-@settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([0.1, 0.7, 1.5]), data=st.data())
+@kernel_estimate_draws(FEW)
 def test_kernel_estimate_matches_reference(target, backend, seed, d, m, scale, data):
     """φ̂(X)φ̂(Y)ᵀ computed by the backend equals the mp φ(X)φ(Y)ᵀ within the propagated bound."""
     entry = need_twin(target)

@@ -94,7 +94,13 @@ from kernel_verify.properties.gradient_checks import (  # shared with the report
 from kernel_verify.properties.gradient_checks import half_cast as _half_cast
 from kernel_verify.properties.gradient_checks import map_budget as _map_budget
 from kernel_verify.properties.gradient_checks import tensor as _tensor
-from kernel_verify.properties.strategies import ValueDraws, generator, points
+from kernel_verify.properties.strategies import (
+    ValueDraws,
+    generator,
+    kernel_estimate_draws,
+    points,
+    seeds,
+)
 from kernel_verify.properties.targets import feature_maps, none_param
 from kernel_verify.verify.backends import Backend, get_backend
 from kernel_verify.verify.compare import assert_close
@@ -119,7 +125,6 @@ torch = pytest.importorskip("torch")
 
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 FEW = max(3, settings.default.max_examples // 5)
-seeds = st.integers(0, 2**32 - 1)
 NO_CLAIM = "claims no `differentiable` (add the claim to get the gradient tests)"
 
 
@@ -197,9 +202,7 @@ def test_feature_gradient_matches_exact(target, backend, log, seed, n, d, m, sca
 
 @pytest.mark.parametrize("target", WHITE)
 @pytest.mark.parametrize("backend", _torch_backends(("float64", "float32")))
-@settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([0.1, 0.7, 1.5]), data=st.data())
+@kernel_estimate_draws(FEW)
 def test_kernel_estimate_gradient_matches_exact(target, backend, seed, d, m, scale, data):
     """``∇ₓ φ(x)ᵀφ(y)`` by autograd equals ``J(x)ᵀφ(y)`` (exact) within the derived bound with
     the upstream ``φ̂(y)`` carrying its forward error."""
