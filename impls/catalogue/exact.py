@@ -36,20 +36,24 @@ def _order(config: Mapping[str, Any], d: int) -> dict[str, Any]:
     return {"order": config_value(config, "order")}
 
 
+def _exact(name: str, functions: tuple[MapFn, MapFn], family: str, description: str, source: str,
+           **fields: Any) -> FeatureMap:
+    """An entry of this module: an exact finite map (``_CLAIMS``) without random parameters."""
+    return builtin_map(name, functions, family=family, claims=_CLAIMS, draw=no_params,
+                       description=description, source=source, **fields)
+
+
+_BASED = "Arora et al. 2024 (Based); docs/math.md §5"
+
+
 def _taylor_entry(name: str, order: int, description: str) -> FeatureMap:
-    return builtin_map(
-        name,
-        (np_ex.taylor, torch_ex.taylor),
+    return _exact(
+        name, (np_ex.taylor, torch_ex.taylor), "taylor", description, _BASED,
         formula="taylor",
-        family="taylor",
-        claims=_CLAIMS,
-        draw=no_params,
         output_dim=lambda d, m: np_ex.taylor_dim(d, order),
         output_dim_for_config=_taylor_dim,
         config={"order": order},
         kernel_params=_order,
-        description=description,
-        source="Arora et al. 2024 (Based); docs/math.md §5",
     )
 
 
@@ -66,56 +70,36 @@ register(
     )
 )
 register(
-    builtin_map(
-        "taylor2_compressed",
-        (np_ex.taylor2_compressed, torch_ex.taylor2_compressed),
+    _exact(
+        "taylor2_compressed", (np_ex.taylor2_compressed, torch_ex.taylor2_compressed), "taylor",
+        "compressed (symmetric) Taylor map of size 1+d+d(d+1)/2: 1 + t + t²/2", _BASED,
         kernel="taylor",
-        family="taylor",
-        claims=_CLAIMS,
-        draw=no_params,
         output_dim=lambda d, m: 1 + d + d * (d + 1) // 2,
         kernel_params=lambda config, d: {"order": 2},
-        description="compressed (symmetric) Taylor map of size 1+d+d(d+1)/2: 1 + t + t²/2",
-        source="Arora et al. 2024 (Based); docs/math.md §5",
     )
 )
 register(
-    builtin_map(
-        "polynomial",
-        (np_ex.polynomial, torch_ex.polynomial),
-        family="polynomial",
-        claims=_CLAIMS,
-        draw=no_params,
+    _exact(
+        "polynomial", (np_ex.polynomial, torch_ex.polynomial), "polynomial",
+        "explicit monomial map of (xᵀy + c)^p, size C(d+p, p); c >= 0", "docs/math.md §5",
         output_dim=lambda d, m: np_ex.polynomial_dim(d, 2),
         output_dim_for_config=_poly_dim,
         config={"c": 1.0, "p": 2},
         kernel_params=lambda config, d: {"c": config_value(config, "c"),
                                          "p": config_value(config, "p")},
-        description="explicit monomial map of (xᵀy + c)^p, size C(d+p, p); c >= 0",
-        source="docs/math.md §5",
     )
 )
-
-
-def _linear_entry(name: str, functions: tuple[MapFn, MapFn], description: str) -> FeatureMap:
-    """``linear`` and ``cosine``: size ``d``, from docs/math.md §6."""
-    return builtin_map(
-        name,
-        functions,
-        family="linear",
-        claims=_CLAIMS,
-        draw=no_params,
-        output_dim=lambda d, m: d,
-        description=description,
-        source="docs/math.md §6",
-    )
-
-
-register(_linear_entry("linear", (np_ex.linear, torch_ex.linear), "linear kernel xᵀy, φ(x) = x"))
 register(
-    _linear_entry(
-        "cosine",
-        (np_ex.cosine, torch_ex.cosine),
-        "cosine kernel, φ(x) = x/‖x‖ with φ(0) = 0 (so k(0, y) = 0)",
+    _exact(
+        "linear", (np_ex.linear, torch_ex.linear), "linear", "linear kernel xᵀy, φ(x) = x",
+        "docs/math.md §6",
+        output_dim=lambda d, m: d,
+    )
+)
+register(
+    _exact(
+        "cosine", (np_ex.cosine, torch_ex.cosine), "linear",
+        "cosine kernel, φ(x) = x/‖x‖ with φ(0) = 0 (so k(0, y) = 0)", "docs/math.md §6",
+        output_dim=lambda d, m: d,
     )
 )

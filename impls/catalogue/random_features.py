@@ -8,11 +8,13 @@ claim ``biased`` and, where docs/math.md §3 gives it, name the kernel their mea
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.catalogue.builtin import builtin_map
+from kernel_verify.impls.descriptor import MapFn
 from kernel_verify.impls.numpy import random_features as np_rf
 from kernel_verify.impls.random_matrices import (
     MATRICES,
@@ -21,26 +23,9 @@ from kernel_verify.impls.random_matrices import (
     UNBIASED_MATRICES,
     draw_matrix,
 )
-from kernel_verify.impls.registry import GRADIENT_CLAIMS, FeatureMap, register
+from kernel_verify.impls.registry import FeatureMap, register
 from kernel_verify.impls.torch import random_features as torch_rf
 from kernel_verify.impls.validation import config_value
-
-
-@dataclass(frozen=True)
-class _MapTemplate:
-    formula: str
-    family: str
-    kernel: str
-    claims: frozenset[str]
-    output_dim: Callable[[int, int], int]
-    config: Mapping[str, Any]
-    kernel_params: Callable[[Mapping[str, Any], int], dict[str, Any]]
-    with_phase: bool
-    log: bool
-    prescale: bool
-    fixed_norm_mean: str | None
-    description: str
-    source: str
 
 
 def _sigma(config: Mapping[str, Any], d: int) -> dict[str, Any]:
@@ -51,119 +36,105 @@ def _none(config: Mapping[str, Any], d: int) -> dict[str, Any]:
     return {}
 
 
+@dataclass(frozen=True)
+class _MapTemplate:
+    """One random-feature formula; :func:`_entry` makes its entry for each random matrix."""
+
+    formula: str
+    functions: tuple[MapFn, MapFn]
+    family: str
+    kernel: str
+    claims: frozenset[str]
+    output_dim: Callable[[int, int], int]
+    description: str
+    source: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+    kernel_params: Callable[[Mapping[str, Any], int], dict[str, Any]] = _none
+    #: the log-space ``(numpy, torch)`` functions of a positive map (claim ``log_features``)
+    log_functions: tuple[MapFn, MapFn] | None = None
+    #: the draw adds a uniform phase ``b`` to the frequencies ``W``
+    with_phase: bool = False
+    #: attention applies ``d^(-1/4)`` to queries and keys first (softmax kernels)
+    prescale: bool = False
+    #: the kernel the mean equals with fixed-norm orthogonal rows (docs/math.md §3), if derived
+    fixed_norm_mean: str | None = None
+
+
+def _gaussian(formula: str, functions: tuple[MapFn, MapFn], output_dim: Callable[[int, int], int],
+              description: str, *, with_phase: bool = False) -> _MapTemplate:
+    """Bounded random Fourier features of the Gaussian kernel of bandwidth ``sigma``."""
+    return _MapTemplate(
+        formula, functions, "rff", "gaussian", frozenset({"bounded", "psd_kernel"}), output_dim,
+        description, "Rahimi & Recht 2007; docs/math.md §1",
+        config={"sigma": 1.0},
+        kernel_params=_sigma,
+        with_phase=with_phase,
+        fixed_norm_mean="gaussian_fixed_norm",
+    )
+
+
+def _softmax(formula: str, functions: tuple[MapFn, MapFn], claims: set[str],
+             output_dim: Callable[[int, int], int], description: str, source: str,
+             **fields: Any) -> _MapTemplate:
+    """Random features of the softmax kernel ``exp(xᵀy)``, prescaled in attention."""
+    claims = frozenset(claims | {"psd_kernel"})
+    return _MapTemplate(formula, functions, "softmax", "softmax", claims, output_dim, description,
+                        source, prescale=True, **fields)
+
+
+_PERFORMER = "Choromanski et al. 2021 (Performer)"
+
 _TEMPLATES = [
-    _MapTemplate(
-        "rff_pairs",
-        "rff",
-        "gaussian",
-        frozenset({"bounded", "psd_kernel"}),
-        lambda d, m: 2 * m,
-        {"sigma": 1.0},
-        _sigma,
-        with_phase=False, log=False, prescale=False,
-        fixed_norm_mean="gaussian_fixed_norm",
-        description="[cos, sin] random Fourier features of the Gaussian kernel exp(-|x-y|²/(2σ²))",
-        source="Rahimi & Recht 2007; docs/math.md §1",
+    _gaussian(
+        "rff_pairs", (np_rf.rff_pairs, torch_rf.rff_pairs), lambda d, m: 2 * m,
+        "[cos, sin] random Fourier features of the Gaussian kernel exp(-|x-y|²/(2σ²))",
     ),
-    _MapTemplate(
-        "rff_phase",
-        "rff",
-        "gaussian",
-        frozenset({"bounded", "psd_kernel"}),
-        lambda d, m: m,
-        {"sigma": 1.0},
-        _sigma,
-        with_phase=True, log=False, prescale=False,
-        fixed_norm_mean="gaussian_fixed_norm",
-        description="random-phase cosine features √(2/m)cos(wᵀx/σ + b) of the Gaussian kernel",
-        source="Rahimi & Recht 2007; docs/math.md §1",
+    _gaussian(
+        "rff_phase", (np_rf.rff_phase, torch_rf.rff_phase), lambda d, m: m,
+        "random-phase cosine features √(2/m)cos(wᵀx/σ + b) of the Gaussian kernel",
+        with_phase=True,
     ),
-    _MapTemplate(
-        "softmax_trig",
-        "softmax",
-        "softmax",
-        frozenset({"psd_kernel"}),
-        lambda d, m: 2 * m,
-        {},
-        _none,
-        with_phase=False, log=False, prescale=True,
-        fixed_norm_mean=None,
-        description="trigonometric softmax features exp(|x|²/2)[cos wᵀx, sin wᵀx]/√m",
-        source="Choromanski et al. 2021 (Performer), Lemma 1; docs/math.md §2",
+    _softmax(
+        "softmax_trig", (np_rf.softmax_trig, torch_rf.softmax_trig), set(), lambda d, m: 2 * m,
+        "trigonometric softmax features exp(|x|²/2)[cos wᵀx, sin wᵀx]/√m",
+        f"{_PERFORMER}, Lemma 1; docs/math.md §2",
     ),
-    _MapTemplate(
-        "softmax_positive",
-        "softmax",
-        "softmax",
-        frozenset({"positive", "log_features", "psd_kernel"}),
-        lambda d, m: m,
-        {},
-        _none,
-        with_phase=False, log=True, prescale=True,
+    _softmax(
+        "softmax_positive", (np_rf.softmax_positive, torch_rf.softmax_positive),
+        {"positive", "log_features"}, lambda d, m: m,
+        "positive softmax features (SM⁺, FAVOR+) exp(wᵀx - |x|²/2)/√m",
+        f"{_PERFORMER}, Lemma 1; docs/math.md §2",
+        log_functions=(np_rf.log_softmax_positive, torch_rf.log_softmax_positive),
         fixed_norm_mean="softmax_fixed_norm",
-        description="positive softmax features (SM⁺, FAVOR+) exp(wᵀx - |x|²/2)/√m",
-        source="Choromanski et al. 2021 (Performer), Lemma 1; docs/math.md §2",
     ),
-    _MapTemplate(
-        "softmax_hyperbolic",
-        "softmax",
-        "softmax",
-        frozenset({"positive", "log_features", "psd_kernel"}),
-        lambda d, m: 2 * m,
-        {},
-        _none,
-        with_phase=False, log=True, prescale=True,
+    _softmax(
+        "softmax_hyperbolic", (np_rf.softmax_hyperbolic, torch_rf.softmax_hyperbolic),
+        {"positive", "log_features"}, lambda d, m: 2 * m,
+        "hyperbolic positive features (SM⁺ₕ) exp(-|x|²/2)[exp(wᵀx), exp(-wᵀx)]/√(2m)",
+        f"{_PERFORMER}, Lemma 2; docs/math.md §2",
+        log_functions=(np_rf.log_softmax_hyperbolic, torch_rf.log_softmax_hyperbolic),
         fixed_norm_mean="softmax_fixed_norm",
-        description="hyperbolic positive features (SM⁺ₕ) exp(-|x|²/2)[exp(wᵀx), exp(-wᵀx)]/√(2m)",
-        source="Choromanski et al. 2021 (Performer), Lemma 2; docs/math.md §2",
     ),
     _MapTemplate(
         "relu_features",
+        (np_rf.relu_features, torch_rf.relu_features),
         "arccos",
         "arccos1",
         frozenset({"nonnegative", "psd_kernel"}),
         lambda d, m: m,
-        {},
-        _none,
-        with_phase=False, log=False, prescale=False,
-        fixed_norm_mean="arccos1",
-        description="ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel, "
+        "ReLU random features relu(Wx)/√m of the order-1 arc-cosine kernel, "
         "E relu(wᵀx)relu(wᵀy) (half of Cho & Saul's k₁: √(2/m)·relu(Wx) estimates theirs)",
-        source="Cho & Saul 2009; Performer generalized attention; docs/math.md §0, §2",
+        "Cho & Saul 2009; Performer generalized attention; docs/math.md §0, §2",
+        fixed_norm_mean="arccos1",
     ),
-    _MapTemplate(
-        "gerf",
-        "softmax",
-        "softmax",
-        frozenset({"positive", "log_features", "psd_kernel"}),
-        lambda d, m: m,
-        {"A": -0.1},
-        _none,
-        with_phase=False, log=True, prescale=True,
-        fixed_norm_mean=None,
-        description="GERF/FAVOR++ positive features D·exp(A|w|² + B wᵀx - |x|²/2)/√m (A < 1/4)",
-        source="Likhosherstov et al. 2022 (Chefs' random tables); docs/math.md §4",
+    _softmax(
+        "gerf", (np_rf.gerf, torch_rf.gerf), {"positive", "log_features"}, lambda d, m: m,
+        "GERF/FAVOR++ positive features D·exp(A|w|² + B wᵀx - |x|²/2)/√m (A < 1/4)",
+        "Likhosherstov et al. 2022 (Chefs' random tables); docs/math.md §4",
+        log_functions=(np_rf.log_gerf, torch_rf.log_gerf),
+        config={"A": -0.1},
     ),
 ]
-
-
-#: The NumPy and torch implementation of each formula, bound by object: a renamed function fails
-#: here at import, never silently at a lookup by name.
-_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-    "rff_pairs": (np_rf.rff_pairs, torch_rf.rff_pairs),
-    "rff_phase": (np_rf.rff_phase, torch_rf.rff_phase),
-    "softmax_trig": (np_rf.softmax_trig, torch_rf.softmax_trig),
-    "softmax_positive": (np_rf.softmax_positive, torch_rf.softmax_positive),
-    "softmax_hyperbolic": (np_rf.softmax_hyperbolic, torch_rf.softmax_hyperbolic),
-    "relu_features": (np_rf.relu_features, torch_rf.relu_features),
-    "gerf": (np_rf.gerf, torch_rf.gerf),
-}
-#: The log-space implementations of the formulas that have them (``log=True`` templates).
-_LOG_IMPLEMENTATIONS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-    "softmax_positive": (np_rf.log_softmax_positive, torch_rf.log_softmax_positive),
-    "softmax_hyperbolic": (np_rf.log_softmax_hyperbolic, torch_rf.log_softmax_hyperbolic),
-    "gerf": (np_rf.log_gerf, torch_rf.log_gerf),
-}
 
 
 def _draw_for(matrix: str, with_phase: bool):
@@ -177,7 +148,7 @@ def _draw_for(matrix: str, with_phase: bool):
 
 
 def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
-    claims = set(t.claims) | GRADIENT_CLAIMS
+    claims = set(t.claims)
     mean_kernel = None
     # ReLU features are homogeneous of degree 2 in w, so with fixed norms √d (E‖w‖² = d, as
     # for Gaussian rows) their mean is still the arc-cosine kernel: unbiased.
@@ -194,17 +165,14 @@ def _entry(t: _MapTemplate, matrix: str) -> FeatureMap:
         claims.add("orthogonal")
     if matrix in SIMPLEX_MATRICES:
         claims.add("simplex")
-    log = t.log
-    return FeatureMap(
-        name=f"{t.formula}[{matrix}]",
-        family=t.family,
+    return builtin_map(
+        f"{t.formula}[{matrix}]",
+        t.functions,
+        log_functions=t.log_functions,
         formula=t.formula,
         kernel=t.kernel,
-        claims=frozenset(claims),
-        numpy_fn=_IMPLEMENTATIONS[t.formula][0],
-        torch_fn=_IMPLEMENTATIONS[t.formula][1],
-        log_numpy_fn=_LOG_IMPLEMENTATIONS[t.formula][0] if log else None,
-        log_torch_fn=_LOG_IMPLEMENTATIONS[t.formula][1] if log else None,
+        family=t.family,
+        claims=claims,
         output_dim=t.output_dim,
         draw=_draw_for(matrix, t.with_phase),
         config=dict(t.config),
