@@ -81,6 +81,27 @@ def check_attention_inputs(
         )
 
 
+def check_linformer_inputs(q: Any, k: Any, v: Any, e_proj: Any, f_proj: Any, scale: object, *,
+                           backend: str) -> float | None:
+    """Linformer attention's arguments: ``q (..., n_q, d)``, ``k (..., n, d)``, ``v (..., n,
+    d_v)`` with one leading shape and projections ``E, F`` both ``(r, n)``, all floating arrays
+    of ``backend`` of one dtype; returns ``scale`` checked (:func:`check_scale`)."""
+    for name, t in (("q", q), ("k", k), ("v", v), ("E", e_proj), ("F", f_proj)):
+        check_array(name, t, min_ndim=2, backend=backend)
+    check_same_dtype(("q", "k", "v", "E", "F"), q, k, v, e_proj, f_proj)
+    scale = check_scale(scale)
+    n = k.shape[-2]
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"incompatible q, k, v shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if e_proj.ndim != 2 or f_proj.shape != e_proj.shape or e_proj.shape[1] != n:
+        raise ValueError(
+            f"E and F must both be (r, n={n}), got {tuple(e_proj.shape)}, {tuple(f_proj.shape)}"
+        )
+    return scale
+
+
 def denominator_guard(den: Any, policy: str) -> Any:
     """Check attention denominators under ``policy`` and return the divisor to use.
 

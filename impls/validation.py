@@ -179,6 +179,30 @@ def check_params(
                     backend="numpy" if backend == "numpy" else None)
 
 
+def check_landmarks(landmarks: Any, n: int) -> np.ndarray:
+    """Nyström ``landmarks``: distinct integer indices in ``[0, n)``, at least one, as a 1-D
+    NumPy array (a torch tensor is moved to the CPU by its caller)."""
+    idx = np.asarray(landmarks)
+    if not np.issubdtype(idx.dtype, np.integer) or idx.ndim != 1 or idx.size == 0:
+        raise TypeError(
+            f"landmarks must be a non-empty 1-D integer array, got {idx.dtype} {idx.shape}"
+        )
+    if idx.min() < 0 or idx.max() >= n or len(np.unique(idx)) != idx.size:
+        raise ValueError(f"landmarks must be distinct indices in [0, {n}), got {idx.tolist()}")
+    return idx
+
+
+def check_segments(x: Any, n_segments: Any, *, backend: str) -> int:
+    """``x (..., n, d)`` cut into ``n_segments`` contiguous row segments: an integer in
+    ``[1, n]``, returned."""
+    check_array("x", x, min_ndim=2, backend=backend)
+    s = check_positive_int("n_segments", n_segments)
+    n = x.shape[-2]
+    if s > n:
+        raise ValueError(f"n_segments (= {s}) must be <= n (= {n})")
+    return s
+
+
 def check_bool(name: str, value: Any) -> bool:
     """A real ``bool`` (not 0/1, not a string)."""
     if not isinstance(value, bool | np.bool_):

@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kernel_verify.impls.attention_checks import check_scale
+from kernel_verify.impls.attention_checks import check_linformer_inputs
 from kernel_verify.impls.numpy.nystrom import choose_landmarks, nystrom_from_gram
-from kernel_verify.impls.validation import check_array, check_positive_int, check_same_dtype
+from kernel_verify.impls.validation import check_array, check_positive_int
 
 __all__ = ["LOW_RANK", "linformer_attention", "truncated_svd"]
 
@@ -51,15 +51,7 @@ def linformer_attention(
 ) -> np.ndarray:
     """``softmax(Q (E K)ᵀ·scale)(F V)``, ``scale = 1/√d`` by default; ``E, F`` of shape (r, n)
     shared over the leading (batch/head) axes."""
-    for name, t in (("q", q), ("k", k), ("v", v), ("E", e_proj), ("F", f_proj)):
-        check_array(name, t, min_ndim=2, backend="numpy")
-    check_same_dtype(("q", "k", "v", "E", "F"), q, k, v, e_proj, f_proj)
-    scale = check_scale(scale)
-    n = k.shape[-2]
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"incompatible q, k, v shapes {q.shape}, {k.shape}, {v.shape}")
-    if e_proj.ndim != 2 or f_proj.shape != e_proj.shape or e_proj.shape[1] != n:
-        raise ValueError(f"E and F must both be (r, n={n}), got {e_proj.shape}, {f_proj.shape}")
+    scale = check_linformer_inputs(q, k, v, e_proj, f_proj, scale, backend="numpy")
     s = q.dtype.type(1.0 / np.sqrt(q.shape[-1]) if scale is None else scale)
     kp = e_proj.astype(q.dtype) @ k
     vp = f_proj.astype(q.dtype) @ v

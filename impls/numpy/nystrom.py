@@ -31,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.registry import FeatureMap
-from kernel_verify.impls.validation import check_array, check_positive_int, check_scalar
+from kernel_verify.impls.validation import (
+    check_array,
+    check_landmarks,
+    check_positive_int,
+    check_scalar,
+    check_segments,
+)
 
 __all__ = [
     "GRAM_KERNELS",
@@ -164,17 +170,6 @@ def choose_landmarks(
     return LANDMARK_RULES[rule](rng, n, s)
 
 
-def _check_landmarks(landmarks: Any, n: int) -> np.ndarray:
-    idx = np.asarray(landmarks)
-    if not np.issubdtype(idx.dtype, np.integer) or idx.ndim != 1 or idx.size == 0:
-        raise TypeError(
-            f"landmarks must be a non-empty 1-D integer array, got {idx.dtype} {idx.shape}"
-        )
-    if idx.min() < 0 or idx.max() >= n or len(np.unique(idx)) != idx.size:
-        raise ValueError(f"landmarks must be distinct indices in [0, {n}), got {idx.tolist()}")
-    return idx
-
-
 # --------------------------------------------------------------------- stable pseudo-inverse
 def pinv_cutoff(eigenvalues: np.ndarray, dtype: Any = np.float64) -> float:
     """Eigenvalues of the s×s PSD block below ``τ = s·u·λ_max`` are treated as 0.
@@ -214,7 +209,7 @@ def nystrom_from_gram(K: np.ndarray, landmarks: Any) -> np.ndarray:
     check_array("K", K, min_ndim=2, backend="numpy")
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be square (n, n), got {K.shape}")
-    idx = _check_landmarks(landmarks, K.shape[0])
+    idx = check_landmarks(landmarks, K.shape[0])
     return _nystrom(K[:, idx], K[np.ix_(idx, idx)])
 
 
@@ -242,7 +237,7 @@ def nystrom(
     if isinstance(landmarks, int | np.integer) and not isinstance(landmarks, bool):
         idx = choose_landmarks(X.shape[0], int(landmarks), rule=rule, rng=rng)
     else:
-        idx = _check_landmarks(landmarks, X.shape[0])
+        idx = check_landmarks(landmarks, X.shape[0])
     c = kernel_gram(kernel, X, X[idx], **kernel_params)
     w = kernel_gram(kernel, X[idx], X[idx], **kernel_params)
     return _nystrom(c, w)
@@ -251,12 +246,8 @@ def nystrom(
 # --------------------------------------------------------------------------- Nyströmformer
 def segment_means(x: np.ndarray, n_segments: int) -> np.ndarray:
     """Means of ``n_segments`` contiguous row segments of ``x (..., n, d)`` → ``(..., s, d)``."""
-    check_array("x", x, min_ndim=2, backend="numpy")
-    s = check_positive_int("n_segments", n_segments)
-    n = x.shape[-2]
-    if s > n:
-        raise ValueError(f"n_segments (= {s}) must be <= n (= {n})")
-    parts = np.array_split(np.arange(n), s)
+    s = check_segments(x, n_segments, backend="numpy")
+    parts = np.array_split(np.arange(x.shape[-2]), s)
     return np.stack([x[..., p, :].mean(axis=-2) for p in parts], axis=-2)
 
 

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from kernel_verify.impls.attention_checks import check_scale
+from kernel_verify.impls.attention_checks import check_linformer_inputs
 from kernel_verify.impls.torch.convert import compute_dtype
-from kernel_verify.impls.validation import check_array, check_positive_int, check_same_dtype
+from kernel_verify.impls.validation import check_array, check_positive_int
 
 __all__ = ["linformer_attention", "truncated_svd"]
 
@@ -37,19 +37,7 @@ def linformer_attention(
     scale: float | None = None,
 ) -> torch.Tensor:
     """``softmax(Q (E K)ᵀ·scale)(F V)``; ``E, F (r, n)`` shared over the leading axes."""
-    for name, t in (("q", q), ("k", k), ("v", v), ("E", e_proj), ("F", f_proj)):
-        check_array(name, t, min_ndim=2, backend="torch")
-    check_same_dtype(("q", "k", "v", "E", "F"), q, k, v, e_proj, f_proj)
-    scale = check_scale(scale)
-    n = k.shape[-2]
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"incompatible q, k, v shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if e_proj.ndim != 2 or f_proj.shape != e_proj.shape or e_proj.shape[1] != n:
-        raise ValueError(
-            f"E and F must both be (r, n={n}), got {tuple(e_proj.shape)}, {tuple(f_proj.shape)}"
-        )
+    scale = check_linformer_inputs(q, k, v, e_proj, f_proj, scale, backend="torch")
     work = compute_dtype(q.dtype)
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     kp = e_proj.to(device=q.device, dtype=work) @ k.to(work)

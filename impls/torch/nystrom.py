@@ -15,7 +15,12 @@ import numpy as np
 import torch
 
 from kernel_verify.impls.torch.convert import compute_dtype
-from kernel_verify.impls.validation import check_array, check_positive_int
+from kernel_verify.impls.validation import (
+    check_array,
+    check_landmarks,
+    check_positive_int,
+    check_segments,
+)
 
 __all__ = [
     "iterative_pinv",
@@ -51,14 +56,7 @@ def psd_pinv(w: torch.Tensor) -> torch.Tensor:
 def _check_landmarks(landmarks: Any, n: int, device: torch.device) -> torch.Tensor:
     if isinstance(landmarks, torch.Tensor):
         landmarks = landmarks.detach().cpu().numpy()
-    idx = np.asarray(landmarks)
-    if not np.issubdtype(idx.dtype, np.integer) or idx.ndim != 1 or idx.size == 0:
-        raise TypeError(
-            f"landmarks must be a non-empty 1-D integer array, got {idx.dtype} {idx.shape}"
-        )
-    if idx.min() < 0 or idx.max() >= n or len(np.unique(idx)) != idx.size:
-        raise ValueError(f"landmarks must be distinct indices in [0, {n}), got {idx.tolist()}")
-    return torch.as_tensor(idx, device=device)
+    return torch.as_tensor(check_landmarks(landmarks, n), device=device)
 
 
 def nystrom_from_gram(K: torch.Tensor, landmarks: Any) -> torch.Tensor:
@@ -77,12 +75,8 @@ def nystrom_from_gram(K: torch.Tensor, landmarks: Any) -> torch.Tensor:
 
 def segment_means(x: torch.Tensor, n_segments: int) -> torch.Tensor:
     """Means of ``n_segments`` contiguous row segments of ``x (..., n, d)`` (array_split sizes)."""
-    check_array("x", x, min_ndim=2, backend="torch")
-    s = check_positive_int("n_segments", n_segments)
-    n = x.shape[-2]
-    if s > n:
-        raise ValueError(f"n_segments (= {s}) must be <= n (= {n})")
-    sizes = [len(p) for p in np.array_split(np.arange(n), s)]
+    s = check_segments(x, n_segments, backend="torch")
+    sizes = [len(p) for p in np.array_split(np.arange(x.shape[-2]), s)]
     return torch.stack([p.mean(dim=-2) for p in torch.split(x, sizes, dim=-2)], dim=-2)
 
 
