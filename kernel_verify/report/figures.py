@@ -26,6 +26,12 @@ def _log_axes(ax, xlabel: str, ylabel: str, title: str) -> None:
     ax.set_title(title, fontsize=10)
 
 
+def _legend_and_grid(ax) -> None:
+    """The small legend and the major-and-minor grid of a panel."""
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     save_figure(fig, path, dpi=DPI)
@@ -68,8 +74,7 @@ def variance_figure(meas: dict, path: Path, conf: float) -> str:
                         color="red", xytext=(4, 4), textcoords="offset points")
     _log_axes(ax, "m (random features, log₂ scale)", "Var / MSE of φ(x)ᵀφ(y) (kernel units²)",
               "(a) variance and MSE vs m")
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
+    _legend_and_grid(ax)
 
     k = meas["kernel"]
     rb = np.array([p["mean"] / k - 1 for p in pts]) * 100
@@ -130,8 +135,7 @@ def geometry_figure(meas: dict, path: Path, m: int, conf: float) -> str:
         ax.set_ylim(bottom=max(float(np.nanmin(np.r_[lo, r])) * 0.5, top * 1e-8))
         ax.set_xlabel(name)
         ax.set_ylabel(f"relative MSE (bias² + Var)/k² at m = {m}")
-        ax.legend(fontsize=7)
-        ax.grid(True, which="both", alpha=0.3)
+        _legend_and_grid(ax)
     fig.suptitle(f"{meas['name']}: error against the input geometry", fontsize=10)
     _save(fig, path)
     return ("Relative MSE against the input geometry (norms, angle, ‖x − y‖, ‖x + y‖): how fast "
@@ -159,8 +163,7 @@ def construction_figure(name: str, measurements: list[dict], path: Path) -> str:
     _log_axes(ax, "m (random features, log₂ scale)",
               "relative MSE (bias² + Var)/k² (dimensionless)",
               f"{name.split('[', 1)[0]}: construction of the random matrix")
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
+    _legend_and_grid(ax)
     _save(fig, path)
     return ("Relative MSE at the default pair for each construction of the random matrix: "
             "orthogonal and structured rows lie below iid where orthogonality helps; a biased "
@@ -195,8 +198,7 @@ def downstream_figure(name: str, att: dict | None, krr: dict | None, path: Path)
             ax.axhline(krr["exact"], color="black", ls="--", label="KRR with the exact kernel")
             ax.axhline(krr["null"], color="grey", ls=":", label="predict 0 (no model)")
             _log_axes(ax, "m (log₂ scale)", "test MSE (synthetic task)", "kernel ridge regression")
-        ax.legend(fontsize=7)
-        ax.grid(True, which="both", alpha=0.3)
+        _legend_and_grid(ax)
     fig.suptitle(f"{name}: attention and downstream error", fontsize=10)
     _save(fig, path)
     return ("Attention error shrinks like m^(-1/2) and does not grow with n; the KRR test error "
@@ -214,8 +216,7 @@ def deterministic_figure(name: str, s: np.ndarray, values: np.ndarray, target: n
     ax.set_ylabel("kernel value")
     if np.all(values > 0) and np.all(target > 0):
         ax.set_yscale("log")
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
+    _legend_and_grid(ax)
     ax.set_title(f"{name}: its kernel against exp(qᵀk)", fontsize=10)
     _save(fig, path)
     return ("The map computes its own kernel exactly (dots on the blue line); the gap to the "
