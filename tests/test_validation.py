@@ -31,35 +31,39 @@ def _inputs(entry, backend, n=4, d=4, m=8):
     return x, params, pos
 
 
+def _rejects(name: str, backend: str, spoil, error: type[Exception], pattern: str) -> None:
+    """Map ``name`` on ``backend`` given its inputs with ``x`` replaced by ``spoil(x)`` raises
+    ``error`` whose message matches ``pattern``."""
+    entry = get(name)
+    x, params, pos = _inputs(entry, backend)
+    bad_x = spoil(x)
+    with pytest.raises(error, match=pattern):
+        map_features(entry, bad_x, params, positions=pos)
+
+
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("name", ALL_MAPS)
 @pytest.mark.parametrize("bad", ["nan", "inf"])
 def test_non_finite_input_is_rejected(name, backend, bad):
-    entry = get(name)
-    x, params, pos = _inputs(entry, backend)
-    x[1, 2] = float(bad)
-    with pytest.raises(ValueError, match=r"\bx\b.*(NaN|Inf)"):
-        map_features(entry, x, params, positions=pos)
+    def one_non_finite(x):
+        x[1, 2] = float(bad)
+        return x
+
+    _rejects(name, backend, one_non_finite, ValueError, r"\bx\b.*(NaN|Inf)")
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("name", DIMENSION_FIXED)
 def test_wrong_input_dimension_is_rejected(name, backend):
-    entry = get(name)
-    x, params, pos = _inputs(entry, backend)
-    wrong = x[:, :3]
-    with pytest.raises(ValueError, match=r"\bx\b.*(dimension|shape)"):
-        map_features(entry, wrong, params, positions=pos)
+    _rejects(name, backend, lambda x: x[:, :3], ValueError, r"\bx\b.*(dimension|shape)")
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("name", ALL_MAPS)
 def test_integer_input_is_rejected(name, backend):
-    entry = get(name)
-    x, params, pos = _inputs(entry, backend)
-    ints = x.to(torch.int64) if backend == "torch" else x.astype(np.int64)
-    with pytest.raises(TypeError, match=r"\bx\b.*floating"):
-        map_features(entry, ints, params, positions=pos)
+    _rejects(name, backend,
+             lambda x: x.to(torch.int64) if backend == "torch" else x.astype(np.int64),
+             TypeError, r"\bx\b.*floating")
 
 
 @pytest.mark.parametrize("kind", sorted(MATRICES))
