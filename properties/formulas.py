@@ -64,6 +64,9 @@ class Formula:
     exact_variance: bool = False
     #: exact fourth central moment, iid rows (verify.moments.fourth)
     fourth_moment: bool = False
+    #: the fourth moment also in closed form, valid where the quadrature does not converge
+    #: (large norms) (verify.moments.fourth.CLOSED_RAW_FORMULAS)
+    closed_fourth_moment: bool = False
     #: reference mean of a biased row law (verify.references.biased_means)
     reference_mean: bool = False
     #: derived bound of the backward pass (verify.gradient_bounds.BACKWARD_RULES)
@@ -113,6 +116,7 @@ WHERE = {
     "exact_variance": "verify/moments/integrands.py (_BUILDERS) / estimators.py "
                       "(MOMENT_FORMULAS)",
     "fourth_moment": "verify/moments/fourth.py (FOURTH_MOMENT_FORMULAS)",
+    "closed_fourth_moment": "verify/moments/fourth.py (_CLOSED_RAW or _CLOSED_AT)",
     "reference_mean": "verify/references/biased_means.py (FORMULAS)",
     "backward": "verify/gradient_bounds.py (BACKWARD_RULES)",
     "jacobian": "verify/references/gradients.py (CLOSED_JACOBIANS)",
@@ -144,6 +148,8 @@ APPLIES: dict[str, Callable[[Formula], bool]] = {
     "closed_moments": lambda r: _random(r) and "unbiased" in r.claims,
     "exact_variance": lambda r: _random(r) and "unbiased" in r.claims,
     "fourth_moment": lambda r: _random(r) and "unbiased" in r.claims,
+    # optional: a second route of fourth_moment; the quadrature covers every formula with one
+    "closed_fourth_moment": lambda r: False,
     "reference_mean": lambda r: "biased" in r.claims,
     "backward": lambda r: True,
     "jacobian": lambda r: True,
@@ -240,7 +246,7 @@ def _truth() -> dict[str, dict[str, Any]]:
     from kernel_verify.verify.gradient_bounds import BACKWARD_RULES
     from kernel_verify.verify.moments.closed_forms import CLOSED_FORMS, OPTIMAL_VARIANCE
     from kernel_verify.verify.moments.estimators import MOMENT_FORMULAS
-    from kernel_verify.verify.moments.fourth import FOURTH_MOMENT_FORMULAS
+    from kernel_verify.verify.moments.fourth import CLOSED_RAW_FORMULAS, FOURTH_MOMENT_FORMULAS
     from kernel_verify.verify.references import biased_means
     from kernel_verify.verify.references.features import MP_FEATURES
     from kernel_verify.verify.references.gradients import CLOSED_JACOBIANS
@@ -248,6 +254,7 @@ def _truth() -> dict[str, dict[str, Any]]:
     return {f: {"twin": MP_FEATURES.get(f), "closed_moments": f in CLOSED_FORMS,
                 "exact_variance": f in MOMENT_FORMULAS,
                 "fourth_moment": f in FOURTH_MOMENT_FORMULAS,
+                "closed_fourth_moment": f in CLOSED_RAW_FORMULAS,
                 "reference_mean": f in biased_means.FORMULAS,
                 "backward": BACKWARD_RULES.get(f), "jacobian": CLOSED_JACOBIANS.get(f),
                 "fixed_norm_range": biased_means.FIXED_NORM_RANGES.get(f),

@@ -274,12 +274,14 @@ def test_fourth_moment_closed_forms_match_quadrature(seed, d, m):
 
     rng = np.random.default_rng(seed)
     x, y = 0.5 * rng.standard_normal(d), 0.5 * rng.standard_normal(d)
-    for formula in ("softmax_positive", "softmax_hyperbolic"):
-        q = fourth_central_moment(formula, x, y, {}, m)
-        c = fourth_central_moment(formula, x, y, {}, m, method="closed")
+    for formula, cfg in (("softmax_positive", {}), ("softmax_hyperbolic", {}),
+                         ("darkformer", {"init_seed": seed % 7, "spread": 0.5})):
+        q = fourth_central_moment(formula, x, y, cfg, m)
+        c = fourth_central_moment(formula, x, y, cfg, m, method="closed")
         for a, b in zip(q, c, strict=True):
             assert abs(a - b) <= 1e-20 * abs(b), (formula, a, b)
-        assert abs(q[1] - exact_moments(formula, x, y, {}, m).variance) <= 1e-20 * q[1]
+        assert abs(q[1] - exact_moments(formula, x, y, cfg, m).variance) <= 1e-20 * q[1]
+
 
 
 def test_fourth_moment_of_one_row_matches_a_one_dimensional_integral():

@@ -17,10 +17,11 @@ instead of the bootstrap band, which is then only drawn (:func:`guaranteed_varia
 
 * the exact fourth central moment (iid rows, :mod:`kernel_verify.verify.moments.fourth`);
 * a proven range of every estimate (bounded maps, e.g. RFF): Hoeffding/Bernstein on ``(X − k)²``;
-* a derived bound on the fourth moment where the rows are Gaussian marginally (iid or
-  orthogonal with χ norms): ``X − k = (1/m)Σᵢ(h(wᵢ) − k)`` and convexity of ``t⁴`` give
-  ``E(X − k)⁴ ≤ E(h(w) − k)⁴``, the exact fourth central moment of one row (whatever the
-  dependence between rows), so ``Var((X − k)²) ≤ E(h − k)⁴``: median of means with that bound.
+* a derived bound on the fourth moment where the rows are Gaussian marginally (iid,
+  orthogonal or simplex with χ norms, fastfood: ``impls.random_matrices.UNBIASED_MATRICES``):
+  ``X − k = (1/m)Σᵢ(h(wᵢ) − k)`` and convexity of ``t⁴`` give ``E(X − k)⁴ ≤ E(h(w) − k)⁴``, the
+  exact fourth central moment of one row (whatever the dependence between rows), so
+  ``Var((X − k)²) ≤ E(h − k)⁴``: median of means with that bound.
 
 A guaranteed band decides only where it is informative (:data:`INFORMATIVE`: half-width at most
 the theory variance); at heavy-tailed points its width at the page's draws is many times the
@@ -51,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 import mpmath
 import numpy as np
 
+from kernel_verify.impls.random_matrices import UNBIASED_MATRICES
 from kernel_verify.properties.checks.estimates import (
     estimates,
     exact_fourth_moment,
@@ -214,7 +216,7 @@ def guaranteed_variance_test(target: FeatureMapTarget, samples: np.ndarray, x, y
         elif bounds is not None and bounds[0] <= k <= bounds[1]:
             res = variance_test(samples, k, var, alpha=alpha, bounds=bounds)
             how = "proven range of every estimate"
-        elif (row_construction(target) in ("iid", "orthogonal")
+        elif (row_construction(target) in UNBIASED_MATRICES
               and record(target.formula).fourth_moment):
             mu4_row = float(fourth_central_moment(target.formula, x, y, dict(target.config), 1)[0])
             res = variance_test(samples, k, var, alpha=alpha,

@@ -129,15 +129,20 @@ def variance_covered(target: FeatureMapTarget) -> bool:
 
 def exact_fourth_moment(target: FeatureMapTarget, x, y, m: int) -> tuple[float, float] | None:
     """``(μ₄, σ²)`` of one estimate for an iid-row target whose formula has an exact fourth
-    moment (:mod:`kernel_verify.verify.moments.fourth`), else None (orthogonal or structured rows,
-    unknown
-    formula, or ``E h⁴`` infinite / not converged)."""
+    moment (:mod:`kernel_verify.verify.moments.fourth`): by quadrature, or by the closed raw
+    moments where the quadrature does not converge; else None (orthogonal or structured rows,
+    unknown formula, or ``E h⁴`` infinite / not converged without a closed form)."""
     if not record(target.formula).fourth_moment or row_construction(target) != "iid":
         return None
+    config = dict(target.config)
     try:
-        mu4, var = fourth_central_moment(target.formula, x, y, dict(target.config), m)
+        mu4, var = fourth_central_moment(target.formula, x, y, config, m)
     except (KeyError, NotImplementedError, QuadratureError):
-        return None
+        # Outside the quadrature's domain (|α| ≳ 12: large norms) the closed raw moments, where
+        # the formula has them, are still exact (the record's closed_fourth_moment).
+        if not record(target.formula).closed_fourth_moment:
+            return None
+        mu4, var = fourth_central_moment(target.formula, x, y, config, m, method="closed")
     return float(mu4), float(var)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from kernel_verify.verify.moments.integrands import integrand, power_moments
 from kernel_verify.verify.references.mp import to_mp
 
-__all__ = ["alignment_matrix", "closed", "quadrature", "raw_moments"]
+__all__ = ["aligned_pair", "alignment_matrix", "closed", "quadrature", "raw_moments"]
 
 
 def alignment_matrix(config: Mapping[str, Any], d: int) -> np.ndarray:
@@ -39,14 +39,15 @@ def alignment_matrix(config: Mapping[str, Any], d: int) -> np.ndarray:
     return np.eye(d) + spread * g / math.sqrt(d)
 
 
-def _aligned(x, y, config) -> tuple[np.ndarray, np.ndarray]:
+def aligned_pair(x, y, config) -> tuple[np.ndarray, np.ndarray]:
+    """``(Mx, My)`` as mp vectors: the point at which DARKFormer's term is FAVOR+'s."""
     a = to_mp(alignment_matrix(config, len(x)))
     return a @ np.asarray(x, dtype=object), a @ np.asarray(y, dtype=object)
 
 
 def closed(x, y, config: Mapping[str, Any]) -> tuple[Any, Any]:
     """``(E h, V₁)`` in closed form (module docstring)."""
-    z, w = _aligned(x, y, config)
+    z, w = aligned_pair(x, y, config)
     sm = mpmath.exp(mpmath.fsum(a * b for a, b in zip(z, w, strict=True)))
     s2 = mpmath.fsum((a + b) ** 2 for a, b in zip(z, w, strict=True))
     return sm, mpmath.exp(s2) * sm**2 * (1 - mpmath.exp(-s2))
@@ -54,7 +55,7 @@ def closed(x, y, config: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def quadrature(x, y, config: Mapping[str, Any], dps: int) -> tuple[Any, Any]:
     """``(E h, V₁)`` by Gauss–Hermite quadrature of FAVOR+'s integrand at ``(Mx, My)``."""
-    z, w = _aligned(x, y, config)
+    z, w = aligned_pair(x, y, config)
     mean, second = power_moments(integrand("softmax_positive", z, w, {}), dps, 2)
     return mean, second - mean**2
 
@@ -62,5 +63,5 @@ def quadrature(x, y, config: Mapping[str, Any], dps: int) -> tuple[Any, Any]:
 def raw_moments(x, y, config: Mapping[str, Any], dps: int) -> list:
     """``[E h, …, E h⁴]`` by quadrature of the powers of FAVOR+'s integrand at ``(Mx, My)`` (the
     fourth moment of the variance test, verify/moments/fourth.py)."""
-    z, w = _aligned(x, y, config)
+    z, w = aligned_pair(x, y, config)
     return power_moments(integrand("softmax_positive", z, w, {}), dps, 4)

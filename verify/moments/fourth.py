@@ -41,8 +41,8 @@ from kernel_verify.verify.moments.integrands import (
 )
 from kernel_verify.verify.references.mp import to_mp
 
-__all__ = ["FOURTH_MOMENT_FORMULAS", "closed_raw_moments", "fourth_central_moment",
-           "raw_moments"]
+__all__ = ["CLOSED_RAW_FORMULAS", "FOURTH_MOMENT_FORMULAS", "closed_raw_moments",
+           "fourth_central_moment", "raw_moments"]
 
 def _sq(v) -> Any:
     return mpmath.fsum(t * t for t in v)
@@ -96,9 +96,20 @@ _CLOSED_RAW: dict[str, Callable[[Any, Any], list]] = {
 }
 
 
-def closed_raw_moments(formula: str, x, y) -> list:
+#: formula -> ``(x, y, config) -> (formula, x', y')``: a formula whose per-frequency term is another
+#: formula's at a transformed pair, so its closed raw moments are that formula's there.
+_CLOSED_AT: dict[str, Callable[..., tuple[str, Any, Any]]] = {
+    "darkformer": lambda x, y, config: ("softmax_positive", *aligned.aligned_pair(x, y, config)),
+}
+#: The formulas :func:`closed_raw_moments` covers.
+CLOSED_RAW_FORMULAS = frozenset(_CLOSED_RAW) | frozenset(_CLOSED_AT)
+
+
+def closed_raw_moments(formula: str, x, y, config: Mapping[str, Any] | None = None) -> list:
     """``[E h, …, E h⁴]`` in closed form for softmax_positive and softmax_hyperbolic (module
-    docstring)."""
+    docstring), and for darkformer as softmax_positive's at ``(Mx, My)`` (docs/math.md §21)."""
+    if formula in _CLOSED_AT:
+        formula, x, y = _CLOSED_AT[formula](x, y, config or {})
     closed = _CLOSED_RAW.get(formula)
     if closed is None:
         raise KeyError(f"no closed raw moments for {formula!r}")
@@ -116,7 +127,7 @@ def _central(raw: list) -> tuple[Any, Any, Any]:
 def _cached(formula, xk, yk, config_items, m, dps, method) -> tuple[Any, Any]:
     with mpmath.workdps(dps + 10):
         x, y = to_mp(np.array(xk)), to_mp(np.array(yk))
-        raw = (closed_raw_moments(formula, x, y) if method == "closed"
+        raw = (closed_raw_moments(formula, x, y, dict(config_items)) if method == "closed"
                else raw_moments(formula, x, y, dict(config_items), dps))
         _, v1, mu4_h = _central(raw)
         mu4 = (mu4_h + 3 * (m - 1) * v1**2) / mpmath.mpf(m) ** 3
@@ -129,7 +140,8 @@ def fourth_central_moment(formula: str, x: np.ndarray, y: np.ndarray,
                           method: str = "quadrature") -> tuple[Any, Any]:
     """``(μ₄, σ²)`` of the iid-row estimator with m rows (module docstring), as mpf.
     ``method``: ``"quadrature"`` (every formula of :data:`FOURTH_MOMENT_FORMULAS`) or
-    ``"closed"`` (softmax_positive / softmax_hyperbolic). Raises KeyError for other formulas and
+    ``"closed"`` (:data:`CLOSED_RAW_FORMULAS`: softmax_positive, softmax_hyperbolic,
+    darkformer). Raises KeyError for other formulas and
     :class:`kernel_verify.verify.moments.QuadratureError` where ``E h⁴`` is infinite or does not
     converge
     (e.g. GERF with a large ``A``)."""
