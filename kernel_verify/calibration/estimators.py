@@ -3,7 +3,7 @@ feature-map properties (unbiasedness, variance, the biased-map means)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -139,15 +139,20 @@ def estimator_rows(name: str, n: int, entropy: int, assumption_trials: int) -> l
     return rows
 
 
-def _biased_trial(target, seed: int, i: int) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """``(d, m, x, y)`` of trial ``i`` of the biased-map rows: ``d`` cycles through 2…5, ``m``
-    through the target's feature counts from 2…8 and the norms of x and y through the grid
-    the properties draw (``test_feature_unbiased.norms``), directions from ``seed``."""
+def _biased_trials(target, name: str, n: int, entropy: int, tag: str,
+                   ) -> Iterator[tuple[int, int, int, np.ndarray, np.ndarray]]:
+    """``(seed, d, m, x, y)`` of the ``n`` trials of a biased-map row on ``target`` (registry
+    entry ``name``): the seed of trial ``i`` from ``(entropy, tag, name, i)``; ``d`` cycles
+    through 2…5, ``m`` through the target's feature counts from 2…8 and the norms of x and y
+    through the grid the properties draw (``test_feature_unbiased.norms``), directions from
+    the seed."""
     from kernel_verify.properties.checks.estimates import feature_m, random_pair
 
-    d, m = 2 + i % 4, feature_m(target, 2 + i % 7)
-    x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
-    return d, m, x, y
+    for i in range(n):
+        seed = _seed(entropy, tag, name, i)
+        d, m = 2 + i % 4, feature_m(target, 2 + i % 7)
+        x, y = random_pair(seed, d, (0.05, 0.4, 0.8, 1.2)[i % 4], (0.4, 0.8, 1.2, 0.05)[i % 4])
+        yield seed, d, m, x, y
 
 
 def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
@@ -176,9 +181,7 @@ def biased_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list
     target = get(name)
     levels = rungs(n)
     mean_c = dict.fromkeys(levels, 0)
-    for i in range(n):
-        seed = _seed(entropy, "biased", name, i)
-        d, m, x, y = _biased_trial(target, seed, i)
+    for seed, d, m, x, y in _biased_trials(target, name, n, entropy, "biased"):
         mean = float(kernel_mp(target.mean_kernel, x, y, **target.kernel_args(d)))
         samples = estimates(target, x, y, m, seed, DRAWS)
         bounds, var = range_bound(target, d, m), None
@@ -235,9 +238,7 @@ def reference_mean_rows(name: str, n: int, entropy: int, assumption_trials: int)
     target = get(name)
     levels = rungs(n)
     counts = dict.fromkeys(levels, 0)
-    for i in range(n):
-        seed = _seed(entropy, "reference_mean", name, i)
-        d, m, x, y = _biased_trial(target, seed, i)
+    for seed, d, m, x, y in _biased_trials(target, name, n, entropy, "reference_mean"):
         mom = reference_moments(target.formula, target.matrix, x, y, target.config, m)
         # a sketch formula's estimate is unbounded above: median of means, its exact variance
         bounds = estimate_range(mom, d, m) if np.isfinite(mom.hi) else None
