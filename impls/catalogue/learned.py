@@ -41,6 +41,14 @@ from kernel_verify.impls.validation import check_positive_int, config_value
 _CHOWDHURY = "Chowdhury et al. 2021; docs/math.md §7"
 
 
+def learned_map(name: str, functions: tuple[MapFn, MapFn], claims: set[str],
+                **fields: Any) -> FeatureMap:
+    """An entry of the learned family (this module's and ReBased's, DARKFormer's): a PSD
+    kernel, with ``claims`` on top; the other fields as for :func:`builtin_map`."""
+    return builtin_map(name, functions, family="learned", claims={"psd_kernel"} | claims,
+                       **fields)
+
+
 def _draw_gmm(tag: str):
     def draw(rng: np.random.Generator, d: int, m: int, config: Mapping[str, Any]) -> dict:
         return np_lm.draw_gmm(tag, rng, d, m, config)
@@ -63,11 +71,10 @@ def _gmm_kernel_params(tag: str):
 def _gmm(name: str, functions: tuple[MapFn, MapFn], claims: set[str], **fields: Any) -> FeatureMap:
     """A mixture entry: ``n_components`` Gaussian components (default 2), at least one frequency
     each; its draw and kernel parameters are those of the mixture named ``name``."""
-    return builtin_map(
+    return learned_map(
         name,
         functions,
-        family="learned",
-        claims={"learned", "unbiased", "psd_kernel"} | claims,
+        {"learned", "unbiased"} | claims,
         draw=_draw_gmm(name),
         config={"init_seed": 0, "n_components": 2, "pi": None, "mu": None, "L": None},
         kernel_params=_gmm_kernel_params(name),
@@ -119,13 +126,12 @@ def _draw_random_fastfood(
 def _fastfood(name: str, kernel: str, claims: set[str], **fields: Any) -> FeatureMap:
     """A Fastfood entry (formula ``fastfood``): bounded ``[cos, sin]`` features of blocks of
     size ``p = 2^⌈log₂ d⌉``."""
-    return builtin_map(
+    return learned_map(
         name,
         (np_lm.fastfood, torch_lm.fastfood),
+        {"bounded"} | claims,
         formula="fastfood",
         kernel=kernel,
-        family="learned",
-        claims={"bounded", "psd_kernel"} | claims,
         **fields,
     )
 
@@ -156,11 +162,10 @@ register(
 
 
 register(
-    builtin_map(
+    learned_map(
         "generative",
         (np_lm.generative, torch_lm.generative),
-        family="learned",
-        claims={"learned", "unbiased", "bounded", "psd_kernel"},
+        {"learned", "unbiased", "bounded"},
         output_dim=lambda d, m: 2 * m,
         draw=np_lm.draw_generative,
         config={

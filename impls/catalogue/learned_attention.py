@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel_verify.impls.catalogue.builtin import builtin_map
+from kernel_verify.impls.catalogue.learned import learned_map
 from kernel_verify.impls.numpy import learned_attention as np_la
 from kernel_verify.impls.registry import register
 from kernel_verify.impls.torch import learned_attention as torch_la
@@ -29,11 +29,10 @@ def _rebased_kernel_params(config: Mapping[str, Any], d: int) -> dict[str, Any]:
 
 
 register(
-    builtin_map(
+    learned_map(
         "rebased",
         (np_la.rebased, torch_la.rebased),
-        family="learned",
-        claims={"learned", "deterministic", "exact_finite", "psd_kernel"},
+        {"learned", "deterministic", "exact_finite"},
         output_dim=lambda d, m: d * d,
         draw=np_la.draw_rebased,
         config={"init_seed": 0, "eps": 1e-5, "scale": 1.0, "gamma": None, "beta": None},
@@ -44,12 +43,11 @@ register(
     )
 )
 register(
-    builtin_map(
+    learned_map(
         "darkformer",
         (np_la.darkformer, torch_la.darkformer),
+        {"learned", "unbiased", "positive", "log_features"},
         log_functions=(np_la.log_darkformer, torch_la.log_darkformer),
-        family="learned",
-        claims={"learned", "unbiased", "positive", "log_features", "psd_kernel"},
         output_dim=lambda d, m: m,
         draw=np_la.draw_darkformer,
         config={"init_seed": 0, "spread": 0.5},
