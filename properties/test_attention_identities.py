@@ -203,11 +203,18 @@ def _permutation_layouts(target, **_):
                "seed": lay.index}
 
 
+def _drawn_at_layouts(layouts):
+    """``@given(data=st.data(), seed=seeds)``, its explicit example ``AT_BOUNDARIES`` first: the
+    body runs once per layout ``layouts`` yields (:func:`with_layouts`), then on the draws."""
+    def wrap(test):
+        return example(data=AT_BOUNDARIES, seed=0)(
+            given(data=st.data(), seed=seeds)(with_layouts(layouts)(test)))
+    return wrap
+
+
 # ------------------------------------------------------------------ determinism
 @pytest.mark.parametrize(("target", "backend"), cases())
-@example(data=AT_BOUNDARIES, seed=0)
-@given(data=st.data(), seed=seeds)
-@with_layouts(_determinism_layouts)
+@_drawn_at_layouts(_determinism_layouts)
 def test_same_seed_gives_same_output(target, backend, data, seed, request):
     """Same seed, same inputs ⇒ same output (within ``2ε``: reductions may be reordered, e.g.
     CUDA atomics), also when the target was called on other inputs in between (state kept
@@ -238,9 +245,7 @@ def test_same_seed_gives_same_output(target, backend, data, seed, request):
 
 # ------------------------------------------------------------------ positive weights
 @pytest.mark.parametrize(("target", "backend"), cases("positive_weights"))
-@example(data=AT_BOUNDARIES, seed=0)
-@given(data=st.data(), seed=seeds)
-@with_layouts(_plain_layouts)
+@_drawn_at_layouts(_plain_layouts)
 def test_partition_of_unity(target, backend, data, seed):
     x = data.draw(_inputs(target))
     x = QKV(x.q, x.k, np.ones((*x.shape[:-1], 2)), x.scale, x.self_attention)
@@ -252,9 +257,7 @@ def test_partition_of_unity(target, backend, data, seed):
 
 
 @pytest.mark.parametrize(("target", "backend"), cases("positive_weights"))
-@example(data=AT_BOUNDARIES, seed=0)
-@given(data=st.data(), seed=seeds)
-@with_layouts(_plain_layouts)
+@_drawn_at_layouts(_plain_layouts)
 def test_outputs_are_convex_combinations_of_visible_values(target, backend, data, seed):
     x = data.draw(_inputs(target))
     xs = seen(x, backend)
@@ -434,9 +437,7 @@ def test_batch_elements_and_heads_are_independent(target, backend, data, seed, w
 
 # ------------------------------------------------------------------ permutations
 @pytest.mark.parametrize(("target", "backend"), cases("noncausal"))
-@example(data=AT_BOUNDARIES, seed=0)
-@given(data=st.data(), seed=seeds)
-@with_layouts(_permutation_layouts)
+@_drawn_at_layouts(_permutation_layouts)
 def test_permutation_equivariance(target, backend, data, seed, request):
     x = data.draw(_inputs(target, shape=shapes(n=(2, 8)), dv=2))
     n = x.shape[2]
@@ -473,9 +474,7 @@ def test_permutation_equivariance(target, backend, data, seed, request):
 
 # ------------------------------------------------------------------ input scale
 @pytest.mark.parametrize(("target", "backend"), cases())
-@example(data=AT_BOUNDARIES, seed=0)
-@given(data=st.data(), seed=seeds)
-@with_layouts(_finite_layouts)
+@_drawn_at_layouts(_finite_layouts)
 def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
     """The same unit-scale input multiplied by each scale of the sweep: outputs stay finite.
 
