@@ -9,7 +9,7 @@ that adapter; property kinds it does not provide are skipped with that reason.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from functools import cache
 
@@ -59,6 +59,16 @@ def active_targets() -> tuple[Target, ...]:
         return _IN_PROCESS[1]
     spec = target_spec()
     return tuple(load_targets(spec)) if spec else builtin_targets()
+
+
+def of_kind(kind: str, builtin: Callable[[], list]) -> list:
+    """The targets under test whose class is named ``kind`` (a kind with its own protocol
+    module: ``GatedAttentionTarget``, ``HybridAttentionTarget``): the adapter's (``KV_TARGET``),
+    else ``builtin()``, called only then."""
+    found = [t for t in active_targets() if type(t).__name__ == kind]
+    if found or target_spec() is not None:
+        return found
+    return builtin()
 
 
 def _select(kind: type, claims: Iterable[str], predicate=None) -> list[Target]:

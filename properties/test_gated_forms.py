@@ -51,13 +51,7 @@ from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs
 from kernel_verify.properties.evidence import nonfinite
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
-from kernel_verify.properties.targets import (
-    active_targets,
-    missing_form_param,
-    none_param,
-    provides_none,
-    target_spec,
-)
+from kernel_verify.properties.targets import missing_form_param, none_param, of_kind, provides_none
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.gated_bounds import (
     gated_forms_error_bound,
@@ -82,12 +76,12 @@ HALF = ("float16", "bfloat16")
 def gated_targets() -> list:
     """The gated targets under test: the adapter's (``KV_TARGET``), else the built-in ones
     (:mod:`kernel_verify.properties.builtin_gated`)."""
-    found = [t for t in active_targets() if type(t).__name__ == "GatedAttentionTarget"]
-    if found or target_spec() is not None:
-        return found
-    from kernel_verify.properties.builtin_gated import builtin_gated_targets
+    def builtin() -> list:
+        from kernel_verify.properties.builtin_gated import builtin_gated_targets
 
-    return builtin_gated_targets()
+        return builtin_gated_targets()
+
+    return of_kind("GatedAttentionTarget", builtin)
 
 
 def gated_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:

@@ -34,12 +34,7 @@ from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL
 from kernel_verify.properties.layouts import layouts
 from kernel_verify.properties.strategies import generator
-from kernel_verify.properties.targets import (
-    active_targets,
-    none_param,
-    provides_none,
-    target_spec,
-)
+from kernel_verify.properties.targets import none_param, of_kind, provides_none
 from kernel_verify.verify.backends import AXIS, as_float64
 from kernel_verify.verify.hybrid_bounds import hybrid_error_bound
 from kernel_verify.verify.references.attention import feature_attention_mp, softmax_attention_mp
@@ -55,12 +50,12 @@ PROBE = 2
 # ------------------------------------------------------------------ cases
 def hybrid_targets() -> list:
     """The adapter's hybrid targets (``KV_TARGET``), else the built-in ones."""
-    found = [t for t in active_targets() if type(t).__name__ == "HybridAttentionTarget"]
-    if found or target_spec() is not None:
-        return found
-    from kernel_verify.properties.builtin_hybrid import builtin_hybrid_targets
+    def builtin() -> list:
+        from kernel_verify.properties.builtin_hybrid import builtin_hybrid_targets
 
-    return builtin_hybrid_targets()
+        return builtin_hybrid_targets()
+
+    return of_kind("HybridAttentionTarget", builtin)
 
 
 def hybrid_cases(*, dtypes: tuple[str, ...] | None = None, need_step: bool = False) -> list:
