@@ -298,40 +298,39 @@ def feature_mutant(name: str, entry_name: str, fn: Fn, *, log_fn: Fn | None = No
     return [target, _attention_from(name, target)] if attention else [target]
 
 
+def log_feature_mutant(name: str, entry_name: str, log_fn: Fn, **kwargs: Any) -> list[Target]:
+    """:func:`feature_mutant` of a map given by its log features: ``φ = exp(log_fn)``, and
+    ``log_fn`` offered as the log path."""
+    return feature_mutant(name, entry_name, _exp_of(log_fn), log_fn=log_fn, **kwargs)
+
+
 #: name -> (what is wrong, ``make(name)``: the targets, named ``mutant:<name>…``).
 FEATURE_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
     "softmax_positive_missing_norm_term": (
         "SM⁺ without the −‖x‖²/2 term",
-        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_no_norm),
-              log_fn=log_positive_no_norm, attention=True)),
+        named(log_feature_mutant, "softmax_positive[iid]", log_positive_no_norm, attention=True)),
     "softmax_positive_missing_inv_sqrt_m": (
         "SM⁺ without the 1/√m normalisation",
-        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_no_sqrt_m),
-              log_fn=log_positive_no_sqrt_m, attention=True)),
+        named(log_feature_mutant, "softmax_positive[iid]", log_positive_no_sqrt_m, attention=True)),
     "softmax_positive_float32": (
         "SM⁺ silently computed in float32 inside a float64 map",
-        named(feature_mutant, "softmax_positive[orthogonal]", _exp_of(log_positive_float32),
-              log_fn=log_positive_float32, attention=True)),
+        named(log_feature_mutant, "softmax_positive[orthogonal]", log_positive_float32,
+              attention=True)),
     "softmax_hyperbolic_missing_negative_half": (
         "SM⁺ₕ without the exp(−wᵀx) half (still normalised by (2m)^(-1/2))",
-        named(feature_mutant, "softmax_hyperbolic[iid]", _exp_of(log_hyperbolic_half),
-              log_fn=log_hyperbolic_half, attention=True)),
+        named(log_feature_mutant, "softmax_hyperbolic[iid]", log_hyperbolic_half, attention=True)),
     "gerf_wrong_d": (
         "GERF with D = (1−4A)^(d/2)",
-        named(feature_mutant, "gerf[iid]", _exp_of(log_gerf_wrong_d), log_fn=log_gerf_wrong_d,
-              attention=True)),
+        named(log_feature_mutant, "gerf[iid]", log_gerf_wrong_d, attention=True)),
     "gerf_wrong_b": (
         "GERF with B = 1−4A instead of √(1−4A)",
-        named(feature_mutant, "gerf[iid]", _exp_of(log_gerf_wrong_b), log_fn=log_gerf_wrong_b,
-              attention=True)),
+        named(log_feature_mutant, "gerf[iid]", log_gerf_wrong_b, attention=True)),
     "sderf_missing_det_factor": (
         "SDERF without its determinant factor D = det(I−4A)^(1/4)",
-        named(feature_mutant, "sderf[iid]", _exp_of(log_sderf_missing_det_factor),
-              log_fn=log_sderf_missing_det_factor, attention=True)),
+        named(log_feature_mutant, "sderf[iid]", log_sderf_missing_det_factor, attention=True)),
     "sderf_sqrt_sign_flipped": (
         "SDERF with B = (I+4A)^(1/2) instead of (I−4A)^(1/2)",
-        named(feature_mutant, "sderf[iid]", _exp_of(log_sderf_sqrt_sign_flipped),
-              log_fn=log_sderf_sqrt_sign_flipped, attention=True)),
+        named(log_feature_mutant, "sderf[iid]", log_sderf_sqrt_sign_flipped, attention=True)),
     "softmax_trig_wrong_sign": (
         "trigonometric softmax features with exp(−‖x‖²/2)",
         named(feature_mutant, "softmax_trig[iid]", trig_wrong_sign)),
@@ -361,20 +360,19 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
         named(feature_mutant, "taylor2", taylor2_missing_linear)),
     "softmax_positive_divided_by_m": (
         "SM⁺ normalised by 1/m instead of 1/√m",
-        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_divided_by_m),
-              log_fn=log_positive_divided_by_m, attention=True)),
+        named(log_feature_mutant, "softmax_positive[iid]", log_positive_divided_by_m,
+              attention=True)),
     "softmax_hyperbolic_missing_inv_sqrt2": (
         "SM⁺ₕ normalised by m^(-1/2) instead of (2m)^(-1/2) (missing 1/√2)",
-        named(feature_mutant, "softmax_hyperbolic[iid]", _exp_of(log_hyperbolic_missing_inv_sqrt2),
-              log_fn=log_hyperbolic_missing_inv_sqrt2, attention=True)),
+        named(log_feature_mutant, "softmax_hyperbolic[iid]", log_hyperbolic_missing_inv_sqrt2,
+              attention=True)),
     "rff_sqrt_sigma": (
         "RFF pairs with x/√σ where x/σ belongs (σ = 4)",
         named(feature_mutant, "rff_pairs[iid]", rff_sqrt_sigma, config={"sigma": 4.0})),
     "softmax_positive_duplicated_rows": (
         "SM⁺ with m outputs from m/2 distinct rows (unbiased, twice the variance: m is not what "
         "it says)",
-        named(feature_mutant, "softmax_positive[iid]", _exp_of(log_positive_duplicated_rows),
-              log_fn=log_positive_duplicated_rows)),
+        named(log_feature_mutant, "softmax_positive[iid]", log_positive_duplicated_rows)),
     "rff_pairs_duplicated_rows": (
         "RFF pairs with m frequencies from m/2 distinct rows (unbiased, twice the variance)",
         named(feature_mutant, "rff_pairs[iid]", rff_pairs_duplicated_rows)),

@@ -26,7 +26,7 @@ import numpy as np
 
 from kernel_verify.impls.numpy import learned_attention as np_la
 from kernel_verify.mutants.base import named
-from kernel_verify.mutants.features import feature_mutant
+from kernel_verify.mutants.features import feature_mutant, log_feature_mutant
 from kernel_verify.properties.protocol import Target
 
 __all__ = ["LEARNED_KILLERS", "LEARNED_MUTANTS"]
@@ -86,10 +86,6 @@ def _log_darkformer_with(project: Callable[[np.ndarray, np.ndarray], np.ndarray]
     return log_fn
 
 
-def _exp(log_fn):
-    return lambda x, params, config: np.exp(log_fn(x, params, config))
-
-
 _LOG_SHIFT_OF_X = _log_darkformer_with(lambda x, a: x @ a.T, shift_of_x=True)
 _LOG_TRANSPOSED = _log_darkformer_with(lambda x, a: x @ a)
 _LOG_COVARIANCE = _log_darkformer_with(lambda x, a: x @ (a.T @ a).T)
@@ -102,7 +98,7 @@ def _rebased(fn) -> Callable[[str], list[Target]]:
 def _darkformer(log_fn) -> Callable[[str], list[Target]]:
     # no FAVOR-style attention target: it would be judged against softmax attention, while
     # DARKFormer's attention converges to attention with exp(qᵀΣk) weights
-    return named(feature_mutant, "darkformer", _exp(log_fn), log_fn=log_fn)
+    return named(log_feature_mutant, "darkformer", log_fn)
 
 
 def _polysketch_wide_draw(name: str) -> list[Target]:
