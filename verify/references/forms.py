@@ -36,8 +36,24 @@ def check_recurrence_inputs(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray)
 
 
 
-def _one(pq: np.ndarray, pk: np.ndarray, vv: np.ndarray, s0: np.ndarray, z0: np.ndarray
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def readout(pq, s, z, t: int, normalise: bool, dv: int) -> list:
+    """Output ``t`` from the state ``(s, z)`` after token ``t`` (mp lists): ``φ(q_t)ᵀS``, divided
+    by ``φ(q_t)ᵀz`` when ``normalise`` (an exactly 0 denominator is a ValueError)."""
+    m = len(z)
+    num = [mpmath.fsum(pq[t, f] * s[f][c] for f in range(m)) for c in range(dv)]
+    if not normalise:
+        return num
+    den = mpmath.fsum(pq[t, f] * z[f] for f in range(m))
+    if den == 0:
+        raise ValueError(f"attention denominator of position {t} is exactly 0")
+    return [x / den for x in num]
+
+
+def recurrence_one(pq, pk, vv, s0, z0, *, normalise: bool = True, g=None):
+    """One sequence token by token in mp: ``S_t = a_t S_(t−1) + φ(k_t) v_tᵀ``,
+    ``z_t = a_t z_(t−1) + φ(k_t)``, ``a_t = exp(g_t)`` per key feature for log gates ``g``
+    ``(T, m)``, ``a_t = 1`` (an exact product) without; the output rows (:func:`readout`) and
+    the final state as lists."""
     n, m = pq.shape
     dv = vv.shape[1]
     s = [[s0[f, c] for c in range(dv)] for f in range(m)]
@@ -45,21 +61,35 @@ def _one(pq: np.ndarray, pk: np.ndarray, vv: np.ndarray, s0: np.ndarray, z0: np.
     out = np.empty((n, dv), dtype=object)
     for t in range(n):
         for f in range(m):
-            z[f] = z[f] + pk[t, f]
+            a = 1 if g is None else mpmath.exp(g[t, f])
+            z[f] = a * z[f] + pk[t, f]
             for c in range(dv):
-                s[f][c] = s[f][c] + pk[t, f] * vv[t, c]
-        den = mpmath.fsum(pq[t, f] * z[f] for f in range(m))
-        if den == 0:
-            raise ValueError(f"attention denominator of position {t} is exactly 0")
-        for c in range(dv):
-            out[t, c] = mpmath.fsum(pq[t, f] * s[f][c] for f in range(m)) / den
-    s_arr = np.empty((m, dv), dtype=object)
-    for f in range(m):
-        for c in range(dv):
-            s_arr[f, c] = s[f][c]
-    z_arr = np.empty(m, dtype=object)
-    z_arr[:] = z
-    return out, s_arr, z_arr
+                s[f][c] = a * s[f][c] + pk[t, f] * vv[t, c]
+        out[t, :] = readout(pq, s, z, t, normalise, dv)
+    return out, s, z
+
+
+def each_sequence(one, phi_q, phi_k, v, s0, z0, dps, extra=None
+                  ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """``one(pq, pk, vv, s0, z0, **extra(idx))`` in mp (``dps`` digits) on each sequence
+    (leading index ``idx``) of the float inputs: its outputs and final state (lists, as
+    :func:`recurrence_one` returns them) rounded once to float64."""
+    lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
+    out = np.empty((*lead, phi_q.shape[-2], dv), dtype=np.float64)
+    s_out = np.empty((*lead, m, dv), dtype=np.float64)
+    z_out = np.empty((*lead, m), dtype=np.float64)
+    with working_precision(dps):
+        for idx in np.ndindex(*lead):
+            o, s, z = one(to_mp(phi_q[idx]), to_mp(phi_k[idx]), to_mp(v[idx]), to_mp(s0[idx]),
+                          to_mp(z0[idx]), **(extra(idx) if extra else {}))
+            out[idx] = to_float(o) if o.size else 0.0
+            s_arr = np.empty((m, dv), dtype=object)
+            for f in range(m):
+                s_arr[f, :] = s[f]
+            z_arr = np.empty(m, dtype=object)
+            z_arr[:] = z
+            s_out[idx], z_out[idx] = to_float(s_arr), to_float(z_arr)
+    return out, (s_out, z_out)
 
 
 def causal_recurrence_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
@@ -80,16 +110,7 @@ def causal_recurrence_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
         if s0.shape != (*lead, m, dv) or z0.shape != (*lead, m):
             raise ValueError(f"initial_state must have shapes {(*lead, m, dv)} and {(*lead, m)}, "
                              f"got {s0.shape} and {z0.shape}")
-    out = np.empty((*lead, phi_q.shape[-2], dv), dtype=np.float64)
-    s_out = np.empty((*lead, m, dv), dtype=np.float64)
-    z_out = np.empty((*lead, m), dtype=np.float64)
-    with working_precision(dps):
-        for idx in np.ndindex(*lead):
-            o, s, z = _one(to_mp(phi_q[idx]), to_mp(phi_k[idx]), to_mp(v[idx]),
-                           to_mp(s0[idx]), to_mp(z0[idx]))
-            out[idx] = to_float(o) if o.size else 0.0
-            s_out[idx], z_out[idx] = to_float(s), to_float(z)
-    return out, (s_out, z_out)
+    return each_sequence(recurrence_one, phi_q, phi_k, v, s0, z0, dps)
 
 
 def log_state_of(state: tuple[np.ndarray, np.ndarray], *, dps: int | None = None

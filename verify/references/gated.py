@@ -31,8 +31,12 @@ import mpmath
 import numpy as np
 
 from kernel_verify.verify.inputs import check_array
-from kernel_verify.verify.references.forms import check_recurrence_inputs
-from kernel_verify.verify.references.mp import to_float, to_mp, working_precision
+from kernel_verify.verify.references.forms import (
+    check_recurrence_inputs,
+    each_sequence,
+    readout,
+    recurrence_one,
+)
 
 __all__ = ["gate_kind", "gated_chunked_mp", "gated_parallel_mp", "gated_recurrence_mp"]
 
@@ -81,33 +85,6 @@ def _mp_gates(g: np.ndarray) -> np.ndarray:
     return out
 
 
-def _finish(pq, s, z, t, normalise, dv):
-    m = len(z)
-    num = [mpmath.fsum(pq[t, f] * s[f][c] for f in range(m)) for c in range(dv)]
-    if not normalise:
-        return num
-    den = mpmath.fsum(pq[t, f] * z[f] for f in range(m))
-    if den == 0:
-        raise ValueError(f"attention denominator of position {t} is exactly 0")
-    return [x / den for x in num]
-
-
-def _recurrence_one(pq, pk, vv, g, s0, z0, normalise):
-    n, m = pq.shape
-    dv = vv.shape[1]
-    s = [[s0[f, c] for c in range(dv)] for f in range(m)]
-    z = [z0[f] for f in range(m)]
-    out = np.empty((n, dv), dtype=object)
-    for t in range(n):
-        for f in range(m):
-            a = mpmath.exp(g[t, f])
-            z[f] = a * z[f] + pk[t, f]
-            for c in range(dv):
-                s[f][c] = a * s[f][c] + pk[t, f] * vv[t, c]
-        out[t, :] = _finish(pq, s, z, t, normalise, dv)
-    return out, s, z
-
-
 def _add_decayed(s, z, g, pk, vv, first: int, end: int) -> None:
     """In place, in the order of ``j``: ``z += Σ_{first ≤ j < end} D(j+1, end)·k_j`` and
     ``s += Σ D(j+1, end)·k_j v_jᵀ``, ``D`` the decay of :func:`_decay`."""
@@ -119,7 +96,7 @@ def _add_decayed(s, z, g, pk, vv, first: int, end: int) -> None:
                 s[f][c] += w * vv[j, c]
 
 
-def _parallel_one(pq, pk, vv, g, s0, z0, normalise):
+def _parallel_one(pq, pk, vv, s0, z0, *, g, normalise):
     n, m = pq.shape
     dv = vv.shape[1]
     out = np.empty((n, dv), dtype=object)
@@ -128,14 +105,14 @@ def _parallel_one(pq, pk, vv, g, s0, z0, normalise):
         s = [[d0[f] * s0[f, c] for c in range(dv)] for f in range(m)]
         z = [d0[f] * z0[f] for f in range(m)]
         _add_decayed(s, z, g, pk, vv, 0, t + 1)
-        out[t, :] = _finish(pq, s, z, t, normalise, dv)
+        out[t, :] = readout(pq, s, z, t, normalise, dv)
     s_fin = [[_decay(g, 0, n, f) * s0[f, c] for c in range(dv)] for f in range(m)]
     z_fin = [_decay(g, 0, n, f) * z0[f] for f in range(m)]
     _add_decayed(s_fin, z_fin, g, pk, vv, 0, n)
     return out, s_fin, z_fin
 
 
-def _chunked_one(pq, pk, vv, g, s0, z0, normalise, chunk):
+def _chunked_one(pq, pk, vv, s0, z0, *, g, normalise, chunk):
     n, m = pq.shape
     dv = vv.shape[1]
     out = np.empty((n, dv), dtype=object)
@@ -147,7 +124,7 @@ def _chunked_one(pq, pk, vv, g, s0, z0, normalise, chunk):
             st = [[_decay(g, b, t + 1, f) * s[f][c] for c in range(dv)] for f in range(m)]
             zt = [_decay(g, b, t + 1, f) * z[f] for f in range(m)]
             _add_decayed(st, zt, g, pk, vv, b, t + 1)
-            out[t, :] = _finish(pq, st, zt, t, normalise, dv)
+            out[t, :] = readout(pq, st, zt, t, normalise, dv)
         for f in range(m):  # the state after the chunk: decay of the whole chunk
             whole = _decay(g, b, e, f)
             z[f] = whole * z[f] + mpmath.fsum(_decay(g, j + 1, e, f) * pk[j, f]
@@ -160,22 +137,8 @@ def _chunked_one(pq, pk, vv, g, s0, z0, normalise, chunk):
 
 def _run(one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps, **kw):
     gm, s0, z0 = _check(phi_q, phi_k, v, log_gates, initial_state)
-    lead, m, dv = phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1]
-    out = np.empty((*lead, phi_q.shape[-2], dv), dtype=np.float64)
-    s_out = np.empty((*lead, m, dv), dtype=np.float64)
-    z_out = np.empty((*lead, m), dtype=np.float64)
-    with working_precision(dps):
-        for idx in np.ndindex(*lead):
-            o, s, z = one(to_mp(phi_q[idx]), to_mp(phi_k[idx]), to_mp(v[idx]), _mp_gates(gm[idx]),
-                          to_mp(s0[idx]), to_mp(z0[idx]), normalise, **kw)
-            out[idx] = to_float(o) if o.size else 0.0
-            s_arr = np.empty((m, dv), dtype=object)
-            for f in range(m):
-                s_arr[f, :] = s[f]
-            z_arr = np.empty(m, dtype=object)
-            z_arr[:] = z
-            s_out[idx], z_out[idx] = to_float(s_arr), to_float(z_arr)
-    return out, (s_out, z_out)
+    return each_sequence(one, phi_q, phi_k, v, s0, z0, dps,
+                         lambda idx: {"g": _mp_gates(gm[idx]), "normalise": normalise, **kw})
 
 
 def gated_recurrence_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
@@ -185,7 +148,7 @@ def gated_recurrence_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
                         ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """``(outputs, (S_T, z_T))`` of the gated recurrence (module docstring) one token at a
     time, float64; ``log_gates (..., T)`` scalar or ``(..., T, m)`` per key dimension."""
-    return _run(_recurrence_one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps)
+    return _run(recurrence_one, phi_q, phi_k, v, log_gates, initial_state, normalise, dps)
 
 
 def gated_parallel_mp(phi_q: np.ndarray, phi_k: np.ndarray, v: np.ndarray,
