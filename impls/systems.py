@@ -133,7 +133,7 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
 #: (``properties/claim_tests.py``).
 TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {
     "attention": ("causal", "noncausal", "positive_weights", "approximates_softmax",
-                  "validates_input", "state_bitwise", "differentiable",
+                  "batch_independent", "validates_input", "state_bitwise", "differentiable",
                   "deterministic_backward", "half_in_float32"),
     "gated_attention": ("normalised", "differentiable", "state_bitwise", "validates_input",
                         "half_in_float32"),

@@ -68,14 +68,18 @@ def _builtin_models() -> list[Target]:
 UNTESTED_SYSTEMS: dict[str, str] = {
     "linformer": (
         "its output averages the projected values F·V, not V, so the attention identities "
-        "(partition of unity over the keys, causality, convergence to softmax) do not apply and "
-        "the suite has no property for it; the project's own is checked against its mpmath "
-        "reference by tests/test_nystrom.py::test_linformer_matches_mp"),
+        "(partition of unity over the keys, causality, convergence to softmax) do not apply; "
+        "its batch independence is checked, bitwise, on both backends by "
+        "properties/test_batch_independence.py (on the wrapper of "
+        "properties/builtin_lowrank.py, run by that property only), and its values against "
+        "its mpmath reference by tests/test_nystrom.py::test_linformer_matches_mp"),
     "nystromformer": (
         "no built-in attention target (it does not tend to softmax at a fixed landmark count); "
         "its pseudo-inverse iteration is checked on both backends by "
-        "properties/test_nystrom_properties.py::test_nystromformer_iteration_error_recursion, and "
-        "a third-party Nyströmformer is checked as an AttentionTarget (the mutant catalogue's "
+        "properties/test_nystrom_properties.py::test_nystromformer_iteration_error_recursion, "
+        "its batch independence, bitwise, by properties/test_batch_independence.py (on the "
+        "wrapper of properties/builtin_lowrank.py, run by that property only), and a "
+        "third-party Nyströmformer is checked as an AttentionTarget (the mutant catalogue's "
         "control runs one)"),
     "feature_map_attention": (
         "checked through the attention:<map> targets: each runs feature_map_attention"),

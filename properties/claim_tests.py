@@ -25,6 +25,9 @@ from kernel_verify.impls.systems import all_systems
 __all__ = ["CLAIM_PROPERTIES", "GATED_CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS", "claim_evidence",
            "claim_properties", "targets_of"]
 
+#: Batch independence compared bitwise (properties/test_batch_independence.py).
+_BITWISE = "batch_independence::test_batch_elements_alone_give_their_batch_outputs_bitwise"
+
 #: Claim word -> the properties that test it on a target holding it.
 CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
     "causal": ("attention_identities::test_past_outputs_ignore_the_future",),
@@ -35,6 +38,8 @@ CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
     "approximates_softmax": (
         "attention_identities::test_error_to_softmax_attention_falls_as_m_grows",
         "attention_identities::test_large_scale_keeps_the_argmax_value"),
+    "batch_independent": (_BITWISE,
+                          "attention_identities::test_batch_elements_and_heads_are_independent"),
     "validates_input": ("attention_identities::test_non_finite_input_is_rejected",
                         "attention_identities::test_mismatched_shapes_are_rejected"),
     "state_bitwise": ("attention_forms::test_split_invariance",),
@@ -80,17 +85,15 @@ _EXACT_ATTENTION = (
 
 def _through_map_targets(*claims: str) -> dict[str, tuple[str, ...]]:
     """Claims tested through the attention:<map> targets, which run feature_map_attention and
-    through it linear_attention (maps without log features) or log_linear_attention (with)."""
-    return {claim: CLAIM_PROPERTIES.get(claim, _BATCH) for claim in claims}
+    through it linear_attention (maps without log features) or log_linear_attention (with).
+    They do not claim batch_independent (the bitwise property would run on every map × backend
+    × dtype); the batch property that runs on every attention target, claim or not, tests it."""
+    return {claim: _BATCH if claim == "batch_independent" else CLAIM_PROPERTIES[claim]
+            for claim in claims}
 
 
 _MAP_TARGET_CLAIMS = ("causal", "noncausal", "batch_independent", "validates_input",
                       "differentiable", "deterministic_backward", "half_in_float32")
-_NO_ATTENTION_TARGET = (
-    "it has no attention target (its output does not tend to softmax "
-    "at a fixed landmark count or projection, so the identities' bounds do not apply); "
-    "tests/test_nystrom.py checks the project's function against its mpmath reference")
-
 #: The claims every built-in gated system makes that no gated target carries: every form of
 #: its targets is compared with the exact recurrence (causal by construction) within the
 #: derived bound, and continued from a prefix's state.
@@ -111,7 +114,6 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
         "exact": "exact softmax attention is the reference "
                  "the approximates_softmax properties measure other targets against, and "
                  "tests/test_attention.py checks it against the quadratic form",
-        "batch_independent": _BATCH,  # runs on every attention target, claim or not
     },
     "hybrid_attention": {  # its targets are HybridAttentionTarget (properties/hybrid_protocol.py)
         "causal": ("hybrid_attention::test_hybrid_outputs_ignore_the_future",),
@@ -134,9 +136,7 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
     "nystromformer": {
         "pinv_iteration": ("nystrom_properties::test_nystromformer_iteration_error_recursion",
                            "nystrom_properties::test_iterative_pinv_initialises_per_matrix"),
-        "batch_independent": _NO_ATTENTION_TARGET + "; the batch coupling it could have, a "
-                             "Z₀ scale shared over the batch, is excluded by "
-                             "test_iterative_pinv_initialises_per_matrix",
+        "batch_independent": (_BITWISE,),  # on lowrank:nystromformer (builtin_lowrank.py)
     },
     "truncated_svd": {
         "psd": "the PSD property's rounding bound is built from the "
@@ -145,7 +145,7 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
                "(tests/test_nystrom.py::test_schur_complement_and_eckart_young checks the "
                "project's function)",
     },
-    "linformer": {"batch_independent": _NO_ATTENTION_TARGET},
+    "linformer": {"batch_independent": (_BITWISE,)},  # on lowrank:linformer
     **{s.name: _GATED_SYSTEM_CLAIMS for s in all_systems(kind="gated_attention")},
     **{kind: {"biased": "a negative claim (no Gaussian rows promised): the suite withholds the "
                         "unbiasedness properties of maps built on such rows instead of testing "

@@ -122,3 +122,15 @@ def test_list_names_every_kind():
     from kernel_verify.impls.systems import KINDS
 
     assert set(_KIND_NAMES) == set(KINDS)
+
+
+def test_every_batch_independent_low_rank_system_is_run_by_the_bitwise_property():
+    """A kernel approximation claiming ``batch_independent`` has its call in
+    ``properties/builtin_lowrank.py`` (the bitwise property runs it on NumPy and torch)."""
+    from kernel_verify.properties.builtin_lowrank import lowrank_attention_targets
+
+    claiming = {s.name for s in all_systems(kind="kernel_approximation",
+                                            claims=("batch_independent",))}
+    run = {t.name.removeprefix("lowrank:") for t in lowrank_attention_targets()
+           if t.has("batch_independent") and set(t.backends) == {"numpy", "torch"}}
+    assert claiming and claiming == run

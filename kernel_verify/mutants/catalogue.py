@@ -28,6 +28,7 @@ from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
 from kernel_verify.mutants.gradients import GRADIENT_MUTANTS
 from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
 from kernel_verify.mutants.learned_attention import LEARNED_KILLERS, LEARNED_MUTANTS
+from kernel_verify.mutants.lowrank_batch import LOWRANK_BATCH_KILLERS, LOWRANK_BATCH_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
 from kernel_verify.mutants.nystrom import (
@@ -131,6 +132,14 @@ def _hybrid(name: str) -> Mutant:
                   HYBRID_KILLERS[name])
 
 
+def _lowrank_batch(name: str) -> Mutant:
+    """Linformer and Nyströmformer coupled across the batch
+    (:mod:`kernel_verify.mutants.lowrank_batch`; controls: its ``LOWRANK_BATCH_CONTROLS``)."""
+    description, make = LOWRANK_BATCH_MUTANTS[name]
+    return Mutant(name, "attention", description, lambda: [make(f"mutant:{name}")],
+                  LOWRANK_BATCH_KILLERS[name])
+
+
 def _learned(name: str) -> Mutant:
     """ReBased and DARKFormer maps (:mod:`kernel_verify.mutants.learned_attention`; controls:
     ``control_rebased``, ``control_darkformer``)."""
@@ -150,6 +159,7 @@ MUTANTS: list[Mutant] = [
     *(_gated_torch(n) for n in GATED_TORCH_MUTANTS),
     *(_hybrid(n) for n in HYBRID_MUTANTS),
     *(_learned(n) for n in LEARNED_MUTANTS),
+    *(_lowrank_batch(n) for n in LOWRANK_BATCH_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
     *MODEL_MUTANTS,
 ]

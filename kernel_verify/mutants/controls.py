@@ -22,7 +22,9 @@ behind the
   :func:`kernel_verify.mutants.features.blackbox_positive` with no defect);
 * gradients (:data:`kernel_verify.mutants.gradients.GRADIENT_CONTROLS`): the hand-written
   backwards with the right formula;
-* forms of causal attention: :data:`kernel_verify.mutants.forms.FORMS_CONTROLS`.
+* forms of causal attention: :data:`kernel_verify.mutants.forms.FORMS_CONTROLS`;
+* low-rank attentions (:mod:`kernel_verify.mutants.lowrank_batch`): the Linformer and
+  Nyströmformer skeletons without a batch coupling, and the built-in low-rank targets.
 
 The black-box pass has its own controls (:data:`kernel_verify.mutants.blackbox.CONTROLS`:
 registry maps through ``sample_fn`` only); both are judged by
@@ -96,6 +98,12 @@ def _hybrid() -> dict[str, Callable[[], list[Target]]]:
     from kernel_verify.mutants.hybrid import HYBRID_CONTROLS
 
     return dict(HYBRID_CONTROLS)
+
+
+def _lowrank_batch() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.lowrank_batch import LOWRANK_BATCH_CONTROLS
+
+    return dict(LOWRANK_BATCH_CONTROLS)
 
 
 def _gated_torch() -> dict[str, Callable[[], list[Target]]]:
@@ -196,6 +204,9 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "hybrid sliding-window + linear attention without a defect", make,
              loader="kernel_verify.mutants.hybrid:control_")
       for n, make in _hybrid().items()),
+    *(Mutant(n, "attention", "Linformer / Nyströmformer without a batch coupling", make,
+             loader="kernel_verify.mutants.lowrank_batch:control_")
+      for n, make in _lowrank_batch().items()),
     *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}
