@@ -63,6 +63,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.checks.estimates import random_pair
+from kernel_verify.properties.strategies import seeds
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import (
     GRID,
@@ -76,23 +77,34 @@ from kernel_verify.properties.unbiased_checks import (
 
 FEW = max(3, settings.default.max_examples // 5)
 
-seeds = st.integers(0, 2**32 - 1)
-
 UNBIASED = feature_maps("unbiased")
 norms = st.sampled_from([0.05, 0.4, 0.8, 1.2])
 
 
-@pytest.mark.statistical(assertions=1)
-@pytest.mark.parametrize("target", UNBIASED)
-@settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=norms, ny=norms)
-def test_unbiased_on_random_points(target, seed, d, m, nx, ny):
-    """E_ω φ(x)ᵀφ(y) = k(x, y) at Hypothesis points (directions random, norms from a grid)."""
+def _at_random_pairs(test):
+    """The draws of the mean properties at Hypothesis points: a seed, ``d ∈ [2, 5]``,
+    ``m ∈ [2, 8]`` features and the two norms, at :data:`FEW` examples."""
+    return settings(max_examples=FEW)(given(
+        seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=norms, ny=norms)(test))
+
+
+def _mean_is(target, kernel: str, label: str, seed: int, d: int, m: int, nx: float,
+             ny: float) -> None:
+    """``check_mean`` against ``kernel`` at the random pair of ``(seed, d, nx, ny)``; a pair
+    where the estimator is degenerate is assumed away (module docstring)."""
     x, y = random_pair(seed, d, nx, ny)
     try:
-        check_mean(target, x, y, m, seed, kernel_value(target, target.kernel, x, y), "k(x, y)")
+        check_mean(target, x, y, m, seed, kernel_value(target, kernel, x, y), label)
     except Degenerate:
         assume(False)
+
+
+@pytest.mark.statistical(assertions=1)
+@pytest.mark.parametrize("target", UNBIASED)
+@_at_random_pairs
+def test_unbiased_on_random_points(target, seed, d, m, nx, ny):
+    """E_ω φ(x)ᵀφ(y) = k(x, y) at Hypothesis points (directions random, norms from a grid)."""
+    _mean_is(target, target.kernel, "k(x, y)", seed, d, m, nx, ny)
 
 
 @pytest.mark.statistical(assertions=len(GRID))
@@ -109,16 +121,10 @@ BIASED = feature_maps("biased", predicate=lambda t: t.mean_kernel is not None)
 
 @pytest.mark.statistical(assertions=1)
 @pytest.mark.parametrize("target", BIASED)
-@settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=norms, ny=norms)
+@_at_random_pairs
 def test_biased_mean_is_mean_kernel(target, seed, d, m, nx, ny):
     """E_ω φ(x)ᵀφ(y) = mean_kernel(x, y) for maps that declare their bias."""
-    x, y = random_pair(seed, d, nx, ny)
-    try:
-        check_mean(target, x, y, m, seed, kernel_value(target, target.mean_kernel, x, y),
-                   f"{target.mean_kernel}(x, y)")
-    except Degenerate:
-        assume(False)
+    _mean_is(target, target.mean_kernel, f"{target.mean_kernel}(x, y)", seed, d, m, nx, ny)
 
 
 @pytest.mark.statistical(assertions=2)
@@ -136,8 +142,7 @@ NO_MEAN_KERNEL = feature_maps("biased", predicate=lambda t: t.mean_kernel is Non
 
 @pytest.mark.statistical(assertions=1)
 @pytest.mark.parametrize("target", NO_MEAN_KERNEL)
-@settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 5), m=st.integers(2, 8), nx=norms, ny=norms)
+@_at_random_pairs
 def test_biased_mean_is_reference_mean(target, seed, d, m, nx, ny):
     """A map claiming ``biased`` without a ``mean_kernel`` (SORF rows, the orthogonal fixed-norm
     GERF and trigonometric maps): its mean equals the reference mean of its construction, the
