@@ -3,10 +3,10 @@
 Feature maps are described by :class:`kernel_verify.impls.descriptor.FeatureMapTarget` (the
 registry, :mod:`kernel_verify.impls.registry`). Every other system is described here, once, by a
 descriptor of its kind: :class:`AttentionSystem`, :class:`GatedSystem`,
-:class:`ApproximationSystem` or :class:`MatrixSystem`. A descriptor holds what the system is,
-the kernel (or attention) it targets, what it claims (words of the one vocabulary
-:data:`SYSTEM_CLAIMS`), the docs/math.md section with its formulas, its source, and the
-functions that implement it on each backend (``"module:function"`` in the
+:class:`ApproximationSystem`, :class:`MatrixSystem` or :class:`ModelSystem`. A descriptor holds
+what the system is, the kernel (or attention) it targets, what it claims (words of the one
+vocabulary :data:`SYSTEM_CLAIMS`), the docs/math.md section with its formulas, its source, and
+the functions that implement it on each backend (``"module:function"`` in the
 :mod:`kernel_verify` namespace, resolved only on demand).
 The same descriptor is read by ``kernel-verify list``, by the property suite's built-in targets
 (``properties/builtin*.py`` take their name and claims from it), by the report and by the
@@ -24,6 +24,7 @@ kind                        descriptor                   systems
                                                          gate per head, token or key dimension
 ``random_matrix``           :class:`MatrixSystem`        every construction of
                                                          ``impls.random_matrices.MATRICES``
+``model``                   :class:`ModelSystem`         the tiny causal LM (impls/torch/tiny_lm)
 ==========================  ===========================  ======================================
 
 **One claim vocabulary.** :data:`SYSTEM_CLAIMS` gives every claim word one meaning, for the
@@ -35,7 +36,7 @@ each word, or why none does, is the suite's business
 (``properties/claim_tests.py``; ``tests/test_system_coverage.py`` fails for a claim with neither).
 
 **A new system** adds one descriptor to the tuple of its kind below (``_APPROXIMATIONS``,
-``_ATTENTION``, ``_GATED``) and, for the suite, a built-in target made from it
+``_ATTENTION``, ``_GATED``, ``_MODELS``) and, for the suite, a built-in target made from it
 (``properties/builtin*.py``).
 """
 
@@ -55,7 +56,7 @@ from kernel_verify.impls.random_matrices import (
 
 __all__ = ["GATE_KINDS", "KINDS", "KIND_CLAIM_WORDS", "SYSTEM_CLAIMS", "TARGET_CLAIM_WORDS",
            "ApproximationSystem", "AttentionSystem", "GatedSystem", "MatrixSystem",
-           "SystemDescriptor", "all_systems", "gated_system", "get_system"]
+           "ModelSystem", "SystemDescriptor", "all_systems", "gated_system", "get_system"]
 
 #: Kinds of registered systems, in the order ``kernel-verify list`` shows them.
 KINDS: dict[str, str] = {
@@ -65,6 +66,7 @@ KINDS: dict[str, str] = {
     "gated_attention": "a causal linear attention whose state decays by a gate before each "
                        "update (q, k, v, log-gates) -> (outputs, state)",
     "random_matrix": "a construction of the (m, d) frequency matrix of random features",
+    "model": "a causal language model (token ids -> logits) with a cache or recurrent state",
 }
 
 #: The one claim vocabulary of the systems that are not feature maps and of the suite's
@@ -89,7 +91,9 @@ SYSTEM_CLAIMS: dict[str, str] = {
                       "the output is differentiable by autograd w.r.t. q, k and v, and the "
                       "log-gates and initial state where the kind takes them "
                       "(properties/test_gradients.py, test_gated_forms.py, "
-                      "test_hybrid_attention.py)",
+                      "test_hybrid_attention.py); a model's logits w.r.t. parameters(model) "
+                      "through forward, prefill and step (gradients through the cache: "
+                      "properties/test_models.py)",
     "normalised": "outputs are divided by φ(q_t)ᵀz_t, z_t the (gated) sum of key features",
     "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
                               "gradients",
@@ -97,6 +101,11 @@ SYSTEM_CLAIMS: dict[str, str] = {
                        "rounded once to the input dtype: the half-precision bounds assume that "
                        "(without it every operation may round to the half type, the identities' "
                        "bounds are void there and those cases are reported as not credited)",
+    # models
+    "float64": "build(..., dtype='float64') gives the float32 model's weights in float64 and "
+               "every call runs in float64 (tolerances are then derived from the float64 run)",
+    "left_padding": "padded() takes masks with the valid positions a suffix of each row",
+    "right_padding": "padded() takes masks with the valid positions a prefix of each row",
     # random matrices
     "gaussian_rows": "every row is marginally N(0, I_d)",
     "orthogonal": "rows are exactly orthogonal within blocks of d",
@@ -118,6 +127,8 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
                             "state_bitwise", "differentiable", "deterministic_backward",
                             "half_in_float32", "normalised"}),
     "random_matrix": frozenset({"gaussian_rows", "orthogonal", "simplex", "biased"}),
+    "model": frozenset({"float64", "differentiable", "left_padding", "right_padding",
+                        "batch_independent"}),
     "gated_attention": frozenset({"causal", "exact", "normalised", "differentiable",
                                   "state_bitwise", "validates_input", "half_in_float32"}),
     "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
@@ -139,6 +150,7 @@ TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {
                         "half_in_float32"),
     "random_matrix": ("gaussian_rows", "orthogonal", "simplex"),
     "kernel_approximation": ("psd", "schur_residual", "exact_on_landmarks", "optimal_rank"),
+    "model": ("float64", "differentiable", "left_padding", "right_padding"),
 }
 
 #: What every attention function of this project offers besides its own claims (the torch code
@@ -166,7 +178,8 @@ class SystemDescriptor:
     def __post_init__(self) -> None:
         if self.kind not in KIND_CLAIM_WORDS:
             raise TypeError(f"system {self.name!r}: describe it with the class of its kind "
-                            "(AttentionSystem, GatedSystem, ApproximationSystem, MatrixSystem)")
+                            "(AttentionSystem, GatedSystem, ApproximationSystem, MatrixSystem, "
+                            "ModelSystem)")
         object.__setattr__(self, "claims", frozenset(self.claims))
         unknown = set(self.claims) - set(SYSTEM_CLAIMS)
         if unknown:
@@ -250,6 +263,14 @@ class MatrixSystem(SystemDescriptor):
     """A construction of the ``(m, d)`` frequency matrix of random features."""
 
     kind: ClassVar[str] = "random_matrix"
+
+
+@dataclass(frozen=True)
+class ModelSystem(SystemDescriptor):
+    """A causal language model: ``functions`` name its factory ``build(seed, *, init_scale,
+    dtype) -> model`` per backend."""
+
+    kind: ClassVar[str] = "model"
 
 
 def _both(module: str, function: str) -> dict[str, str]:
@@ -386,6 +407,21 @@ _GATED = (
 )
 
 
+_MODELS = (
+    ModelSystem(
+        "tiny_lm", "model", "causal linear attention, φ(x) = elu(x) + 1, normalised",
+        frozenset({"float64", "differentiable", "left_padding", "right_padding",
+                   "batch_independent"}),
+        "§15", "this project (the reference model target); docs/math.md §13, §15",
+        "embeddings, blocks of a causal depthwise convolution, normalised elu + 1 linear "
+        "attention (chunked forward, one-token step with a (conv, S, z) cache) and an MLP, "
+        "then the head; forward, prefill, step, greedy generate, packed (cu_seqlens) and "
+        "padded calls",
+        {"torch": "impls.torch.tiny_lm:build_tiny_lm"},
+    ),
+)
+
+
 def gated_system(gates: str, normalised: bool = False) -> GatedSystem:
     """The built-in gated system with log-gates shaped as ``gates`` (:data:`GATE_KINDS`),
     normalised or not; the error names the arguments and lists what exists."""
@@ -441,7 +477,7 @@ def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
     systems = [*_APPROXIMATIONS, *_ATTENTION, *_GATED,
-               *(_matrix_system(k) for k in MATRICES)]
+               *(_matrix_system(k) for k in MATRICES), *_MODELS]
     wanted = set(claims)
     order = list(KINDS)
     return sorted(

@@ -162,6 +162,7 @@ _KIND_NAMES = {
     "attention": "attention functions",
     "gated_attention": "gated attention functions",
     "random_matrix": "random-matrix constructions",
+    "model": "models",
 }
 
 

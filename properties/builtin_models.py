@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_verify.impls.systems import get_system
 from kernel_verify.properties.model_protocol import ModelTarget
 
 __all__ = ["model_targets", "tiny_lm_calls", "tiny_lm_target"]
 
-CLAIMS = frozenset({"float64", "differentiable", "left_padding", "right_padding"})
+#: What the tiny LM claims: its descriptor's claims (:mod:`kernel_verify.impls.systems`).
+CLAIMS = get_system("tiny_lm").target_claims()
 
 
 def tiny_lm_calls(cls: Any = None, config: Any = None) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from typing import Any
 
 from kernel_verify.impls.systems import all_systems
 
-__all__ = ["CLAIM_PROPERTIES", "GATED_CLAIM_PROPERTIES", "SYSTEM_CLAIM_TESTS", "claim_evidence",
-           "claim_properties", "targets_of"]
+__all__ = ["CLAIM_PROPERTIES", "GATED_CLAIM_PROPERTIES", "MODEL_CLAIM_PROPERTIES",
+           "SYSTEM_CLAIM_TESTS", "claim_evidence", "claim_properties", "targets_of"]
 
 #: Batch independence compared bitwise (properties/test_batch_independence.py).
 _BITWISE = "batch_independence::test_batch_elements_alone_give_their_batch_outputs_bitwise"
@@ -70,10 +70,25 @@ GATED_CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Claim word -> the properties that test it on a model target holding it
+#: (:class:`~kernel_verify.properties.model_protocol.ModelTarget`). ``float64``: the tolerance
+#: of every model property asserts that the float64 model computes the float32 model's function.
+MODEL_CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
+    "float64": ("models::test_decode_equals_full_forward_at_every_split",
+                "models::test_packed_sequences_equal_separate_runs"),
+    "differentiable": ("models::test_gradients_through_the_cache_equal_full_forward",
+                       "models::test_second_backward_through_the_cache"),
+    "left_padding": ("models::test_left_padding_equals_unpadded",),
+    "right_padding": ("models::test_right_padding_equals_unpadded",),
+}
+
+
 def claim_properties(kind: str) -> dict[str, tuple[str, ...]]:
     """Claim word -> the properties that test it on a built-in target of a descriptor of
-    ``kind`` (:data:`GATED_CLAIM_PROPERTIES` for gated systems, else :data:`CLAIM_PROPERTIES`)."""
-    return GATED_CLAIM_PROPERTIES if kind == "gated_attention" else CLAIM_PROPERTIES
+    ``kind`` (:data:`GATED_CLAIM_PROPERTIES` for gated systems, :data:`MODEL_CLAIM_PROPERTIES`
+    for models, else :data:`CLAIM_PROPERTIES`)."""
+    return {"gated_attention": GATED_CLAIM_PROPERTIES,
+            "model": MODEL_CLAIM_PROPERTIES}.get(kind, CLAIM_PROPERTIES)
 
 
 _BATCH = ("attention_identities::test_batch_elements_and_heads_are_independent",)
@@ -147,6 +162,8 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
     },
     "linformer": {"batch_independent": (_BITWISE,)},  # on lowrank:linformer
     **{s.name: _GATED_SYSTEM_CLAIMS for s in all_systems(kind="gated_attention")},
+    # runs on every model target, claim or not (no model target takes the word)
+    "tiny_lm": {"batch_independent": ("models::test_batch_elements_are_independent",)},
     **{kind: {"biased": "a negative claim (no Gaussian rows promised): the suite withholds the "
                         "unbiasedness properties of maps built on such rows instead of testing "
                         "the matrix (properties/unbiased_checks.py)"}

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS
 from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_claim_set as _check_claims
@@ -54,14 +55,9 @@ from kernel_verify.impls.validation import target_error as _fail
 
 __all__ = ["MODEL_CALLS", "MODEL_CLAIMS", "MODEL_DTYPES", "ModelTarget"]
 
-MODEL_CLAIMS = {
-    "float64": "build(..., dtype='float64') gives the float32 model's weights in float64 and "
-               "every call runs in float64 (tolerances are then derived from the float64 run)",
-    "differentiable": "logits are differentiable w.r.t. parameters(model) through forward, "
-                      "prefill and step (gradients through the cache)",
-    "left_padding": "padded() takes masks with the valid positions a suffix of each row",
-    "right_padding": "padded() takes masks with the valid positions a prefix of each row",
-}
+#: The claims a model target takes: words of the one vocabulary
+#: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`).
+MODEL_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["model"]}
 #: The optional calls of a model target.
 MODEL_CALLS = ("prefill", "step", "generate", "packed", "padded")
 MODEL_DTYPES = ("float32", "float64")

@@ -117,10 +117,11 @@ def test_one_claim_vocabulary():
 
 
 def test_every_target_vocabulary_is_a_selection_of_the_one():
-    """The suite's target kinds take words of SYSTEM_CLAIMS with the same meaning (models, whose
-    claims are about a model's calls, keep their own: model_protocol.MODEL_CLAIMS)."""
-    from kernel_verify.properties import gated_protocol, hybrid_protocol, protocol
+    """The suite's target kinds take words of SYSTEM_CLAIMS with the same meaning (models
+    included: model_protocol.MODEL_CLAIMS)."""
+    from kernel_verify.properties import gated_protocol, hybrid_protocol, model_protocol, protocol
 
     for vocabulary in (protocol.ATTENTION_CLAIMS, protocol.MATRIX_CLAIMS, protocol.APPROX_CLAIMS,
-                       gated_protocol.GATED_CLAIMS, hybrid_protocol.HYBRID_CLAIMS):
+                       gated_protocol.GATED_CLAIMS, hybrid_protocol.HYBRID_CLAIMS,
+                       model_protocol.MODEL_CLAIMS):
         assert vocabulary == {w: SYSTEM_CLAIMS[w] for w in vocabulary}

@@ -18,6 +18,7 @@ from kernel_verify.properties.builtin import UNTESTED_SYSTEMS
 from kernel_verify.properties.claim_tests import (
     CLAIM_PROPERTIES,
     GATED_CLAIM_PROPERTIES,
+    MODEL_CLAIM_PROPERTIES,
     SYSTEM_CLAIM_TESTS,
     claim_evidence,
     targets_of,
@@ -79,6 +80,7 @@ def test_built_in_targets_carry_their_descriptors_claims(system):
 def test_claim_tests_name_existing_properties_and_systems():
     names = _property_names()
     tables = [*CLAIM_PROPERTIES.values(), *GATED_CLAIM_PROPERTIES.values(),
+              *MODEL_CLAIM_PROPERTIES.values(),
               *(v for claims in SYSTEM_CLAIM_TESTS.values() for v in claims.values()
                 if isinstance(v, tuple))]
     unknown = sorted({p for props in tables for p in props if p not in names})
