@@ -51,30 +51,41 @@ WHITE = feature_maps(white_box=True)
 LOGS = feature_maps("log_features", white_box=True)
 
 
-@pytest.mark.parametrize("target", WHITE)
-@pytest.mark.parametrize("backend", backend_axis(ALL_DTYPES))
-@settings(max_examples=FEW)
-@given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([1e-3, 0.3, 1.0, 2.0]), data=st.data())
-def test_features_match_reference(target, backend, seed, n, d, m, scale, data):
-    """φ(x; ω) of every backend and dtype equals the correctly rounded mp value within budget."""
+def _feature_draws(scales: list[float]):
+    """The draws of a features property: a seed, ``n ∈ [1, 3]`` points of ``d ∈ [1, 4]``,
+    ``m ∈ [2, 6]`` features, a scale from ``scales`` and ``data`` (the points), at :data:`FEW`
+    examples."""
+    def wrap(test):
+        return settings(max_examples=FEW)(given(
+            seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
+            scale=st.sampled_from(scales), data=st.data())(test))
+    return wrap
+
+
+def _features_at_drawn_points(target, backend, seed: int, n: int, d: int, m: int,
+                              scale: float, data, log: bool = False) -> None:
+    """:func:`check_features` (of ``log φ`` when ``log``) at ``n`` drawn points of ``d``
+    coordinates at ``scale``, on the target's parameters of ``(seed, d, m)``."""
     need_twin(target)
     params = draw(target, seed, d, m)
     x = data.draw(points((n, d), scale, no_tiny=True), label="x")
-    check_features(target, x, params, backend)
+    check_features(target, x, params, backend, log=log)
+
+
+@pytest.mark.parametrize("target", WHITE)
+@pytest.mark.parametrize("backend", backend_axis(ALL_DTYPES))
+@_feature_draws([1e-3, 0.3, 1.0, 2.0])
+def test_features_match_reference(target, backend, seed, n, d, m, scale, data):
+    """φ(x; ω) of every backend and dtype equals the correctly rounded mp value within budget."""
+    _features_at_drawn_points(target, backend, seed, n, d, m, scale, data)
 
 
 @pytest.mark.parametrize("target", LOGS)
 @pytest.mark.parametrize("backend", backend_axis(("float64", "float32")))
-@settings(max_examples=FEW)
-@given(seed=seeds, n=st.integers(1, 3), d=st.integers(1, 4), m=st.integers(2, 6),
-       scale=st.sampled_from([1e-3, 0.5, 2.0, 6.0]), data=st.data())
+@_feature_draws([1e-3, 0.5, 2.0, 6.0])
 def test_log_features_match_reference(target, backend, seed, n, d, m, scale, data):
     """log φ (the stable path's input) equals the mp log-features within its bound."""
-    need_twin(target)
-    params = draw(target, seed, d, m)
-    x = data.draw(points((n, d), scale, no_tiny=True), label="x")
-    check_features(target, x, params, backend, log=True)
+    _features_at_drawn_points(target, backend, seed, n, d, m, scale, data, log=True)
 
 
 def grid_inputs(d: int) -> dict[str, np.ndarray]:
