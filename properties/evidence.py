@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NonFiniteOutputError", "first", "nonfinite", "observed", "require_finite"]
+__all__ = ["NonFiniteOutputError", "check_within", "first", "nonfinite", "observed",
+           "require_finite"]
 
 
 class NonFiniteOutputError(AssertionError):
@@ -97,3 +98,19 @@ def observed(got: np.ndarray, *, tol: float, expected: np.ndarray | None = None,
              "collapsed to uniform")
     take(rest, f"differ by more than {tol:.3g}")
     return "; ".join(lines)
+
+
+def check_within(got: np.ndarray, ref: np.ndarray, bound: np.ndarray, what: str) -> None:
+    """``|got − ref| ≤ bound`` element-wise (float64 arrays), else an ``AssertionError`` naming
+    ``what``: the non-finite entries (:func:`nonfinite`), or the worst entry by ``err − bound``
+    with its value, the exact value, the error and the derived bound, and how many entries are
+    outside."""
+    text = nonfinite(got)
+    if text:
+        raise AssertionError(f"{what}: {text}")
+    err = np.abs(got - ref)
+    if not (err <= bound).all():
+        i = np.unravel_index(np.argmax(err - bound), err.shape)
+        raise AssertionError(f"{what}: {got[i]!r} at {i}, exact {ref[i]!r}: error {err[i]:.3e} > "
+                             f"derived bound {bound[i]:.3e} ({int((err > bound).sum())} of "
+                             f"{err.size} entries outside)")

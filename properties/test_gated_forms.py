@@ -48,8 +48,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.backends import backend_param
-from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs
-from kernel_verify.properties.evidence import nonfinite
+from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs, padding_mask
+from kernel_verify.properties.evidence import check_within
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
 from kernel_verify.properties.targets import missing_form_param, none_param, of_kind, provides_none
 from kernel_verify.verify.backends import AXIS, Backend
@@ -260,18 +260,6 @@ def exact(target, backend, x: QKV, g: np.ndarray):
         fmt = FORMATS[backend.dtype]
         bound = bound + fmt.u * (np.abs(ref) + bound) + fmt.tiny
     return ref, state, bound, s_b
-
-
-def check_within(got, ref, bound, what: str) -> None:
-    text = nonfinite(got)
-    if text:
-        raise AssertionError(f"{what}: {text}")
-    err = np.abs(got - ref)
-    if not (err <= bound).all():
-        i = np.unravel_index(np.argmax(err - bound), err.shape)
-        raise AssertionError(f"{what}: {got[i]!r} at {i}, exact {ref[i]!r}: error {err[i]:.3e} > "
-                             f"derived bound {bound[i]:.3e} ({int((err > bound).sum())} of "
-                             f"{err.size} entries outside)")
 
 
 def where(target, backend, shape: Shape, regime: str) -> str:
@@ -497,15 +485,7 @@ def test_gated_padding_changes_neither_valid_outputs_nor_state(target, backend, 
     random) gates: the valid outputs meet the exact run of the valid part, the final state
     continues a probe as that run does."""
     shape, regime, x, g = setup(target, backend, data)
-    valid = [data.draw(st.integers(1, shape.t), label=f"valid length {b}")
-             for b in range(shape.b)]
-    left = data.draw(st.booleans(), label="left padding")
-    mask = np.zeros((shape.b, shape.t), dtype=bool)
-    for b, n in enumerate(valid):
-        if left:
-            mask[b, shape.t - n:] = True
-        else:
-            mask[b, :n] = True
+    mask, padding = padding_mask(data, shape)
     rng = generator(shape.seed, "padding")
     m4 = mask[:, None, :, None]
     px = QKV(*(backend.seen(np.where(m4, getattr(x, f), 30 * rng.standard_normal(
@@ -520,8 +500,7 @@ def test_gated_padding_changes_neither_valid_outputs_nor_state(target, backend, 
                                _gate_arg(target, backend, pgates),
                                mask=_index(mask, backend), seed=shape.seed)
     out = backend.to_numpy(t(out))
-    w = (f"{where(target, backend, shape, regime)}, {'left' if left else 'right'} padding, "
-         f"valid lengths {valid}")
+    w = f"{where(target, backend, shape, regime)}, {padding}"
     for b in range(shape.b):
         idx = np.flatnonzero(mask[b])
         xb = QKV(*(getattr(x, f)[b:b + 1][..., idx, :] for f in "qkv"), x.scale)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hypothesis import strategies as st
 
 from kernel_verify.properties.strategies import QKV, generator
 from kernel_verify.verify.backends import Backend
@@ -59,6 +60,22 @@ def draw_inputs(shape: Shape, t: int | None = None, stream: str = "inputs") -> Q
     q = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
     k = 0.5 * rng.standard_normal((shape.b, shape.h, n, shape.d))
     return QKV(q, k, rng.standard_normal((shape.b, shape.h, n, shape.dv)), 0.5)
+
+
+def padding_mask(data, shape: Shape) -> tuple[np.ndarray, str]:
+    """A padding mask ``(B, T)``, True at the valid positions, drawn through Hypothesis' ``data``:
+    each row's valid length in ``[1, T]``, then one choice of left or right padding for all;
+    and its description (``"left padding, valid lengths [2, 3]"``) for failure messages."""
+    valid = [data.draw(st.integers(1, shape.t), label=f"valid length {b}")
+             for b in range(shape.b)]
+    left = data.draw(st.booleans(), label="left padding")
+    mask = np.zeros((shape.b, shape.t), dtype=bool)
+    for b, n in enumerate(valid):
+        if left:
+            mask[b, shape.t - n:] = True
+        else:
+            mask[b, :n] = True
+    return mask, f"{'left' if left else 'right'} padding, valid lengths {valid}"
 
 
 def chunk_size(target, chunk: int) -> int:
