@@ -30,10 +30,9 @@ from hypothesis import strategies as st
 
 from kernel_verify.properties.checks.nystrom import (
     KERNELS,
-    nystrom_error_bound,
+    bounded_run,
     on_cases,
     point_set,
-    run,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import generator, points, seeds
@@ -132,15 +131,19 @@ def test_feature_gram_is_psd(target, seed, n, d, scale, data, record_property):
 
 
 # ---------------------------------------------------------------------------------- Nyström
+def _assert_psd(matrix: np.ndarray, entry_error: np.ndarray, what: str) -> None:
+    """``matrix`` is PSD up to ``entry_error`` per entry (:func:`psd_float`, float64), else
+    ``what`` and the evidence."""
+    result = psd_float(matrix, "float64", entry_error=entry_error)
+    assert result.is_psd, f"{what}\n{result}"
+
+
 @pytest.mark.parametrize("target", approximations("psd"))
 @on_cases
 def test_nystrom_approximation_is_psd(target, case):
     seed, X, kernel = case
-    k_ref, k_tilde, idx = run(target, X, kernel, seed)
-    bound, eta = nystrom_error_bound(k_ref, idx)
-    assume(eta < 0.5)
-    result = psd_float(k_tilde, "float64", entry_error=bound)
-    assert result.is_psd, f"{target.name}: K̃ not PSD ({kernel}, case={case})\n{result}"
+    _, k_tilde, _, bound = bounded_run(target, X, kernel, seed)
+    _assert_psd(k_tilde, bound, f"{target.name}: K̃ not PSD ({kernel}, case={case})")
 
 
 @pytest.mark.parametrize("target", approximations("schur_residual"))
@@ -148,13 +151,10 @@ def test_nystrom_approximation_is_psd(target, case):
 def test_nystrom_residual_is_psd(target, case):
     """K − K̃ is a Schur complement, hence PSD (and its trace ≥ 0)."""
     seed, X, kernel = case
-    k_ref, k_tilde, idx = run(target, X, kernel, seed)
-    bound, eta = nystrom_error_bound(k_ref, idx)
-    assume(eta < 0.5)
+    k_ref, k_tilde, _, bound = bounded_run(target, X, kernel, seed)
     resid = k_ref - k_tilde
     err = bound + U64 * np.abs(k_ref) + U64 * np.abs(resid)
-    result = psd_float(resid, "float64", entry_error=err)
-    assert result.is_psd, f"{target.name}: K − K̃ not PSD ({kernel}, case={case})\n{result}"
+    _assert_psd(resid, err, f"{target.name}: K − K̃ not PSD ({kernel}, case={case})")
     assert np.trace(resid) >= -np.trace(err) * (1 + 1e-12), f"{target.name}: tr(K − K̃) < 0"
 
 
