@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.properties.hybrid_protocol import HybridAttentionTarget
+from kernel_verify.impls.systems import get_system
+from kernel_verify.properties.hybrid_protocol import HYBRID_CLAIMS, HybridAttentionTarget
 
 __all__ = ["builtin_hybrid_targets", "elu1", "hybrid_target"]
 
@@ -82,10 +83,11 @@ def hybrid_target(name: str, *, mix: float = 1.0, scale: float | None = None,
     def features(x, role):
         return elu1(np.asarray(x, dtype=np.float64))
 
-    claims = {"validates_input", "half_in_float32"}
-    if "torch" in backends:
-        claims.add("differentiable")
-    return HybridAttentionTarget(name, frozenset(claims), attention, features, step=step,
+    # the descriptor's claims a hybrid target takes (impls/systems.py; differentiable: torch)
+    claims = get_system("hybrid_attention").claims & frozenset(HYBRID_CLAIMS)
+    if "torch" not in backends:
+        claims -= {"differentiable"}
+    return HybridAttentionTarget(name, claims, attention, features, step=step,
                                  mix=mix, scale=scale, backends=backends, dtypes=dtypes)
 
 

@@ -136,3 +136,18 @@ def test_every_batch_independent_low_rank_system_is_run_by_the_bitwise_property(
     run = {t.name.removeprefix("lowrank:") for t in lowrank_attention_targets()
            if t.has("batch_independent") and set(t.backends) == {"numpy", "torch"}}
     assert claiming and claiming == run
+
+
+def test_hybrid_targets_carry_their_descriptors_claims():
+    """The hybrid targets take the words of their descriptor that a hybrid target knows
+    (``differentiable`` where they run torch)."""
+    from kernel_verify.impls.systems import get_system
+    from kernel_verify.properties.hybrid_protocol import HYBRID_CLAIMS
+
+    wanted = get_system("hybrid_attention").claims & set(HYBRID_CLAIMS)
+    targets = targets_of("hybrid_attention")
+    assert targets
+    for target in targets:
+        missing = wanted - target.claims - ({"differentiable"} if "torch" not in target.backends
+                                            else set())
+        assert not missing, f"{target.name} drops {sorted(missing)} of its descriptor"
