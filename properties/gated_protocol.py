@@ -54,7 +54,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kernel_verify.impls.systems import SYSTEM_CLAIMS
+from kernel_verify.impls.systems import GATE_KINDS as _GATE_KINDS
+from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
 from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
@@ -68,13 +69,13 @@ from kernel_verify.properties.sequence_target import SequenceTarget
 
 __all__ = ["GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES", "GatedAttentionTarget"]
 
-GATE_KINDS = ("scalar_fixed", "scalar", "key_dim")
+#: The gate kinds (:data:`kernel_verify.impls.systems.GATE_KINDS`, where each is described).
+GATE_KINDS = tuple(_GATE_KINDS)
 GATE_SIDES = ("key",)
 GATED_FORMS = ("parallel", "stateful", "chunked", "step", "varlen", "padded")
 #: The claims a gated target takes: words of the one vocabulary
 #: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`).
-GATED_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in ("normalised", "differentiable", "state_bitwise",
-                                              "validates_input", "half_in_float32")}
+GATED_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["gated_attention"]}
 
 
 @dataclass(frozen=True)
