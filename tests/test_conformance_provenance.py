@@ -83,3 +83,24 @@ def test_page_says_which_verdicts_come_from_a_reduced_search(monkeypatch):
     assert "Reduced search: 1 verdicts" in text and "call_seconds" in text
     assert "| slow | pass | [reduced: 3 of 25 examples (call_seconds=0.2)] |" in text
     assert "| fast | pass |  |" in text
+
+
+def test_a_library_is_run_as_check_runs_it(monkeypatch, tmp_path):
+    """The page's counts are "as `kernel-verify check` counts them": the suite's tests of the
+    project's own code (no target) are left out of a library's verdicts (target_only)."""
+    from kernel_verify import runner
+    from kernel_verify.adapters import conformance as conf
+
+    seen = {}
+
+    class Ran(Exception):
+        pass
+
+    def fake_run_suite(spec, **kwargs):
+        seen.update(kwargs, spec=spec)
+        raise Ran
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    with pytest.raises(Ran):
+        conf.conformance("sklearn", out_dir=tmp_path, profile="ci", quick=True)
+    assert seen["target_only"] is True and seen["spec"].startswith("kernel_verify.adapters.")
