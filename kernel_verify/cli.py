@@ -164,6 +164,10 @@ _KIND_NAMES = {
     "random_matrix": "random-matrix constructions",
     "model": "models",
 }
+#: The singular of each kind's name, for a count of one.
+_KIND_NAME = {"feature_map": "feature map", "kernel_approximation": "kernel approximation",
+              "attention": "attention function", "gated_attention": "gated attention function",
+              "random_matrix": "random-matrix construction", "model": "model"}
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -182,7 +186,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for row in table:
         print(line.format(*row))
     counts = {k: sum(r["kind"] == k for r in rows) for k in _KIND_NAMES}
-    print("\n" + ", ".join(f"{n} {_KIND_NAMES[k]}" for k, n in counts.items() if n)
+    print("\n" + ", ".join(f"{n} {(_KIND_NAME if n == 1 else _KIND_NAMES)[k]}"
+                           for k, n in counts.items() if n)
           + f" ({len(rows)} systems)")
     return 0
 
