@@ -47,11 +47,9 @@ _NO_KILL_ON_PATH = ("no planted defect on this dtype path is killed by this prop
 UNCREDITED_PATHS: dict[tuple[str, str], str] = dict.fromkeys([
     ("attention_forms::test_packed_sequences_equal_separate_runs", "float32"),
     ("attention_forms::test_state_size_does_not_grow_with_length", "float32"),
-    ("attention_identities::test_batch_elements_and_heads_are_independent", "float32"),
     ("attention_identities::test_batch_elements_and_heads_are_independent", "half"),
     ("attention_identities::test_outputs_are_convex_combinations_of_visible_values", "float32"),
     ("attention_identities::test_outputs_are_convex_combinations_of_visible_values", "half"),
-    ("attention_identities::test_outputs_stay_finite_across_input_scales", "float32"),
     ("attention_identities::test_outputs_stay_finite_across_input_scales", "half"),
     ("attention_identities::test_partition_of_unity", "float32"),
     ("attention_identities::test_partition_of_unity", "half"),
