@@ -22,3 +22,5 @@ known = [RandomMatrixTarget("scaled_rows", _scaled, frozenset({"gaussian_rows"})
                             known_failures={LAW: "rows have variance 4 (issue #1)"})]
 stale = [RandomMatrixTarget("fixed_rows", _gaussian, frozenset({"gaussian_rows"}),
                             known_failures={LAW: "was biased before the fix (issue #2)"})]
+#: Both, for one suite run (tests/test_known_failures.py).
+both = known + stale

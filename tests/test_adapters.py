@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernel_verify.adapters import missing_reason, records
+from kernel_verify.adapters import records
 from kernel_verify.properties.loader import load_targets
 from kernel_verify.properties.protocol import (
     AttentionTarget,
@@ -16,11 +16,7 @@ from kernel_verify.properties.protocol import (
     KernelApproxTarget,
     RandomMatrixTarget,
 )
-
-
-def needs(key: str):
-    reason = missing_reason(key)
-    return pytest.mark.skipif(reason is not None, reason=reason or "")
+from tests.library_marks import needs
 
 
 def qkv(seed: int, shape=(2, 2, 5, 4)):

@@ -10,26 +10,36 @@ from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarge
 from kernel_verify.runner import run_suite, summary
 
 LAW = "test_rows_are_standard_gaussian"
+#: The module fixture's one suite run serves both tests when they share a worker.
+pytestmark = pytest.mark.xdist_group("known_adapters")
 
 
-def _verdict(spec: str):
-    run = run_suite(spec, profile="ci", keyword="rows_are_standard_gaussian", jobs=1,
-                    target_only=True, paths=None)
+
+@pytest.fixture(scope="module")
+def run():
+    """Both adapters of tests/known_adapters.py in one suite run (one subprocess; each verdict
+    is per target, so the two do not mix)."""
+    run = run_suite("tests.known_adapters:both", profile="ci", keyword="rows_are_standard_gaussian",
+                    jobs=1, target_only=True, paths=None)
     assert not run.crashed, run.output_tail
-    mine = [v for v in run.verdicts if v.prop == LAW]
+    return run
+
+
+def _verdict(run, target: str):
+    mine = [v for v in run.verdicts if v.prop == LAW and v.target == target]
     assert len(mine) == 1, run.verdicts
-    return mine[0], run
+    return mine[0]
 
 
-def test_a_declared_defect_that_still_fails_is_known_not_pass():
-    verdict, run = _verdict("tests.known_adapters:known")
+def test_a_declared_defect_that_still_fails_is_known_not_pass(run):
+    verdict = _verdict(run, "scaled_rows")
     assert verdict.outcome == "known"
     assert "variance 4" in verdict.evidence
     assert summary(run.verdicts)["pass"] == 0
 
 
-def test_a_declared_defect_that_passes_is_stale():
-    verdict, run = _verdict("tests.known_adapters:stale")
+def test_a_declared_defect_that_passes_is_stale(run):
+    verdict = _verdict(run, "fixed_rows")
     assert verdict.outcome == "stale"
     assert "remove it from known_failures" in verdict.evidence
     assert run.returncode == 1  # pytest itself fails a strict xfail that passed

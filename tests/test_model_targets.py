@@ -15,10 +15,10 @@ import textwrap
 import pytest
 import torch
 
-from kernel_verify.adapters import missing_reason
 from kernel_verify.properties import model_checks as mc
 from kernel_verify.properties.builtin_models import tiny_lm_calls, tiny_lm_target
 from kernel_verify.properties.model_protocol import ModelTarget
+from tests.library_marks import needs
 
 
 def _fields(**kw):
@@ -103,8 +103,7 @@ _FLA_SMOKE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(missing_reason("fla_models") is not None,
-                    reason=str(missing_reason("fla_models")))
+@needs("fla_models")
 def test_fla_model_smoke_under_the_interpreter():
     """One fla family: cached decoding equals the full forward at init ×16 (its control fails),
     and packing still shows the dropped ``cu_seqlens`` (a fresh process: the interpreter must
@@ -116,8 +115,7 @@ def test_fla_model_smoke_under_the_interpreter():
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
-@pytest.mark.skipif(missing_reason("transformers_models") is not None,
-                    reason=str(missing_reason("transformers_models")))
+@needs("transformers_models")
 def test_transformers_model_smoke():
     """transformers' Mamba decodes like its full forward (float32); RWKV's batched one-token
     step mixes rows (the finding: logits (B, B, V))."""

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -62,11 +60,11 @@ def test_both_backends_run_with_declared_output_dim(name):
     assert fx.dtype == np.float64 and tx.dtype == torch.float64
 
 
-def test_list_json_has_required_fields():
-    out = subprocess.run(
-        [sys.executable, "-m", "kernel_verify.cli", "list", "--json"],
-        capture_output=True, text=True, check=True,
-    ).stdout
+def test_list_json_has_required_fields(capsys):
+    from kernel_verify.cli import main
+
+    assert main(["list", "--json"]) == 0  # in process: the console script runs in test_packaging
+    out = capsys.readouterr().out
     rows = [r for r in json.loads(out) if r["kind"] == "feature_map"]
     assert [r["name"] for r in rows] == NAMES
     for row in rows:
