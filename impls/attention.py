@@ -17,17 +17,17 @@ from kernel_verify.impls.attention_checks import (
 )
 from kernel_verify.impls.registry import FeatureMap, get
 from kernel_verify.impls.validation import (
-    _is_torch,
     check_array,
     check_bool,
     check_config,
     check_one_backend,
     check_same_dtype,
+    is_torch,
 )
 
 
 def _backend(q: Any) -> tuple[Any, Any]:
-    if _is_torch(q):
+    if is_torch(q):
         from kernel_verify.impls.torch import attention as att
 
         return att, "torch"
@@ -55,7 +55,7 @@ def _check_inputs(entry: FeatureMap, params: Any, config: Any, arrays: dict[str,
     if not isinstance(params, Mapping):
         raise TypeError(f"params must be a mapping of parameter arrays (entry.draw(...)), got "
                         f"{type(params).__name__}")
-    backend = "torch" if _is_torch(next(iter(arrays.values()))) else "numpy"
+    backend = "torch" if is_torch(next(iter(arrays.values()))) else "numpy"
     check_one_backend(tuple(arrays), *arrays.values())
     for name, x in arrays.items():
         check_array(name, x, min_ndim=2, backend=backend)
@@ -74,7 +74,7 @@ def _fresh(t: Any, *others: Any) -> bool:
         return False
     ptr = t.untyped_storage().data_ptr()
     return all(
-        not _is_torch(o) or o.untyped_storage().data_ptr() != ptr for o in others
+        not is_torch(o) or o.untyped_storage().data_ptr() != ptr for o in others
     )
 
 
@@ -97,7 +97,7 @@ def map_features(
 
 def _features(entry: FeatureMap, x: Any, params: Mapping[str, Any], cfg: Mapping[str, Any], *,
               positions: Any, log: bool) -> Any:
-    torch_input = _is_torch(x)
+    torch_input = is_torch(x)
     if log:
         if not entry.has("log_features"):
             raise ValueError(f"feature map {entry.name!r} has no log-features")
@@ -143,7 +143,7 @@ def feature_map_attention(
         raise ValueError(f"zero_denominator must be one of {ZERO_DENOMINATOR_POLICIES} or None, "
                          f"got {zero_denominator!r}")
     att, _ = _backend(q)
-    if _is_torch(q) and str(q.dtype) in ("torch.float16", "torch.bfloat16"):
+    if is_torch(q) and str(q.dtype) in ("torch.float16", "torch.bfloat16"):
         # half inputs are computed in float32 throughout and the output is rounded once (the
         # half_in_float32 claim of the built-in targets): the pre-scale and the map's features
         # are not rounded to the half type on the way (issue #29)
@@ -161,7 +161,7 @@ def feature_map_attention(
     if use_log:
         lq = _features(entry, q, params, cfg, log=True, **kwargs)
         lk = _features(entry, k, params, cfg, log=True, **kwargs)
-        torch_v = _is_torch(v)
+        torch_v = is_torch(v)
         v_work = v.to(lq.dtype) if torch_v else v.astype(lq.dtype, copy=False)
         if torch_v and _fresh(lq, q, k, v, *params.values()) and _fresh(lk, q, k, v, lq):
             # lq, lk are this call's own tensors: their exponentials may be taken in place
@@ -194,7 +194,7 @@ def feature_map_attention(
 
 
 def _max_norm(x: Any) -> float:
-    if _is_torch(x):
+    if is_torch(x):
         return float(x.double().norm(dim=-1).max()) if x.numel() else 0.0
     import numpy as np
 

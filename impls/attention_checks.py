@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from kernel_verify.impls.validation import (
-    _is_torch,
     all_finite_torch,
     check_array,
     check_bool,
     check_one_backend,
     check_same_dtype,
     check_scalar,
+    is_torch,
 )
 
 ZERO_DENOMINATOR_POLICIES = ("raise", "zero", "allow")
@@ -65,7 +65,7 @@ def check_attention_inputs(
     na, nb, _ = names
     check_bool("causal", causal)
     for name, x in zip(names, (a, b, v), strict=True):
-        if _is_torch(x) != (backend == "torch"):
+        if is_torch(x) != (backend == "torch"):
             check_array(name, x, backend=backend)  # raises: wrong backend, named
     check_one_backend(names, a, b, v)  # one device, before any value is read
     for name, x in zip(names, (a, b, v), strict=True):
@@ -113,7 +113,7 @@ def denominator_guard(den: Any, policy: str) -> Any:
         raise ValueError(
             f"zero_denominator must be one of {ZERO_DENOMINATOR_POLICIES}, got {policy!r}"
         )
-    if _is_torch(den):
+    if is_torch(den):
         import torch
 
         lib_where, n_bad_nonpos = torch.where, int((den <= 0).sum())

@@ -15,12 +15,12 @@ import numpy as np
 from kernel_verify.impls.attention_checks import check_attention_inputs
 from kernel_verify.impls.sequence_validation import check_nonempty_lead
 from kernel_verify.impls.validation import (
-    _is_torch,
     check_array,
     check_one_backend,
     check_positive_int,
     check_same_dtype,
     dtype_name,
+    is_torch,
 )
 
 _FLOATS = ("float64", "float32", "float16", "bfloat16")
@@ -44,7 +44,7 @@ def check_form_arrays(arrays: tuple[Any, Any, Any], *, log: bool, backend: str
 
 def _finite_or_minus_inf(name: str, x: Any) -> None:
     """Every entry finite or −∞ (an empty feature of a log-space state); NaN and +∞ raise."""
-    if _is_torch(x):
+    if is_torch(x):
         import torch
 
         bad = bool((torch.isnan(x) | (x == float("inf"))).any()) if x.numel() else False
@@ -72,10 +72,10 @@ def check_state(state: Any, *, lead: tuple[int, ...], m: int, dv: int, log: bool
     for n, x in zip(names, state, strict=True):
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):
             raise TypeError(f"{n} must be an array, got {type(x).__name__}")
-        if _is_torch(x) != (backend == "torch"):
+        if is_torch(x) != (backend == "torch"):
             want = "torch.Tensor" if backend == "torch" else "numpy.ndarray"
             raise TypeError(f"{n} must be a {want} like the inputs, got {type(x).__name__}")
-        floating = (dtype_name(x) in _FLOATS if _is_torch(x)
+        floating = (dtype_name(x) in _FLOATS if is_torch(x)
                     else np.issubdtype(x.dtype, np.floating))
         if not floating:
             raise TypeError(f"{n} must have a floating dtype, got {dtype_name(x)}")
@@ -104,7 +104,7 @@ def check_step_inputs(a: Any, b: Any, v: Any, *, names: tuple[str, str, str],
     """One token: ``a (..., f)``, ``b (..., f)``, ``v (..., d_v)`` of one backend and dtype,
     finite, with one leading shape."""
     for name, x in zip(names, (a, b, v), strict=True):
-        if _is_torch(x) != (backend == "torch"):
+        if is_torch(x) != (backend == "torch"):
             check_array(name, x, backend=backend)
     check_one_backend(names, a, b, v)
     for name, x in zip(names, (a, b, v), strict=True):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.attention_checks import ZERO_DENOMINATOR_POLICIES
-from kernel_verify.impls.validation import _is_torch, check_bool, check_one_backend
+from kernel_verify.impls.validation import check_bool, check_one_backend, is_torch
 
 __all__ = ["check_gated_options", "check_log_gates", "time_length"]
 
@@ -22,7 +22,7 @@ def check_log_gates(g: Any, phi_k: Any, *, backend: str, name: str = "log_gates"
                     step: bool = False) -> str:
     """``g`` as the log-gates of keys ``phi_k`` (module docstring); returns ``"scalar"`` or
     ``"key_dim"``. ValueError/TypeError naming ``name``."""
-    if _is_torch(g) != (backend == "torch"):
+    if is_torch(g) != (backend == "torch"):
         want = "torch.Tensor" if backend == "torch" else "numpy.ndarray"
         raise TypeError(f"{name} must be a {want} like the features, got {type(g).__name__}")
     if not hasattr(g, "shape") or not hasattr(g, "dtype"):

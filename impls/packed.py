@@ -21,13 +21,13 @@ from kernel_verify.impls.sequence_validation import (
     check_packed_batch,
     check_state_count,
 )
-from kernel_verify.impls.validation import _is_torch
+from kernel_verify.impls.validation import is_torch
 
 __all__ = ["run_packed", "run_padded"]
 
 
 def _concat(parts: list[Any], axis: int) -> Any:
-    if _is_torch(parts[0]):
+    if is_torch(parts[0]):
         import torch
 
         return torch.cat(parts, dim=axis)
@@ -67,11 +67,11 @@ def run_padded(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[A
     mask; each array sliced ``[b:b + 1, :, valid]``); returns the outputs, shaped and typed as
     ``out_like`` with 0 at padded positions, and the final states joined along the batch."""
     first = arrays[0]
-    out = out_like.new_zeros(out_like.shape) if _is_torch(out_like) else np.zeros_like(out_like)
+    out = out_like.new_zeros(out_like.shape) if is_torch(out_like) else np.zeros_like(out_like)
     states = []
     for b, row in enumerate(rows):
         idx = np.flatnonzero(row)
-        if _is_torch(first):
+        if is_torch(first):
             import torch
 
             idx = torch.as_tensor(idx, dtype=torch.long, device=first.device)

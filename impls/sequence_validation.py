@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_verify.impls.validation import _is_torch, dtype_name
+from kernel_verify.impls.validation import dtype_name, is_torch
 
 __all__ = ["check_cu_seqlens", "check_mask", "check_nonempty_lead", "check_not_meta",
            "check_packed_batch", "check_state_count"]
@@ -43,7 +43,7 @@ _INT_KINDS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 def check_not_meta(name: str, x: Any) -> None:
     """``x`` is not a torch tensor on the ``meta`` device (shapes only, no values to check or
     compute with)."""
-    if _is_torch(x) and getattr(getattr(x, "device", None), "type", None) == "meta":
+    if is_torch(x) and getattr(getattr(x, "device", None), "type", None) == "meta":
         raise ValueError(f"{name} is a tensor on the 'meta' device (a shape without data): the "
                          "forms compute with values; pass a tensor on a real device (cpu, cuda)")
 
@@ -131,7 +131,7 @@ def check_mask(mask: Any, *, batch: int, length: int, name: str = "mask") -> np.
     if tuple(mask.shape) != (batch, length):
         raise ValueError(f"{name} must have shape (B, T) = {(batch, length)}, got "
                          f"{tuple(mask.shape)}")
-    values = np.asarray(mask.detach().to("cpu").numpy() if _is_torch(mask) else mask)
+    values = np.asarray(mask.detach().to("cpu").numpy() if is_torch(mask) else mask)
     if kind != "bool":
         if values.size and not np.isin(values, (0, 1)).all():
             bad = values[~np.isin(values, (0, 1))].ravel()[0]

@@ -23,40 +23,41 @@ NumpyParams = Mapping[str, np.ndarray]
 """The drawn parameters of a NumPy feature map: name -> ``numpy.ndarray``."""
 
 
-def _is_torch(x: Any) -> bool:
+def is_torch(x: Any) -> bool:
+    """Whether ``x`` is a torch object (tested by module name: torch is not imported here)."""
     return type(x).__module__.startswith("torch")
 
 
 def dtype_name(x: Any) -> str:
     """'float64', 'float32', … for a NumPy array or a torch tensor."""
-    if _is_torch(x):
+    if is_torch(x):
         return str(x.dtype).removeprefix("torch.")
     return np.asarray(x).dtype.name
 
 
 def check_array(name: str, x: Any, *, min_ndim: int = 1, backend: str | None = None) -> None:
     """``x`` is a floating array/tensor of at least ``min_ndim`` dims with only finite values."""
-    is_torch = _is_torch(x)
-    if backend == "numpy" and (is_torch or not isinstance(x, np.ndarray)):
+    torch_in = is_torch(x)
+    if backend == "numpy" and (torch_in or not isinstance(x, np.ndarray)):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__} (the NumPy "
                         "code takes NumPy arrays only: pass every array from one backend)")
-    if backend == "torch" and not is_torch:
+    if backend == "torch" and not torch_in:
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__} (the torch "
                         "code takes tensors only: pass every array from one backend)")
     if not hasattr(x, "dtype") or not hasattr(x, "shape"):
         raise TypeError(f"{name} must be an array or tensor, got {type(x).__name__}")
-    if is_torch and getattr(x.device, "type", None) == "meta":
+    if torch_in and getattr(x.device, "type", None) == "meta":
         raise ValueError(f"{name} is a tensor on the 'meta' device (a shape without data): "
                          "pass a tensor on a real device (cpu, cuda)")
     kind = dtype_name(x)
-    floating = kind in _TORCH_FLOATS if is_torch else np.issubdtype(x.dtype, np.floating)
+    floating = kind in _TORCH_FLOATS if torch_in else np.issubdtype(x.dtype, np.floating)
     if not floating:
         raise TypeError(f"{name} must have a floating dtype, got {kind}")
     if x.ndim < min_ndim:
         raise ValueError(
             f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}"
         )
-    if is_torch:
+    if torch_in:
         finite = all_finite_torch(x)
     else:
         finite = bool(np.isfinite(x).all()) if x.size else True
@@ -223,7 +224,7 @@ def check_one_backend(names: tuple[str, ...], *xs: Any) -> str:
 
     Returns ``"torch"`` or ``"numpy"``. Checked before anything else so that mixing backends
     gets this message instead of an ``AttributeError`` from deep inside the computation."""
-    kinds = ["torch" if _is_torch(x) else "numpy" for x in xs]
+    kinds = ["torch" if is_torch(x) else "numpy" for x in xs]
     if len(set(kinds)) > 1:
         pairs = ", ".join(f"{n} is {type(x).__module__.split('.')[0]}.{type(x).__name__}"
                           for n, x in zip(names, xs, strict=True))
@@ -268,7 +269,7 @@ def config_value(config: Any, key: str) -> Any:
 def check_finite_result(name: str, out: Any, remedy: str) -> Any:
     """``out`` unchanged if every value is finite; else a ValueError that says the result
     overflowed and what to do about it (``remedy``)."""
-    if _is_torch(out):
+    if is_torch(out):
         import torch
 
         finite = bool(torch.isfinite(out).all()) if out.numel() else True
@@ -441,6 +442,7 @@ __all__ = [
     "check_target_name",
     "config_value",
     "dtype_name",
+    "is_torch",
     "set_known_property_check",
     "target_error",
 ]

@@ -26,17 +26,19 @@ from kernel_verify.impls.forms_checks import check_state, check_step_inputs
 from kernel_verify.impls.packed import run_packed, run_padded
 from kernel_verify.impls.registry import FeatureMap
 from kernel_verify.impls.sequence_validation import check_mask, check_state_count
-from kernel_verify.impls.validation import check_array, check_one_backend, check_positive_int
+from kernel_verify.impls.validation import (
+    check_array,
+    check_one_backend,
+    check_positive_int,
+    is_torch,
+)
 
 __all__ = ["registry_forms"]
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
 
 def _forms_module(x: Any):
-    if _is_torch(x):
+    if is_torch(x):
         from kernel_verify.impls.torch import forms
 
         return forms
@@ -50,7 +52,7 @@ def _check_bhtd(q, k, v) -> None:
     packed and padded forms."""
     check_one_backend(("q", "k", "v"), q, k, v)
     check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
-                           backend="torch" if _is_torch(q) else "numpy")
+                           backend="torch" if is_torch(q) else "numpy")
     if q.ndim != 4:
         raise ValueError(f"q, k, v must be 4-d (B, H, T, d) arrays, got shape "
                          f"{tuple(q.shape)}")
@@ -76,9 +78,9 @@ def _state_sums(state, log: bool) -> tuple[np.ndarray, np.ndarray]:
     head, tail = (state[0], state[1]) if log else (state[1], state[0])  # (…, m) and (…, m, d_v)
     check_state(state, lead=tuple(head.shape[:-1]), m=int(head.shape[-1]),
                 dv=int(tail.shape[-1]), log=log,
-                backend="torch" if _is_torch(state[0]) else "numpy", like=state[0],
+                backend="torch" if is_torch(state[0]) else "numpy", like=state[0],
                 name="state")
-    first, second = (np.asarray(s.detach().to("cpu").double().numpy() if _is_torch(s)
+    first, second = (np.asarray(s.detach().to("cpu").double().numpy() if is_torch(s)
                                 else s, dtype=np.float64) for s in state)
     if log:  # (L, V̄) → (e^L V̄, e^L)
         z = np.exp(first)
@@ -94,7 +96,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
     def params_for(x: Any, seed: int) -> dict:
         seed = check_positive_int("seed", seed, minimum=0)
         p = entry.draw(np.random.default_rng(seed), x.shape[-1], m, entry.config)
-        if _is_torch(x):
+        if is_torch(x):
             from kernel_verify.impls.torch.convert import to_torch
 
             p = to_torch(p, device=x.device)
@@ -106,15 +108,15 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         return map_features(entry, x, params, log=log)
 
     def as_work(v: Any, like: Any) -> Any:
-        return v.to(like.dtype) if _is_torch(v) else v.astype(like.dtype, copy=False)
+        return v.to(like.dtype) if is_torch(v) else v.astype(like.dtype, copy=False)
 
     def back(out: Any, v: Any) -> Any:
-        return out.to(v.dtype) if _is_torch(v) else out.astype(v.dtype, copy=False)
+        return out.to(v.dtype) if is_torch(v) else out.astype(v.dtype, copy=False)
 
     def chunked(q, k, v, *, chunk_size, initial_state=None, seed=0):
         check_one_backend(("q", "k", "v"), q, k, v)
         check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
-                               backend="torch" if _is_torch(q) else "numpy")
+                               backend="torch" if is_torch(q) else "numpy")
         params = params_for(q, seed)
         fq, fk = phi(q, params), phi(k, params)
         mod = _forms_module(q)
@@ -129,7 +131,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
     def step(state, q_t, k_t, v_t, *, seed=0):
         check_one_backend(("q_t", "k_t", "v_t"), q_t, k_t, v_t)
         check_step_inputs(q_t, k_t, v_t, names=("q_t", "k_t", "v_t"),
-                          backend="torch" if _is_torch(q_t) else "numpy")
+                          backend="torch" if is_torch(q_t) else "numpy")
         params = params_for(q_t, seed)
         fq, fk = phi(q_t, params), phi(k_t, params)
         mod = _forms_module(q_t)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.systems import gated_system
+from kernel_verify.impls.validation import is_torch
 from kernel_verify.properties.builtin_hybrid import elu1
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget
 
@@ -39,12 +40,9 @@ COVERAGE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
 
 def _mod(x: Any):
-    if _is_torch(x):
+    if is_torch(x):
         from kernel_verify.impls.torch import gated_forms
     else:
         from kernel_verify.impls.numpy import gated_forms
@@ -53,7 +51,7 @@ def _mod(x: Any):
 
 def _up(*xs):
     """Half inputs computed in float32 (features included: ``half_in_float32``)."""
-    if not _is_torch(xs[0]):
+    if not is_torch(xs[0]):
         return xs
     from kernel_verify.impls.torch.convert import compute_dtype
 
@@ -64,20 +62,20 @@ def _down(res, like, first=True):
     """The output of ``res`` (``(out, state)``, or ``(state, out)`` with ``first=False``) back in
     ``like``'s dtype."""
     out, state = res if first else res[::-1]
-    out = out.to(like.dtype) if _is_torch(out) else out
+    out = out.to(like.dtype) if is_torch(out) else out
     return (out, state) if first else (state, out)
 
 
 def _fixed_over_batch_and_time(g, like):
     """``scalar_fixed`` gates ``(H,)`` repeated to ``(B, H, T)`` of ``like``."""
-    if _is_torch(g):
+    if is_torch(g):
         return g[None, :, None].expand(like.shape[0], g.shape[0], like.shape[2])
     return np.broadcast_to(g[None, :, None], (like.shape[0], g.shape[0], like.shape[2]))
 
 
 def _fixed_over_batch(g, like):
     """``scalar_fixed`` gates ``(H,)`` repeated to ``(B, H)`` of one step's ``like``."""
-    if _is_torch(g):
+    if is_torch(g):
         return g[None, :].expand(like.shape[0], g.shape[0])
     return np.broadcast_to(g[None, :], (like.shape[0], g.shape[0]))
 
@@ -164,7 +162,7 @@ def _float64_features(x, role: str, normalise: bool) -> np.ndarray:
 
 def _state_sums(state) -> tuple[np.ndarray, np.ndarray]:
     """``(S, z)`` of a gated form's state in float64."""
-    s, z = (np.asarray(a.detach().to("cpu").double().numpy() if _is_torch(a) else a,
+    s, z = (np.asarray(a.detach().to("cpu").double().numpy() if is_torch(a) else a,
                        dtype=np.float64) for a in state)
     return s, z
 

@@ -15,20 +15,18 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.systems import get_system
+from kernel_verify.impls.validation import is_torch
 from kernel_verify.properties.hybrid_protocol import HYBRID_CLAIMS, HybridAttentionTarget
 
 __all__ = ["builtin_hybrid_targets", "elu1", "hybrid_target"]
 
-
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
 
 
 def elu1(x: Any) -> Any:
     """``elu(x) + 1`` on either backend (half tensors computed in float32 by the caller), as
     ``x + 1`` or ``e^x``: ``elu(x) + 1`` itself cancels for ``x ≪ 0`` (``(e^x − 1) + 1`` keeps
     no correct digit of ``e^(−30)`` in float32: the large-score property found it)."""
-    if _is_torch(x):
+    if is_torch(x):
         import torch
 
         return torch.where(x > 0, x + 1, torch.exp(torch.clamp(x, max=0.0)))
@@ -36,7 +34,7 @@ def elu1(x: Any) -> Any:
 
 
 def _mod(x: Any):
-    if _is_torch(x):
+    if is_torch(x):
         from kernel_verify.impls.torch import hybrid_attention
     else:
         from kernel_verify.impls.numpy import hybrid_attention
@@ -44,7 +42,7 @@ def _mod(x: Any):
 
 
 def _phi(x: Any) -> Any:
-    if _is_torch(x) and x.dtype.itemsize == 2:  # half: features in float32 (half_in_float32)
+    if is_torch(x) and x.dtype.itemsize == 2:  # half: features in float32 (half_in_float32)
         import torch
 
         return elu1(x.to(torch.float32))
@@ -52,7 +50,7 @@ def _phi(x: Any) -> Any:
 
 
 def _lift(q: Any, k: Any, v: Any) -> tuple[Any, Any, Any]:
-    if _is_torch(q) and q.dtype.itemsize == 2:
+    if is_torch(q) and q.dtype.itemsize == 2:
         import torch
 
         return q.to(torch.float32), k.to(torch.float32), v.to(torch.float32)
@@ -71,14 +69,14 @@ def hybrid_target(name: str, *, mix: float = 1.0, scale: float | None = None,
         out, state = _mod(q).hybrid_attention(q2, k2, v2, phi(q), phi(k), window=window,
                                               mix=mix, scale=scale,
                                               initial_state=initial_state)
-        return (out.to(like.dtype) if _is_torch(out) else out), state
+        return (out.to(like.dtype) if is_torch(out) else out), state
 
     def step(state, q_t, k_t, v_t, *, window):
         like = v_t
         q2, k2, v2 = _lift(q_t, k_t, v_t)
         state, o = _mod(q_t).hybrid_attention_step(state, q2, k2, v2, phi(q_t), phi(k_t),
                                                    window=window, mix=mix, scale=scale)
-        return state, (o.to(like.dtype) if _is_torch(o) else o)
+        return state, (o.to(like.dtype) if is_torch(o) else o)
 
     def features(x, role):
         return elu1(np.asarray(x, dtype=np.float64))

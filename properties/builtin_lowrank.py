@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.systems import TARGET_CLAIM_WORDS, all_systems
+from kernel_verify.impls.validation import is_torch
 from kernel_verify.properties.protocol import AttentionTarget
 from kernel_verify.properties.strategies import generator
 
@@ -36,9 +37,6 @@ __all__ = ["LOWRANK_PARAMETERS", "RANK", "linformer_projections", "lowrank_atten
 RANK = 4
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
 
 def linformer_projections(n: int, seed: int, like: Any) -> tuple[Any, Any]:
     """``E, F (r, n)``, ``r = min(RANK, n)``, entries ``N(0, 1/r)`` from ``seed``, in ``like``'s
@@ -46,7 +44,7 @@ def linformer_projections(n: int, seed: int, like: Any) -> tuple[Any, Any]:
     rng = generator(seed, "linformer_projections")
     r = min(RANK, n)
     e, f = (rng.standard_normal((r, n)) / np.sqrt(r) for _ in range(2))
-    if _is_torch(like):
+    if is_torch(like):
         import torch
 
         return (torch.as_tensor(e, dtype=like.dtype, device=like.device),
@@ -86,7 +84,7 @@ def lowrank_target(name: str, *, backends=("numpy", "torch"), dtypes=("float64",
     def attention(q, k, v, *, causal: bool, seed: int = 0, **_: Any):
         if causal:
             raise ValueError(f"causal=True: {name} is bidirectional (no causal form)")
-        return run(system.resolve("torch" if _is_torch(q) else "numpy"), q, k, v, seed)
+        return run(system.resolve("torch" if is_torch(q) else "numpy"), q, k, v, seed)
 
     claims = system.claims & frozenset(TARGET_CLAIM_WORDS["attention"])
     return AttentionTarget(label or f"lowrank:{name}", attention, claims,
