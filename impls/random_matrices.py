@@ -115,8 +115,11 @@ def _padded_size(d: int) -> int:
     return 1 << max(0, (d - 1).bit_length())
 
 
-def _rademacher(rng: np.random.Generator, p: int) -> np.ndarray:
-    return rng.choice(np.array([-1.0, 1.0]), size=p)
+def _rademacher(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
+    """Independent ±1 signs. One call of any ``size`` consumes the generator exactly as calls
+    for its rows in order would (one 32-bit draw per sign), so the signs of a whole SORF draw
+    come from one call."""
+    return rng.choice(np.array([-1.0, 1.0]), size=size)
 
 
 @dataclass(frozen=True)
@@ -149,17 +152,15 @@ def draw_factors(kind: str, rng: np.random.Generator, m: int, d: int) -> Structu
     d = check_positive_int("d", d)
     p = _padded_size(d)
     blocks = -(-m // p)
+    if kind == "sorf":  # D₁, D₂, D₃ of block 0, then of block 1, …
+        return StructuredFactors(kind, m, d, p, _rademacher(rng, (blocks, 3, p)))
     diagonals, perms = np.empty((blocks, 3, p)), np.empty((blocks, p), dtype=np.int64)
-    for i in range(blocks):
-        if kind == "sorf":
-            for j in range(3):
-                diagonals[i, j] = _rademacher(rng, p)
-        else:
-            diagonals[i, 0] = _rademacher(rng, p)
-            perms[i] = rng.permutation(p)
-            diagonals[i, 1] = rng.standard_normal(p)
-            diagonals[i, 2] = np.sqrt(rng.chisquare(p, size=p)) / np.linalg.norm(diagonals[i, 1])
-    return StructuredFactors(kind, m, d, p, diagonals, perms if kind == "fastfood" else None)
+    for i in range(blocks):  # Fastfood: B, Π, G, S of each block in turn
+        diagonals[i, 0] = _rademacher(rng, p)
+        perms[i] = rng.permutation(p)
+        diagonals[i, 1] = rng.standard_normal(p)
+        diagonals[i, 2] = np.sqrt(rng.chisquare(p, size=p)) / np.linalg.norm(diagonals[i, 1])
+    return StructuredFactors(kind, m, d, p, diagonals, perms)
 
 
 def factors_matrix(f: StructuredFactors) -> np.ndarray:

@@ -29,6 +29,7 @@ from kernel_verify.verify.references.dense_exponential import (
     _mat,
     _sym,
     sderf_matrix,
+    sderf_parameters,
     sderf_parameters_mp,
 )
 
@@ -107,7 +108,7 @@ def raw_moments(x: np.ndarray, y: np.ndarray, config: Mapping[str, Any], dps: in
     ``I − 16A`` is not positive definite: ``E h⁴`` is infinite)."""
     from kernel_verify.verify.moments.gauss_hermite import QuadratureError
 
-    p = sderf_parameters_mp(sderf_matrix(config, len(x)))
+    p = sderf_parameters(config, len(x))
     lam, q = mpmath.eigsy(_sym(p["A"]))
     if not all(16 * t < 1 for t in lam):
         raise QuadratureError("E h⁴ of SDERF is infinite unless every eigenvalue of A is < 1/16")
@@ -124,13 +125,13 @@ def raw_moments(x: np.ndarray, y: np.ndarray, config: Mapping[str, Any], dps: in
 
 def closed(x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]) -> tuple[Any, Any]:
     """``(E h, V₁)`` of the registered ``sderf`` by the closed forms."""
-    mean, second = closed_pair(sderf_parameters_mp(sderf_matrix(config, len(x))), x, y)
+    mean, second = closed_pair(sderf_parameters(config, len(x)), x, y)
     return mean, second - mean * mean
 
 
 def quadrature(x: np.ndarray, y: np.ndarray, config: Mapping[str, Any]) -> tuple[Any, Any]:
     """``(E h, V₁)`` of the registered ``sderf`` by :func:`quadrature_pair`."""
-    mean, second = quadrature_pair(sderf_parameters_mp(sderf_matrix(config, len(x))), x, y)
+    mean, second = quadrature_pair(sderf_parameters(config, len(x)), x, y)
     return mean, second - mean * mean
 
 

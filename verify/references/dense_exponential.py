@@ -7,13 +7,14 @@ and the exact moments (:mod:`kernel_verify.verify.moments.dense_exponential`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import mpmath
 import numpy as np
 
-__all__ = ["sderf_matrix", "sderf_parameters_mp"]
+__all__ = ["sderf_matrix", "sderf_parameters", "sderf_parameters_mp"]
 
 
 def _mat(a: Any) -> mpmath.matrix:
@@ -48,3 +49,18 @@ def sderf_parameters_mp(a: Any) -> dict[str, Any]:
     c = mpmath.diag([mpmath.mpf(-1) / 2] * d)
     log_d = mpmath.fsum(mpmath.log(1 - 4 * v) for v in lam) / 4
     return {"A": a, "B1": b, "B2": b, "C1": c, "C2": c, "log_D": log_d}
+
+
+def sderf_parameters(config: Mapping[str, Any], d: int) -> dict[str, Any]:
+    """``sderf_parameters_mp(sderf_matrix(config, d))``, memoised per ``(α, β, d)`` and working
+    precision: the same exact values, with one symmetric eigendecomposition per size instead of
+    one per call (a reference or moment of one case calls it per point). The matrices returned
+    are copies: a caller may change them."""
+    alpha, beta = float(config["alpha"]), float(config["beta"])
+    params = _sderf_parameters_at(alpha, beta, d, mpmath.mp.prec)
+    return {k: v.copy() if isinstance(v, mpmath.matrix) else v for k, v in params.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _sderf_parameters_at(alpha: float, beta: float, d: int, prec: int) -> dict[str, Any]:
+    return sderf_parameters_mp(sderf_matrix({"alpha": alpha, "beta": beta}, d))

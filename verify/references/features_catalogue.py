@@ -698,15 +698,12 @@ _bound_log_sderf, _bound_sderf = exp_of_log_bounds(_log_term_sderf)
 
 
 def _mp_sderf_log(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
-    from kernel_verify.verify.references.dense_exponential import (
-        sderf_matrix,
-        sderf_parameters_mp,
-    )
+    from kernel_verify.verify.references.dense_exponential import sderf_parameters
 
     check_params("params", dict(params), {"W": (None, x_mp.shape[-1])})
     w = to_mp(params["W"])
     m, d = w.shape
-    p = sderf_parameters_mp(sderf_matrix(config, d))
+    p = sderf_parameters(config, d)
     a = np.array(p["A"].tolist(), dtype=object)
     b = np.array(p["B1"].tolist(), dtype=object)
     row = (w @ a * w).sum(axis=-1) + p["log_D"] - mpmath.log(m) / 2

@@ -98,12 +98,9 @@ def _gerf_rows(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
 
 def _sderf_rows(w: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
     """SDERF: rows ``Bᵀω_f = (WB)_f``, ``B = (I − 4A)^(1/2)`` exact in mp (docs/math.md §20)."""
-    from kernel_verify.verify.references.dense_exponential import (
-        sderf_matrix,
-        sderf_parameters_mp,
-    )
+    from kernel_verify.verify.references.dense_exponential import sderf_parameters
 
-    b = sderf_parameters_mp(sderf_matrix(config, w.shape[1]))["B1"]
+    b = sderf_parameters(config, w.shape[1])["B1"]
     return w @ np.array(b.tolist(), dtype=object)
 
 
