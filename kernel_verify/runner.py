@@ -130,7 +130,8 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
         atomic.write_text(ini, "[pytest]\n")
         env["KV_RESULTS"] = str(results)
         cmd = [sys.executable, "-m", "pytest", *paths, "-c", str(ini), "--rootdir", str(SUITE_DIR),
-               "-p", "no:cacheprovider", "-p", "kernel_verify.properties.results", "-q",
+               "-p", "no:cacheprovider", "-p", "kernel_verify.properties.results",
+               "-p", "kernel_verify.properties.process_end", "-q",
                "-n", str(jobs if jobs > 1 else 0)]
         if keyword:
             cmd += ["-k", keyword]
