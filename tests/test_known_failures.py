@@ -10,8 +10,6 @@ from kernel_verify.properties.protocol import AttentionTarget, RandomMatrixTarge
 from kernel_verify.runner import run_suite, summary
 
 LAW = "test_rows_are_standard_gaussian"
-#: The module fixture's one suite run serves both tests when they share a worker.
-pytestmark = pytest.mark.xdist_group("known_adapters")
 
 
 

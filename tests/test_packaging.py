@@ -31,6 +31,9 @@ PACKAGE_DIRS = {"kernel_verify": "kernel_verify", "kernel_verify.impls": "impls"
 DATA_PACKAGES = {"kernel_verify.docs": "docs"}
 # A short, fixed slice of the suite: enough to tell right from wrong, quick on 2 cores.
 KEYWORD = "test_unbiased_on_grid or test_partition_of_unity"
+# The example's run adds the NaN-input property, which its attention does not claim to pass
+# (``validates_input``): ``not credited``, both in ``check`` and in the pytest plugin.
+EXAMPLE_KEYWORD = f"{KEYWORD} or test_non_finite_input_is_rejected"
 
 
 def _clean_env() -> dict[str, str]:
@@ -190,22 +193,37 @@ def test_the_main_job_and_the_python_api_import_from_the_wheel(installed, tmp_pa
     module imports in the wheel's environment, and the public API is there."""
     work = _work_dir(tmp_path)
     py = str(installed / "bin" / "python")
+    # One process: the imports, then `kernel-verify report --help` through the console script's
+    # entry point (the script itself runs in the `check` tests below).
     proc = _run(installed, work, py, "-c", "import kernel_verify.report.main, matplotlib; "
                 "from kernel_verify import check, AttentionTarget, FeatureMapTarget, "
-                "RandomMatrixTarget, KernelApproxTarget, CheckResult")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    help_ = _run(installed, work, str(installed / "bin" / "kernel-verify"), "report", "--help")
-    assert help_.returncode == 0 and "--quick" in help_.stdout, help_.stderr[-4000:]
+                "RandomMatrixTarget, KernelApproxTarget, CheckResult; "
+                "from kernel_verify.cli import main; main(['report', '--help'])")
+    assert proc.returncode == 0 and "--quick" in proc.stdout, proc.stderr[-4000:]
 
 
-def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, tmp_path):
+@pytest.fixture(scope="module")
+def example_check(installed, tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    """``kernel-verify check`` of the README's example adapter, shipped in the wheel (no copy of
+    it in the directory), as a user runs it (two pytest workers, the default), with its JSON
+    record: one run, read by the two tests below."""
+    import json
+
+    where = tmp_path_factory.mktemp("example_check")
+    out = where / "check.json"
+    proc = _run(installed, where, str(installed / "bin" / "kernel-verify"), "check",
+                "kernel_verify.examples.my_favor:targets", "-k", EXAMPLE_KEYWORD,
+                "--json", str(out))
+    return proc, (json.loads(out.read_text()) if out.exists() else {})
+
+
+def test_check_passes_the_example_and_fails_a_wrong_adapter(installed, example_check, tmp_path):
     work = _work_dir(tmp_path)
     cli = str(installed / "bin" / "kernel-verify")
-    # the README's example adapter, shipped in the wheel (no copy of it in the directory)
-    good = _run(installed, tmp_path, cli, "check", "kernel_verify.examples.my_favor:targets",
-                "-k", KEYWORD)
+    good, _ = example_check
     assert good.returncode == 0, good.stdout[-4000:] + good.stderr[-4000:]
     assert " 0 failed" in good.stdout and "PASS" in good.stdout, good.stdout
+    assert "(2 workers)" in good.stderr, good.stderr[-2000:]
     # The default run (two pytest workers) above; one pytest process here, half the start-up.
     bad = _run(installed, work, cli, "check", "wrong_favor:targets", "-k", KEYWORD, "--jobs", "1")
     assert bad.returncode == 1, bad.stdout[-4000:] + bad.stderr[-4000:]
@@ -234,32 +252,27 @@ def test_the_docs_that_skip_reasons_cite_are_shipped(installed, tmp_path):
         assert re.search(rf"^#+ §{section}[ .]", math, flags=re.M), section
 
 
-def test_pytest_plugin_runs_the_installed_suite(installed, tmp_path):
+def test_pytest_plugin_runs_the_installed_suite(installed, example_check, tmp_path):
     """``pytest --kv-target`` collects the installed suite and counts as ``check`` does: the
     example's attention does not claim ``validates_input``, so its NaN-input property is ``not
     credited`` in both (pytest's counts line too), never a pass."""
-    import json
-
     work = _work_dir(tmp_path)
     py = str(installed / "bin" / "python")
-    keyword = "test_partition_of_unity or test_non_finite_input_is_rejected"
     proc = _run(installed, work, py, "-m", "pytest", "--kv-target", "my_favor:targets", "-v",
-                "-p", "no:cacheprovider", "-k", keyword)
+                "-p", "no:cacheprovider", "-k", EXAMPLE_KEYWORD)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     # The working directory holds no tests: what ran is the suite inside the installed package.
     assert "test_attention_identities.py::test_partition_of_unity" in proc.stdout, proc.stdout
     last = proc.stdout.splitlines()[-1]
-    assert "1 passed" in last and "not credited" in last, proc.stdout
+    assert "2 passed" in last and "not credited" in last, proc.stdout
     assert "site-packages/kernel_verify/properties (target my_favor:targets)" in proc.stdout, (
         proc.stdout)
     [plugin] = [ln for ln in proc.stdout.splitlines() if "as `kernel-verify check` counts" in ln]
-    out = work / "check.json"
-    cli = str(installed / "bin" / "kernel-verify")
-    check = _run(installed, work, cli, "check", "my_favor:targets", "-k", keyword, "--jobs", "1",
-                 "--json", str(out))
+    # The same properties of the same module, run by `check` (the example's shipped copy).
+    check, record = example_check
     assert check.returncode == 0, check.stdout[-4000:] + check.stderr[-4000:]
-    counts = json.loads(out.read_text())["counts"]
-    assert counts["pass"] == 1 and counts["not credited"] == 1, counts
+    counts = record["counts"]
+    assert counts["pass"] == 2 and counts["not credited"] == 1, counts
     words = (("pass", "passed"), ("fail", "failed"), ("not credited", "not credited"),
              ("skip", "skipped"))
     assert plugin.startswith(", ".join(f"{counts[k]} {w}" for k, w in words) + " — "), (
