@@ -36,12 +36,20 @@ def pytest_configure(config) -> None:
         "kernel_verify.adapters.missing_reason(key) when it cannot be imported")
 
 
+def _run_order(item) -> tuple[bool, bool, bool]:
+    return (item.path.name not in FIRST, item.get_closest_marker("kv_needs") is None,
+            item.path.name != SHARED_SUITE_RUN)
+
+
+def shares_a_process(item) -> bool:
+    """Whether ``item`` is one of the tests that should run in one worker (module docstring)."""
+    return not all(_run_order(item))
+
+
 def pytest_collection_modifyitems(items) -> None:
     """The tests that share a process first (module docstring), in this order: the wheel's,
     the optional libraries', the known failures'; the sort is stable (otherwise in order)."""
-    items.sort(key=lambda item: (item.path.name not in FIRST,
-                                 item.get_closest_marker("kv_needs") is None,
-                                 item.path.name != SHARED_SUITE_RUN))
+    items.sort(key=_run_order)
 
 
 def pytest_runtest_setup(item) -> None:
