@@ -28,9 +28,10 @@ report-quick: $(STAMP)
 	$(BIN)/kernel-verify report --quick   # -> build/report/quick/index.html
 
 # Two pytest workers on two cores: one BLAS/OpenMP thread each, no oversubscription.
-# --dist load: each worker first takes a batch of consecutive tests; the tests that share a process
-# (the wheel's, the optional libraries', the known failures') are sorted to the front, so the first
-# worker runs them all (tests/conftest.py).
+# --dist worksteal: each worker first takes half of the tests, in order; an idle worker takes the
+# back half of the other's queue. The tests that share a process (the wheel's, the optional
+# libraries', the known failures') are sorted to the front, so the first worker runs them all
+# (tests/conftest.py).
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # Bytecode is cached (in the untracked __pycache__ folders) even where the environment sets
 # PYTHONDONTWRITEBYTECODE: the suite starts many Python processes (two workers, and a pytest
@@ -39,10 +40,10 @@ ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 BYTECODE := PYTHONDONTWRITEBYTECODE=
 
 test: $(STAMP)
-	CI=true $(ONE_THREAD) $(BYTECODE) $(BIN)/python -m pytest -n 2 --dist load -p no:cacheprovider
+	CI=true $(ONE_THREAD) $(BYTECODE) $(BIN)/python -m pytest -n 2 --dist worksteal -p no:cacheprovider
 
 test-dev: $(STAMP)
-	HYPOTHESIS_PROFILE=dev $(ONE_THREAD) $(BIN)/python -m pytest -n 2 --dist load
+	HYPOTHESIS_PROFILE=dev $(ONE_THREAD) $(BIN)/python -m pytest -n 2 --dist worksteal
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,20 +1,21 @@
 """Unit tests of the project (not shipped): the same Hypothesis profiles as the property suite.
 
-``make test`` runs two pytest-xdist workers with ``--dist load``, which hands each worker, first,
-a batch of consecutive tests: an eighth of the collection (xdist 3: a quarter of a worker's
-share), over 1,100 tests. The tests that should share one process are sorted to the front
-(:func:`pytest_collection_modifyitems`), far fewer than a batch, so the first worker runs them
-all, in order: the packaging tests and the notebook (one wheel virtualenv, one module fixture
-running the example's ``check``), the tests of the optional libraries (mark ``kv_needs``,
+``make test`` runs two pytest-xdist workers with ``--dist worksteal``: each worker first takes
+half of the collection, in order, and a worker whose queue runs dry takes the back half of the
+other's. The tests that should share one process are sorted to the front
+(:func:`pytest_collection_modifyitems`), so the first worker runs them all, first, before any
+steal: the packaging tests and the notebook (one wheel virtualenv, one module fixture running
+the example's ``check``), the tests of the optional libraries (mark ``kv_needs``,
 :mod:`tests.library_marks`: one worker imports fla and transformers, at set-up rather than at
 collection) and the known-failure tests (one suite run). They are subprocess-heavy and start the
-run; the other worker takes the CPU-bound rest meanwhile. Were one of them to land on the other
+run; the other worker takes CPU-bound tests meanwhile. Were one of them to land on the other
 worker, its fixture would run there once more: slower, never wrong.
 
-(``--dist loadgroup`` would pin them by ``xdist_group`` marks, but it schedules each unmarked
-test as a unit of its own, at most two ahead per worker, with a count over every unit a worker
-was given at each completion: measured 149.5 s against 134.5 s for ``--dist load``, controller
-CPU 9.7 s against 7.1 s.)
+Measured with one tree (wall, user CPU): ``--dist loadgroup`` (which pins tests by
+``xdist_group`` marks, but schedules every unmarked test as a unit of its own, at most two ahead
+per worker, and counts the pending tests over every unit a worker was given at each completion)
+149.5 s / 270 s, ``--dist load`` 134.5 s / 250 s; later, back to back, ``load`` 147.5 s and
+``worksteal`` 144.9 s (load's workers ended 4–10 s apart; worksteal's together).
 
 At the end, each pytest process freezes its objects (:func:`pytest_unconfigure`).
 """

@@ -1,5 +1,6 @@
-"""make test's order (tests/conftest.py): the tests that share a process come first and fit in
-the first batch pytest-xdist's ``--dist load`` hands a worker, so that one worker runs them all."""
+"""make test's order (tests/conftest.py): the tests that share a process come first, within the
+share pytest-xdist's ``--dist worksteal`` first hands one worker, so that one worker runs them all
+before any steal (a steal takes the back half of a queue)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from tests.conftest import shares_a_process
 WORKERS = 2
 
 
-def _first_batch(collected: int, workers: int = WORKERS) -> int:
-    """Tests in a worker's first batch under ``--dist load``: a quarter of its share (at least
-    2), pytest-xdist 3's ``LoadScheduling.schedule``."""
-    return max((collected // workers) // 4, 2)
+def _first_share(collected: int, workers: int = WORKERS) -> int:
+    """Tests the first worker takes at the start under ``--dist worksteal``: the pending tests
+    over the idle workers (pytest-xdist 3's ``WorkStealingScheduling.check_schedule``)."""
+    return collected // workers
 
 
-def test_tests_sharing_a_process_lead_and_fit_in_the_first_batch(request) -> None:
+def test_tests_sharing_a_process_lead_and_fit_in_the_first_share(request) -> None:
     items = request.session.items
     if len(items) < 1000:
         pytest.skip(f"{len(items)} tests collected: the order matters for the whole suite only")
@@ -25,6 +26,6 @@ def test_tests_sharing_a_process_lead_and_fit_in_the_first_batch(request) -> Non
     assert items[: len(early)] == early, "a test sharing a process is not at the front"
     names = {item.path.name for item in early}
     assert {"test_packaging.py", "test_notebook.py", "test_known_failures.py"} <= names, names
-    assert len(early) <= _first_batch(len(items)), (
-        f"{len(early)} tests share a process, more than the {_first_batch(len(items))} of the "
-        "first worker's first batch: they may split over the workers")
+    assert len(early) <= _first_share(len(items)), (
+        f"{len(early)} tests share a process, more than the {_first_share(len(items))} of the "
+        "first worker's share: they may split over the workers")
