@@ -25,12 +25,21 @@ moment needs the joint law of four dependent rows).
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import mpmath
 import numpy as np
 
+from kernel_verify.verify.cache import (
+    exact_text,
+    file_cache_get,
+    file_cache_put,
+    mpf_from_json,
+    mpf_to_json,
+)
 from kernel_verify.verify.inputs import check_positive_int
 from kernel_verify.verify.moments import aligned, dense_exponential
 from kernel_verify.verify.moments.gauss_hermite import expect_relu_power
@@ -123,8 +132,37 @@ def _central(raw: list) -> tuple[Any, Any, Any]:
     return e1, e2 - e1**2, e4 - 4 * e1 * e3 + 6 * e1**2 * e2 - 3 * e1**4
 
 
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """The code a quadrature moment depends on (every module of ``verify/moments`` and
+    ``verify/references``, ``verify/inputs.py``) and mpmath's version: a stored value is used
+    only if the same code computed it."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(mpmath.__version__.encode())
+    for path in sorted([*here.glob("*.py"), *(here.parent / "references").glob("*.py"),
+                        here.parent / "inputs.py"]):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=1024)
 def _cached(formula, xk, yk, config_items, m, dps, method) -> tuple[Any, Any]:
+    """:func:`_moments`, memoised; by quadrature (seconds per point: SDERF's 1-D quadratures,
+    the exponential sums) also kept in the file cache (:mod:`kernel_verify.verify.cache`) under
+    the exact inputs and :func:`_source_digest`, as signed binary records: a value read back is
+    the very number computed (a quadrature that fails raises and stores nothing)."""
+    if method != "quadrature":
+        return _moments(formula, xk, yk, config_items, m, dps, method)
+    key = exact_text((_source_digest(), formula, xk, yk, config_items, m, dps))
+    stored = file_cache_get("fourth-moment", key)
+    if stored is not None:
+        return mpf_from_json(stored[0]), mpf_from_json(stored[1])
+    mu4, var = _moments(formula, xk, yk, config_items, m, dps, method)
+    file_cache_put("fourth-moment", key, [mpf_to_json(mu4), mpf_to_json(var)])
+    return mu4, var
+
+
+def _moments(formula, xk, yk, config_items, m, dps, method) -> tuple[Any, Any]:
     with mpmath.workdps(dps + 10):
         x, y = to_mp(np.array(xk)), to_mp(np.array(yk))
         raw = (closed_raw_moments(formula, x, y, dict(config_items)) if method == "closed"
