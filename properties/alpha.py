@@ -15,6 +15,9 @@ raises the false-alarm rate.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from kernel_verify.verify.stats import AlphaBudget
 
 _state: dict[str, AlphaBudget] = {}
@@ -22,6 +25,22 @@ _state: dict[str, AlphaBudget] = {}
 
 def set_assertion_count(n: int) -> None:
     _state["budget"] = AlphaBudget.from_env(max(1, int(n)))
+
+
+@contextlib.contextmanager
+def assertion_count(n: int) -> Iterator[AlphaBudget]:
+    """The budget of ``n`` assertions inside the block (e.g. the α another pytest run used),
+    and the previous one, whichever it was, restored after it: the statistical properties that
+    run later in this process keep the α of their own run."""
+    saved = _state.get("budget")
+    set_assertion_count(n)
+    try:
+        yield _state["budget"]
+    finally:
+        if saved is None:
+            _state.pop("budget", None)
+        else:
+            _state["budget"] = saved
 
 
 def budget() -> AlphaBudget:

@@ -88,15 +88,14 @@ def pytest_outcomes() -> tuple[dict[str, str], int, str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_report_verdicts_match_the_property_suite(name, pytest_outcomes):
     """The report's property verdicts (same test functions, same seeds) equal what pytest says."""
-    from kernel_verify.properties.alpha import set_assertion_count
+    from kernel_verify.properties.alpha import assertion_count, per_assertion
 
     outcomes, collected, output = pytest_outcomes
     target = get(name)
-    set_assertion_count(collected)  # the α pytest ran them at
-    try:
+    ours = per_assertion()
+    with assertion_count(collected):  # the α pytest ran them at; this run's α restored after
         (mine,) = verdicts.property_verdicts(target)
-    finally:
-        set_assertion_count(1)
+    assert per_assertion() == ours  # the statistical tests after this one keep their α
     node = mine.command.split("'")[1]
     assert node in outcomes, output
     assert mine.outcome == outcomes[node]

@@ -1,0 +1,25 @@
+"""The run-wide false-alarm budget (:mod:`kernel_verify.properties.alpha`): a block that borrows
+another run's assertion count gives the budget back as it was, so the statistical tests that run
+after it in the same process keep their run's α. (tests/test_report.py once reset it to one
+assertion, α = 1e-3, for every later test of its worker: 1150 times the run's α.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel_verify.properties import alpha
+
+
+def test_a_borrowed_count_gives_the_budget_back():
+    ours = alpha.budget()
+    with alpha.assertion_count(7) as borrowed:
+        assert alpha.budget() is borrowed and borrowed.per_assertion == borrowed.total / 7
+    assert alpha.budget() == ours
+
+
+def test_the_budget_is_given_back_after_an_error_and_when_none_was_set(monkeypatch):
+    monkeypatch.setattr(alpha, "_state", {})
+    with pytest.raises(RuntimeError), alpha.assertion_count(3):
+        raise RuntimeError("inside")
+    assert alpha._state == {}  # nothing set before: the single-assertion fallback again
+    assert alpha.budget().per_assertion == alpha.budget().total
