@@ -28,19 +28,28 @@ def set_assertion_count(n: int) -> None:
 
 
 @contextlib.contextmanager
-def assertion_count(n: int) -> Iterator[AlphaBudget]:
-    """The budget of ``n`` assertions inside the block (e.g. the α another pytest run used),
-    and the previous one, whichever it was, restored after it: the statistical properties that
-    run later in this process keep the α of their own run."""
+def preserved() -> Iterator[None]:
+    """The budget as it was before the block is restored after it (also after an error, also
+    when none was set), whatever the block sets: a run inside a process (a report, another
+    pytest run's count) leaves the α of the statistical properties that run later in the
+    process alone."""
     saved = _state.get("budget")
-    set_assertion_count(n)
     try:
-        yield _state["budget"]
+        yield
     finally:
         if saved is None:
             _state.pop("budget", None)
         else:
             _state["budget"] = saved
+
+
+@contextlib.contextmanager
+def assertion_count(n: int) -> Iterator[AlphaBudget]:
+    """The budget of ``n`` assertions inside the block (e.g. the α another pytest run used),
+    the previous one restored after it (:func:`preserved`)."""
+    with preserved():
+        set_assertion_count(n)
+        yield _state["budget"]
 
 
 def budget() -> AlphaBudget:

@@ -1,7 +1,8 @@
 """The run-wide false-alarm budget (:mod:`kernel_verify.properties.alpha`): a block that borrows
 another run's assertion count gives the budget back as it was, so the statistical tests that run
 after it in the same process keep their run's α. (tests/test_report.py once reset it to one
-assertion, α = 1e-3, for every later test of its worker: 1150 times the run's α.)"""
+assertion, α = 1e-3, for every later test of its worker: 1150 times the run's α; an in-process
+``run_report`` left the report's budget behind.)"""
 
 from __future__ import annotations
 
@@ -23,3 +24,27 @@ def test_the_budget_is_given_back_after_an_error_and_when_none_was_set(monkeypat
         raise RuntimeError("inside")
     assert alpha._state == {}  # nothing set before: the single-assertion fallback again
     assert alpha.budget().per_assertion == alpha.budget().total
+
+
+def test_an_in_process_report_gives_the_budget_back(tmp_path, monkeypatch):
+    """``run_report`` sets the report's own budget while it runs (its statistical assertions
+    over the maps it verifies), and the caller's after: here a deterministic map, no pages of
+    statistics, the budget logic only."""
+    from kernel_verify.report import main
+
+    monkeypatch.setenv("KV_CACHE_DIR", str(tmp_path / "cache"))
+    seen = []
+    real = main._run_report
+
+    def spy(**kwargs):
+        result = real(**kwargs)
+        seen.append(alpha.budget())
+        return result
+
+    monkeypatch.setattr(main, "_run_report", spy)
+    with alpha.assertion_count(1149):
+        ours = alpha.budget()
+        main.run_report(quick=True, out=str(tmp_path / "report"), maps=["elu_plus_one"],
+                        no_plots=True)
+        assert seen and seen[0] != ours  # the report ran at its own budget
+        assert alpha.budget() == ours

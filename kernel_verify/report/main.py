@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kernel_verify.impls.names import identifier
 from kernel_verify.impls.registry import all_maps, get
-from kernel_verify.properties.alpha import set_assertion_count
+from kernel_verify.properties.alpha import preserved, set_assertion_count
 from kernel_verify.report import mappage
 from kernel_verify.report.gradients import median_test_applies
 from kernel_verify.report.pages import Page, write_atomic, write_page
@@ -92,7 +92,14 @@ def run_report(*, quick: bool = False, out: str | None = None, maps: Sequence[st
                no_plots: bool = False) -> int:
     """``kernel-verify report [--quick] [--out DIR] [--maps NAME ...] [--no-plots]``: verify the
     maps (default: every registered map) and write the report's pages, figures and report.json
-    into ``out`` (default: build/report/full or build/report/quick)."""
+    into ``out`` (default: build/report/full or build/report/quick). The report's false-alarm
+    budget holds while it runs; a caller in the same process gets its own back after."""
+    with preserved():
+        return _run_report(quick=quick, out=out, maps=maps, no_plots=no_plots)
+
+
+def _run_report(*, quick: bool, out: str | None, maps: Sequence[str] | None,
+                no_plots: bool) -> int:
     s: Settings = QUICK if quick else FULL
     names = list(maps or ())
     out = _out_dir(out, quick)
