@@ -395,15 +395,13 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
             args += ["-k", keyword]
         start = time.monotonic()
         forget_suite()
-        budget = dict(alpha._state)  # the run sets its own α budget: the caller's comes back
         try:
-            with use_targets(targets), contextlib.redirect_stdout(captured), \
+            # the run sets its own α budget: the caller's comes back (alpha.preserved)
+            with alpha.preserved(), use_targets(targets), contextlib.redirect_stdout(captured), \
                     contextlib.redirect_stderr(captured), warnings.catch_warnings():
                 rc = int(pytest.main(args, plugins=[progress] if progress else []))
         finally:
             forget_suite()
-            alpha._state.clear()
-            alpha._state.update(budget)
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)

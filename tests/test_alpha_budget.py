@@ -2,7 +2,7 @@
 another run's assertion count gives the budget back as it was, so the statistical tests that run
 after it in the same process keep their run's α. (tests/test_report.py once reset it to one
 assertion, α = 1e-3, for every later test of its worker: 1150 times the run's α; an in-process
-``run_report`` left the report's budget behind.)"""
+``run_report`` left the report's budget behind.) An in-process ``check`` gives it back too."""
 
 from __future__ import annotations
 
@@ -47,4 +47,23 @@ def test_an_in_process_report_gives_the_budget_back(tmp_path, monkeypatch):
         main.run_report(quick=True, out=str(tmp_path / "report"), maps=["elu_plus_one"],
                         no_plots=True)
         assert seen and seen[0] != ours  # the report ran at its own budget
+        assert alpha.budget() == ours
+
+
+def test_an_in_process_check_gives_the_budget_back():
+    """``kernel_verify.check`` on objects defined here runs the suite in this process; that run
+    counts its own assertions (properties/conftest.py), and the caller's budget comes back."""
+    import numpy as np
+
+    from kernel_verify import RandomMatrixTarget, check
+
+    def gaussian(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+        return rng.standard_normal((m, d))
+
+    target = RandomMatrixTarget("alpha_gaussian", gaussian, frozenset({"gaussian_rows"}))
+    with alpha.assertion_count(1149):
+        ours = alpha.budget()
+        result = check(target, profile="ci", keyword="rows_are_standard_gaussian",
+                       progress=False)
+        assert result.spec == "<targets given in Python>" and result.ok, str(result)
         assert alpha.budget() == ours
