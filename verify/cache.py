@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,16 @@ import numpy as np
 
 from kernel_verify.verify.atomic import write_text
 
-__all__ = ["CACHE_FORMAT", "cache_dir", "exact_text", "file_cache_get", "file_cache_put",
-           "mpf_from_json", "mpf_to_json"]
+__all__ = [
+    "CACHE_FORMAT",
+    "cache_dir",
+    "exact_text",
+    "file_cache_get",
+    "file_cache_put",
+    "mpf_from_json",
+    "mpf_to_json",
+    "source_digest",
+]
 
 #: Version of the on-disk layout and of the exact key/value encodings. Bumped to 2 when keys and
 #: values became signed (module docstring): entries of earlier formats live in other folders and
@@ -48,6 +57,19 @@ def cache_dir() -> Path | None:
 
         root = platformdirs.user_cache_dir("kernel-verify")
     return Path(root) / f"v{CACHE_FORMAT}"
+
+
+def source_digest(paths: Iterable[str | Path], *extra: str) -> str:
+    """16 hex digits of sha256 over ``extra`` (e.g. a library's version) and, for each of
+    ``paths`` in the order given, its file name and bytes: the code a cached value depends on,
+    part of its key, so that a stored value is used only if the same code computed it."""
+    h = hashlib.sha256()
+    for text in extra:
+        h.update(text.encode())
+    for path in map(Path, paths):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def exact_text(obj: Any) -> str:

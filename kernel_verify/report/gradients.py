@@ -151,15 +151,10 @@ def _reference_digest() -> str:
     """sha256 of every mpmath reference module (part of the cache key): the kernel gradients are
     differences of the kernels, whose quadratures (the generative kernel's) live in the catalogue
     and the quadrature module, so the whole folder decides a stored value."""
-    import hashlib
-
     from kernel_verify.verify import references
+    from kernel_verify.verify.cache import source_digest
 
-    h = hashlib.sha256()
-    for path in sorted(Path(references.__file__).parent.glob("*.py")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    return source_digest(sorted(Path(references.__file__).parent.glob("*.py")))
 
 
 def kernel_gradient(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray) -> np.ndarray:

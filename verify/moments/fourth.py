@@ -25,7 +25,6 @@ moment needs the joint law of four dependent rows).
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from kernel_verify.verify.cache import (
     file_cache_put,
     mpf_from_json,
     mpf_to_json,
+    source_digest,
 )
 from kernel_verify.verify.inputs import check_positive_int
 from kernel_verify.verify.moments import aligned, dense_exponential
@@ -138,11 +138,8 @@ def _source_digest() -> str:
     ``verify/references``, ``verify/inputs.py``) and mpmath's version: a stored value is used
     only if the same code computed it."""
     here = Path(__file__).resolve().parent
-    h = hashlib.sha256(mpmath.__version__.encode())
-    for path in sorted([*here.glob("*.py"), *(here.parent / "references").glob("*.py"),
-                        here.parent / "inputs.py"]):
-        h.update(path.name.encode() + path.read_bytes())
-    return h.hexdigest()[:16]
+    return source_digest(sorted([*here.glob("*.py"), *(here.parent / "references").glob("*.py"),
+                                 here.parent / "inputs.py"]), mpmath.__version__)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -51,9 +51,7 @@ of ``tests/test_second_route.py``.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-from pathlib import Path
 from typing import Any
 
 import mpmath
@@ -66,6 +64,7 @@ from kernel_verify.verify.cache import (
     file_cache_put,
     mpf_from_json,
     mpf_to_json,
+    source_digest,
 )
 from kernel_verify.verify.references import quadrature as quadrature_module
 from kernel_verify.verify.references.kernels import gram_mp, mp_kernel
@@ -345,10 +344,7 @@ def generative_kernel_mp(
 def _source_digest() -> str:
     """The source of this module and of the quadrature rules: a stored value is used only if it
     was computed by the same code."""
-    h = hashlib.sha256()
-    for path in (__file__, quadrature_module.__file__):
-        h.update(Path(path).read_bytes())
-    return h.hexdigest()[:16]
+    return source_digest((__file__, quadrature_module.__file__))
 
 
 @functools.lru_cache(maxsize=4096)
