@@ -54,17 +54,32 @@ from kernel_verify.impls.random_matrices import (
     UNBIASED_MATRICES,
 )
 
-__all__ = ["GATE_KINDS", "KINDS", "KIND_CLAIM_WORDS", "SYSTEM_CLAIMS", "TARGET_CLAIM_WORDS",
-           "ApproximationSystem", "AttentionSystem", "GatedSystem", "MatrixSystem",
-           "ModelSystem", "SystemDescriptor", "all_systems", "gated_system", "get_system"]
+__all__ = [
+    "GATE_KINDS",
+    "KINDS",
+    "KIND_CLAIM_WORDS",
+    "SYSTEM_CLAIMS",
+    "TARGET_CLAIM_WORDS",
+    "TRANSITIONS",
+    "ApproximationSystem",
+    "AttentionSystem",
+    "GatedSystem",
+    "MatrixSystem",
+    "ModelSystem",
+    "SystemDescriptor",
+    "all_systems",
+    "gated_system",
+    "get_system",
+]
 
 #: Kinds of registered systems, in the order ``kernel-verify list`` shows them.
 KINDS: dict[str, str] = {
     "feature_map": "a feature map φ with φ(x)ᵀφ(y) ≈ k(x, y) (impls.registry)",
     "kernel_approximation": "a low-rank approximation of a Gram matrix or of attention",
     "attention": "an attention function (q, k, v) -> outputs",
-    "gated_attention": "a causal linear attention whose state decays by a gate before each "
-                       "update (q, k, v, log-gates) -> (outputs, state)",
+    "gated_attention": "a causal linear attention with a state updated by a transition (a "
+                       "decay, a gate, the delta rule and its relatives) (q, k, v, log-gates, "
+                       "β, …) -> (outputs, state)",
     "random_matrix": "a construction of the (m, d) frequency matrix of random features",
     "model": "a causal language model (token ids -> logits) with a cache or recurrent state",
 }
@@ -118,6 +133,9 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "exact_on_landmarks": "K̃[:, S] equals K[:, S]",
     "optimal_rank": "the smallest 2-norm error of any rank-r matrix (Eckart–Young)",
     "pinv_iteration": "Z ≈ A⁺ by the order-7 iteration with E_(j+1) = ¼E_j³(3I + E_j)",
+    # delta rule
+    "negative_eigenvalues": "β may lie in [0, 2] (not only [0, 1]): the transition I − βkkᵀ has "
+                            "an eigenvalue 1 − β in [−1, 0) along a unit key",
 }
 
 #: The words each kind of descriptor may claim.
@@ -130,7 +148,8 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
     "model": frozenset({"float64", "differentiable", "left_padding", "right_padding",
                         "batch_independent"}),
     "gated_attention": frozenset({"causal", "exact", "normalised", "differentiable",
-                                  "state_bitwise", "validates_input", "half_in_float32"}),
+                                  "state_bitwise", "validates_input", "half_in_float32",
+                                  "negative_eigenvalues"}),
     "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
                                        "optimal_rank", "pinv_iteration",
                                        "batch_independent"}),
@@ -147,7 +166,7 @@ TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {
                   "batch_independent", "validates_input", "state_bitwise", "differentiable",
                   "deterministic_backward", "half_in_float32"),
     "gated_attention": ("normalised", "differentiable", "state_bitwise", "validates_input",
-                        "half_in_float32"),
+                        "half_in_float32", "negative_eigenvalues"),
     "random_matrix": ("gaussian_rows", "orthogonal", "simplex"),
     "kernel_approximation": ("psd", "schur_residual", "exact_on_landmarks", "optimal_rank"),
     "model": ("float64", "differentiable", "left_padding", "right_padding"),
@@ -230,6 +249,22 @@ GATE_KINDS: dict[str, str] = {
     "scalar_fixed": "one decay per head, the same for every token (RetNet): g (H,)",
     "scalar": "one decay per token and head (Mamba2/SSD, simple GLA): g (B, H, T)",
     "key_dim": "one gate per token, head and key dimension (GLA): g (B, H, T, d)",
+    "none": "no gate (DeltaNet): the forms take g=None",
+}
+
+#: The state transitions of one recurrence ``S_t = A_t S_(t−1) + w_t v_tᵀ`` (docs/math.md §23):
+#: name -> (the transition, the per-token inputs besides q, k, v it takes, the gate kinds it
+#: accepts). Every one is diagonal plus rank one, ``A_t = Diag(e^(λ_t)) + x_t y_tᵀ``.
+TRANSITIONS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "decay": ("A = Diag(e^g) (no gate: identity), w = k: plain, RetNet, Mamba2/SSD, GLA",
+              ("g",), ("scalar_fixed", "scalar", "key_dim")),
+    "delta": ("A = I − βkkᵀ, w = βk: DeltaNet", ("beta",), ("none",)),
+    "gated_delta": ("A = e^g(I − βkkᵀ), w = βk (the decay before the error term): Gated DeltaNet",
+                    ("g", "beta"), ("scalar", "key_dim")),
+    "kda": ("A = (I − βkkᵀ)Diag(e^g), w = βk: Kimi Delta Attention", ("g", "beta"),
+            ("key_dim",)),
+    "comba": ("A = e^g I − βkpᵀ, w = βk: Comba", ("g", "beta", "p"), ("scalar",)),
+    "rwkv7": ("A = Diag(e^g) + b aᵀ, w = k: RWKV-7", ("g", "a", "b"), ("key_dim",)),
 }
 
 
@@ -240,15 +275,23 @@ class GatedSystem(SystemDescriptor):
 
     kind: ClassVar[str] = "gated_attention"
     gates: str = "scalar"
+    #: the state transition (:data:`TRANSITIONS`)
+    transition: str = "decay"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.gates not in GATE_KINDS:
             raise ValueError(f"system {self.name!r}: gates must be one of {sorted(GATE_KINDS)}, "
                              f"got {self.gates!r}")
+        if self.transition not in TRANSITIONS:
+            raise ValueError(f"system {self.name!r}: transition must be one of "
+                             f"{sorted(TRANSITIONS)}, got {self.transition!r}")
+        if self.gates not in TRANSITIONS[self.transition][2]:
+            raise ValueError(f"system {self.name!r}: transition {self.transition!r} takes gates "
+                             f"{TRANSITIONS[self.transition][2]}, got {self.gates!r}")
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "gates": self.gates}
+        return {**super().describe(), "gates": self.gates, "transition": self.transition}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,29 @@
-"""The gated forms protocol: :class:`GatedAttentionTarget`, a causal linear attention whose
-state is multiplied by a decay or a gate before each update (docs/math.md §16) — RetNet,
-Mamba2/SSD, simple GLA, GLA — offering its forms with state, run by
-``properties/test_gated_forms.py``.
+"""The recurrent forms protocol: :class:`GatedAttentionTarget`, a causal linear attention whose
+state is updated by a **transition** ``S_t = A_t S_(t−1) + w_t v_tᵀ`` declared as data
+(``transition``, docs/math.md §16 and §23): a decay or a gate (``"decay"``: RetNet,
+Mamba2/SSD, simple GLA, GLA) or the delta rule and its relatives (``"delta"``: DeltaNet,
+``"gated_delta"``: Gated DeltaNet, ``"kda"``: Kimi Delta Attention, ``"comba"``,
+``"rwkv7"``), offering its forms with state, run by ``properties/test_gated_forms.py``: one set
+of properties over every transition, one exact reference
+(:mod:`kernel_verify.verify.references.recurrence`).
+
+**Transitions** (:data:`kernel_verify.impls.systems.TRANSITIONS`): besides the log-gates each
+form takes the transition's own per-token inputs *by keyword*, in the layout of the gates
+(``BHTD``; ``BTHD`` swaps time and heads): ``beta (B, H, T)`` (delta, gated_delta, kda, comba;
+drawn in ``[0, 1]``, ``[0, 2]`` with the claim ``negative_eigenvalues``; ``beta="sigmoid"``:
+the suite passes the logit and the target applies the sigmoid), ``p (B, H, T, d)`` (comba),
+``a, b (B, H, T, d)`` (rwkv7). DeltaNet has no gate (``gates="none"``): its forms take
+``g=None``. The transitions (the features ``φ`` applied to q and k first)::
+
+    delta        A = I − βkkᵀ,            w = βk
+    gated_delta  A = e^g(I − βkkᵀ),       w = βk   (the decay before the error term)
+    kda          A = (I − βkkᵀ)Diag(e^g), w = βk
+    comba        A = e^g I − βkpᵀ,        w = βk
+    rwkv7        A = Diag(e^g) + b aᵀ,     w = k
+
+A delta-rule target's ``features`` declares its normalisation convention of q and k (e.g.
+:func:`l2_features`: ε inside the root on the sum, outside the root, or on the mean), and its
+``state_sums`` returns ``(S, None)``.
 
 **Gates** are given to every form as *log-gates* ``g ≤ 0`` (a decay ``e^g``; long products stay
 exact as sums), in the dtype and on the backend/device of the inputs. ``gates`` declares which
@@ -55,7 +77,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kernel_verify.impls.systems import GATE_KINDS as _GATE_KINDS
-from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS
+from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS, TRANSITIONS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
 from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
@@ -67,12 +89,47 @@ from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties.sequence_target import SequenceTarget
 
-__all__ = ["GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES", "GatedAttentionTarget"]
+__all__ = ["BETA_INPUTS", "GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES",
+           "TRANSITIONS", "GatedAttentionTarget", "RecurrentTarget", "l2_features"]
 
 #: The gate kinds (:data:`kernel_verify.impls.systems.GATE_KINDS`, where each is described).
 GATE_KINDS = tuple(_GATE_KINDS)
 GATE_SIDES = ("key",)
 GATED_FORMS = ("parallel", "stateful", "chunked", "step", "varlen", "padded")
+#: How a target takes β: the value itself, or the logit it applies a sigmoid to.
+BETA_INPUTS = ("given", "sigmoid")
+#: The L2 normalisation conventions of :func:`l2_features` (docs/math.md §23).
+L2_CONVENTIONS = ("sum_inside", "root_outside", "mean_inside")
+
+
+def l2_features(*, eps: float = 1e-6, convention: str = "sum_inside",
+                q_scale: float | None = None) -> Callable[[np.ndarray, str], np.ndarray]:
+    """Declared float64 features of a delta-rule target: q and k L2-normalised with ``eps``
+    where ``convention`` puts it — ``"sum_inside"``: ``x/√(Σx² + ε)`` (fla's ``l2norm``),
+    ``"root_outside"``: ``x/(√(Σx²) + ε)`` (``torch.nn.functional.normalize``),
+    ``"mean_inside"``: ``x/√(Σx²/d + ε)`` (an RMS norm) — and q then scaled by ``q_scale``
+    (None: ``d^(−1/2)``, the convention of DeltaNet and Gated DeltaNet; docs/math.md §23)."""
+    if convention not in L2_CONVENTIONS:
+        raise ValueError(f"convention must be one of {', '.join(L2_CONVENTIONS)}, got "
+                         f"{convention!r}")
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps >= 0:
+        raise ValueError(f"eps must be a number >= 0, got {eps!r}")
+
+    def features(x: np.ndarray, role: str) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        ss = np.sum(x * x, axis=-1, keepdims=True)
+        if convention == "sum_inside":
+            y = x / np.sqrt(ss + eps)
+        elif convention == "root_outside":
+            y = x / (np.sqrt(ss) + eps)
+        else:
+            y = x / np.sqrt(ss / x.shape[-1] + eps)
+        if role == "q":
+            y = y * (float(x.shape[-1]) ** -0.5 if q_scale is None else q_scale)
+        return y
+
+    features.convention = (convention, eps, q_scale)  # type: ignore[attr-defined]
+    return features
 #: The claims a gated target takes: words of the one vocabulary
 #: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`).
 GATED_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["gated_attention"]}
@@ -87,6 +144,8 @@ class GatedAttentionTarget(SequenceTarget):
     gates: str
     claims: frozenset[str]
     features: Callable[[np.ndarray, str], np.ndarray]
+    transition: str = "decay"
+    beta: str = "given"
     gate_side: str = "key"
     backends: tuple[str, ...] = ("numpy",)
     dtypes: tuple[str, ...] = ("float64",)
@@ -109,7 +168,20 @@ class GatedAttentionTarget(SequenceTarget):
         _check_name(self.name)
         _check_claims(self.name, self.claims, GATED_CLAIMS)
         _check_known_failures(self.name, self.known_failures)
+        _check_choice(self.name, "transition", self.transition, set(TRANSITIONS),
+                      optional=False)
         _check_choice(self.name, "gates", self.gates, set(GATE_KINDS), optional=False)
+        if self.gates not in TRANSITIONS[self.transition][2]:
+            raise _fail(ValueError, self.name, "gates", f"transition {self.transition!r} takes "
+                        f"gates {' or '.join(map(repr, TRANSITIONS[self.transition][2]))}, "
+                        f"got {self.gates!r}")
+        _check_choice(self.name, "beta", self.beta, set(BETA_INPUTS), optional=False)
+        if self.has("normalised") and self.transition != "decay":
+            raise _fail(ValueError, self.name, "claims", "'normalised' (a z in the state) is a "
+                        f"claim of the decay transition, not of {self.transition!r}")
+        if self.has("negative_eigenvalues") and "beta" not in self.token_inputs():
+            raise _fail(ValueError, self.name, "claims", "'negative_eigenvalues' is about β: "
+                        f"transition {self.transition!r} takes none")
         _check_choice(self.name, "gate_side", self.gate_side, set(GATE_SIDES), optional=False)
         _check_choice(self.name, "layout", self.layout, {"BHTD", "BTHD"}, optional=False)
         _check_callable(self.name, "features", self.features, optional=False)
@@ -135,3 +207,12 @@ class GatedAttentionTarget(SequenceTarget):
             raise _fail(ValueError, self.name, "feature_ulps", "must be an int >= 0, got "
                         f"{self.feature_ulps!r}")
         _check_call_seconds(self.name, self.call_seconds)
+
+    def token_inputs(self) -> tuple[str, ...]:
+        """The per-token inputs of the transition passed by keyword (β, p, a, b): the gates
+        are the positional ``g``."""
+        return tuple(n for n in TRANSITIONS[self.transition][1] if n != "g")
+
+
+#: The one protocol of a recurrence with its transition as data (the gated target's name kept).
+RecurrentTarget = GatedAttentionTarget
