@@ -29,6 +29,14 @@ Columns:
   head — ``gated`` — or per key dimension — ``gk``, up to n = 4096) against its non-gated twin
   ``linear_attention_chunked`` of :mod:`kernel_verify.impls.torch.forms` on the same arrays
   (``benchmarks/gated.py``, whose asv class tracks the same pair).
+* ``delta/recur``, ``delta/plain`` (``--delta``): the chunked (UT transform) form of the gated
+  delta rule, :func:`kernel_verify.impls.torch.recurrence.chunked` with
+  ``transition="gated_delta"`` (chunk 64; ``q, k`` with unit rows, ``β = σ(x)``, log-gates
+  ``log σ(x')`` per token and head), against the same recurrence token by token
+  (``recurrent``, ``recur``) and against the plain chunked form ``linear_attention_chunked`` of
+  :mod:`kernel_verify.impls.torch.forms` at the same shapes (positive features ``e^q``, ``e^k``
+  of the same arrays, as ``--gated`` does) (``benchmarks/delta.py``, whose asv class times the
+  chunked and the recurrent form).
 """
 
 from __future__ import annotations
@@ -132,6 +140,25 @@ def gated_cases(n: int, device: str) -> dict[str, Callable[[], object]]:
     return out
 
 
+def delta_cases(n: int, device: str) -> dict[str, Callable[[], object]]:
+    """The gated delta rule chunked and token by token, and the plain chunked form on positive
+    features of the same arrays (``benchmarks/delta.py``)."""
+    from benchmarks.delta import inputs as delta_inputs
+    from kernel_verify.impls.torch.forms import linear_attention_chunked
+    from kernel_verify.impls.torch.recurrence import chunked, recurrent
+    from kernel_verify.verify.backends import AXIS
+
+    backend = next(b for b in AXIS if b.library == "torch" and b.device == device
+                   and b.dtype == "float32")
+    a = delta_inputs(backend, n, "gated_delta")
+    fq, fk = a["q"].exp(), a["k"].exp()
+    return {
+        "delta": lambda: chunked(transition="gated_delta", chunk_size=64, **a),
+        "delta recurrent": lambda: recurrent(transition="gated_delta", **a),
+        "delta plain": lambda: linear_attention_chunked(fq, fk, a["v"], chunk_size=64),
+    }
+
+
 def cases(n: int, device: str) -> dict[str, Callable[[], object]]:
     q, k, v, w = inputs(n, device)
     entry = get(ENTRY)
@@ -204,13 +231,16 @@ def sync(device: str) -> None:
 
 
 def measure(n: int, device: str, repeat: int, baseline: str | None = None,
-            forms: bool = False, gated: bool = False) -> dict[str, float]:
+            forms: bool = False, gated: bool = False, delta: bool = False
+            ) -> dict[str, float]:
     """Best wall time (s) of every case, interleaved round-robin."""
     fns = cases(n, device)
     if forms:
         fns["forms"] = forms_case(n, device)
     if gated:
         fns.update(gated_cases(n, device))
+    if delta:
+        fns.update(delta_cases(n, device))
     if baseline:
         fns["causal@baseline"] = baseline_case(n, device, baseline)
     best = dict.fromkeys(fns, math.inf)
@@ -260,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="also time the chunk-parallel form (impls/torch/forms.py)")
     ap.add_argument("--gated", action="store_true",
                     help="also time the gated chunked form against its non-gated twin")
+    ap.add_argument("--delta", action="store_true",
+                    help="also time the gated delta rule, chunked against recurrent and plain")
     ap.add_argument("--baseline", metavar="REV",
                     help="also time the causal path of impls/torch/attention.py at git REV")
     ap.add_argument("--structured", action="store_true",
@@ -283,11 +315,14 @@ def main(argv: list[str] | None = None) -> None:
         head += " | forms/log"
     if args.gated:
         head += " | gated/plain | gk/plain"
+    if args.delta:
+        head += " | delta/recur | delta/plain"
     if args.memory:
         head += " | mem causal/non-causal"
     print(head)
     for n in args.n:
-        t = measure(n, args.device, args.repeat, args.baseline, args.forms, args.gated)
+        t = measure(n, args.device, args.repeat, args.baseline, args.forms, args.gated,
+                    args.delta)
         raw[n] = t
         perf = t.get("performer", math.nan)
         perf_c = t.get("performer causal", math.nan)
@@ -303,6 +338,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.gated:
             row += (f" | {t['gated'] / t['plain chunked']:.2f} | "
                     f"{t.get('gk', math.nan) / t['plain chunked']:.2f}")
+        if args.delta:
+            row += (f" | {t['delta'] / t['delta recurrent']:.2f} | "
+                    f"{t['delta'] / t['delta plain']:.2f}")
         if args.memory:
             mem_c, mem_n = peak_memory(n, True, args.threads), peak_memory(n, False, args.threads)
             raw[n]["mem"] = [mem_c, mem_n]
