@@ -19,7 +19,7 @@ __all__ = ["check_gated_options", "check_log_gates", "time_length"]
 
 
 def check_log_gates(g: Any, phi_k: Any, *, backend: str, name: str = "log_gates",
-                    step: bool = False) -> str:
+                    step: bool = False, keys: str = "phi_k") -> str:
     """``g`` as the log-gates of keys ``phi_k`` (module docstring); returns ``"scalar"`` or
     ``"key_dim"``. ValueError/TypeError naming ``name``."""
     if is_torch(g) != (backend == "torch"):
@@ -38,8 +38,8 @@ def check_log_gates(g: Any, phi_k: Any, *, backend: str, name: str = "log_gates"
                          f"{tuple(phi_k.shape)} (one gate per key dimension) to match "
                          f"{what} keys, got {tuple(g.shape)}")
     if g.dtype != phi_k.dtype:
-        raise TypeError(f"{name} must have the features' dtype {phi_k.dtype}, got {g.dtype}")
-    check_one_backend((name, "phi_k"), g, phi_k)
+        raise TypeError(f"{name} must have the dtype of {keys} ({phi_k.dtype}), got {g.dtype}")
+    check_one_backend((name, keys), g, phi_k)
     if backend == "torch":
         import torch
 

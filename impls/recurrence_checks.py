@@ -127,7 +127,8 @@ def check_transition_inputs(transition: Any, k: Any, inputs: Mapping[str, Any], 
                         else np.issubdtype(x.dtype, np.floating))
             if not floating:
                 raise TypeError(f"{name} must have a floating dtype, got {dtype_name(x)}")
-            kind = check_log_gates(x, k, backend=backend, name=name, step=step)
+            kind = check_log_gates(x, k, backend=backend, name=name, step=step,
+                                   keys="k_t" if step else "k")
         elif key == "beta":
             _check_vector_input(name, x, tuple(k.shape[:-1]), k, backend=backend,
                                 what="one per token")

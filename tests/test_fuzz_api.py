@@ -60,6 +60,8 @@ INTERNAL_MODULES = {
     "kernel_verify.impls.packed": "runs packed sequences through a form (the forms' cu_seqlens)",
     "kernel_verify.impls.gated_checks": "argument checks of the gated forms (exercised through "
     "their log_gates below)",
+    "kernel_verify.impls.recurrence_checks": "argument checks of the delta-rule recurrence "
+    "(exercised through its forms below: transition, g, beta)",
 }
 # Public functions that the recipes cannot drive, with the reason (kept short on purpose).
 EXCUSED = {
@@ -123,6 +125,17 @@ EXCUSED = {
     "rebased.numpy_fn and rebased.torch_fn",
     "darkformer_matrix": "the darkformer entry's config -> M; fuzzed through darkformer.draw",
     "draw_darkformer": "the darkformer entry's draw; fuzzed as darkformer.draw",
+    # the conventions of the delta rule (impls/recurrence_conventions.py): element- and row-wise
+    # maps valid at any rank and width (no shape to tie); their refusals (NaN, types, unknown
+    # convention, bad eps/A_log/dt_bias/lower) in tests/test_recurrence_impls.py
+    "l2_normalise": "row-wise map valid at any rank and width; refusals in "
+    "tests/test_recurrence_impls.py",
+    "beta_from_logit": "element-wise map valid at any rank; refusals in "
+    "tests/test_recurrence_impls.py",
+    "mamba_log_gate": "element-wise map valid at any rank; refusals in "
+    "tests/test_recurrence_impls.py",
+    "bounded_log_gate": "element-wise map valid at any rank; refusals in "
+    "tests/test_recurrence_impls.py",
 }
 BAD_EXC = (ValueError, TypeError)
 STATS = {"entry_points": 0, "cases": 0}
@@ -226,6 +239,20 @@ OVERRIDES: dict[tuple[str, str], Recipe] = {
     ("gated_system", "gates"): Recipe(lambda c: "scalar", "choice"),
     ("segment_means", "x"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),  # any d
     ("build_tiny_lm", "seed"): Recipe(lambda c: 0, "count", min_value=0),
+    # the delta rule (impls/{numpy,torch}/recurrence.py), as the gated delta rule: scalar
+    # log-gates g <= 0 and β per token; one token's q_t, k_t, g_t, beta_t
+    **{(f, "transition"): Recipe(lambda c: "gated_delta", "choice")
+       for f in ("chunked", "recurrent", "recurrent_step", "transition_terms")},
+    **{(f, "g"): Recipe(lambda c: c.arr(-np.exp(c.rng.standard_normal((2, c.n)))), "gates")
+       for f in ("chunked", "recurrent", "transition_terms")},
+    **{(f, "beta"): Recipe(_arr(lambda c: (2, c.n)), "array")
+       for f in ("chunked", "recurrent", "transition_terms")},
+    ("transition_terms", "k"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),
+    ("recurrent_step", "g_t"): Recipe(lambda c: c.arr(-np.exp(c.rng.standard_normal(2))),
+                                      "gates"),
+    ("recurrent_step", "beta_t"): Recipe(_arr(lambda c: (2,)), "array"),
+    **{("recurrent_step", a): Recipe(_arr(lambda c: (2, c.d)), "array", last_dim=True)
+       for a in ("q_t", "k_t")},
     # hybrid attention (docs/math.md §22): a window w >= 0, a mixing factor > 0, one token's q, k
     **{(f, "window"): Recipe(lambda c: 1, "count", min_value=0)
        for f in ("hybrid_attention", "hybrid_attention_step")},

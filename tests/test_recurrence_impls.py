@@ -341,7 +341,7 @@ BAD = [
     (lambda a: {**a, "g": -a["g"] - 0.5}, "g must be ≤ 0"),
     (lambda a: {**a, "g": np.where(a["g"] < -0.5, np.nan, a["g"])}, "g contains NaN"),
     (lambda a: {**a, "g": a["g"][..., :-1]}, "g must have shape"),
-    (lambda a: {**a, "g": a["g"].astype(np.float32)}, "g must have the features' dtype"),
+    (lambda a: {**a, "g": a["g"].astype(np.float32)}, "g must have the dtype of k"),
     (lambda a: {**a, "beta": a["beta"][..., None]}, "beta must have shape"),
     (lambda a: {**a, "beta": np.full_like(a["beta"], np.inf)}, "beta contains NaN or Inf"),
     (lambda a: {**a, "beta": torch.tensor(a["beta"])}, "beta must be a numpy.ndarray"),
