@@ -450,6 +450,56 @@ _GATED = (
 )
 
 
+#: What every built-in delta-rule system offers (impls/{numpy,torch}/recurrence.py: the checks of
+#: impls.recurrence_checks first; torch is plain autograd; half inputs computed in float32;
+#: the chunked form and the step compute the one recurrence of docs/math.md §23, so causal).
+_DELTA_COMMON = _GATED_COMMON
+_DELTA_FUNCTIONS = _both("recurrence", "chunked")
+_DELTA_FORMS_TEXT = ("; forms: chunked (the UT transform, any chunk size), token by token "
+                     "(recurrent) and one token with state (recurrent_step); q and k "
+                     "L2-normalised (ε = 1e-6 inside the root), q scaled by d^(−1/2)")
+
+_DELTA = (
+    GatedSystem(
+        "delta_rule", "delta", "S_t = (I − β_t k_t k_tᵀ)S_(t−1) + β_t k_t v_tᵀ, o_t = S_tᵀq_t",
+        _DELTA_COMMON | {"negative_eigenvalues"}, "§23",
+        "Yang et al. 2024 (DeltaNet, NeurIPS, arXiv 2406.06484); docs/math.md §23",
+        "the delta rule S_t = S_(t−1) + β_t k_t (v_t − S_(t−1)ᵀk_t)ᵀ with β in [0, 2]"
+        + _DELTA_FORMS_TEXT, _DELTA_FUNCTIONS, gates="none", transition="delta",
+    ),
+    GatedSystem(
+        "gated_delta_rule", "delta",
+        "S_t = e^(g_t)(I − β_t k_t k_tᵀ)S_(t−1) + β_t k_t v_tᵀ, o_t = S_tᵀq_t",
+        _DELTA_COMMON, "§23",
+        "Yang et al. 2025 (Gated DeltaNet, ICLR, arXiv 2412.06464); docs/math.md §23",
+        "the gated delta rule, one log-gate per token and head, the decay applied before the "
+        "error term" + _DELTA_FORMS_TEXT, _DELTA_FUNCTIONS, gates="scalar",
+        transition="gated_delta",
+    ),
+    GatedSystem(
+        "kimi_delta_attention", "delta",
+        "S_t = (I − β_t k_t k_tᵀ)Diag(e^(g_t))S_(t−1) + β_t k_t v_tᵀ, o_t = S_tᵀq_t",
+        _DELTA_COMMON, "§23", "Kimi Linear technical report 2025 (KDA); docs/math.md §23",
+        "the delta rule with one log-gate per token, head and key dimension applied to the "
+        "state before the error term" + _DELTA_FORMS_TEXT, _DELTA_FUNCTIONS, gates="key_dim",
+        transition="kda",
+    ),
+    GatedSystem(
+        "comba", "delta", "S_t = (e^(g_t) I − β_t k_t p_tᵀ)S_(t−1) + β_t k_t v_tᵀ, o_t = S_tᵀq_t",
+        _DELTA_COMMON, "§23", "Hu et al. 2025 (Comba, arXiv 2506.02475); docs/math.md §23",
+        "a scalar decay plus a rank-one feedback along a separate key p_t" + _DELTA_FORMS_TEXT,
+        _DELTA_FUNCTIONS, gates="scalar", transition="comba",
+    ),
+    GatedSystem(
+        "rwkv7", "delta", "S_t = (Diag(e^(g_t)) + b_t a_tᵀ)S_(t−1) + k_t v_tᵀ, o_t = S_tᵀq_t",
+        _DELTA_COMMON, "§23", "Peng et al. 2025 (RWKV-7 Goose, arXiv 2503.14456); "
+        "docs/math.md §23",
+        "a diagonal-plus-rank-one transition, a = −κ̂, b = κ̂ ⊙ a_iclr; q and k as given "
+        "(no normalisation, no scale); forms: chunked (UT transform), recurrent, recurrent_step",
+        _DELTA_FUNCTIONS, gates="key_dim", transition="rwkv7",
+    ),
+)
+
 _MODELS = (
     ModelSystem(
         "tiny_lm", "model", "causal linear attention, φ(x) = elu(x) + 1, normalised",
@@ -463,6 +513,16 @@ _MODELS = (
         {"torch": "impls.torch.tiny_lm:build_tiny_lm"},
     ),
 )
+
+
+def delta_system(transition: str) -> GatedSystem:
+    """The built-in system of the delta-rule ``transition`` (:data:`TRANSITIONS`); the error
+    names the argument and lists what exists."""
+    for s in _DELTA:
+        if s.transition == transition:
+            return s
+    raise ValueError(f"transition={transition!r}: no built-in delta-rule system; known: "
+                     f"{', '.join(s.transition for s in _DELTA)}")
 
 
 def gated_system(gates: str, normalised: bool = False) -> GatedSystem:
@@ -519,7 +579,7 @@ def all_systems(*, kind: str | None = None, claims: Iterable[str] = ()) -> list[
     ``kind`` and only those with all ``claims``."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    systems = [*_APPROXIMATIONS, *_ATTENTION, *_GATED,
+    systems = [*_APPROXIMATIONS, *_ATTENTION, *_GATED, *_DELTA,
                *(_matrix_system(k) for k in MATRICES), *_MODELS]
     wanted = set(claims)
     order = list(KINDS)

@@ -39,6 +39,8 @@ _LAZY = {
     "RandomMatrixTarget": "kernel_verify.properties.protocol",
     "KernelApproxTarget": "kernel_verify.properties.protocol",
     "GatedAttentionTarget": "kernel_verify.properties.gated_protocol",
+    "RecurrentTarget": "kernel_verify.properties.gated_protocol",
+    "l2_features": "kernel_verify.properties.gated_protocol",
     "HybridAttentionTarget": "kernel_verify.properties.hybrid_protocol",
     "check": "kernel_verify.api",
     "CheckResult": "kernel_verify.api",

@@ -185,10 +185,14 @@ def gated_target(kind: str, *, normalise: bool = False, backends=("numpy",),
 
 
 def builtin_gated_targets() -> list[GatedAttentionTarget]:
-    """The built-in gated targets with their coverage (:data:`COVERAGE`)."""
+    """The built-in recurrent targets: the decay transition with its coverage
+    (:data:`COVERAGE`), then the delta rule and its relatives
+    (:func:`kernel_verify.properties.builtin_delta.builtin_delta_targets`)."""
+    from kernel_verify.properties.builtin_delta import builtin_delta_targets
+
     out = []
     for key, (libs, dtypes) in COVERAGE.items():
         kind, _, extra = key.partition("+")
         out.append(gated_target(kind, normalise=extra == "normalised", backends=libs,
                                 dtypes=dtypes))
-    return out
+    return out + builtin_delta_targets()

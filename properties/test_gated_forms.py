@@ -41,6 +41,7 @@ Properties (a missing form skips naming the protocol field):
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -473,6 +474,46 @@ def test_gated_split_invariance(target, backend, data):
         assert np.array_equal(split, full), f"{w}: split at {cut} not bitwise equal (claimed)"
     check_state(target, backend, state, x, g, probe_for(target, backend, shape, regime),
                 f"{w}: split run's final state", shape.seed)
+
+
+# ------------------------------------------------------------------ causality
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=(*FULL, "step")))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_outputs_are_causal_bitwise(target, backend, data):
+    """Every future token perturbed (q, k, v, gates and the transition's inputs from
+    ``t₀`` on, drawn anew in the same regime): every output before ``t₀`` of every form is
+    bitwise unchanged. A causal form computes row t from rows ≤ t only, in the same order
+    whatever comes later (a masked product adds exact zeros), so this holds to the last bit;
+    a form that lets a later token into an earlier row — a chunk's mask off by one, a
+    normaliser or a solve over the whole chunk — fails it even where the change is below
+    any tolerance (docs/math.md §13, §23)."""
+    shape, regime, x, g = setup(target, backend, data)
+    if shape.t < 2:
+        return
+    cut = max(1, min(shape.cut, shape.t - 1))
+    other = seen_inputs(draw_inputs(shape, stream="future"), backend)
+    other_g = seen_gates(draw_token_inputs(target, shape, _draw_regime(regime),
+                                           stream="future gates"), backend)
+    y = qkv_join(qkv_rows(x, 0, cut), qkv_rows(other, cut, shape.t))
+    gy = TokenInputs.join(g.rows(0, cut), other_g.rows(cut, shape.t))
+    w = where(target, backend, shape, regime)
+    runs: list[tuple[str, Any]] = []
+    for form in FULL:
+        if getattr(target, form) is not None:
+            runs.append((form, lambda xx, gg, f=form: run(target, backend, xx, gg, form=f,
+                                                          seed=shape.seed,
+                                                          chunk=shape.chunk)[0]))
+    if target.step is not None:
+        runs.append(("step", lambda xx, gg: run_steps(target, backend, qkv_rows(xx, 0, cut + 1),
+                                                      gg.rows(0, cut + 1),
+                                                      seed=shape.seed)[0]))
+    for name, fn in runs:
+        a, b = fn(x, g)[..., :cut, :], fn(y, gy)[..., :cut, :]
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        assert same.all(), (
+            f"{w}: {name}: tokens from {cut} on changed {int((~same).sum())} of {a.size} "
+            f"earlier outputs (largest change {np.nanmax(np.abs(a - b)):.3e}): not causal")
 
 
 # ------------------------------------------------------------------ prefill then decode

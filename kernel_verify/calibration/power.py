@@ -271,6 +271,118 @@ def gradient_defect(eps: float, low_only: bool):
     return dataclasses.replace(base, name=f"power:dk_x(1+{eps:.3g})", attention=attention)
 
 
+DELTA = "gated_attention:gated_delta_rule"
+
+
+def _delta_base():
+    from kernel_verify.properties.builtin_delta import delta_target
+
+    return delta_target("gated_delta", backends=("torch",), dtypes=DTYPES)
+
+
+def delta_output_defect(eps: float):
+    """The Gated DeltaNet target's full-sequence forms return ``(1 + ε)·o``; the step is left
+    correct."""
+    base = _delta_base()
+
+    def wrap(fn):
+        def form(*args, **kw):
+            out, state = fn(*args, **kw)
+            return _scaled(out, eps), state
+
+        return form
+
+    return dataclasses.replace(base, name=f"power:delta_output_x(1+{eps:.3g})",
+                               **{f: wrap(getattr(base, f))
+                                  for f in ("parallel", "stateful", "chunked")})
+
+
+def delta_state_defect(eps: float):
+    """The Gated DeltaNet target's final state ``S`` returned ``×(1 + ε)`` by the full-sequence
+    forms."""
+    base = _delta_base()
+
+    def wrap(fn):
+        def form(*args, **kw):
+            out, state = fn(*args, **kw)
+            return out, (_scaled(state[0], eps),)
+
+        return form
+
+    return dataclasses.replace(base, name=f"power:delta_state_x(1+{eps:.3g})",
+                               **{f: wrap(getattr(base, f))
+                                  for f in ("parallel", "stateful", "chunked")})
+
+
+def delta_future_defect(eps: float):
+    """The Gated DeltaNet target's full-sequence forms add ``ε·o_(t+1)`` to each row ``t``: a
+    leak of the next token's output, of relative size ε (the last row unchanged)."""
+    import torch
+
+    base = _delta_base()
+
+    def wrap(fn):
+        def form(*args, **kw):
+            out, state = fn(*args, **kw)
+            if eps == 0 or out.shape[2] < 2:
+                return out, state
+            wide = out.float() if out.dtype in (torch.float16, torch.bfloat16) else out
+            nxt = torch.cat([wide[:, :, 1:], torch.zeros_like(wide[:, :, :1])], dim=2)
+            return (wide + eps * nxt).to(out.dtype), state
+
+        return form
+
+    return dataclasses.replace(base, name=f"power:delta_future_leak({eps:.3g})",
+                               **{f: wrap(getattr(base, f))
+                                  for f in ("parallel", "stateful", "chunked")})
+
+
+class RandomDraws:
+    """A stand-in for Hypothesis' ``data`` that draws each value uniformly from the strategy
+    (integers, sampled_from, booleans, one_of) with a NumPy generator: the trials of a
+    property written with ``st.data()`` are then independent draws of its own layouts."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        s = getattr(strategy, "wrapped_strategy", strategy)
+        kind = type(s).__name__
+        if kind == "IntegersStrategy":
+            return int(self.rng.integers(s.start, s.end + 1))
+        if kind == "SampledFromStrategy":
+            return s.elements[int(self.rng.integers(len(s.elements)))]
+        if kind == "BooleansStrategy":
+            return bool(self.rng.integers(2))
+        if kind == "OneOfStrategy":
+            branches = s.original_strategies
+            return self.draw(branches[int(self.rng.integers(len(branches)))], label)
+        if kind == "JustStrategy":
+            return s.value
+        raise TypeError(f"RandomDraws cannot draw {label or strategy!r} ({kind})")
+
+
+def gated_trial(name: str, min_t: int = 1):
+    """One random layout and input regime of ``properties/test_gated_forms.py``'s property
+    ``name`` (its own strategies, drawn by :class:`RandomDraws`); fewer than ``min_t`` tokens are
+    not applicable."""
+    body = _inner("test_gated_forms", name)
+
+    def trial(target, backend, rng):
+        if min_t > 1:  # peek at the layout the property will draw (the same first draws)
+            from kernel_verify.properties.test_gated_forms import draw_shape
+
+            state = rng.bit_generator.state
+            t = draw_shape(RandomDraws(rng), target).t
+            rng.bit_generator.state = state
+            if t < min_t:
+                rng.integers(2)  # move on: the next trial draws another layout
+                return None
+        return _outcome(lambda: body(target=target, backend=backend, data=RandomDraws(rng)))
+
+    return trial
+
+
 # ----------------------------------------------------------------------------- the trials
 class _Node:
     def __init__(self) -> None:
@@ -369,6 +481,16 @@ def cells(dtypes: tuple[str, ...] = DTYPES) -> list[Cell]:
                             lambda e: gradient_defect(e, low_only=True),
                             gradient_trial("test_low_precision_gradients_near_float64", dt),
                             deterministic=True))
+        # the delta rule (Gated DeltaNet, torch): one set of forms properties, every transition
+        out.append(Cell("gated_forms::test_gated_forms_meet_the_exact_recurrence",
+                        "output ×(1+ε), Gated DeltaNet", dt, delta_output_defect,
+                        gated_trial("test_gated_forms_meet_the_exact_recurrence")))
+        out.append(Cell("gated_forms::test_gated_split_invariance",
+                        "state S ×(1+ε), Gated DeltaNet", dt, delta_state_defect,
+                        gated_trial("test_gated_split_invariance", min_t=2)))
+        out.append(Cell("gated_forms::test_gated_outputs_are_causal_bitwise",
+                        "next token's output leaked ×ε, Gated DeltaNet", dt, delta_future_defect,
+                        gated_trial("test_gated_outputs_are_causal_bitwise", min_t=2)))
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kernel_verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
 from kernel_verify.mutants.base import Mutant
+from kernel_verify.mutants.delta import DELTA_KILLERS, DELTA_MUTANTS, make_delta_target
 from kernel_verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
 from kernel_verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
 from kernel_verify.mutants.gated import GATED_KILLERS, GATED_MUTANTS
@@ -115,6 +116,13 @@ def _gated(name: str) -> Mutant:
                   lambda: [gated_target(f"mutant:{name}", switches)], GATED_KILLERS[name])
 
 
+def _delta(name: str) -> Mutant:
+    """The delta rule (:mod:`kernel_verify.mutants.delta`; controls: its ``DELTA_CONTROLS``)."""
+    description, switches = DELTA_MUTANTS[name]
+    return Mutant(name, "attention", description,
+                  lambda: [make_delta_target(f"mutant:{name}", switches)], DELTA_KILLERS[name])
+
+
 def _gated_torch(name: str) -> Mutant:
     """Differentiable gated linear attention (:mod:`kernel_verify.mutants.gated_torch`; control:
     ``gated_torch_correct``)."""
@@ -157,6 +165,7 @@ MUTANTS: list[Mutant] = [
     *(_torch_forms(n) for n in TORCH_FORMS_MUTANTS),
     *(_gated(n) for n in GATED_MUTANTS),
     *(_gated_torch(n) for n in GATED_TORCH_MUTANTS),
+    *(_delta(n) for n in DELTA_MUTANTS),
     *(_hybrid(n) for n in HYBRID_MUTANTS),
     *(_learned(n) for n in LEARNED_MUTANTS),
     *(_lowrank_batch(n) for n in LOWRANK_BATCH_MUTANTS),

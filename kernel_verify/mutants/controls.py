@@ -94,6 +94,12 @@ def _gated() -> dict[str, Callable[[], list[Target]]]:
     return dict(GATED_CONTROLS)
 
 
+def _delta() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.delta import DELTA_CONTROLS
+
+    return dict(DELTA_CONTROLS)
+
+
 def _hybrid() -> dict[str, Callable[[], list[Target]]]:
     from kernel_verify.mutants.hybrid import HYBRID_CONTROLS
 
@@ -198,6 +204,9 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "gated linear attention with every switch off", make,
              loader="kernel_verify.mutants.gated:control_")
       for n, make in _gated().items()),
+    *(Mutant(n, "attention", "the delta rule (gated delta, KDA) with every switch off", make,
+             loader="kernel_verify.mutants.delta:control_")
+      for n, make in _delta().items()),
     *(Mutant(n, "attention", "torch gated linear attention (built-in) without a defect", make,
              loader="kernel_verify.mutants.gated_torch:control_")
       for n, make in _gated_torch().items()),
