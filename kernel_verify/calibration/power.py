@@ -370,8 +370,10 @@ def gated_trial(name: str, min_t: int = 1):
 
     def trial(target, backend, rng):
         if min_t > 1:  # peek at the layout the property will draw (the same first draws)
-            from kernel_verify.properties.test_gated_forms import draw_shape
+            import importlib
 
+            draw_shape = importlib.import_module(
+                "kernel_verify.properties.test_gated_forms").draw_shape
             state = rng.bit_generator.state
             t = draw_shape(RandomDraws(rng), target).t
             rng.bit_generator.state = state
