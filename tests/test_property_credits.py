@@ -69,6 +69,10 @@ UNCREDITED_PATHS: dict[tuple[str, str], str] = dict.fromkeys([
     ("blackbox_maps::test_same_seed_gives_the_same_draw", "float32"),
     ("blackbox_maps::test_same_seed_gives_the_same_draw", "half"),
     ("feature_reference::test_attention_matches_estimator_reference", "half"),
+    # the delta mutants compute in float64 and round once to float32: the non-causal rounding
+    # of delta_decay_reference_at_chunk_end vanishes there (reports/power.md measures the
+    # property's float32 power on a planted leak instead)
+    ("gated_forms::test_gated_outputs_are_causal_bitwise", "float32"),
     ("feature_reference::test_features_match_reference", "half"),
     ("feature_reference::test_features_on_grid", "half"),
     ("feature_reference::test_kernel_estimate_matches_reference", "half"),
