@@ -7,8 +7,8 @@ float32, ``q`` and ``k`` with rows of unit L2 norm, ``β = σ(x)`` and log-gates
 of standard normal ``x, x'``: one gate per token and head for ``transition="gated_delta"`` (gated
 DeltaNet), one per key dimension for ``"kda"`` (Kimi Delta Attention), the state returned. The
 ratio ``time_chunked / time_recurrent`` is what the chunked form buys over a loop of ``n``
-rank-one updates; per key dimension the chunked form builds ``C × C × d`` decays per chunk (in column
-blocks of :data:`kernel_verify.impls.torch.recurrence.SUB`), which makes it
+rank-one updates; per key dimension the chunked form builds ``C × C × d`` decays per chunk (in
+column blocks of :data:`kernel_verify.impls.torch.recurrence.SUB`), which makes it
 slower than the loop at these sizes (docs/benchmarks.md). Sizes stay modest (``n`` = 256, 1024):
 the recurrent form is a Python loop over tokens. ``KV_BENCH_SMOKE=1`` keeps NumPy at ``n = 256``,
 both transitions (~0.1 s).

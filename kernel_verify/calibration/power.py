@@ -571,7 +571,14 @@ WHY = (
     "types are computed in float32 and cast back: the cast's `u` (2⁻¹¹ float16, 2⁻⁸ "
     "bfloat16) is their floor, and the bfloat16 mask and state rows are above 3e-2 by the same "
     "dilution. The low-precision gradient row compares the dtype's gradient with the target's "
-    "own float64 gradient within the bound of `properties/test_gradients.py`."
+    "own float64 gradient within the bound of `properties/test_gradients.py`. The Gated "
+    "DeltaNet rows run the property bodies of `properties/test_gated_forms.py` on their own "
+    "drawn layouts and gate regimes: a scaled final state is seen only through the probe "
+    "continued from it, and in the regimes with decays near 0 (log-gates down to −30) the "
+    "state is erased before the probe reads it, so no ε is detected in every trial (the "
+    "forms row, which compares every output with the exact recurrence, carries that "
+    "property's power); a leak of the next token's output is detected to the last bit where "
+    "the dtype keeps it (float32, float16) and is rounded away in bfloat16 in some layouts."
 )
 
 
