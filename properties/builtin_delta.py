@@ -63,15 +63,6 @@ def _up(x: Any) -> Any:
     return x.to(compute_dtype(x.dtype))
 
 
-def _sigmoid(x: Any) -> Any:
-    if is_torch(x):
-        import torch
-
-        return torch.sigmoid(x)
-    return np.where(x >= 0, 1.0 / (1.0 + np.exp(-np.abs(x))),
-                    np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x)))).astype(x.dtype)
-
-
 def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, Any]:
     """The forms of a delta-rule target of ``transition`` over the impls (module docstring):
     ``phi(x, role)`` the features applied to q and k on the backend."""
@@ -81,7 +72,9 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
         qq, kk, vv = _up(q), _up(k), _up(v)
         inputs = {n: _up(kw[n]) for n in _NAMES if kw.get(n) is not None}
         if "beta" in inputs and beta == "sigmoid":
-            inputs["beta"] = _sigmoid(inputs["beta"])
+            from kernel_verify.impls.recurrence_conventions import beta_from_logit
+
+            inputs["beta"] = beta_from_logit(inputs["beta"])
         if gated:
             inputs["g"] = _up(g)
         return phi(qq, "q"), phi(kk, "k"), vv, inputs

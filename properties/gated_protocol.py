@@ -76,6 +76,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from kernel_verify.impls.recurrence_conventions import L2_CONVENTIONS
 from kernel_verify.impls.systems import GATE_KINDS as _GATE_KINDS
 from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS, TRANSITIONS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
@@ -98,8 +99,6 @@ GATE_SIDES = ("key",)
 GATED_FORMS = ("parallel", "stateful", "chunked", "step", "varlen", "padded")
 #: How a target takes β: the value itself, or the logit it applies a sigmoid to.
 BETA_INPUTS = ("given", "sigmoid")
-#: The L2 normalisation conventions of :func:`l2_features` (docs/math.md §23).
-L2_CONVENTIONS = ("sum_inside", "root_outside", "mean_inside")
 
 
 def l2_features(*, eps: float = 1e-6, convention: str = "sum_inside",

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernel_verify.impls.numpy.gated_forms import _chunks
 from kernel_verify.impls.recurrence_checks import (
     TRANSITIONS,
     check_chunk_size,
@@ -169,15 +170,6 @@ def recurrent(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, transition: str,
     if not outs:
         return np.zeros((*q.shape[:-1], v.shape[-1]), q.dtype), s
     return np.stack(outs, axis=-2), s
-
-
-def _chunks(x: np.ndarray, chunk: int) -> np.ndarray:
-    """``(..., T, f)`` -> ``(..., nc, C, f)``, the tail padded with zeros."""
-    n = x.shape[-2]
-    nc = -(-n // chunk)
-    if nc * chunk != n:
-        x = np.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, nc * chunk - n), (0, 0)])
-    return x.reshape(*x.shape[:-2], nc, chunk, x.shape[-1])
 
 
 def _pairs(left: np.ndarray, g_row: np.ndarray, rights: tuple[np.ndarray, ...],

@@ -25,6 +25,7 @@ from kernel_verify.impls.recurrence_checks import (
     check_transition_inputs,
 )
 from kernel_verify.impls.torch.convert import compute_dtype
+from kernel_verify.impls.torch.gated_forms import _chunks
 from kernel_verify.impls.validation import check_array
 
 __all__ = ["TRANSITIONS", "chunked", "recurrent", "recurrent_step", "transition_terms"]
@@ -133,15 +134,6 @@ def recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, transition: 
     if not outs:
         return v.new_zeros((*q.shape[:-1], v.shape[-1])), s
     return torch.stack(outs, dim=-2).to(v.dtype), s
-
-
-def _chunks(x: torch.Tensor, chunk: int) -> torch.Tensor:
-    """``(..., T, f)`` -> ``(..., nc, C, f)``, the tail padded with zeros."""
-    n = x.shape[-2]
-    nc = -(-n // chunk)
-    if nc * chunk != n:
-        x = torch.nn.functional.pad(x, (0, 0, 0, nc * chunk - n))
-    return x.reshape(*x.shape[:-2], nc, chunk, x.shape[-1])
 
 
 def _masked_exp(diff: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
