@@ -55,6 +55,7 @@ from kernel_verify.impls.random_matrices import (
 )
 
 __all__ = [
+    "GATE_INPUTS",
     "GATE_KINDS",
     "KINDS",
     "KIND_CLAIM_WORDS",
@@ -250,6 +251,19 @@ GATE_KINDS: dict[str, str] = {
     "scalar": "one decay per token and head (Mamba2/SSD, simple GLA): g (B, H, T)",
     "key_dim": "one gate per token, head and key dimension (GLA): g (B, H, T, d)",
     "none": "no gate (DeltaNet): the forms take g=None",
+}
+
+#: How a gated system is given its gates (``properties/gated_protocol.py``'s ``gate_input``):
+#: name -> (the log-gate ``g`` it computes from the raw input ``a`` the forms take in place of
+#: ``g``, the per-head parameters passed by keyword). Shapes: ``A_log (H,)``; ``dt_bias (H,)``
+#: for scalar gates, ``(H, d)`` for key-dimension gates.
+GATE_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "log": ("the log-gates g ≤ 0 themselves", ()),
+    "mamba": ("g = −exp(A_log)·softplus(a + dt_bias) (Mamba2, Gated DeltaNet, KDA)",
+              ("A_log", "dt_bias")),
+    "bounded": ("g = lower·σ(a), lower = gate_lower < 0 (RWKV-7: lower = −e^(−1/2))", ()),
+    "bounded_affine": ("g = lower·σ(exp(A_log)·(a + dt_bias)) (KDA's lower-bounded gate)",
+                       ("A_log", "dt_bias")),
 }
 
 #: The state transitions of one recurrence ``S_t = A_t S_(t−1) + w_t v_tᵀ`` (docs/math.md §23):

@@ -29,7 +29,8 @@ from kernel_verify.impls.systems import delta_system
 from kernel_verify.impls.validation import is_torch
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget, l2_features
 
-__all__ = ["DELTA_COVERAGE", "builtin_delta_targets", "delta_target", "make_delta_forms"]
+__all__ = ["DELTA_COVERAGE", "builtin_delta_targets", "delta_target", "gate_input_targets",
+           "gates_from_input", "make_delta_forms"]
 
 ALL = ("float64", "float32", "float16", "bfloat16")
 #: transition -> (backends, dtypes) run by ``make test``.
@@ -63,12 +64,46 @@ def _up(x: Any) -> Any:
     return x.to(compute_dtype(x.dtype))
 
 
-def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, Any]:
+_PARAMS = ("A_log", "dt_bias")
+
+
+def _head_axes(p: Any, a: Any, step: bool) -> Any:
+    """A per-head parameter ``(H,)`` or ``(H, d)`` shaped to broadcast against the raw gate
+    input ``a``: ``(B, H, T[, d])``, or one token's ``(B, H[, d])`` (``step``)."""
+    key_dim = a.ndim == (3 if step else 4)
+    if p.ndim == 1:
+        p = p[:, None] if key_dim else p
+        return p if step else p[:, None]
+    return p if step else p[:, None, :]
+
+
+def gates_from_input(gate_input: str, a: Any, kw: dict, *, lower: float | None,
+                     step: bool = False) -> Any:
+    """The log-gates of a raw gate input (``impls.recurrence_conventions``): ``"mamba"``
+    ``−exp(A_log)·softplus(a + dt_bias)``, ``"bounded"`` ``lower·σ(a)``, ``"bounded_affine"``
+    ``lower·σ(exp(A_log)·(a + dt_bias))``; ``"log"``: ``a`` itself."""
+    from kernel_verify.impls.recurrence_conventions import bounded_log_gate, mamba_log_gate
+
+    if gate_input == "log" or a is None:
+        return a
+    if gate_input == "bounded":
+        return bounded_log_gate(a, lower=lower)
+    a_log, dt = (_head_axes(_up(kw[n]), a, step) for n in _PARAMS)
+    if gate_input == "mamba":
+        return mamba_log_gate(a, A_log=a_log, dt_bias=dt)
+    exp = a_log.exp() if is_torch(a_log) else np.exp(a_log)
+    return bounded_log_gate(exp * (a + dt), lower=lower)
+
+
+def make_delta_forms(transition: str, *, phi, beta: str = "given", gate_input: str = "log",
+                     gate_lower: float | None = None) -> dict[str, Any]:
     """The forms of a delta-rule target of ``transition`` over the impls (module docstring):
-    ``phi(x, role)`` the features applied to q and k on the backend."""
+    ``phi(x, role)`` the features applied to q and k on the backend; with ``gate_input`` other
+    than ``"log"`` the forms take the raw gate input (and ``A_log``, ``dt_bias`` by keyword)
+    and compute the log-gates themselves (:func:`gates_from_input`)."""
     gated = transition != "delta"
 
-    def prepared(q, k, v, g, kw):
+    def prepared(q, k, v, g, kw, step=False):
         qq, kk, vv = _up(q), _up(k), _up(v)
         inputs = {n: _up(kw[n]) for n in _NAMES if kw.get(n) is not None}
         if "beta" in inputs and beta == "sigmoid":
@@ -76,7 +111,7 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
 
             inputs["beta"] = beta_from_logit(inputs["beta"])
         if gated:
-            inputs["g"] = _up(g)
+            inputs["g"] = gates_from_input(gate_input, _up(g), kw, lower=gate_lower, step=step)
         return phi(qq, "q"), phi(kk, "k"), vv, inputs
 
     def state_in(initial_state):
@@ -101,7 +136,7 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
         return chunked(q, k, v, g, chunk_size=64, initial_state=initial_state, **kw)
 
     def step(state, q_t, k_t, v_t, g_t, *, seed=0, **kw):
-        fq, fk, vv, inputs = prepared(q_t, k_t, v_t, g_t, kw)
+        fq, fk, vv, inputs = prepared(q_t, k_t, v_t, g_t, kw, step=True)
         s, o = _mod(q_t).recurrent_step(state_in(state), fq, fk, vv, transition=transition,
                                         **{f"{n}_t": a for n, a in inputs.items()})
         return (s,), down(o, v_t)
@@ -110,6 +145,7 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
         from kernel_verify.impls.packed import run_packed
 
         names = [n for n in _NAMES if kw.get(n) is not None]
+        params = {n: kw[n] for n in _PARAMS if n in kw}
         arrays = [q, k, v] + ([] if g is None else [g if g.ndim == 4 else g[..., None]])
         arrays += [kw[n][..., None] if n in _SCALAR else kw[n] for n in names]
         labels = ("q", "k", "v", *(() if g is None else ("g",)), *names)
@@ -123,7 +159,7 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
                 gg = gg if g.ndim == 4 else gg[..., 0]
             extra = {n: (a[..., 0] if n in _SCALAR else a) for n, a in zip(names, rest,
                                                                            strict=True)}
-            return stateful(qq, kk, vv, gg, initial_state=st, **extra)
+            return stateful(qq, kk, vv, gg, initial_state=st, **extra, **params)
 
         return run_packed(form, tuple(arrays), labels, cu_seqlens=cu_seqlens,
                           initial_state=initial_state)
@@ -134,6 +170,7 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
 
         keep = check_mask(mask, batch=int(q.shape[0]), length=int(q.shape[2]))
         names = [n for n in _NAMES if kw.get(n) is not None]
+        params = {n: kw[n] for n in _PARAMS if n in kw}
         arrays = [q, k, v] + ([] if g is None else [g]) + [kw[n] for n in names]
 
         def form(*parts):
@@ -143,7 +180,7 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given") -> dict[str, 
             if g is not None:
                 gg, rest = rest[0], rest[1:]
             return stateful(qq, kk, vv, gg, initial_state=st,
-                            **dict(zip(names, rest, strict=True)))
+                            **dict(zip(names, rest, strict=True)), **params)
 
         return run_padded(form, tuple(arrays), keep, out_like=v, initial_state=initial_state)
 
@@ -178,7 +215,8 @@ def _identity_features(x: np.ndarray, role: str) -> np.ndarray:
 
 
 def delta_target(transition: str, *, backends=("numpy",), dtypes=("float64",),
-                 beta: str = "given", name: str | None = None) -> GatedAttentionTarget:
+                 beta: str = "given", name: str | None = None, gate_input: str = "log",
+                 gate_lower: float | None = None) -> GatedAttentionTarget:
     """The built-in target of ``transition`` (module docstring), named and claiming as its
     descriptor (:func:`kernel_verify.impls.systems.delta_system`) says; ``differentiable`` only
     where ``backends`` include torch."""
@@ -189,14 +227,18 @@ def delta_target(transition: str, *, backends=("numpy",), dtypes=("float64",),
     convention = None if transition == "rwkv7" else ("sum_inside", 1e-6)
     features = _identity_features if convention is None else l2_features(
         eps=convention[1], convention=convention[0])
-    label = name or f"{system.kind}:{system.name}" + ("_beta_logit" if beta == "sigmoid" else "")
+    label = name or f"{system.kind}:{system.name}" + ("_beta_logit" if beta == "sigmoid" else "") \
+        + ("" if gate_input == "log" else f"_{gate_input}_gate")
     # L2 normalisation: a sum of d squares, a root, a division, the q scale: ≤ d/2 + 4 ulps
     # for d ≤ 4 (the suite's widths); the identity: exact
     return GatedAttentionTarget(label, gates=system.gates, transition=transition, beta=beta,
                                 claims=claims, features=features, backends=tuple(backends),
                                 dtypes=tuple(dtypes), feature_ulps=0 if convention is None else 6,
+                                gate_input=gate_input, gate_lower=gate_lower,
+                                min_log_gate=-30.0 if gate_lower is None else 0.999 * gate_lower,
                                 **make_delta_forms(transition, phi=_backend_features(convention),
-                                                   beta=beta))
+                                                   beta=beta, gate_input=gate_input,
+                                                   gate_lower=gate_lower))
 
 
 def builtin_delta_targets() -> list[GatedAttentionTarget]:
@@ -206,4 +248,21 @@ def builtin_delta_targets() -> list[GatedAttentionTarget]:
            for t, (libs, dtypes) in DELTA_COVERAGE.items()]
     out.append(delta_target("gated_delta", backends=("numpy", "torch"), dtypes=("float64",),
                             beta="sigmoid"))
+    out.extend(gate_input_targets())
     return out
+
+
+def gate_input_targets() -> list[GatedAttentionTarget]:
+    """Targets that compute their gates from a raw input (``gate_input``, docs/math.md §23.1):
+    Gated DeltaNet with Mamba's ``g = −exp(A_log)·softplus(a + dt_bias)`` (NumPy float64, torch
+    float64 and float32), KDA with the lower-bounded ``g = −5·σ(exp(A_log)·(a + dt_bias))``
+    per key dimension (torch float64 and float32), RWKV-7 with ``g = −e^(−1/2)·σ(a)`` (NumPy
+    float64)."""
+    from kernel_verify.impls.recurrence_conventions import RWKV7_LOWER
+
+    return [delta_target("gated_delta", backends=("numpy", "torch"),
+                         dtypes=("float64", "float32"), gate_input="mamba"),
+            delta_target("kda", backends=("torch",), dtypes=("float64", "float32"),
+                         gate_input="bounded_affine", gate_lower=-5.0),
+            delta_target("rwkv7", backends=("numpy",), dtypes=("float64",),
+                         gate_input="bounded", gate_lower=RWKV7_LOWER)]

@@ -37,6 +37,16 @@ as for q, k, v):
 * ``"key_dim"``: one gate per token, head and key dimension (GLA, ``diag(α_t)`` on the key side
   of the state): ``g (B, H, T, d)``; ``g_t (B, H, d)``.
 
+**Gate inputs** (``gate_input``, :data:`kernel_verify.impls.systems.GATE_INPUTS`): a target
+that computes its gates itself declares the parametrisation; every form then takes, in place
+of ``g``, the raw input ``a`` (same shape) and, by keyword, the per-head parameters the
+parametrisation names — ``"mamba"``: ``g = −exp(A_log)·softplus(a + dt_bias)`` with
+``A_log (H,)`` and ``dt_bias (H,)`` (scalar gates) or ``(H, d)`` (key-dimension gates);
+``"bounded"``: ``g = gate_lower·σ(a)``; ``"bounded_affine"``: ``g = gate_lower·σ(exp(A_log)·
+(a + dt_bias))``. The suite draws the parameters and raw inputs whose gates fall in its gate
+regimes, runs the exact recurrence on the gates computed in float64, and charges the derived
+error of computing them in the target's dtype (:mod:`kernel_verify.verify.gate_input_bounds`).
+
 ``gate_side``: where the gate multiplies the state ``S (d × d_v)``: ``"key"`` (the rows; every
 scalar kind is both sides at once) — the only side this protocol covers now.
 
@@ -77,8 +87,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kernel_verify.impls.recurrence_conventions import L2_CONVENTIONS
+from kernel_verify.impls.systems import GATE_INPUTS, SYSTEM_CLAIMS, TARGET_CLAIM_WORDS, TRANSITIONS
 from kernel_verify.impls.systems import GATE_KINDS as _GATE_KINDS
-from kernel_verify.impls.systems import SYSTEM_CLAIMS, TARGET_CLAIM_WORDS, TRANSITIONS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
 from kernel_verify.impls.validation import check_call_seconds as _check_call_seconds
 from kernel_verify.impls.validation import check_callable_field as _check_callable
@@ -90,7 +100,7 @@ from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties.sequence_target import SequenceTarget
 
-__all__ = ["BETA_INPUTS", "GATED_CLAIMS", "GATED_FORMS", "GATE_KINDS", "GATE_SIDES",
+__all__ = ["BETA_INPUTS", "GATED_CLAIMS", "GATED_FORMS", "GATE_INPUTS", "GATE_KINDS", "GATE_SIDES",
            "TRANSITIONS", "GatedAttentionTarget", "RecurrentTarget", "l2_features"]
 
 #: The gate kinds (:data:`kernel_verify.impls.systems.GATE_KINDS`, where each is described).
@@ -145,6 +155,8 @@ class GatedAttentionTarget(SequenceTarget):
     features: Callable[[np.ndarray, str], np.ndarray]
     transition: str = "decay"
     beta: str = "given"
+    gate_input: str = "log"
+    gate_lower: float | None = None
     gate_side: str = "key"
     backends: tuple[str, ...] = ("numpy",)
     dtypes: tuple[str, ...] = ("float64",)
@@ -175,6 +187,7 @@ class GatedAttentionTarget(SequenceTarget):
                         f"gates {' or '.join(map(repr, TRANSITIONS[self.transition][2]))}, "
                         f"got {self.gates!r}")
         _check_choice(self.name, "beta", self.beta, set(BETA_INPUTS), optional=False)
+        self._check_gate_input()
         if self.has("normalised") and self.transition != "decay":
             raise _fail(ValueError, self.name, "claims", "'normalised' (a z in the state) is a "
                         f"claim of the decay transition, not of {self.transition!r}")
@@ -206,6 +219,34 @@ class GatedAttentionTarget(SequenceTarget):
             raise _fail(ValueError, self.name, "feature_ulps", "must be an int >= 0, got "
                         f"{self.feature_ulps!r}")
         _check_call_seconds(self.name, self.call_seconds)
+
+    def _check_gate_input(self) -> None:
+        _check_choice(self.name, "gate_input", self.gate_input, set(GATE_INPUTS),
+                      optional=False)
+        bounded = self.gate_input in ("bounded", "bounded_affine")
+        lower = self.gate_lower
+        if bounded:
+            if isinstance(lower, bool) or not isinstance(lower, int | float) \
+                    or not -1e4 <= lower < 0:
+                raise _fail(ValueError, self.name, "gate_lower", f"gate_input {self.gate_input!r} "
+                            f"needs a bound in [−1e4, 0) (g = gate_lower·σ(…)), got {lower!r}")
+        elif lower is not None:
+            raise _fail(ValueError, self.name, "gate_lower", "is the bound of gate_input "
+                        f"'bounded' or 'bounded_affine', not of {self.gate_input!r}")
+        if self.gate_input == "log":
+            return
+        if self.gates not in ("scalar", "key_dim"):
+            raise _fail(ValueError, self.name, "gate_input", f"{self.gate_input!r} computes a "
+                        f"gate per token: gates must be 'scalar' or 'key_dim', got {self.gates!r}")
+        if self.has("normalised"):
+            raise _fail(ValueError, self.name, "gate_input", f"{self.gate_input!r} is not "
+                        "covered with the claim 'normalised' (give the log-gates: "
+                        "gate_input='log')")
+
+    def gate_parameters(self) -> tuple[str, ...]:
+        """The per-head parameters of the gate parametrisation, passed by keyword (``A_log``,
+        ``dt_bias``), none for ``"log"`` and ``"bounded"``."""
+        return GATE_INPUTS[self.gate_input][1]
 
     def token_inputs(self) -> tuple[str, ...]:
         """The per-token inputs of the transition passed by keyword (β, p, a, b): the gates

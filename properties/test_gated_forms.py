@@ -55,11 +55,17 @@ from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_ro
 from kernel_verify.properties.targets import missing_form_param, none_param, of_kind, provides_none
 from kernel_verify.properties.token_inputs import TokenInputs
 from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.gate_input_bounds import (
+    gate_input_error,
+    gate_perturbation_bound,
+    gate_rounding_factor,
+)
 from kernel_verify.verify.gated_bounds import (
     gated_forms_error_bound,
     gated_state_error_bound,
     smallest_normal,
 )
+from kernel_verify.verify.references.gate_inputs import log_gates_from_input
 from kernel_verify.verify.references.gated import gated_recurrence_mp
 from kernel_verify.verify.tolerance import FORMATS
 
@@ -193,6 +199,57 @@ def draw_betas(target, size: tuple[int, ...], beta_regime: str,
     return beta
 
 
+def draw_gate_parameters(target, shape: Shape) -> dict[str, np.ndarray]:
+    """The per-head parameters of the target's gate parametrisation, float64: ``A_log`` in
+    ``[−1, 2.8]`` (Mamba2's ``A ∈ [1, 16]`` and below), ``dt_bias`` in ``[−7, 1]`` (``softplus``
+    of it from 1e-3 to 1.3), one per head, or per head and key dimension for key-dimension
+    gates. The same for every draw of one example (a probe, packed parts, padding)."""
+    names = target.gate_parameters()
+    if not names:
+        return {}
+    rng = generator(shape.seed, f"gate parameters:{target.gate_input}")
+    return {"A_log": rng.uniform(-1.0, 2.8, (shape.h,)),
+            "dt_bias": rng.uniform(-7.0, 1.0, (shape.h,) if target.gates == "scalar"
+                                   else (shape.h, shape.d))}
+
+
+def _per_head(x: np.ndarray, ndim: int) -> np.ndarray:
+    """``(H,)`` or ``(H, d)`` parameters broadcast against gates ``(B, H, T[, d])``."""
+    return x[None, :, None] if x.ndim == 1 and ndim == 3 else (
+        x[None, :, None, None] if x.ndim == 1 else x[None, :, None, :])
+
+
+def raw_gate_input(target, g: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
+    """The raw input ``a`` whose gates (the target's ``gate_input``) are ``g`` — up to clipping
+    where the parametrisation cannot reach ``g`` (``0`` and the bound itself)."""
+    kind = target.gate_input
+    if kind == "log":
+        return g
+    if kind == "mamba":
+        y = np.maximum(-g / np.exp(_per_head(params["A_log"], g.ndim)), 1e-30)
+        x = y + np.log(-np.expm1(-y))  # softplus⁻¹(y)
+        return x - _per_head(params["dt_bias"], g.ndim)
+    lower = float(target.gate_lower)
+    p = np.clip(g / lower, 1e-30, 1 - 1e-12)
+    logit = np.log(p) - np.log1p(-p)
+    if kind == "bounded":
+        return logit
+    return logit / np.exp(_per_head(params["A_log"], g.ndim)) - _per_head(params["dt_bias"],
+                                                                           g.ndim)
+
+
+def log_gates_of(target, g: TokenInputs, b: int, n: int) -> tuple[np.ndarray | None,
+                                                                    np.ndarray | None]:
+    """``(log-gates, their error bound)`` the target works with, float64: the given gates
+    (bound None), or those its ``gate_input`` computes from the raw input and parameters
+    (docs/math.md §23.1) with the derived bound of the target's dtype."""
+    gg = g.per_token_gates(b, n)
+    if gg is None or target.gate_input == "log":
+        return gg, None
+    kw = {n_: _per_head(a, gg.ndim) for n_, a in g.params.items()}
+    return log_gates_from_input(target.gate_input, gg, lower=target.gate_lower, **kw), kw
+
+
 def draw_token_inputs(target, shape: Shape, regime: str, t: int | None = None,
                       stream: str = "gates", b: int | None = None) -> TokenInputs:
     """The log-gates (:func:`draw_gates`) and the transition's inputs of the regime
@@ -217,13 +274,18 @@ def draw_token_inputs(target, shape: Shape, regime: str, t: int | None = None,
             kappa = _unit_rows(rng, vec)
             extra["a"] = -kappa
             extra["b"] = kappa * rng.uniform(0.0, 1.0, vec)
-    return TokenInputs(g, target.gates == "scalar_fixed", extra)
+    params = draw_gate_parameters(target, shape) if g is not None else {}
+    raw = g is not None and target.gate_input != "log"
+    if raw:
+        g = raw_gate_input(target, g, params)
+    return TokenInputs(g, target.gates == "scalar_fixed", extra, params, raw)
 
 
 def seen_gates(g: TokenInputs, backend: Backend) -> TokenInputs:
-    """The gates (kept ≤ 0) and the transition's inputs rounded to the backend's dtype."""
+    """The gates (log-gates kept ≤ 0; a raw gate input as it is), the transition's inputs and
+    the gate parameters rounded to the backend's dtype."""
     out = g.map(backend.seen, fixed_too=True)
-    if out.g is None:
+    if out.g is None or out.raw:
         return out
     return TokenInputs(np.minimum(out.g, 0.0), out.fixed, out.extra)
 
@@ -288,7 +350,7 @@ def exact(target, backend, x: QKV, g: TokenInputs):
     b, _, n, _ = x.q.shape
     fq = np.asarray(target.features(x.q, "q"), dtype=np.float64)
     fk = np.asarray(target.features(x.k, "k"), dtype=np.float64)
-    gg = g.per_token_gates(b, n)
+    gg, gate_params = log_gates_of(target, g, b, n)
     if gg is not None and gg.ndim == 4 and gg.shape[-1] != fk.shape[-1]:
         raise AssertionError(f"{target.name}: key-dimension gates of width {gg.shape[-1]} for "
                              f"{fk.shape[-1]} features")
@@ -316,14 +378,37 @@ def exact(target, backend, x: QKV, g: TokenInputs):
             exp_ulps=budget.ulps["exp"], tiny=tiny, chunk_sizes=_chunk_sizes_run(target, n),
             extra_ulps=2 * target.feature_ulps + (4 if target.beta == "sigmoid" else 0))
         s_b = (sb, None)
+    if gate_params is not None:  # the target computes its gates: their error, carried
+        bound, s_b = _charge_gate_input(target, g.per_token_gates(b, n), gg, gate_params,
+                                        (fq, fk, x.v), g, bound, s_b, u=u, tiny=tiny,
+                                        exp_ulps=budget.ulps["exp"])
     if budget.output_round:  # the cast back to the half type
         fmt = FORMATS[backend.dtype]
         bound = bound + fmt.u * (np.abs(ref) + bound) + fmt.tiny
     return ref, state, bound, s_b
 
 
+def _charge_gate_input(target, raw, gg, params, fqkv, g: TokenInputs, bound, s_b, *, u, tiny,
+                       exp_ulps):
+    """The output and state bounds with the error of the target's own evaluation of its gate
+    parametrisation added (:mod:`kernel_verify.verify.gate_input_bounds`, docs/math.md
+    §23.1): the gates' error carried through the recurrence, and the rounding bound scaled by
+    the factor the perturbed gates allow."""
+    delta = gate_input_error(target.gate_input, raw, u=u, exp_ulps=exp_ulps, tiny=tiny,
+                             lower=target.gate_lower, **params)
+    trans = {"beta": g.beta_values(target.beta == "sigmoid"),
+             **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
+    trans = {n_: a for n_, a in trans.items() if a is not None}
+    moved, moved_s = gate_perturbation_bound(*fqkv, transition=target.transition, g=gg,
+                                             delta=delta, **trans)
+    factor = gate_rounding_factor(delta, key_dim=gg.ndim == 4)
+    return bound * factor + moved, (s_b[0] * factor + moved_s, s_b[1])
+
+
 def where(target, backend, shape: Shape, regime: str) -> str:
     kind = "" if target.transition == "decay" else f"{target.transition} "
+    if target.gate_input != "log":
+        kind += f"gate input {target.gate_input}, "
     return (f"{target.name} on {backend.id} (B={shape.b}, H={shape.h}, T={shape.t}, d={shape.d}, "
             f"d_v={shape.dv}, C={chunk_of(target, shape.chunk)}, t0={shape.cut}, "
             f"{kind}gates {regime}, seed={shape.seed})")
@@ -624,7 +709,7 @@ def test_gated_padding_changes_neither_valid_outputs_nor_state(target, backend, 
                                                                  g.g.shape)
         junk_extra = {n: 30 * rng.standard_normal(a.shape) if n != "beta" else
                       draw_betas(target, a.shape, "uniform", rng) for n, a in g.extra.items()}
-        junk = seen_gates(TokenInputs(junk_g, g.fixed, junk_extra), backend)
+        junk = seen_gates(TokenInputs(junk_g, g.fixed, junk_extra, raw=g.raw), backend)
         pgates = g.where(mask, junk)
     t = target.to_layout
     gg, kw = pgates.arguments(target, backend.from_numpy)
@@ -705,7 +790,27 @@ def _grad_inputs(target, shape: Shape) -> TokenInputs:
         top = 2.0 if target.has("negative_eigenvalues") else 1.0
         extra["beta"] = (rng.uniform(-2.0, 2.0, size) if target.beta == "sigmoid"
                          else rng.uniform(0.1, 0.9, size) * top)
-    return TokenInputs(g, target.gates == "scalar_fixed", extra)
+    params = draw_gate_parameters(target, shape) if g is not None else {}
+    raw = g is not None and target.gate_input != "log"
+    return TokenInputs(raw_gate_input(target, g, params) if raw else g,
+                       target.gates == "scalar_fixed", extra, params, raw)
+
+
+def _grad_qkv(target, shape: Shape) -> QKV:
+    """q, k, v for finite differences; for a delta-rule transition (features that L2-normalise
+    q and k) every q and k row rescaled to a norm in ``[0.5, 2]``: the normalisation bends on
+    the scale ``√ε`` around 0, where central differences at the step ``u^(1/3)·max|x|`` lose
+    their accuracy for a correct gradient (the tiny-norm regime is the forms properties')."""
+    x = draw_inputs(shape)
+    if target.transition == "decay":
+        return x
+    rng = generator(shape.seed, "gradient norms")
+
+    def rows(a: np.ndarray) -> np.ndarray:
+        n = np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-300)
+        return a / n * rng.uniform(0.5, 2.0, n.shape)
+
+    return QKV(rows(x.q), rows(x.k), x.v, x.scale)
 
 
 def _differentiable_parts(ti: TokenInputs) -> list[str]:
@@ -716,15 +821,19 @@ def _differentiable_parts(ti: TokenInputs) -> list[str]:
 
 def _rebuild(ti: TokenInputs, names: list[str], arrays) -> TokenInputs:
     parts = dict(zip(names, arrays, strict=True))
-    return TokenInputs(parts.get("g", ti.g), ti.fixed,
-                       {n: parts.get(n, a) for n, a in ti.extra.items()})
+    extra = {n: parts.get(n, a) for n, a in ti.extra.items()}
+    return TokenInputs(parts.get("g", ti.g), ti.fixed, extra, ti.params, ti.raw)
 
 
 def _call_full(target, form: str, shape: Shape, q, k, v, ti_t, state=None):
     """A full-sequence form on torch tensors (BHTD) and token inputs given as tensors."""
     t = target.to_layout
     ga = None if ti_t.g is None else (ti_t.g if ti_t.fixed else t(ti_t.g))
-    kw = {n: t(a) for n, a in ti_t.extra.items()}
+    import torch
+
+    params = {n: torch.as_tensor(a, dtype=q.dtype, device=q.device)
+              for n, a in ti_t.params.items()}
+    kw = {**{n: t(a) for n, a in ti_t.extra.items()}, **params}
     if form == "chunked":
         return target.chunked(t(q), t(k), t(v), ga, chunk_size=chunk_of(target, shape.chunk),
                               initial_state=state, seed=shape.seed, **kw)
@@ -741,7 +850,7 @@ def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
     mode) — ``∂o_t/∂g_r = Σ_(s<r≤t) D_ts (φq_tᵀφk_s) v_s`` for a decay, docs/math.md §16, §23."""
     _differentiable_f64(target, backend)
     shape = draw_shape(data, target, max_t=6)
-    x = draw_inputs(shape)
+    x = _grad_qkv(target, shape)
     t = target.to_layout
     arrays = [backend.from_numpy(a).requires_grad_(True) for a in (x.q, x.k, x.v)]
     ti = _grad_inputs(target, shape)
@@ -775,7 +884,7 @@ def test_gated_gradients_flow_through_the_state(target, backend, data):
     if shape.t < 2:
         return
     cut = min(shape.cut, shape.t - 1)
-    x = draw_inputs(shape)
+    x = _grad_qkv(target, shape)
     ti = _grad_inputs(target, shape)
     post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
     ti_post = ti.rows(cut, shape.t).map(lambda a: backend.from_numpy(np.ascontiguousarray(a)),
@@ -879,6 +988,10 @@ def test_gated_gradients_meet_the_float64_reference(target, backend, data):
                     "torch float64/float32 (half-type backward bounds are not derived)")
     if target.has("normalised"):
         pytest.skip("the float64 gradient reference covers targets without a normaliser")
+    if target.gate_input != "log":
+        pytest.skip(f"the float64 gradient closed forms are w.r.t. log-gates; gate input "
+                    f"{target.gate_input!r} is checked against float64 finite differences "
+                    "(test_gated_gradients_with_respect_to_the_gates)")
     if target.transition != "decay":
         pytest.skip(f"the float64 gradient closed forms cover the decay transition; the "
                     f"{target.transition} transition's gradients are checked against float64 "

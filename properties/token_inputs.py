@@ -6,8 +6,10 @@ A :class:`TokenInputs` holds float64 arrays in ``BHTD`` (time on axis 2), as the
 them (rounded to its dtype): ``g`` (``(H,)`` one decay per head when ``fixed``, ``(B, H, T)``
 or ``(B, H, T, d)``, or None for a transition without a gate) and ``extra`` (``beta (B, H, T)``;
 ``p``, ``a``, ``b (B, H, T, d)``; with ``beta="sigmoid"`` the stored β is the logit the target
-is given). Every time slice, batch selection and concatenation applies to all of them at once,
-so a property written for gates covers every transition.
+is given) and ``params``, the per-head parameters of a gate parametrisation (``A_log``,
+``dt_bias``: the ``g`` slot then holds the raw gate input ``a``), which no slice changes. Every
+time slice, batch selection and concatenation applies to all of them at once, so a property
+written for gates covers every transition.
 """
 
 from __future__ import annotations
@@ -28,16 +30,21 @@ class TokenInputs:
     g: np.ndarray | None
     fixed: bool = False
     extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+    params: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: ``g`` holds the raw input of a gate parametrisation, not log-gates
+    raw: bool = False
 
     # ------------------------------------------------------------------ structure
     def map(self, fn: Callable[[np.ndarray], np.ndarray], *,
             fixed_too: bool = False) -> TokenInputs:
-        """Every time-indexed array through ``fn`` (a fixed per-head ``g`` only with
-        ``fixed_too``)."""
+        """Every time-indexed array through ``fn`` (a fixed per-head ``g`` and the per-head
+        ``params`` only with ``fixed_too``)."""
         g = self.g
         if g is not None and (not self.fixed or fixed_too):
             g = fn(g)
-        return TokenInputs(g, self.fixed, {n: fn(a) for n, a in self.extra.items()})
+        params = {n: fn(a) for n, a in self.params.items()} if fixed_too else self.params
+        return TokenInputs(g, self.fixed, {n: fn(a) for n, a in self.extra.items()}, params,
+                           self.raw)
 
     def rows(self, a: int, b: int) -> TokenInputs:
         """Tokens ``[a, b)``."""
@@ -57,13 +64,14 @@ class TokenInputs:
 
     @staticmethod
     def join(*parts: TokenInputs) -> TokenInputs:
-        """Concatenation along time (a fixed per-head ``g`` is shared: the first's)."""
+        """Concatenation along time (a fixed per-head ``g`` and the ``params`` are shared: the
+        first's)."""
         first = parts[0]
         g = first.g
         if g is not None and not first.fixed:
             g = np.concatenate([p.g for p in parts], axis=2)
         extra = {n: np.concatenate([p.extra[n] for p in parts], axis=2) for n in first.extra}
-        return TokenInputs(g, first.fixed, extra)
+        return TokenInputs(g, first.fixed, extra, first.params, first.raw)
 
     def where(self, keep: np.ndarray, junk: TokenInputs) -> TokenInputs:
         """``self`` at the positions ``keep (B, T)`` holds, ``junk`` elsewhere."""
@@ -75,7 +83,8 @@ class TokenInputs:
         if g is not None and not self.fixed:
             g = pick(g, junk.g)
         return TokenInputs(g, self.fixed, {n: pick(a, junk.extra[n])
-                                          for n, a in self.extra.items()})
+                                          for n, a in self.extra.items()}, self.params,
+                           self.raw)
 
     # ------------------------------------------------------------------ the truth's view
     def per_token_gates(self, b: int, t: int) -> np.ndarray | None:
@@ -110,4 +119,5 @@ class TokenInputs:
         g = None
         if self.g is not None:
             g = from_numpy(np.ascontiguousarray(self.g)) if self.fixed else conv(self.g)
-        return g, {n: conv(a) for n, a in self.extra.items()}
+        params = {n: from_numpy(np.ascontiguousarray(a)) for n, a in self.params.items()}
+        return g, {**{n: conv(a) for n, a in self.extra.items()}, **params}

@@ -22,6 +22,11 @@ from kernel_verify.mutants.base import Mutant
 from kernel_verify.mutants.delta import DELTA_KILLERS, DELTA_MUTANTS, make_delta_target
 from kernel_verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
 from kernel_verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
+from kernel_verify.mutants.gate_inputs import (
+    GATE_INPUT_KILLERS,
+    GATE_INPUT_MUTANTS,
+    make_gate_input_target,
+)
 from kernel_verify.mutants.gated import GATED_KILLERS, GATED_MUTANTS
 from kernel_verify.mutants.gated import make_target as gated_target
 from kernel_verify.mutants.gated_torch import GATED_TORCH_KILLERS, GATED_TORCH_MUTANTS
@@ -123,6 +128,15 @@ def _delta(name: str) -> Mutant:
                   lambda: [make_delta_target(f"mutant:{name}", switches)], DELTA_KILLERS[name])
 
 
+def _gate_input(name: str) -> Mutant:
+    """Gate parametrisations (:mod:`kernel_verify.mutants.gate_inputs`; control:
+    ``gate_input_correct``)."""
+    description, defect = GATE_INPUT_MUTANTS[name]
+    return Mutant(name, "attention", description,
+                  lambda: [make_gate_input_target(f"mutant:{name}", defect)],
+                  GATE_INPUT_KILLERS[name])
+
+
 def _gated_torch(name: str) -> Mutant:
     """Differentiable gated linear attention (:mod:`kernel_verify.mutants.gated_torch`; control:
     ``gated_torch_correct``)."""
@@ -166,6 +180,7 @@ MUTANTS: list[Mutant] = [
     *(_gated(n) for n in GATED_MUTANTS),
     *(_gated_torch(n) for n in GATED_TORCH_MUTANTS),
     *(_delta(n) for n in DELTA_MUTANTS),
+    *(_gate_input(n) for n in GATE_INPUT_MUTANTS),
     *(_hybrid(n) for n in HYBRID_MUTANTS),
     *(_learned(n) for n in LEARNED_MUTANTS),
     *(_lowrank_batch(n) for n in LOWRANK_BATCH_MUTANTS),

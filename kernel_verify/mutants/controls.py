@@ -100,6 +100,12 @@ def _delta() -> dict[str, Callable[[], list[Target]]]:
     return dict(DELTA_CONTROLS)
 
 
+def _gate_input() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.gate_inputs import GATE_INPUT_CONTROLS
+
+    return dict(GATE_INPUT_CONTROLS)
+
+
 def _hybrid() -> dict[str, Callable[[], list[Target]]]:
     from kernel_verify.mutants.hybrid import HYBRID_CONTROLS
 
@@ -207,6 +213,10 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "the delta rule (gated delta, KDA) with every switch off", make,
              loader="kernel_verify.mutants.delta:control_")
       for n, make in _delta().items()),
+    *(Mutant(n, "attention", "Gated DeltaNet computing its gates from a raw input (Mamba's "
+             "parametrisation) without a defect", make,
+             loader="kernel_verify.mutants.gate_inputs:control_")
+      for n, make in _gate_input().items()),
     *(Mutant(n, "attention", "torch gated linear attention (built-in) without a defect", make,
              loader="kernel_verify.mutants.gated_torch:control_")
       for n, make in _gated_torch().items()),
