@@ -10,21 +10,25 @@ from kernel_verify import AttentionTarget
 def phi(x):  # φ(x) = elu(x) + 1 > 0, m = d features
     return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
 
+def phi_q(x):  # φ(q) times 2^-e, e the exponent of its largest feature: exact, cancels in num/den,
+    f = phi(x)  # and keeps φ(q)ᵀφ(k) = e^(q+k) from underflowing to 0/0 at |q|, |k| ≈ 600
+    return np.ldexp(f, -np.frexp(f.max(axis=-1, keepdims=True))[1])
+
 def run(q, k, v, state, keep=None):  # the causal recurrence from `state`; keep: (B, T) mask
     B, H, _, d = q.shape
     S, z = state if state is not None else (np.zeros((B, H, d, v.shape[-1])), np.zeros((B, H, d)))
     fk = phi(k) if keep is None else phi(k) * keep[:, None, :, None]   # padded keys add nothing
     S = S[:, :, None] + np.cumsum(fk[..., :, None] * v[..., None, :], axis=2)  # S_t (B,H,T,m,dv)
     z = z[:, :, None] + np.cumsum(fk, axis=2)                                  # z_t (B,H,T,m)
-    num, den = np.einsum("bhtm,bhtmv->bhtv", phi(q), S), np.einsum("bhtm,bhtm->bht", phi(q), z)
+    num, den = np.einsum("bhtm,bhtmv->bhtv", phi_q(q), S), np.einsum("bhtm,bhtm->bht", phi_q(q), z)
     return num / np.where(den > 0, den, 1.0)[..., None], (S[:, :, -1], z[:, :, -1])
 
 def attention(q, k, v, *, causal, seed=0):  # the plain call (noncausal: every key, one sum)
     if causal:
         return run(q, k, v, None)[0]
     S, z = np.einsum("bhjm,bhjv->bhmv", phi(k), v), phi(k).sum(axis=2)
-    den = np.einsum("bhtm,bhm->bht", phi(q), z)
-    return np.einsum("bhtm,bhmv->bhtv", phi(q), S) / den[..., None]
+    den = np.einsum("bhtm,bhm->bht", phi_q(q), z)
+    return np.einsum("bhtm,bhmv->bhtv", phi_q(q), S) / den[..., None]
 
 def stateful(q, k, v, *, initial_state=None, seed=0):       # -> (out, final_state)
     return run(q, k, v, initial_state)

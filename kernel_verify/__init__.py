@@ -42,6 +42,7 @@ _LAZY = {
     "RecurrentTarget": "kernel_verify.properties.gated_protocol",
     "l2_features": "kernel_verify.properties.gated_protocol",
     "HybridAttentionTarget": "kernel_verify.properties.hybrid_protocol",
+    "ModelTarget": "kernel_verify.properties.model_protocol",
     "check": "kernel_verify.api",
     "CheckResult": "kernel_verify.api",
 }

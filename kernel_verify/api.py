@@ -24,6 +24,12 @@ Verdict words (one per property × target): ``pass`` (every case ran and held), 
 ``crash`` (a worker died), ``skip`` (not tested; the reason says which claim or field would add
 the test), ``known`` (fails as the target declared in ``known_failures``), ``stale`` (a declared
 known failure that passed). The command line (``kernel-verify check``) prints this result.
+
+Before anything runs, each declared function of each target is called once on a tiny input
+and compared with its declaration (:mod:`kernel_verify.probe`): a contradiction (a map
+declaring m features and returning 2m, a form returning the wrong tuple, a model whose build
+ignores ``dtype``) raises one :class:`~kernel_verify.probe.DeclarationError` naming every
+target and field (``kernel-verify check``: exit status 2), never a page of failed properties.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kernel_verify.properties.loader import _TARGET_TYPES as LOADER_TARGET_TYPES
 from kernel_verify.properties.loader import load_targets
 from kernel_verify.properties.protocol import Target
 from kernel_verify.runner import (
@@ -54,8 +61,9 @@ from kernel_verify.runner import (
 )
 from kernel_verify.verify import atomic
 
-_TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget",
-                 "KernelApproxTarget", "GatedAttentionTarget", "HybridAttentionTarget")
+#: Every target kind :func:`check` accepts (the loader's list: ``kernel-verify check``, the pytest
+#: plugin and this API take the same kinds).
+_TARGET_TYPES = LOADER_TARGET_TYPES
 
 
 @dataclass
@@ -417,7 +425,8 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
 
 def check(targets: object, *, profile: str | None = None, keyword: str | None = None,
           jobs: int = 2, shrink_seconds: int | None = None,
-          timeout: float | None = None, progress: bool = True) -> CheckResult:
+          timeout: float | None = None, progress: bool = True,
+          probe: bool = True) -> CheckResult:
     """Run every property that applies to ``targets`` and return the verdicts.
 
     ``profile``: the Hypothesis profile (``dev``, ``ci``, ``nightly``; default: the
@@ -426,8 +435,12 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
     ``shrink_seconds``: Hypothesis' time limit for shrinking one failure; ``timeout``: seconds
     before the run is stopped (subprocess runs only); ``progress``: one line on stderr that
     says how far the run is (the suite's own output is captured into the result's ``output``,
-    never printed). Raises ``ValueError``/``TypeError`` for a spec or target that cannot be
-    loaded (before anything runs)."""
+    never printed); ``probe``: call each declared function of each target once on a tiny input
+    first (:mod:`kernel_verify.probe`). Raises ``ValueError``/``TypeError`` for a spec or target
+    that cannot be loaded, and :class:`kernel_verify.probe.DeclarationError` (a ``ValueError``
+    listing every problem) for a declaration its own functions contradict (a map declaring m
+    features and returning 2m, a form returning the wrong tuple, a model whose ``build`` ignores
+    ``dtype``), before any property runs."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
     if profile is not None:
@@ -445,9 +458,14 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
                                   or value != value):
             raise ValueError(f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'}"
                              f" or None, got {value!r}")
-    if not isinstance(progress, bool):
-        raise TypeError(f"progress must be a bool, got {type(progress).__name__} {progress!r}")
+    for name, flag in (("progress", progress), ("probe", probe)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
     spec, root, loaded = _resolve(targets)
+    if probe:
+        from kernel_verify.probe import probe_targets
+
+        probe_targets(loaded)
     names = tuple(t.name for t in loaded)
     chosen = profile or _default_profile()
     where = (f"{spec} in a pytest subprocess ({jobs} worker{'s' * (jobs > 1)})" if spec else

@@ -95,6 +95,63 @@ def _check_names(args: argparse.Namespace) -> None:
                              f"choose from {', '.join(sorted(known))}")
 
 
+#: Options and positional arguments that select a subset (subcommand, attribute, how the user
+#: wrote it): given, they must name something. An empty selection (``--maps`` with no names,
+#: ``--maps ""``) is an error, never "everything" (for ``calibrate`` that would be hours of work
+#: rewriting a committed report).
+_SELECTIONS = (("report", "maps", "--maps"), ("mutants", "only", "--only"),
+               ("calibrate", "parts", "--part"), ("conformance", "libraries", "LIBRARY"))
+
+
+def _check_selections(args: argparse.Namespace) -> None:
+    """Every selection the user gave names at least one thing, and no name is empty."""
+    for command, attr, option in _SELECTIONS:
+        if args.command != command:
+            continue
+        value = getattr(args, attr, None)
+        if value is None or (option == "LIBRARY" and not value):  # not given: everything
+            continue
+        if not value:
+            raise UsageError(f"{option} was given without a name: an empty selection selects "
+                             f"nothing; name at least one, or leave {option} out for all")
+        empty = [v for v in value if not str(v).strip()]
+        if empty:
+            raise UsageError(f"{option} got an empty name ({len(empty)} of {len(value)}): an "
+                             f"empty selection selects nothing; name at least one, or leave "
+                             f"{option} out for all")
+
+
+def _check_libraries(args: argparse.Namespace) -> None:
+    """``conformance [LIBRARY …] [--reuse]``: every library named has an adapter; with
+    ``--reuse`` (rewrite the pages from the saved runs, ``<out>/<library>.json``) at least one
+    selected library has a saved run — else the command says so instead of running them all —
+    and a selected library without one is named on stderr (it runs)."""
+    if args.command != "conformance":
+        return
+    from pathlib import Path
+
+    from kernel_verify.adapters.library import records
+
+    known = records()
+    keys = list(args.libraries) or list(known)
+    unknown = sorted(set(keys) - set(known))
+    if unknown:
+        raise UsageError(f"unknown {'library' if len(unknown) == 1 else 'libraries'} "
+                         f"{', '.join(map(repr, unknown))}; choose from {', '.join(known)}")
+    if not args.reuse:
+        return
+    missing = [k for k in keys if not (Path(args.out) / f"{k}.json").is_file()]
+    if len(missing) == len(keys):
+        command = " ".join(["kernel-verify conformance", *args.libraries])
+        raise UsageError(f"--reuse: nothing saved in {args.out!r} (no "
+                         f"{', '.join(f'{k}.json' for k in missing)}); run `{command}` without "
+                         "--reuse first")
+    if missing:
+        print(f"kernel-verify conformance: --reuse: nothing saved for {', '.join(missing)} in "
+              f"{args.out!r}: {'it runs' if len(missing) == 1 else 'they run'}",
+              file=sys.stderr)
+
+
 def _output_problem(path: str, *, folder: bool) -> str | None:
     """Why ``path`` (a file, or with ``folder`` a folder) cannot be written, or None: it is a
     folder where a file is due (or the reverse), an ancestor is a file, or the nearest existing
@@ -207,6 +264,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     import os
 
     from kernel_verify.api import check, save_json
+    from kernel_verify.probe import DeclarationError
     from kernel_verify.runner import _validate_target
 
     try:
@@ -219,8 +277,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if cap is not None:
         os.environ["KV_MAX_EXAMPLES"] = str(cap)  # read by the suite's profiles (subprocess)
         print(f"kernel-verify check: at most {cap} Hypothesis examples per property")
-    result = check(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
-                   shrink_seconds=getattr(args, "shrink_seconds", None))
+    try:
+        result = check(args.target, profile=args.profile, keyword=args.keyword, jobs=jobs,
+                       shrink_seconds=getattr(args, "shrink_seconds", None),
+                       probe=not getattr(args, "no_probe", False))
+    except DeclarationError as err:  # before any property ran
+        print(f"kernel-verify check: error: {err}", file=sys.stderr)
+        return USAGE_EXIT
     print(result)
     if args.json_out:
         save_json(result, args.json_out)
@@ -302,6 +365,9 @@ def _add_check(sub) -> None:
     p.add_argument("--jobs", type=_int_at_least(1), default=2,
                    help="pytest workers (default 2; 1: the suite runs in one pytest process, "
                    "without workers)")
+    p.add_argument("--no-probe", action="store_true",
+                   help="skip the declaration probe (each declared function called once on a "
+                   "tiny input before the suite starts; a contradiction is exit status 2)")
     p.set_defaults(run=_cmd_check)
 
 
@@ -358,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from kernel_verify import __version__
 
-    parser.add_argument("--version", action="version", version=f"kernel-verify {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_list, _add_report, _add_check, _add_mutants, _add_calibrate, _add_conformance):
         add(sub)
@@ -370,7 +436,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse itself exits 2 with a one-line usage error
     try:
+        _check_selections(args)
         _check_names(args)
+        _check_libraries(args)
         _check_outputs(args)
         return int(args.run(args) or 0)
     except UsageError as err:

@@ -36,6 +36,23 @@ CASES = [
     (["report", "--out", __file__], ["--out", "is a file, not a folder"]),
     (["conformance", "--out", __file__], ["--out", "is a file, not a folder"]),
     (["conformance", "--profile", "nonsense"], ["--profile", "'nonsense'", "dev, ci"]),
+    # empty selections are errors, never "everything" (issue #45: `calibrate --part` with no
+    # name ran every part for hours and rewrote the committed report)
+    (["report", "--maps"], ["--maps", "without a name", "leave --maps out"]),
+    (["report", "--maps", ""], ["--maps", "empty name"]),
+    (["report", "--maps", "softmax_positive[iid]", " "], ["--maps", "empty name (1 of 2)"]),
+    (["mutants", "--only"], ["--only", "without a name"]),
+    (["mutants", "--only", ""], ["--only", "empty name"]),
+    (["calibrate", "--part"], ["--part", "without a name"]),
+    (["calibrate", "--part", ""], ["--part", "invalid choice"]),
+    (["conformance", ""], ["LIBRARY", "empty name"]),
+    (["conformance", "nosuch"], ["unknown library 'nosuch'", "sklearn"]),
+    # --reuse with nothing saved says so instead of running every library
+    (["conformance", "sklearn", "--reuse", "--out", str(Path(__file__).parent / "kv_no_runs")],
+     ["--reuse", "nothing saved", "sklearn.json", "without --reuse"]),
+    # zero budgets and rounds are errors, not the default
+    (["check", "x:targets", "--max-examples", "0"], ["--max-examples", ">= 1"]),
+    (["check", "x:targets", "--shrink-seconds", "-1"], ["--shrink-seconds", ">= 0"]),
 ]
 
 
@@ -64,6 +81,20 @@ def test_version(capsys) -> None:
     code, out, _ = _run(["--version"], capsys)
     assert code == 0
     assert out.strip() == f"kernel-verify {__version__}"
+
+
+def test_version_line_of_the_installed_command() -> None:
+    """The console script prints the program name once: ``kernel-verify 0.1.0``."""
+    import shutil
+
+    exe = shutil.which("kernel-verify", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("the kernel-verify console script is not installed beside this Python")
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout == f"kernel-verify {__version__}\n"
+    assert proc.stdout.count("kernel-verify") == 1
 
 
 def test_list_family_filters(capsys) -> None:

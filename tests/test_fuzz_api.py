@@ -1133,6 +1133,7 @@ _CHECK_BAD: dict[str, list[Any]] = {
     "shrink_seconds": [-1, True, "x", float("nan")],  # 0: no shrinking, valid
     "timeout": [-1, 0, True, "x", float("nan")],  # inf: no limit, valid
     "progress": [1, "yes", None],
+    "probe": [1, "yes", None],
 }
 
 

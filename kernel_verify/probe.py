@@ -1,0 +1,699 @@
+"""Declarations checked once, before any property runs: :func:`probe_targets`.
+
+A target's constructor checks each field on its own (``__post_init__``); what it cannot check
+without calling the target is whether the declared functions keep their declared contract. The
+probe calls each of them **once, on a tiny input** and compares what comes back with what the
+target declares:
+
+* every kind: each function binds the documented call (``inspect.signature``: a form that does
+  not take ``chunk_size``, a step without ``seed``);
+* feature maps: ``φ(x)`` for ``x (3, 4)`` has the declared width (``output_dim(d, m)``, else the
+  width of the declared ``formula``, else ``m``) and one row per input row;
+* attention (:class:`~kernel_verify.properties.protocol.AttentionTarget`): ``attention``
+  returns a floating ``(B, H, T, d_v)`` array in the target's layout; every declared form
+  returns ``(out, state)`` (``step``: ``(state, o_t)``) with ``out`` of that shape and the state
+  a tuple of arrays whose first axis is the batch; ``features`` is ``(B, H, T, m)`` with ``m =
+  feature_count`` where both are declared; ``state_sums`` gives ``S (B, H, m, d_v)`` and ``z
+  (B, H, m)`` or None;
+* gated and recurrent targets (their ``varlen``: the signature only), hybrid targets: the
+  same for their forms and ``features``;
+* models: ``build(seed, init_scale, dtype)`` gives a model whose ``forward`` returns logits
+  ``(B, T, vocab_size)`` **in the dtype asked for** (float32, and float64 where the target
+  claims it), and the optional calls return what :mod:`~kernel_verify.properties.model_protocol`
+  says;
+* random matrices ``W (m, d)``; kernel approximations ``(K̃ (n, n), indices in [0, n))``.
+
+Only a contradiction of the declaration is a problem. A call that raises its own error on the
+probe's input is *not* one (a target may refuse a shape it never promised to take; the
+properties report what it does with their inputs), except the errors of the protocol's own
+checks (``target 'name': field …``), which name a broken declaration. A target whose every call
+is slow (``call_seconds`` ≥ :data:`PROBE_MAX_CALL_SECONDS`, e.g. Triton kernels under the
+interpreter) gets the signature checks only. All problems of all targets are raised together as
+one :class:`DeclarationError` (a ``ValueError``), one line per target and field; ``check()`` and
+``kernel-verify check`` (exit status 2) raise it before the suite starts.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PROBE_MAX_CALL_SECONDS", "DeclarationError", "Problem", "probe_target",
+           "probe_targets"]
+
+#: Targets declaring a ``call_seconds`` at least this large get no probing calls (only the
+#: signature checks): a probe must cost well under a second.
+PROBE_MAX_CALL_SECONDS = 0.1
+
+#: Probe sizes: batch, heads, time (raised to a target's shape contract), key dim, value dim.
+_B, _H, _T, _D, _DV = 1, 2, 3, 3, 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One contradiction between a target's declaration and what its function returned."""
+
+    target: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"target {self.target!r}: {self.field}: {self.message}"
+
+
+class DeclarationError(ValueError):
+    """Declarations contradicted by the targets' own functions (every problem, one per line)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        n = len(self.problems)
+        super().__init__(f"{n} declaration problem{'s' * (n != 1)} found before any property "
+                         f"ran (each function was called once on a tiny input):\n{lines}")
+
+
+class _Stop(Exception):
+    """The probe of one function cannot go on (its call raised an error of its own)."""
+
+
+# ------------------------------------------------------------------------------ helpers
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape)
+
+
+def _floating(x: Any) -> bool:
+    if type(x).__module__.startswith("torch"):
+        return bool(x.dtype.is_floating_point)
+    return bool(np.issubdtype(np.asarray(x).dtype, np.floating))
+
+
+def _dtype(x: Any) -> str:
+    return str(x.dtype).removeprefix("torch.")
+
+
+def _what(x: Any) -> str:
+    if _is_array(x):
+        return f"an array of shape {_shape(x)}"
+    if isinstance(x, tuple | list):
+        return f"a {type(x).__name__} of length {len(x)}"
+    return f"a {type(x).__name__}"
+
+
+def _protocol_error(err: BaseException, name: str) -> bool:
+    """Whether ``err`` is one of the protocol's own checks of this target (its message starts
+    ``target 'name':``): a broken declaration, not the target refusing the input."""
+    return isinstance(err, TypeError | ValueError) and str(err).startswith(f"target {name!r}")
+
+
+class _Probe:
+    """The problems found for one target."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.problems: list[Problem] = []
+
+    def add(self, field_name: str, message: str) -> None:
+        problem = Problem(self.name, field_name, message)
+        if problem not in self.problems:  # (state_sums is read from each form's state)
+            self.problems.append(problem)
+
+    def binds(self, field_name: str, fn: Any, args: int, keywords: Iterable[str],
+              call: str) -> bool:
+        """Whether ``fn`` takes ``args`` positional arguments and ``keywords``."""
+        fn = getattr(fn, "_kv_unchecked", fn)
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):  # a builtin or C function: nothing to read
+            return True
+        try:
+            sig.bind(*([None] * args), **dict.fromkeys(keywords))
+        except TypeError as err:
+            self.add(field_name, f"must take the call {call}; its signature {sig} does not "
+                     f"({err})")
+            return False
+        return True
+
+    def call(self, field_name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # pytest.skip (a library not installed) included
+            if _protocol_error(err, self.name):  # "target 'name': field problem"
+                named, _, message = str(err).removeprefix(f"target {self.name!r}: ").partition(
+                    " ")
+                self.add(named or field_name, message)
+            raise _Stop from err
+
+    def array(self, field_name: str, what: str, x: Any, shape: tuple[int | None, ...]) -> bool:
+        """``x`` is a floating array of ``shape`` (None: any size on that axis)."""
+        if not _is_array(x):
+            self.add(field_name, f"must return {what} as an array, got {_what(x)}")
+            return False
+        got = _shape(x)
+        if len(got) != len(shape) or any(w is not None and g != w
+                                          for g, w in zip(got, shape, strict=False)):
+            want = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ")"
+            self.add(field_name, f"returned {what} of shape {got}; expected {want}")
+            return False
+        if not _floating(x):
+            self.add(field_name, f"returned {what} of dtype {_dtype(x)}; expected a floating "
+                     "dtype")
+            return False
+        return True
+
+    def pair(self, field_name: str, result: Any, want: str) -> tuple[Any, Any] | None:
+        if not isinstance(result, tuple | list) or len(result) != 2:
+            self.add(field_name, f"must return a pair {want}, got {_what(result)}")
+            return None
+        if want == "(state, o_t)" and _is_array(result[0]) and not _is_array(result[1]):
+            self.add(field_name, f"must return (state, o_t), got ({_what(result[0])}, "
+                     f"{_what(result[1])}): (o_t, state) swapped?")
+            return None
+        return result[0], result[1]
+
+    def state(self, field_name: str, state: Any, batch: int, *, optional: bool = False) -> bool:
+        if state is None and optional:
+            return False
+        if not isinstance(state, tuple | list) or not state or \
+                not all(_is_array(s) for s in state):
+            self.add(field_name, f"must return its state as a non-empty tuple of arrays, got "
+                     f"{_what(state)}")
+            return False
+        bad = [_shape(s) for s in state if not len(s.shape) or int(s.shape[0]) != batch]
+        if bad:
+            self.add(field_name, f"returned a state whose arrays do not have the batch ({batch})"
+                     f" first: shapes {[_shape(s) for s in state]}")
+            return False
+        return True
+
+
+class _Arrays:
+    """Tiny inputs of one backend and dtype (the first the target accepts, float64 first)."""
+
+    def __init__(self, backends: tuple[str, ...], dtypes: tuple[str, ...]) -> None:
+        self.library = "numpy" if "numpy" in backends else backends[0]
+        self.dtype = "float64" if "float64" in dtypes else dtypes[0]
+
+    def __call__(self, a: np.ndarray) -> Any:
+        if self.library == "torch":
+            import torch
+
+            return torch.as_tensor(np.asarray(a)).to(getattr(torch, self.dtype))
+        return np.asarray(a, dtype=self.dtype)
+
+    def index(self, a: Iterable[int]) -> Any:
+        if self.library == "torch":
+            import torch
+
+            return torch.as_tensor(list(a), dtype=torch.int64)
+        return np.asarray(list(a), dtype=np.int64)
+
+    def mask(self, b: int, t: int) -> Any:
+        if self.library == "torch":
+            import torch
+
+            return torch.ones((b, t), dtype=torch.bool)
+        return np.ones((b, t), dtype=bool)
+
+
+def _slow(t: Any) -> bool:
+    seconds = getattr(t, "call_seconds", None)
+    return seconds is not None and seconds >= PROBE_MAX_CALL_SECONDS
+
+
+def _length(t: Any) -> int:
+    """A probe length inside the target's shape contract (``min_length``, a multiple of
+    ``length_multiple_of``)."""
+    multiple = int(getattr(t, "length_multiple_of", 1) or 1)
+    length = max(_T, int(getattr(t, "min_length", 1) or 1))
+    return -(-length // multiple) * multiple
+
+
+def _in_layout(t: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A ``(B, H, T, …)`` shape in the target's layout."""
+    if getattr(t, "layout", "BHTD") == "BTHD" and len(shape) >= 3:
+        return (shape[0], shape[2], shape[1], *shape[3:])
+    return shape
+
+
+# ------------------------------------------------------------------------- feature maps
+def _probe_feature_map(t: Any, p: _Probe) -> None:
+    from kernel_verify.impls.descriptor import _features_expected
+
+    if t.sample_fn is not None:
+        p.binds("sample_fn", t.sample_fn, 2, (), "sample_fn(x, seed)")
+    if t.draw is not None:
+        p.binds("draw", t.draw, 4, (), "draw(rng, d, m, config)")
+    for f in ("numpy_fn", "torch_fn", "log_numpy_fn", "log_torch_fn"):
+        fn = getattr(t, f)
+        if fn is not None:
+            kws = ("positions",) if t.has("positional") else ()
+            p.binds(f, fn, 3, kws, f"{f}(x, params, config)")
+    if p.problems or _slow(t):
+        return
+    x = np.random.default_rng(0).uniform(-1.0, 1.0, (3, 4))
+    positions = np.arange(3) if t.has("positional") else None
+    field_name = "sample_fn" if not t.white_box else ("numpy_fn" if t.numpy_fn else "torch_fn")
+    out = p.call(field_name, t.features, x, seed=0, positions=positions)
+    p.array(field_name, "the features", out, (3, _features_expected(t, 4)[0]))
+
+
+# ---------------------------------------------------------------------------- attention
+def _check_features(t: Any, p: _Probe, call: Callable[[np.ndarray], Any], b: int, tt: int,
+                    ) -> int | None:
+    """``features`` of a sequence target: float64 ``(B, H, T, m)``; returns ``m``."""
+    x = np.random.default_rng(1).uniform(-1.0, 1.0, (b, _H, tt, _D))
+    out = p.call("features", call, x)
+    if not p.array("features", "the features", out, (b, _H, tt, None)):
+        return None
+    return int(out.shape[-1])
+
+
+def _check_state_sums(t: Any, p: _Probe, state: Any, b: int, m: int | None, dv: int) -> None:
+    if t.state_sums is None or state is None:
+        return
+    sums = p.pair("state_sums", p.call("state_sums", t.state_sums, state), "(S, z)")
+    if sums is None:
+        return
+    s, z = sums
+    if p.array("state_sums", "S", s, (b, _H, m, dv)) and z is not None:
+        p.array("state_sums", "z", z, (b, _H, m if m is not None else int(s.shape[2])))
+
+
+def _probe_attention(t: Any, p: _Probe) -> None:
+    from kernel_verify.properties.attention_cases import modes
+
+    p.binds("attention", t.attention, 3, ("causal", "seed"), "attention(q, k, v, *, causal, "
+            "seed)")
+    calls = {"stateful": (3, ("initial_state", "seed")),
+             "chunked": (3, ("chunk_size", "initial_state", "seed")),
+             "step": (4, ("seed",)),
+             "varlen": (3, ("cu_seqlens", "initial_state", "seed")),
+             "padded": (3, ("mask", "initial_state", "seed"))}
+    for form, (n, words) in calls.items():
+        if getattr(t, form) is not None:
+            p.binds(form, getattr(t, form), n, words, f"{form}(…, *, {', '.join(words)})")
+    if t.features is not None:
+        p.binds("features", t.features, 2, (), "features(x, seed)")
+    if t.state_sums is not None:
+        p.binds("state_sums", t.state_sums, 1, (), "state_sums(state)")
+    if p.problems or _slow(t):
+        return
+    arr = _Arrays(tuple(t.backends), tuple(t.dtypes))
+    tt = _length(t)
+    dv = _D if t.dv_equals_d else _DV
+    rng = np.random.default_rng(0)
+    q = rng.uniform(-1.0, 1.0, (_B, _H, tt, _D))
+    k = q if t.self_attention_only else rng.uniform(-1.0, 1.0, (_B, _H, tt, _D))
+    v = rng.uniform(-1.0, 1.0, (_B, _H, tt, dv))
+    lay = t.to_layout
+    tq, tv = arr(lay(q)), arr(lay(v))
+    tk = tq if k is q else arr(lay(k))
+    out_shape = _in_layout(t, (_B, _H, tt, dv))
+    m = None
+    for field_name, run in _attention_calls(t, arr, tq, tk, tv, tt, dv, modes(t)[0]):
+        try:
+            m_or_state = run(p, out_shape)
+        except _Stop:
+            continue
+        if field_name == "features":
+            m = m_or_state
+            if m is not None and t.feature_count not in (None, 0) and m != t.feature_count:
+                p.add("features", f"returns {m} features per position, but feature_count "
+                      f"declares {t.feature_count}")
+        elif m_or_state is not None and field_name in ("stateful", "step"):
+            try:
+                _check_state_sums(t, p, m_or_state, _B, m, dv)
+            except _Stop:
+                pass
+
+
+def _attention_calls(t: Any, arr: _Arrays, q: Any, k: Any, v: Any, tt: int, dv: int,
+                     causal: bool) -> list[tuple[str, Callable[[_Probe, tuple], Any]]]:
+    """(field, its probe) for every function the attention target declares, features first
+    (the width ``state_sums`` is compared with)."""
+    out: list[tuple[str, Callable[[_Probe, tuple], Any]]] = []
+
+    def features(p: _Probe, _shape_: tuple) -> int | None:
+        return _check_features(t, p, lambda x: t.features(x, 0), _B, tt)
+
+    def attention(p: _Probe, shape: tuple) -> None:
+        p.array("attention", "the output", p.call("attention", t.attention, q, k, v,
+                                                  causal=causal, seed=0), shape)
+
+    def form(name: str, *args: Any, **kw: Any) -> Callable[[_Probe, tuple], Any]:
+        def run(p: _Probe, shape: tuple) -> Any:
+            res = p.pair(name, p.call(name, getattr(t, name), *args, seed=0, **kw),
+                         "(out, final_state)")
+            if res is None:
+                return None
+            p.array(name, "out", res[0], shape)
+            batch = 2 if name == "varlen" else _B
+            return res[1] if p.state(name, res[1], batch, optional=name == "padded") else None
+        return run
+
+    def step(p: _Probe, _shape_: tuple) -> Any:
+        at = (slice(None), 0) if t.layout == "BTHD" else (slice(None), slice(None), 0)
+        res = p.pair("step", p.call("step", t.step, None, q[at], k[at], v[at], seed=0),
+                     "(state, o_t)")
+        if res is None:
+            return None
+        p.array("step", "o_t", res[1], (_B, _H, dv))
+        return res[0] if p.state("step", res[0], _B) else None
+
+    if t.features is not None:
+        out.append(("features", features))
+    out.append(("attention", attention))
+    if t.stateful is not None:
+        out.append(("stateful", form("stateful", q, k, v, initial_state=None)))
+    if t.chunked is not None:
+        c = int(t.chunk_sizes[0]) if t.chunk_sizes else 2
+        out.append(("chunked", form("chunked", q, k, v, chunk_size=c, initial_state=None)))
+    if t.step is not None:
+        out.append(("step", step))
+    if t.padded is not None:
+        out.append(("padded", form("padded", q, k, v, mask=arr.mask(_B, tt),
+                                   initial_state=None)))
+    if t.varlen is not None:
+        axis = 1 if t.layout == "BTHD" else 2
+        cat = _concat(arr)
+        packed = [cat([x, x], axis) for x in (q, k, v)]
+        if k is q:
+            packed[1] = packed[0]
+        shape2 = _in_layout(t, (_B, _H, 2 * tt, dv))
+
+        def varlen(p: _Probe, _shape_: tuple) -> Any:
+            return form("varlen", *packed, cu_seqlens=arr.index([0, tt, 2 * tt]),
+                        initial_state=None)(p, shape2)
+
+        out.append(("varlen", varlen))
+    return out
+
+
+def _concat(arr: _Arrays) -> Callable[[list, int], Any]:
+    if arr.library == "torch":
+        import torch
+
+        return lambda xs, axis: torch.cat(xs, dim=axis)
+    return lambda xs, axis: np.concatenate(xs, axis=axis)
+
+
+# ------------------------------------------------------------------- gated / recurrent
+def _probe_gated(t: Any, p: _Probe) -> None:
+    # the per-head parameters of a gate parametrisation (``gate_input``: A_log, dt_bias), by
+    # keyword like the transition's per-token inputs
+    head_params = tuple(getattr(t, "gate_parameters", tuple)())
+    tokens = (*t.token_inputs(), *head_params)
+    full = 4  # q, k, v, g (g=None for gates="none")
+    sigs = {"parallel": (full, ("initial_state", "seed")),
+            "stateful": (full, ("initial_state", "seed")),
+            "chunked": (full, ("chunk_size", "initial_state", "seed")),
+            "step": (5, ("seed",)),
+            "varlen": (full, ("cu_seqlens", "initial_state", "seed")),
+            "padded": (full, ("mask", "initial_state", "seed"))}
+    for form, (n, words) in sigs.items():
+        if getattr(t, form) is not None:
+            words = (*words, *tokens)
+            p.binds(form, getattr(t, form), n, words, f"{form}(q, k, v, g, *, "
+                    f"{', '.join(words)})" if form != "step" else
+                    f"step(state, q_t, k_t, v_t, g_t, *, {', '.join(words)})")
+    p.binds("features", t.features, 2, (), "features(x, role)")
+    if t.state_sums is not None:
+        p.binds("state_sums", t.state_sums, 1, (), "state_sums(state)")
+    if t.fixed_log_gates is not None:
+        p.binds("fixed_log_gates", t.fixed_log_gates, 1, (), "fixed_log_gates(H)")
+    if p.problems or _slow(t):
+        return
+    arr = _Arrays(tuple(t.backends), tuple(t.dtypes))
+    rng = np.random.default_rng(0)
+    tt, dv = _T, _DV
+    q, k = rng.uniform(-1.0, 1.0, (2, _B, _H, tt, _D))
+    v = rng.uniform(-1.0, 1.0, (_B, _H, tt, dv))
+    g: np.ndarray | None
+    if t.gates == "none":
+        g = None
+    elif t.gates == "scalar_fixed":
+        if t.fixed_log_gates is not None:
+            try:
+                fixed = p.call("fixed_log_gates", t.fixed_log_gates, _H)
+            except _Stop:
+                return
+            if not p.array("fixed_log_gates", "the log-gates", np.asarray(fixed), (_H,)):
+                return
+            g = np.asarray(fixed, dtype=np.float64)
+        else:
+            g = np.full(_H, -0.5)
+    elif t.gates == "scalar":
+        g = np.full((_B, _H, tt), -0.5)
+    else:
+        g = np.full((_B, _H, tt, _D), -0.5)
+    per_token = {"beta": np.full((_B, _H, tt), 0.0 if t.beta == "sigmoid" else 0.5),
+                 "p": rng.uniform(-0.5, 0.5, (_B, _H, tt, _D)),
+                 "a": rng.uniform(-0.2, 0.2, (_B, _H, tt, _D)),
+                 "b": rng.uniform(-0.2, 0.2, (_B, _H, tt, _D))}
+    lay = t.to_layout
+
+    def seq(x: np.ndarray | None) -> Any:  # a (B, H, T, …) or (B, H, T) array, or (H,) gates
+        if x is None:
+            return None
+        return arr(x if x.ndim < 3 else lay(x))
+
+    def tok(x: np.ndarray | None, i: int) -> Any:  # one token of it: (B, H, …), (H,) as is
+        if x is None:
+            return None
+        return arr(x if x.ndim < 3 else x[:, :, i])
+
+    per_head = np.zeros((_H, _D) if t.gates == "key_dim" else (_H,))
+    kw = {n: seq(per_token[n]) for n in t.token_inputs()} | {n: arr(per_head)
+                                                             for n in head_params}
+    args = [seq(x) for x in (q, k, v, g)]
+    shape = _in_layout(t, (_B, _H, tt, dv))
+    m = None
+    try:
+        m = _check_features(t, p, lambda x: t.features(x, "k"), _B, tt)
+    except _Stop:
+        pass
+    for form in ("parallel", "stateful", "chunked", "padded"):
+        fn = getattr(t, form)
+        if fn is None:
+            continue
+        extra: dict[str, Any] = {"initial_state": None}
+        if form == "chunked":
+            extra["chunk_size"] = int(t.chunk_sizes[0]) if t.chunk_sizes else 2
+        if form == "padded":
+            extra["mask"] = arr.mask(_B, tt)
+        try:
+            res = p.pair(form, p.call(form, fn, *args, seed=0, **kw, **extra),
+                         "(out, final_state)")
+        except _Stop:
+            continue
+        if res is None:
+            continue
+        p.array(form, "out", res[0], shape)
+        if p.state(form, res[1], _B, optional=form == "padded") and form != "padded":
+            try:
+                _check_state_sums(t, p, res[1], _B, m, dv)
+            except _Stop:
+                pass
+    if t.step is not None:
+        step_kw = {n: tok(per_token[n], 0) for n in t.token_inputs()} | {
+            n: arr(per_head) for n in head_params}
+        g0 = None if g is None else (arr(g) if g.ndim == 1 else tok(g, 0))
+        try:
+            res = p.pair("step", p.call("step", t.step, None, tok(q, 0), tok(k, 0), tok(v, 0),
+                                        g0, seed=0, **step_kw), "(state, o_t)")
+        except _Stop:
+            res = None
+        if res is not None:
+            p.array("step", "o_t", res[1], (_B, _H, dv))
+            p.state("step", res[0], _B)
+
+
+# ------------------------------------------------------------------------------- hybrid
+def _probe_hybrid(t: Any, p: _Probe) -> None:
+    p.binds("attention", t.attention, 3, ("window", "initial_state"),
+            "attention(q, k, v, *, window, initial_state)")
+    p.binds("features", t.features, 2, (), "features(x, role)")
+    if t.step is not None:
+        p.binds("step", t.step, 4, ("window",), "step(state, q_t, k_t, v_t, *, window)")
+    if p.problems:
+        return
+    arr = _Arrays(tuple(t.backends), tuple(t.dtypes))
+    rng = np.random.default_rng(0)
+    q, k = rng.uniform(-1.0, 1.0, (2, _B, _H, _T, _D))
+    v = rng.uniform(-1.0, 1.0, (_B, _H, _T, _DV))
+    try:
+        _check_features(t, p, lambda x: t.features(x, "k"), _B, _T)
+    except _Stop:
+        pass
+    try:
+        res = p.pair("attention", p.call("attention", t.attention, arr(q), arr(k), arr(v),
+                                         window=1, initial_state=None), "(out, state)")
+        if res is not None:
+            p.array("attention", "out", res[0], (_B, _H, _T, _DV))
+            p.state("attention", res[1], _B)
+    except _Stop:
+        pass
+    if t.step is not None:
+        try:
+            res = p.pair("step", p.call("step", t.step, None, arr(q[:, :, 0]), arr(k[:, :, 0]),
+                                        arr(v[:, :, 0]), window=1), "(state, o_t)")
+            if res is not None:
+                p.array("step", "o_t", res[1], (_B, _H, _DV))
+                p.state("step", res[0], _B)
+        except _Stop:
+            pass
+
+
+# ------------------------------------------------------------------------------- models
+def _probe_model(t: Any, p: _Probe) -> None:
+    p.binds("build", t.build, 1, ("init_scale", "dtype"), "build(seed, *, init_scale, dtype)")
+    p.binds("forward", t.forward, 2, (), "forward(model, ids)")
+    for name, n in (("prefill", 2), ("step", 3), ("generate", 3), ("packed", 3),
+                    ("padded", 3), ("parameters", 1)):
+        if getattr(t, name) is not None:
+            p.binds(name, getattr(t, name), n, (), f"{name} with {n} positional arguments")
+    if p.problems or _slow(t):
+        return
+    import torch
+
+    vocab = int(t.vocab_size)
+    b, tt = 2, 4
+    # ids 0 and 1 only (every vocabulary has them): a declared vocab_size larger than the
+    # model's shows as the logits' width, not as an index error of the embedding
+    ids = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 1]], dtype=torch.int64)
+    dtypes = ("float32", "float64") if t.has("float64") else ("float32",)
+    for dtype in dtypes:
+        try:
+            model = p.call("build", t.build, 0, init_scale=t.init_scales[0], dtype=dtype)
+            logits = p.call("forward", t.forward, model, ids)
+        except _Stop:
+            return
+        if not type(logits).__module__.startswith("torch"):
+            p.add("forward", f"must return logits as a torch tensor, got {_what(logits)}")
+            return
+        if not p.array("forward", "the logits", logits, (b, tt, vocab)):
+            return
+        if _dtype(logits) != dtype:
+            p.add("build", f"build(seed, init_scale=…, dtype={dtype!r}) gave a model whose "
+                  f"logits are {_dtype(logits)}: build must make the model in the dtype asked "
+                  "for")
+            return
+    _probe_model_calls(t, p, model, ids, vocab)
+
+
+def _probe_model_calls(t: Any, p: _Probe, model: Any, ids: Any, vocab: int) -> None:
+    import torch
+
+    b, tt = ids.shape
+    try:
+        if t.prefill is not None:
+            res = p.pair("prefill", p.call("prefill", t.prefill, model, ids), "(logits, cache)")
+            if res is not None and p.array("prefill", "the logits", res[0], (b, tt, vocab)):
+                step = p.pair("step", p.call("step", t.step, model, res[1], ids[:, 0]),
+                              "(logits, cache)")
+                if step is not None:
+                    p.array("step", "the logits", step[0], (b, vocab))
+    except _Stop:
+        pass
+    try:
+        if t.generate is not None:
+            res = p.pair("generate", p.call("generate", t.generate, model, ids, 2),
+                         "(tokens, scores)")
+            if res is not None and _is_array(res[0]) and _shape(res[0]) != (b, 2):
+                p.add("generate", f"returned tokens of shape {_shape(res[0])} for 2 new tokens "
+                      f"of a batch of {b}; expected ({b}, 2)")
+            elif res is not None:
+                p.array("generate", "the scores", res[1], (b, 2, vocab))
+    except _Stop:
+        pass
+    try:
+        if t.packed is not None:
+            row = ids[:1]
+            cu = torch.tensor([0, tt // 2, tt], dtype=torch.int64)
+            p.array("packed", "the logits", p.call("packed", t.packed, model, row, cu),
+                    (1, tt, vocab))
+    except _Stop:
+        pass
+    try:
+        if t.padded is not None:
+            mask = torch.ones((b, tt), dtype=torch.int64)
+            p.array("padded", "the logits", p.call("padded", t.padded, model, ids, mask),
+                    (b, tt, vocab))
+    except _Stop:
+        pass
+
+
+# ---------------------------------------------------------------- matrices, approximations
+def _probe_matrix(t: Any, p: _Probe) -> None:
+    if not p.binds("draw", t.draw, 3, (), "draw(rng, m, d)"):
+        return
+    try:  # m > d: a transposed W shows
+        w = p.call("draw", t.draw, np.random.default_rng(0), 5, 3)
+    except _Stop:
+        return
+    p.array("draw", "W", w, (5, 3))
+
+
+def _probe_approx(t: Any, p: _Probe) -> None:
+    if not p.binds("approximate", t.approximate, 3, (), "approximate(X, kernel, rng)"):
+        return
+    n = max(6, int(t.rank) + 2)
+    x = np.random.default_rng(0).uniform(-1.0, 1.0, (n, 2))
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+
+    try:
+        res = p.pair("approximate", p.call("approximate", t.approximate, x, kernel,
+                                           np.random.default_rng(0)), "(K̃, landmark indices)")
+    except _Stop:
+        return
+    if res is None or not p.array("approximate", "K̃", np.asarray(res[0]), (n, n)):
+        return
+    idx = np.asarray(res[1])
+    if idx.ndim != 1 or (idx.size and (not np.issubdtype(idx.dtype, np.integer)
+                                       or idx.min() < 0 or idx.max() >= n)):
+        p.add("approximate", f"returned landmark indices {idx!r}; expected a 1-D integer "
+              f"array of rows of X, in [0, {n})")
+
+
+_PROBES: dict[str, Callable[[Any, _Probe], None]] = {
+    "FeatureMapTarget": _probe_feature_map,
+    "AttentionTarget": _probe_attention,
+    "GatedAttentionTarget": _probe_gated,
+    "HybridAttentionTarget": _probe_hybrid,
+    "ModelTarget": _probe_model,
+    "RandomMatrixTarget": _probe_matrix,
+    "KernelApproxTarget": _probe_approx,
+}
+
+
+def probe_target(target: Any) -> list[Problem]:
+    """The contradictions between ``target``'s declaration and its functions (module
+    docstring); an empty list when there are none."""
+    kind = type(target).__name__
+    if kind not in _PROBES:
+        raise TypeError(f"target must be one of {', '.join(_PROBES)}, got {kind}")
+    p = _Probe(str(target.name))
+    try:
+        _PROBES[kind](target, p)
+    except _Stop:
+        pass
+    return p.problems
+
+
+def probe_targets(targets: Iterable[Any]) -> None:
+    """Probe every target; raise one :class:`DeclarationError` listing every problem found."""
+    problems = [problem for t in targets for problem in probe_target(t)]
+    if problems:
+        raise DeclarationError(problems)

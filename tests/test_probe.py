@@ -1,0 +1,246 @@
+"""The declaration probe (kernel_verify/probe.py, issue #45): every built-in and cheap adapter
+target passes it (a correct target is never refused), and each kind of inconsistent declaration
+is one error naming the target and the field, raised by ``check()`` before any property runs and
+printed by ``kernel-verify check`` on stderr with exit status 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_verify import (
+    AttentionTarget,
+    FeatureMapTarget,
+    KernelApproxTarget,
+    ModelTarget,
+    RandomMatrixTarget,
+    check,
+)
+from kernel_verify.cli import main
+from kernel_verify.probe import DeclarationError, probe_target, probe_targets
+from kernel_verify.properties.builtin_models import CLAIMS as MODEL_CLAIMS
+
+
+def _builtin() -> list:
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.builtin_approx import approximation_targets
+    from kernel_verify.properties.builtin_attention import registry_attention_targets
+    from kernel_verify.properties.builtin_delta import builtin_delta_targets
+    from kernel_verify.properties.builtin_gated import builtin_gated_targets
+    from kernel_verify.properties.builtin_hybrid import builtin_hybrid_targets
+    from kernel_verify.properties.builtin_lowrank import lowrank_attention_targets
+    from kernel_verify.properties.builtin_models import model_targets
+
+    seen: dict = {}
+    for group in (builtin_targets(), builtin_gated_targets(), builtin_delta_targets(),
+                  lowrank_attention_targets(), approximation_targets(), model_targets(),
+                  builtin_hybrid_targets(), registry_attention_targets()):
+        for t in group:
+            seen[(type(t).__name__, t.name)] = t
+    return list(seen.values())
+
+
+def test_no_builtin_target_is_refused():
+    targets = _builtin()
+    kinds = {type(t).__name__ for t in targets}
+    assert kinds == {"FeatureMapTarget", "AttentionTarget", "GatedAttentionTarget",
+                     "HybridAttentionTarget", "ModelTarget", "RandomMatrixTarget",
+                     "KernelApproxTarget"}
+    start = time.monotonic()
+    problems = {t.name: probe_target(t) for t in targets}
+    assert {n: p for n, p in problems.items() if p} == {}
+    assert time.monotonic() - start < 60  # one call per declared function: cheap
+
+
+@pytest.mark.parametrize("spec", ["kernel_verify.examples.my_favor:targets",
+                                  "kernel_verify.examples.linear_forms:targets",
+                                  "kernel_verify.adapters.sklearn:targets",
+                                  "kernel_verify.adapters.performer:targets",
+                                  "kernel_verify.adapters.nystrom_attention:targets"])
+def test_example_and_adapter_targets_are_not_refused(spec):
+    from kernel_verify.properties.loader import load_targets
+
+    module = spec.partition(":")[0]
+    library = {"sklearn": "sklearn", "performer": "performer_pytorch",
+               "nystrom_attention": "nystrom_attention"}.get(module.rpartition(".")[2])
+    if library:
+        pytest.importorskip(library)
+    targets = load_targets(spec)
+    assert targets and [p for t in targets for p in probe_target(t)] == []
+
+
+# ------------------------------------------------------------------ inconsistent declarations
+def _positive(x, seed):
+    w = np.random.default_rng(seed).standard_normal((8, x.shape[-1]))
+    return np.exp(x @ w.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True)) / np.sqrt(8)
+
+
+def _twice(x, seed):  # 2m features where m are declared
+    return np.concatenate([_positive(x, seed), _positive(x, seed + 1)], axis=-1)
+
+
+def _softmax(q, k, v, *, causal, seed=0):
+    s = q @ k.swapaxes(-1, -2)
+    if causal:
+        s = np.where(np.tri(*s.shape[-2:], dtype=bool), s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
+def _elu_forms():
+    from kernel_verify.examples import linear_forms as lf
+
+    return lf
+
+
+def _bad_targets() -> list[tuple[object, str, str]]:
+    """(target, the field the error must name, words it must contain)."""
+    lf = _elu_forms()
+    claims = frozenset({"causal", "noncausal"})
+    good_attention = AttentionTarget("ok", lf.attention, claims, stateful=lf.stateful,
+                                     step=lf.step, features=lambda x, seed: lf.phi(x),
+                                     state_sums=lambda st: st)
+    from kernel_verify.properties.builtin_gated import gated_target
+    from kernel_verify.properties.builtin_hybrid import hybrid_target
+    from kernel_verify.properties.builtin_models import tiny_lm_calls
+
+    gated = gated_target("scalar")
+    hybrid = hybrid_target("hyb")
+    calls = tiny_lm_calls()
+    build = calls["build"]
+    return [
+        (FeatureMapTarget("map_2m", "softmax", frozenset({"unbiased", "positive"}),
+                          sample_fn=_twice, m=8, formula="softmax_positive"),
+         "m", "16"),
+        (AttentionTarget("attention_drops_heads", lambda q, k, v, *, causal, seed=0:
+                         _softmax(q, k, v, causal=causal)[:, 0], frozenset({"noncausal"})),
+         "attention", "shape"),
+        (dataclasses.replace(good_attention, name="features_vs_count", feature_count=7),
+         "features", "feature_count declares 7"),
+        (dataclasses.replace(good_attention, name="stateful_out_only",
+                             stateful=lambda q, k, v, *, initial_state=None, seed=0:
+                             lf.stateful(q, k, v, initial_state=initial_state)[0]),
+         "stateful", "pair"),
+        (dataclasses.replace(good_attention, name="step_swapped",
+                             step=lambda st, q, k, v, *, seed=0: lf.step(st, q, k, v)[::-1]),
+         "step", "swapped"),
+        (dataclasses.replace(good_attention, name="chunked_without_chunk_size",
+                             chunked=lambda q, k, v, *, initial_state=None, seed=0:
+                             lf.stateful(q, k, v, initial_state=initial_state)),
+         "chunked", "chunk_size"),
+        (dataclasses.replace(good_attention, name="state_sums_wide",
+                             state_sums=lambda st: (np.concatenate([st[0], st[0]], 2), st[1])),
+         "state_sums", "S of shape"),
+        (dataclasses.replace(gated, name="gated_step_swapped",
+                             step=lambda st, q, k, v, g, *, seed=0:
+                             gated.step(st, q, k, v, g)[::-1]),
+         "step", "state"),
+        (dataclasses.replace(gated, name="gated_chunked_out_only",
+                             chunked=lambda q, k, v, g, *, chunk_size, initial_state=None,
+                             seed=0: gated.chunked(q, k, v, g, chunk_size=chunk_size)[0]),
+         "chunked", "pair (out, final_state)"),
+        (dataclasses.replace(hybrid, name="hybrid_out_only",
+                             attention=lambda q, k, v, *, window, initial_state=None:
+                             hybrid.attention(q, k, v, window=window)[0]),
+         "attention", "pair"),
+        (ModelTarget("model_ignores_dtype", **{
+            **calls, "build": lambda seed, *, init_scale=1.0, dtype="float32":
+            build(seed, init_scale=init_scale, dtype="float32")}, claims=MODEL_CLAIMS),
+         "build", "dtype='float64'"),
+        (ModelTarget("model_short_vocab", **{**calls, "vocab_size": calls["vocab_size"] + 1},
+                     claims=MODEL_CLAIMS),
+         "forward", "shape"),
+        (RandomMatrixTarget("matrix_transposed", lambda rng, m, d:
+                            rng.standard_normal((d, m)), frozenset()),
+         "draw", "shape"),
+        (KernelApproxTarget("approx_wrong_size", lambda x, kernel, rng:
+                            (kernel(x, x)[:-1], np.arange(2)), frozenset()),
+         "approximate", "shape"),
+    ]
+
+
+BAD = _bad_targets()
+
+
+@pytest.mark.parametrize(("target", "field", "words"), BAD, ids=[t.name for t, _, _ in BAD])
+def test_an_inconsistent_declaration_is_one_problem_naming_the_field(target, field, words):
+    problems = probe_target(target)
+    assert len(problems) == 1, problems
+    [p] = problems
+    assert p.target == target.name and p.field == field, p
+    assert words in p.message, p
+    with pytest.raises(DeclarationError) as info:
+        probe_targets([target])
+    text = str(info.value)
+    assert text.startswith("1 declaration problem found before any property ran")
+    assert f"target {target.name!r}: {field}:" in text
+
+
+def test_a_correct_variant_of_each_bad_target_passes():
+    """The control of the cases above: the unmodified targets they were made from pass."""
+    lf = _elu_forms()
+    from kernel_verify.properties.builtin_gated import gated_target
+    from kernel_verify.properties.builtin_hybrid import hybrid_target
+    from kernel_verify.properties.builtin_models import tiny_lm_calls
+
+    good = [FeatureMapTarget("map_m", "softmax", frozenset({"unbiased", "positive"}),
+                             sample_fn=_positive, m=8, formula="softmax_positive"),
+            AttentionTarget("attention_ok", _softmax, frozenset({"noncausal", "causal"})),
+            AttentionTarget("forms_ok", lf.attention, frozenset({"causal", "noncausal"}),
+                            stateful=lf.stateful, step=lf.step, chunked=lf.chunked,
+                            features=lambda x, seed: lf.phi(x), state_sums=lambda st: st,
+                            feature_count=3),
+            gated_target("scalar"), hybrid_target("hyb"),
+            ModelTarget("model_ok", **tiny_lm_calls(), claims=MODEL_CLAIMS),
+            RandomMatrixTarget("matrix_ok", lambda rng, m, d: rng.standard_normal((m, d)),
+                               frozenset())]
+    probe_targets(good)  # raises on any problem
+
+
+def test_every_problem_of_every_target_is_listed_at_once():
+    targets = [t for t, _, _ in BAD]
+    with pytest.raises(DeclarationError) as info:
+        probe_targets(targets)
+    assert len(info.value.problems) == len(BAD)
+    assert str(info.value).startswith(f"{len(BAD)} declaration problems found")
+
+
+def test_check_refuses_before_any_property_runs():
+    target = BAD[0][0]
+    start = time.monotonic()
+    with pytest.raises(DeclarationError, match="'map_2m': m: does not match sample_fn"):
+        check([target], profile="ci")
+    assert time.monotonic() - start < 10  # no pytest run
+    with pytest.raises(TypeError, match="probe must be a bool"):
+        check([target], probe="no")
+
+
+def test_cli_prints_the_problem_on_stderr_and_exits_2(tmp_path: Path, monkeypatch, capsys):
+    (tmp_path / "kv_bad_map_adapter.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from kernel_verify import FeatureMapTarget
+
+        def features(x, seed):  # returns 2m = 16 features for the declared m = 8
+            w = np.random.default_rng(seed).standard_normal((16, x.shape[-1]))
+            return np.exp(x @ w.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True)) / 4.0
+
+        targets = [FeatureMapTarget("bad_m", "softmax", frozenset({"unbiased", "positive"}),
+                                    sample_fn=features, m=8, formula="softmax_positive")]
+        """), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        code = main(["check", "kv_bad_map_adapter:targets", "--profile", "ci"])
+    finally:
+        sys.modules.pop("kv_bad_map_adapter", None)
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "Traceback" not in out + err and "FAIL" not in out
+    assert err.startswith("kernel-verify check: error: 1 declaration problem found")
+    assert "target 'bad_m': m: does not match sample_fn" in err and "returned 16" in err
