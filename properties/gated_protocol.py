@@ -76,6 +76,8 @@ target is meant for (the suite draws down to it; default −30, decays down to `
 ``fixed_log_gates(H) -> (H,)``: a target whose decay is its own constant (RetNet's
 ``γ_h = 1 − 2^(−5−h)``, ``gates="scalar_fixed"``) gives it here; the suite then passes exactly
 these gates (float64 values of what the target uses) instead of drawing them.
+``dv_equals_d``: the target accepts only ``d_v = d`` (a kernel that allocates its state square);
+the suite then draws value widths equal to the key width.
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ class GatedAttentionTarget(SequenceTarget):
     feature_ulps: int = 1
     known_failures: Mapping[str, str] = field(default_factory=dict)
     call_seconds: float | None = None
+    dv_equals_d: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -219,6 +222,9 @@ class GatedAttentionTarget(SequenceTarget):
             raise _fail(ValueError, self.name, "feature_ulps", "must be an int >= 0, got "
                         f"{self.feature_ulps!r}")
         _check_call_seconds(self.name, self.call_seconds)
+        if not isinstance(self.dv_equals_d, bool):
+            raise _fail(TypeError, self.name, "dv_equals_d", "must be a bool (the target takes "
+                        f"only values as wide as the keys), got {self.dv_equals_d!r}")
 
     def _check_gate_input(self) -> None:
         _check_choice(self.name, "gate_input", self.gate_input, set(GATE_INPUTS),

@@ -14,9 +14,11 @@ Hypothesis draws the layout (:class:`~kernel_verify.properties.checks.forms.Shap
 heads, ``T ∈ {C + 1, C, C − 1, 1}`` with ``C ∈ {3, 4, 5}`` (the simplest example: ``T = 4``
 across ``C = 3``) or free, chunk sizes ``C``, 1, T and non-divisors, a split point) and the
 **gate regime** (:data:`REGIMES`): decays near 1 (``g ∈ [−10⁻³, 0]``, close to plain linear
-attention), near 0 (``g`` down to the target's ``min_log_gate``), mixed, and long runs of strong
+attention), near 0 (``g`` down to the target's ``min_log_gate``), mixed, long runs of strong
 decay (half the sequence at ``min_log_gate``: ``e^(G_t)`` of the run underflows float32, so a
-form that forms ``e^(G_t)`` and ``e^(−G_s)`` separately breaks). A target with fixed
+form that forms ``e^(G_t)`` and ``e^(−G_s)`` separately breaks), and an underflow run (the
+sequence lengthened until a run at ``min_log_gate`` sums below −760: ``e^(G_t)`` underflows
+float64 too; 26 tokens at the default −30). A target with fixed
 ``chunk_sizes`` (a kernel's own chunk, e.g. 64) also gets ``T ∈ {C − 1, C + 1, 2C + 1}``: every
 property crosses its chunk boundary.
 
@@ -76,7 +78,13 @@ PROBE = 3
 #: of a slow kernel (Triton's interpreter) costs as much as a whole sequence.
 STEP_TOKENS = 8
 #: Gate regimes (module docstring); the first is what the simplest example draws.
-REGIMES = ("mixed", "strong_runs", "near_zero", "near_one")
+REGIMES = ("mixed", "strong_runs", "near_zero", "near_one", "underflow_run")
+#: The cumulative log-gate an ``underflow_run`` passes: below float64's smallest subnormal
+#: (``e^(−745) → 0``), so a product of decays formed in linear space underflows even in float64.
+UNDERFLOW_LOG = 760.0
+#: The longest run of strongest decay drawn for it (a target meant for weak decays only, whose
+#: ``min_log_gate`` needs more tokens, draws ``strong_runs`` instead).
+UNDERFLOW_MAX_RUN = 40
 HALF = ("float16", "bfloat16")
 
 
@@ -142,10 +150,10 @@ def draw_shape(data, target, max_t: int = 10) -> Shape:
     non_divisors = [c for c in range(2, t) if t % c]
     chunk = data.draw(st.sampled_from([c0, 1, t, *non_divisors[:2]]), label="chunk size")
     cut = data.draw(st.integers(1, max(t - 1, 1)), label="split point")
-    return Shape(data.draw(st.integers(1, 2), label="B"), data.draw(st.integers(1, 3), label="H"),
-                 t, data.draw(st.integers(1, 4), label="d"), data.draw(st.integers(1, 3),
-                                                                         label="d_v"),
-                 chunk, cut, data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    b, h = data.draw(st.integers(1, 2), label="B"), data.draw(st.integers(1, 3), label="H")
+    d = data.draw(st.integers(1, 4), label="d")
+    dv = d if target.dv_equals_d else data.draw(st.integers(1, 3), label="d_v")
+    return Shape(b, h, t, d, dv, chunk, cut, data.draw(st.integers(0, 2**32 - 1), label="seed"))
 
 
 def gate_shape(target, b: int, h: int, t: int, d: int) -> tuple[int, ...]:
@@ -167,15 +175,27 @@ def draw_gates(target, shape: Shape, regime: str, t: int | None = None,
         g = rng.uniform(lo, lo / 2, size)
     elif regime == "mixed":
         g = np.maximum(-rng.exponential(1.0, size), lo)
-    else:  # strong_runs: a run of half the sequence at the strongest decay, the rest near 1
+    else:  # strong_runs: a run of half the sequence at the strongest decay, the rest near 1;
+        # underflow_run: a run whose cumulative log-gate passes −UNDERFLOW_LOG
         g = -rng.uniform(0.0, 1e-3, size)
         if target.gates == "scalar_fixed":
             g[rng.random(size) < 0.5] = lo
         else:
             run = max(n // 2, min(n, 3))  # ≥ 3 tokens: 3·(−30) overflows e^(−G) in float32
+            if regime == "underflow_run":
+                run = min(n, underflow_run_length(target) or n)
             start = int(rng.integers(0, n - run + 1))
             g[:, :, start:start + run, ...] = lo
     return g
+
+
+def underflow_run_length(target) -> int | None:
+    """Tokens at ``min_log_gate`` whose log-gates sum below ``−UNDERFLOW_LOG``, or None when
+    that needs more than ``UNDERFLOW_MAX_RUN`` tokens (or the target's decay is its own)."""
+    if target.fixed_log_gates is not None or target.gates == "none":
+        return None
+    need = int(np.ceil(UNDERFLOW_LOG / abs(float(target.min_log_gate))))
+    return need if need <= UNDERFLOW_MAX_RUN else None
 
 
 def _unit_rows(rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
@@ -437,6 +457,12 @@ def setup(target, backend, data, max_t: int = 10):
     order = REGIMES if target.call_seconds is None else ("strong_runs", *REGIMES[:1],
                                                          *REGIMES[2:])
     regime = data.draw(st.sampled_from(order), label="gate regime")
+    if regime == "underflow_run":  # a sequence long enough for the run, in every dtype
+        need = underflow_run_length(target)
+        if need is None:
+            regime = "strong_runs"
+        else:
+            shape = replace(shape, t=max(shape.t, need + 3))
     raw = draw_inputs(shape)
     if target.transition != "decay":
         if "beta" in target.token_inputs():
@@ -448,6 +474,12 @@ def setup(target, backend, data, max_t: int = 10):
     x = seen_inputs(raw, backend)
     g = seen_gates(draw_token_inputs(target, shape, _draw_regime(regime)), backend)
     return shape, regime, x, g
+
+
+def _norms_of(regime: str) -> str:
+    """The q/k norm regime of a regime label (``"as drawn"`` when it names none)."""
+    _, _, norms = regime.partition(", q/k norms ")
+    return norms or "as drawn"
 
 
 def _draw_regime(regime: str) -> str:
@@ -485,14 +517,22 @@ def test_gated_forms_meet_the_exact_recurrence(target, backend, data):
     ``state_sums`` against the exact state."""
     shape, regime, x, g = setup(target, backend, data)
     _forms_meet_exact(target, backend, shape, regime, x, g)
-    if (regime.split(",")[0] != "strong_runs" and target.fixed_log_gates is None
+    first = regime.split(",")[0]
+    if (first not in ("strong_runs", "underflow_run") and target.fixed_log_gates is None
             and target.gates != "none"
             and target.call_seconds is None):  # a run of strong decay in every example
-        # (a slow target draws it among the regimes: its few examples go to other layouts)
-        strong_regime = "strong_runs" + regime[len(regime.split(",")[0]):]
-        strong = seen_gates(draw_token_inputs(target, shape, _draw_regime(strong_regime)),
+        # (a slow target draws it among the regimes: its few examples go to other layouts):
+        # one whose log-gates sum below −UNDERFLOW_LOG where the target's min_log_gate allows
+        need = underflow_run_length(target)
+        kind = "strong_runs" if need is None else "underflow_run"
+        strong_regime = kind + regime[len(first):]
+        long = shape if need is None else replace(shape, t=max(shape.t, need + 3))
+        xl = x if long is shape else seen_inputs(
+            _scale_rows(draw_inputs(long, stream="underflow"), _norms_of(regime), long.seed),
+            backend)
+        strong = seen_gates(draw_token_inputs(target, long, _draw_regime(strong_regime)),
                             backend)
-        _forms_meet_exact(target, backend, shape, strong_regime, x, strong)
+        _forms_meet_exact(target, backend, long, strong_regime, xl, strong)
 
 
 def _forms_meet_exact(target, backend, shape, regime, x, g) -> None:
