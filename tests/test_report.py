@@ -63,7 +63,7 @@ def _property_nodes(name: str) -> list[str]:
     tests = ["test_unbiased_on_grid"] if target.has("unbiased") else []
     if target.has("biased") and target.mean_kernel:
         tests.append("test_bias_is_visible_where_theory_says_it_is_large")
-    return [f"{verdicts.FILE}::{test}[{name}]" for test in tests]
+    return [f"properties/{verdicts.FILE}::{test}[{name}]" for test in tests]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,8 @@ def test_report_verdicts_match_the_property_suite(name, pytest_outcomes):
     with assertion_count(collected):  # the α pytest ran them at; this run's α restored after
         (mine,) = verdicts.property_verdicts(target)
     assert per_assertion() == ours  # the statistical tests after this one keep their α
-    node = mine.command.split("'")[1]
+    path, _, rest = mine.command.split("'")[1].partition("::")  # an absolute path: runs anywhere
+    node = f"{Path(path).relative_to(ROOT)}::{rest}"
     assert node in outcomes, output
     assert mine.outcome == outcomes[node]
 

@@ -153,7 +153,7 @@ def render(entry: FeatureMap, data: dict, s: Settings, figdir: Path, rel: str,
     _gradient_section(page, entry, data, s, figdir, rel, stem)
     _property_section(page, data)
     page.h("Reproduce")
-    page.code(f".venv/bin/kernel-verify report --maps '{entry.name}'")
+    page.code(f"kernel-verify report --maps '{entry.name}'")
     return page
 
 

@@ -17,14 +17,29 @@ tested and held and nothing is flagged.
 
 from __future__ import annotations
 
+import shlex
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+import kernel_verify.properties as _properties
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.unbiased_checks import Degenerate, bias_is_visible, unbiased_on_grid
 
-FILE = "properties/test_feature_unbiased.py"
+FILE = "test_feature_unbiased.py"
+#: Where the property files are: the installed package's ``kernel_verify/properties`` (in a
+#: checkout, its ``properties/`` folder), so a reproduce line runs from a wheel as well.
+PROPERTIES = Path(_properties.__file__).resolve().parent
+
+
+def pytest_line(file: str, test: str, name: str) -> str:
+    """The shell command that re-runs ``test`` of property file ``file`` on target ``name``
+    with the Python that made the report."""
+    node = f"{PROPERTIES / file}::{test}[{name}]"
+    return (f"{shlex.quote(sys.executable)} -m pytest -p no:cacheprovider -p no:xdist "
+            f"{shlex.quote(node)}")
 
 
 @dataclass
@@ -36,7 +51,7 @@ class PropertyVerdict:
 
 
 def _command(test: str, name: str) -> str:
-    return f".venv/bin/python -m pytest -p no:cacheprovider -n 0 '{FILE}::{test}[{name}]'"
+    return pytest_line(FILE, test, name)
 
 
 def _run(fn, target: FeatureMapTarget, test: str) -> PropertyVerdict:
@@ -69,10 +84,9 @@ def hypothesis_properties(target: FeatureMapTarget) -> list[tuple[str, str]]:
     if target.has("biased") and target.mean_kernel:
         tests.append((FILE, "test_biased_mean_is_mean_kernel"))
     if target.has("unbiased") and target.has("bounded"):
-        tests.append(("properties/test_feature_variance.py",
+        tests.append(("test_feature_variance.py",
                       "test_sample_variance_matches_exact_variance"))
-    return [(t, f".venv/bin/python -m pytest -p no:cacheprovider -n 0 '{f}::{t}[{target.name}]'")
-            for f, t in tests]
+    return [(t, pytest_line(f, t, target.name)) for f, t in tests]
 
 
 def overall(accuracy_ok: bool | None, props: list[PropertyVerdict], mean_tests: list[bool | None],
