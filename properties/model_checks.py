@@ -479,6 +479,292 @@ def finite(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bo
     return None
 
 
+# ------------------------------------------------------------------- serving-time state
+@dataclass(frozen=True)
+class ServingCase:
+    """A serving input (docs/math.md §15.1): ``ids (B, T)``; ``alt (B, T)``, the tokens of a
+    second continuation (only ``alt[:, save:]`` is read; ``alt[:, save] ≠ ids[:, save]`` and
+    ``alt[:, save + accept] ≠ ids[:, save + accept]``); ``cuts``, the ends of the chunks of a
+    chunked prefill, ``0 < c_1 < … < c_m ≤ T − 1`` (decoding continues from ``c_m``); ``save``,
+    the position ``1 ≤ b ≤ T − 2`` a state is saved at; ``draft``, ``k ≥ 1`` draft tokens after
+    ``b`` (``b + k ≤ T − 1``) of which ``accept``, ``0 ≤ j ≤ k``, are accepted; ``pads``, the
+    left padding of each row of a padded prefill of ``T − 2`` tokens."""
+
+    ids: tuple[tuple[int, ...], ...]
+    alt: tuple[tuple[int, ...], ...]
+    cuts: tuple[int, ...]
+    save: int
+    draft: int
+    accept: int
+    pads: tuple[int, ...]
+    seed: int = 0
+
+    def tensor(self) -> torch.Tensor:
+        return torch.tensor(self.ids, dtype=torch.int64)
+
+    @property
+    def length(self) -> int:
+        return len(self.ids[0])
+
+    def spliced(self, at: int) -> torch.Tensor:
+        """``ids[:, :at]`` followed by ``alt[:, at:]``."""
+        ids, alt = self.tensor(), torch.tensor(self.alt, dtype=torch.int64)
+        return torch.cat([ids[:, :at], alt[:, at:]], dim=1)
+
+
+def _differ_at(v: int, vocab: int, avoid: int) -> int:
+    return v if v != avoid else (v + 1) % vocab
+
+
+def _serving_case(ids: list[list[int]], alt: list[list[int]], vocab: int, cuts, save: int,
+                  draft: int, accept: int, pads, seed: int = 0) -> ServingCase:
+    for row, arow in zip(ids, alt, strict=True):
+        for at in {save, save + accept}:
+            arow[at] = _differ_at(arow[at], vocab, row[at])
+    return ServingCase(tuple(map(tuple, ids)), tuple(map(tuple, alt)), tuple(cuts), save,
+                       draft, accept, tuple(pads), seed)
+
+
+def serving_control_case(target: ModelTarget) -> ServingCase:
+    """The fixed case of the serving power controls: batch 2, ``T = max_len``, chunks ending
+    at every declared cut point (:meth:`ModelTarget.cut_points`; with fewer than two, a third
+    and two thirds of T as well), the state saved just past the first chunk size (``c + 1``;
+    else at ``T // 2``), three drafts with one accepted (a rejected draft to keep), pads of a
+    third and a quarter."""
+    t = target.max_len
+    g = seeded_rng(20261205)
+    ids = [[int(v) for v in g.integers(0, target.vocab_size, t)] for _ in range(2)]
+    alt = [[int(v) for v in g.integers(0, target.vocab_size, t)] for _ in range(2)]
+    cuts = target.cut_points()
+    if len(cuts) < 2:  # two chunks at least, or no state crosses a chunk boundary
+        cuts = tuple(sorted({*cuts, max(1, t // 3), 2 * t // 3}))
+    c = target.chunk_sizes[0] + 1 if target.chunk_sizes else t // 2
+    save = c if 1 <= c <= t - 2 else t // 2
+    draft = min(3, t - 1 - save)
+    accept = 1 if draft > 1 else 0
+    return _serving_case(ids, alt, target.vocab_size, cuts, save, draft, accept,
+                         (t // 3, max(1, t // 4)))
+
+
+def serving_cases(target: ModelTarget, min_len: int = 4):
+    """Hypothesis strategy of :class:`ServingCase` for ``target``: lengths up to ``max_len``
+    (half the time ``max_len`` itself), and every chunk end and save point half the time one of
+    the target's declared cut points (:meth:`ModelTarget.cut_points`) that fits, else any."""
+    from hypothesis import strategies as st
+
+    vocab, top = target.vocab_size, target.max_len
+    special = target.cut_points()
+
+    def point(draw, lo: int, hi: int) -> int:
+        fits = [p for p in special if lo <= p <= hi]
+        options = [st.integers(lo, hi)] + ([st.sampled_from(fits)] if fits else [])
+        return draw(st.one_of(*options))
+
+    @st.composite
+    def cases(draw) -> ServingCase:
+        t = draw(st.one_of(st.just(top), st.integers(min(min_len, top), top)))
+        b = draw(st.integers(1, 2))
+        row = st.lists(st.integers(0, vocab - 1), min_size=t, max_size=t)
+        ids = [draw(row) for _ in range(b)]
+        alt = [draw(row) for _ in range(b)]
+        cuts = sorted({point(draw, 1, t - 1) for _ in range(draw(st.integers(1, 4)))})
+        save = point(draw, 1, t - 2)
+        draft = draw(st.integers(1, min(4, t - 1 - save)))
+        accept = draw(st.integers(0, draft))
+        pads = [draw(st.integers(1, t - 3)) for _ in range(b)]
+        return _serving_case(ids, alt, vocab, cuts, save, draft, accept, pads)
+
+    return cases()
+
+
+def _seq_tol(target: ModelTarget, dtype: str, case: ServingCase, scale: float,
+             ids: torch.Tensor) -> Tolerance:
+    return tolerance(target, dtype, case.seed, scale, ids)
+
+
+def _extend_from(target: ModelTarget, m: Any, cache: Any, ids: torch.Tensor, ends) -> tuple:
+    """``extend`` over the chunks of ``ids`` ending at ``ends`` (the last end: ids' length),
+    from ``cache``: the logits of every chunk along time and the cache."""
+    outs, start = [], 0
+    for end in ends:
+        out, cache = target.extend(m, cache, ids[:, start:end])
+        outs.append(out)
+        start = end
+    return torch.cat(outs, dim=1), cache
+
+
+def chunked_prefill(target: ModelTarget, dtype: str, scale: float, case: ServingCase,
+                    defect: bool) -> str | None:
+    """Chunked prefill = one prefill: ``extend`` over the chunks ending at ``cuts`` gives the
+    full forward's rows, and one-token steps from its cache give the rest. Defect: each chunk
+    run from the empty state (the cache dropped between chunks)."""
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    tol = _seq_tol(target, dtype, case, scale, ids)
+    with torch.no_grad():
+        full = target.forward(m, ids)
+        outs, cache, start = [], None, 0
+        for end in case.cuts:
+            out, cache = target.extend(m, None if defect else cache, ids[:, start:end])
+            outs.append(out)
+            start = end
+        what = f"chunked prefill (chunks ending at {list(case.cuts)}) of {case.length} tokens"
+        problem = differ(torch.cat(outs, 1), full[:, :start], tol, f"{what} vs the full forward")
+        if problem:
+            return problem
+        steps = []
+        for t in range(start, case.length):
+            out, cache = target.step(m, cache, ids[:, t])
+            steps.append(out)
+    return differ(torch.stack(steps, 1), full[:, start:], tol,
+                  f"one-token steps after a {what} vs the full forward")
+
+
+def restore(target: ModelTarget, dtype: str, scale: float, case: ServingCase, defect: bool
+            ) -> str | None:
+    """Restoring a state saved at ``b`` and continuing = never having stopped: a chunked
+    prefill to ``b`` (the chunks of ``cuts`` below ``b``), ``saved = copy_cache(cache)``; the
+    live cache goes on one token per ``extend`` (the full forward's rows), then the saved
+    state is continued with one ``extend`` of the rest (the same rows). Defect: the state saved
+    one token early (at ``b − 1``), continued from ``b``."""
+    m = model(target, case.seed, scale, dtype)
+    ids, b = case.tensor(), case.save
+    tol = _seq_tol(target, dtype, case, scale, ids)
+    ends = [c for c in case.cuts if c < b] + [b]
+    with torch.no_grad():
+        full = target.forward(m, ids)
+        _, cache = _extend_from(target, m, None, ids[:, :b], ends)
+        if defect:
+            saved = (None if b == 1 else
+                     target.copy_cache(target.extend(m, None, ids[:, :b - 1])[1]))
+        else:
+            saved = target.copy_cache(cache)
+        live = []
+        for t in range(b, case.length):
+            out, cache = target.extend(m, cache, ids[:, t:t + 1])
+            live.append(out)
+        problem = differ(torch.cat(live, 1), full[:, b:], tol, f"one-token extends after a "
+                         f"chunked prefill to {b} (chunks ending at {ends}) vs the full forward")
+        if problem:
+            return problem
+        restored, _ = target.extend(m, None if saved is None else target.copy_cache(saved),
+                                    ids[:, b:])
+    return differ(restored, full[:, b:], tol, f"a state saved at {b} of {case.length} (after "
+                  "the live cache went on), restored and continued, vs the full forward")
+
+
+def continuations(target: ModelTarget, dtype: str, scale: float, case: ServingCase,
+                  defect: bool) -> str | None:
+    """Continuing more than once from one saved state: prefill ``x[:b]`` by ``extend``,
+    ``saved = copy_cache(cache)``; the cache goes on with ``x[b:]``, a copy of ``saved`` with a
+    different continuation ``y[b:]``, and ``saved`` itself by one-token steps with ``y[b:]``:
+    each equals the full forward of its own sequence (no continuation changed the saved
+    state). Defect: the second continuation starts from the cache the first one left (a
+    consumed state)."""
+    m = model(target, case.seed, scale, dtype)
+    ids, b = case.tensor(), case.save
+    other = case.spliced(b)
+    with torch.no_grad():
+        full, full_other = target.forward(m, ids), target.forward(m, other)
+        _, cache = target.extend(m, None, ids[:, :b])
+        saved = target.copy_cache(cache)
+        first, after = target.extend(m, cache, ids[:, b:])
+        tol = _seq_tol(target, dtype, case, scale, ids)
+        problem = differ(first, full[:, b:], tol, f"the first continuation from a state at {b} "
+                         "vs the full forward")
+        if problem:
+            return problem
+        tol_other = _seq_tol(target, dtype, case, scale, other)
+        second, _ = target.extend(m, after if defect else target.copy_cache(saved),
+                                  other[:, b:])
+        problem = differ(second, full_other[:, b:], tol_other, f"a second, different "
+                         f"continuation from the state saved at {b} vs its own full forward")
+        if problem:
+            return problem
+        steps, cache = [], saved
+        for t in range(b, case.length):
+            out, cache = target.step(m, cache, other[:, t])
+            steps.append(out)
+    return differ(torch.stack(steps, 1), full_other[:, b:], tol_other, f"a third continuation "
+                  f"(one-token steps) from the state saved at {b} vs its own full forward")
+
+
+def speculative(target: ModelTarget, dtype: str, scale: float, case: ServingCase,
+                defect: bool) -> str | None:
+    """Accept ``j`` of ``k`` drafts, roll back, continue = the ``j``-token state: from the
+    state after ``x[:b]``, ``extend`` by the drafts ``x[b:b+k]`` (their logits are the full
+    forward's rows: the verification pass); roll back the ``k − j`` rejected (``rollback``
+    where offered, else a copy saved before drafting extended by the ``j`` accepted); then a
+    step and an ``extend`` with tokens ``y`` (``y_(b+j) ≠ x_(b+j)``) equal the full forward of
+    ``x[:b+j] y``. Defect (``j < k``): one rejected draft kept (``k − j − 1`` rolled back, or
+    ``j + 1`` re-extended)."""
+    m = model(target, case.seed, scale, dtype)
+    ids, b, k, j = case.tensor(), case.save, case.draft, case.accept
+    keep = j + 1 if defect and j < k else j
+    seq = case.spliced(b + j)
+    with torch.no_grad():
+        full, full_seq = target.forward(m, ids), target.forward(m, seq)
+        _, cache = target.extend(m, None, ids[:, :b])
+        saved = None if target.rollback is not None else target.copy_cache(cache)
+        drafted, cache = target.extend(m, cache, ids[:, b:b + k])
+        problem = differ(drafted, full[:, b:b + k], _seq_tol(target, dtype, case, scale, ids),
+                         f"the logits of {k} drafts after {b} tokens vs the full forward")
+        if problem:
+            return problem
+        if target.rollback is not None:
+            cache = target.rollback(m, cache, k - keep)
+        elif keep:
+            cache = target.extend(m, target.copy_cache(saved), ids[:, b:b + keep])[1]
+        else:
+            cache = target.copy_cache(saved)
+        out, cache = target.step(m, cache, seq[:, b + j])
+        outs = [out[:, None]]
+        if b + j + 1 < case.length:
+            outs.append(target.extend(m, cache, seq[:, b + j + 1:])[0])
+    how = "rollback" if target.rollback is not None else "a copy saved before drafting"
+    return differ(torch.cat(outs, 1), full_seq[:, b + j:],
+                  _seq_tol(target, dtype, case, scale, seq),
+                  f"{j} of {k} drafts after {b} tokens accepted ({how}), then continued, vs "
+                  f"the full forward of the {b + j} accepted tokens and the continuation")
+
+
+def padded_decode(target: ModelTarget, dtype: str, scale: float, case: ServingCase,
+                  defect: bool) -> str | None:
+    """A left-padded batch prefilled with its mask (``padded_prefill`` of ``T − 2`` tokens,
+    ``pads`` per row) then decoded by one-token steps gives, in each row, the full forward of
+    the row's valid tokens and its continuation. Defect: the state taken from the prefill
+    without the mask (the pad tokens enter it; the masked prefill's logits kept)."""
+    m = model(target, case.seed, scale, dtype)
+    ids = case.tensor()
+    n, length = ids.shape[0], case.length - 2
+    mask = torch.ones(n, length, dtype=torch.int64)
+    for r, p in enumerate(case.pads):
+        mask[r, :min(p, length - 1)] = 0
+    with torch.no_grad():
+        logits, cache = target.padded_prefill(m, ids[:, :length], mask)
+        if defect:
+            cache = target.padded_prefill(m, ids[:, :length], torch.ones_like(mask))[1]
+        steps = []
+        for t in range(length, case.length):
+            out, cache = target.step(m, cache, ids[:, t])
+            steps.append(out)
+        steps = torch.stack(steps, 1)
+        for r in range(n):
+            valid = mask[r].bool()
+            alone = torch.cat([ids[r:r + 1, :length][:, valid], ids[r:r + 1, length:]], 1)
+            want = target.forward(m, alone)[0]
+            tol = _seq_tol(target, dtype, case, scale, alone)
+            pad = int((~valid).sum())
+            problem = (differ(logits[r, valid], want[:length - pad], tol, f"row {r} of a "
+                              f"prefill left-padded by {pad} of {length} vs the row unpadded")
+                       or differ(steps[r], want[length - pad:], tol, f"row {r}: steps after "
+                                 f"a prefill left-padded by {pad} of {length} vs the row "
+                                 "unpadded"))
+            if problem:
+                return problem
+    return None
+
+
 # ---------------------------------------------------------------------- power control
 @dataclass(frozen=True)
 class Power:
@@ -494,6 +780,11 @@ class Power:
 _POWER: dict[tuple, tuple[ModelTarget, Power]] = {}
 
 
+#: The checks that take a :class:`ServingCase` (their control case:
+#: :func:`serving_control_case`).
+SERVING_CHECKS = (chunked_prefill, restore, continuations, speculative, padded_decode)
+
+
 def power_ladder(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> Power:
     """Climb the target's ``init_scales``: at each, the check on the control case with the
     defect (must fail) and without (must pass); stop at the first scale where the defect fails
@@ -505,7 +796,7 @@ def power_ladder(target: ModelTarget, check: Check, dtype: str, defect_name: str
 
 
 def _climb(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> Power:
-    case = control_case(target)
+    case = (serving_control_case if check in SERVING_CHECKS else control_case)(target)
     tried = []
     for scale in target.init_scales:
         problem = check(target, dtype, scale, case, False)

@@ -27,6 +27,32 @@ only hands it back to the target's own calls.
 * ``parameters(model) -> list of tensors``: what the gradient properties differentiate
   (default: ``list(model.parameters())``).
 
+**Serving-time state** (the serving properties, docs/math.md §15.1): one call that advances by
+several tokens and one that saves a state express chunked prefill, prefix caches and
+speculative decoding:
+
+* ``extend(model, cache, ids) -> (logits (B, k, V), cache)``: advance by the ``k ≥ 1`` tokens
+  ``ids (B, k)`` from ``cache`` (None: the empty state). Chunked prefill is ``extend``
+  repeated; its cache is taken by ``step`` and by ``extend`` again. Like ``step`` it may
+  consume the cache it is given (a library that updates its cache in place does).
+* ``copy_cache(cache) -> cache``: a saved state. Restoring is continuing from the copy; the
+  copy must not change whatever is later done with the cache it was taken from (nor with
+  another copy), and a copy may be continued from more than once only through further copies:
+  the suite continues from ``copy_cache(saved)`` each time, and from ``saved`` itself last. A
+  target whose calls never write into a cache they are given may share its tensors (the
+  built-in LM does: that is the contract a cache updated in place breaks).
+* ``rollback(model, cache, n) -> cache``: the state ``n`` tokens before the end of the last
+  ``extend`` (or ``step``) that made ``cache``, ``0 ≤ n ≤`` its length: speculative decoding's
+  rejection of the last ``n`` drafts. Without it the suite rolls back the engine's way: a copy
+  taken before drafting, extended by the accepted tokens.
+* ``padded_prefill(model, ids, attention_mask) -> (logits, cache)``: a left-padded batch
+  (each row's valid positions a suffix, ``attention_mask`` 1 there) prefilled with its mask;
+  ``step`` then continues every row from its own last valid token.
+* ``chunk_sizes``: the model's declared chunk sizes (a chunked scan's block, a prefix cache's
+  block); ``conv_window``: the width of its causal convolution (or a sliding window). The
+  serving properties put chunk and save points at ``c − 1, c, c + 1, 2c + 1`` for each
+  ``c`` and at ``conv_window − 1`` (those below ``max_len``), where a boundary bug shows.
+
 Each optional call is None unless the model offers it; a property needing a call the target
 does not offer is skipped with the field's name. ``max_len`` bounds the sequence lengths the
 suite draws; ``init_scales`` is the ladder of init scales the power control climbs (first: the
@@ -59,7 +85,8 @@ __all__ = ["MODEL_CALLS", "MODEL_CLAIMS", "MODEL_DTYPES", "ModelTarget"]
 #: (:data:`kernel_verify.impls.systems.SYSTEM_CLAIMS`).
 MODEL_CLAIMS = {w: SYSTEM_CLAIMS[w] for w in TARGET_CLAIM_WORDS["model"]}
 #: The optional calls of a model target.
-MODEL_CALLS = ("prefill", "step", "generate", "packed", "padded")
+MODEL_CALLS = ("prefill", "step", "generate", "packed", "padded", "extend", "copy_cache",
+               "rollback", "padded_prefill")
 MODEL_DTYPES = ("float32", "float64")
 
 
@@ -78,6 +105,12 @@ class ModelTarget:
     packed: Callable[..., Any] | None = None
     padded: Callable[..., Any] | None = None
     parameters: Callable[[Any], list] | None = None
+    extend: Callable[..., Any] | None = None
+    copy_cache: Callable[..., Any] | None = None
+    rollback: Callable[..., Any] | None = None
+    padded_prefill: Callable[..., Any] | None = None
+    chunk_sizes: tuple[int, ...] = ()
+    conv_window: int | None = None
     max_len: int = 12
     init_scales: tuple[float, ...] = (1.0, 4.0, 16.0, 64.0)
     call_seconds: float | None = None
@@ -120,8 +153,40 @@ class ModelTarget:
         if self.padded is not None and not {"left_padding", "right_padding"} & self.claims:
             raise _fail(ValueError, self.name, "padded", "is given but claims name neither "
                         "'left_padding' nor 'right_padding' (which masks it takes)")
+        self._check_serving()
         _check_known_failures(self.name, self.known_failures, type(self).__name__)
         _check_call_seconds(self.name, self.call_seconds)
+
+    def _check_serving(self) -> None:
+        """The serving calls need what they are continued with (module docstring)."""
+        for call in ("extend", "padded_prefill"):
+            if getattr(self, call) is not None and self.step is None:
+                raise _fail(ValueError, self.name, call, "is given but step is None: the "
+                            "serving properties decode from its cache with step")
+        for call in ("copy_cache", "rollback"):
+            if getattr(self, call) is not None and self.extend is None:
+                raise _fail(ValueError, self.name, call, "is given but extend is None: a "
+                            "saved or rolled-back state is continued with extend")
+        sizes = self.chunk_sizes
+        if isinstance(sizes, str) or not isinstance(sizes, tuple | list):
+            raise _fail(TypeError, self.name, "chunk_sizes", "must be a tuple of positive "
+                        f"ints, got {sizes!r}")
+        for c in sizes:
+            _check_count(self.name, "chunk_sizes", c)
+        if self.conv_window is not None:
+            _check_count(self.name, "conv_window", self.conv_window)
+            if self.conv_window < 2:
+                raise _fail(ValueError, self.name, "conv_window", "must be at least 2 (a "
+                            f"window of one token holds no state), got {self.conv_window}")
+
+    def cut_points(self) -> tuple[int, ...]:
+        """The declared boundaries the serving properties cut at: ``c − 1, c, c + 1, 2c + 1``
+        per chunk size ``c`` and ``conv_window − 1``, those in ``[1, max_len − 2]`` (room for
+        a continuation of two tokens), ascending."""
+        points = {p for c in self.chunk_sizes for p in (c - 1, c, c + 1, 2 * c + 1)}
+        if self.conv_window is not None:
+            points.add(self.conv_window - 1)
+        return tuple(sorted(p for p in points if 1 <= p <= self.max_len - 2))
 
     def has(self, claim: str) -> bool:
         return claim in self.claims

@@ -1,5 +1,7 @@
 """Model properties: a causal LM's decoding, generation, packing, padding and gradients, at
-random init (docs/math.md §15). Targets: :class:`~kernel_verify.properties.model_protocol.
+random init (docs/math.md §15), and its serving-time state: chunked prefill, a saved state
+restored and continued more than once, speculative rollback, a padded prefill decoded from
+(§15.1). Targets: :class:`~kernel_verify.properties.model_protocol.
 ModelTarget` (built-in: the tiny LM of ``impls/torch/tiny_lm.py``).
 
 Every property runs over drawn token sequences, batch sizes, split points, packing layouts and
@@ -57,7 +59,9 @@ def paths(*, calls: tuple[str, ...] = (), claims: tuple[str, ...] = ()) -> list:
 
 def run(target, backend: ModelPath, check: mc.Check, defect: str, record_property, *,
         min_len: int = 3, examples: int = MODEL_EXAMPLES) -> None:
-    """The power control, then ``examples`` drawn cases at the credited init scale."""
+    """The power control, then ``examples`` drawn cases at the credited init scale (serving
+    checks: :func:`~kernel_verify.properties.model_checks.serving_cases`, cut points around the
+    target's declared chunk sizes and window)."""
     power = mc.power_ladder(target, check, backend.dtype, defect)
     assert power.problem is None, power.problem
     if power.scale is None:
@@ -68,7 +72,8 @@ def run(target, backend: ModelPath, check: mc.Check, defect: str, record_propert
     n = examples_for_cost(target.call_seconds, examples)
     if n < examples:
         record_property("kv_reduced", reduction_note(target.call_seconds, n, examples))
-    strategy = model_cases(target.vocab_size, target.max_len, min_len=min_len)
+    strategy = (mc.serving_cases(target) if check in mc.SERVING_CHECKS
+                else model_cases(target.vocab_size, target.max_len, min_len=min_len))
 
     @settings(max_examples=n)
     @given(case=strategy)
@@ -159,6 +164,45 @@ def test_outputs_stay_finite_over_an_init_scale_sweep(target, backend, record_pr
         examples=max(2, MODEL_EXAMPLES // 3))
 
 
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("extend", "step")))
+def test_chunked_prefill_equals_one_prefill(target, backend, record_property):
+    """``extend`` over chunks ending at drawn cut points (around the declared chunk sizes and
+    window) = the full forward, and decoding from its cache too (docs/math.md §15.1).
+    Control: the cache dropped between chunks."""
+    run(target, backend, mc.chunked_prefill, "cache dropped between chunks", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("extend", "copy_cache")))
+def test_restored_state_continues_as_if_never_stopped(target, backend, record_property):
+    """A state saved at an interior position (chunk boundaries included), restored after the
+    live cache went on, continues as the full forward. Control: the state saved one token
+    early."""
+    run(target, backend, mc.restore, "state saved one token early", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("extend", "copy_cache")))
+def test_continuations_from_one_saved_state_are_independent(target, backend, record_property):
+    """Three continuations from one saved state (two different) each equal their own full
+    forward: continuing neither consumes nor changes the saved state. Control: the second
+    continuation started from the state the first one left."""
+    run(target, backend, mc.continuations, "state consumed by the first continuation",
+        record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("extend", "copy_cache")))
+def test_speculative_rollback_equals_the_accepted_state(target, backend, record_property):
+    """Draft k tokens, accept j (0 and k included), roll back: continuing equals the full
+    forward of the accepted tokens and the continuation. Control: one rejected draft kept."""
+    run(target, backend, mc.speculative, "one rejected draft kept", record_property)
+
+
+@pytest.mark.parametrize(("target", "backend"), paths(calls=("padded_prefill",)))
+def test_padded_prefill_then_decoding_equals_unpadded(target, backend, record_property):
+    """A left-padded batch prefilled with its mask, then decoded with the cache, gives each
+    row's unpadded logits. Control: the state of the prefill without the mask."""
+    run(target, backend, mc.padded_decode, "pad tokens entered the state", record_property)
+
+
 def test_model_case_strategy_draws_valid_cases():
     """The cases are what the checks assume (split inside, lengths sum to T, pads < T)."""
 
@@ -173,3 +217,30 @@ def test_model_case_strategy_draws_valid_cases():
         assert all(0 <= v < 7 for r in case.ids for v in r)
 
     inner()
+
+
+def test_serving_case_strategy_draws_valid_cases():
+    """Serving cases are what the serving checks assume, and the declared cut points are
+    drawn (chunk ends and save points land on them)."""
+    from kernel_verify.properties.builtin_models import tiny_lm_target
+
+    target = tiny_lm_target()
+    special = set(target.cut_points())
+    landed = set()
+
+    @settings(max_examples=60)
+    @given(case=mc.serving_cases(target))
+    def inner(case):
+        t, b, k, j = case.length, case.save, case.draft, case.accept
+        assert 4 <= t <= target.max_len
+        assert all(len(r) == t for r in case.ids + case.alt)
+        assert list(case.cuts) == sorted(set(case.cuts)) and 1 <= case.cuts[0]
+        assert case.cuts[-1] <= t - 1
+        assert 1 <= b <= t - 2 and 1 <= k and b + k <= t - 1 and 0 <= j <= k
+        assert all(1 <= p <= t - 3 for p in case.pads)
+        for row, alt in zip(case.ids, case.alt, strict=True):
+            assert alt[b] != row[b] and alt[b + j] != row[b + j]
+        landed.update(special & {b, *case.cuts})
+
+    inner()
+    assert landed, f"no drawn chunk end or save point hit a declared cut point {special}"

@@ -23,10 +23,21 @@ use_cache=True)`` returning ``.logits`` and ``.past_key_values``, with a ``gener
 * **packed**: ``model(input_ids=ids, <packed_arg>=cu_seqlens).logits`` where the library
   accepts packed input (fla's models: ``cu_seqlens``).
 * **padded**: ``model(input_ids=ids, attention_mask=mask).logits``.
+* **extend** (``serving=True``; docs/math.md §15.1): ``model(input_ids=chunk,
+  <cache_arg>=cache, use_cache=True)`` advances by a chunk (with ``cache_position`` the
+  chunk's positions where the model takes one); **copy_cache**: ``copy.deepcopy`` of the cache
+  object (HF caches are updated in place, so a saved state must be a deep copy).
+  ``chunk_sizes`` and ``conv_window`` declare the model's chunked scan and convolution, where
+  the serving properties cut.
+* **padded_prefill** (``padded_prefill=True``, with the claim ``left_padding``):
+  ``model(input_ids=ids, attention_mask=mask, use_cache=True)``, then one-token steps with no
+  mask: right for a recurrent model, whose state leaves the pads out; a model that keeps keys
+  of the pads in its cache needs the mask at every step and should not declare it.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -108,11 +119,40 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
                     generate: bool = True, float64: bool = False, max_len: int = 12,
                     init_scales: tuple[float, ...] = (1.0, 4.0, 16.0, 64.0),
                     call_seconds: float | None = None, zero_std: float | None = None,
-                    known_failures: Mapping[str, str] | None = None) -> ModelTarget:
+                    known_failures: Mapping[str, str] | None = None, serving: bool = False,
+                    padded_prefill: bool = False, chunk_sizes: tuple[int, ...] = (),
+                    conv_window: int | None = None) -> ModelTarget:
     """A :class:`ModelTarget` for the HF-style model ``make()`` builds (module docstring).
     ``claims``: what the model claims (``differentiable``, ``left_padding``,
     ``right_padding``; ``float64`` is added by ``float64=True``); padding claims make the
-    ``padded`` call available."""
+    ``padded`` call available. ``serving``: offer ``extend`` and ``copy_cache``;
+    ``padded_prefill``: offer a masked prefill decoded from (needs the claim ``left_padding``);
+    ``chunk_sizes``, ``conv_window``: the declared boundaries the serving properties cut at."""
+    # the helper's own arguments (issue 45); the rest are checked by ModelTarget
+    if not callable(make):
+        raise TypeError(f"hf_model_target: make must be a callable that builds the model "
+                        f"(make() -> model), got {type(make).__name__} {make!r}")
+    if not isinstance(cache_arg, str) or cache_arg not in ("auto", *CACHE_KEYWORDS):
+        raise (ValueError if isinstance(cache_arg, str) else TypeError)(
+            f"hf_model_target: cache_arg must be 'auto' or one of {', '.join(CACHE_KEYWORDS)} "
+            f"(the keyword the model takes its cache under), got {cache_arg!r}")
+    if packed_arg is not None and (not isinstance(packed_arg, str)
+                                   or not packed_arg.isidentifier()):
+        raise TypeError(f"hf_model_target: packed_arg must be None or the keyword the model "
+                        f"takes cu_seqlens under (e.g. 'cu_seqlens'), got {packed_arg!r}")
+    for flag, value in (("cache_position", cache_position), ("generate", generate),
+                        ("float64", float64), ("serving", serving),
+                        ("padded_prefill", padded_prefill)):
+        if not isinstance(value, bool):
+            raise TypeError(f"hf_model_target: {flag} must be a bool, got "
+                            f"{type(value).__name__} {value!r}")
+    if zero_std is not None and (isinstance(zero_std, bool) or not isinstance(zero_std, int | float)
+                                 or not 0 < zero_std < float("inf")):
+        raise ValueError(f"hf_model_target: zero_std must be None or a finite number > 0 (the "
+                         f"std of weights the library initialises to zero), got {zero_std!r}")
+    if known_failures is not None and not isinstance(known_failures, Mapping):
+        raise TypeError(f"hf_model_target: known_failures must be None or a mapping property "
+                        f"name -> reason, got {type(known_failures).__name__} {known_failures!r}")
     import torch
 
     def build(seed: int, *, init_scale: float = 1.0, dtype: str = "float32"):
@@ -150,6 +190,23 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
                              use_cache=True, attention_mask=torch.ones_like(ids))
         return out.sequences[:, ids.shape[1]:], torch.stack(tuple(out.logits), 1)
 
+    def extend(model, cache, ids):
+        kw: dict[str, Any] = {"use_cache": True}
+        name, pos = keyword(model), 0 if cache is None else cache[1]
+        if cache is not None:
+            kw[name] = cache[0]
+            if cache_position or name == "cache_params":
+                kw["cache_position"] = torch.arange(pos, pos + ids.shape[1], dtype=torch.int64)
+        out = model(input_ids=ids, **kw)
+        return out.logits, (getattr(out, name), pos + ids.shape[1])
+
+    def copy_cache(cache):
+        return (copy.deepcopy(cache[0]), cache[1])
+
+    def masked_prefill(model, ids, attention_mask):
+        out = model(input_ids=ids, attention_mask=attention_mask, use_cache=True)
+        return out.logits, (getattr(out, keyword(model)), ids.shape[1])
+
     def packed(model, ids, cu_seqlens):
         return model(input_ids=ids, use_cache=False, **{packed_arg: cu_seqlens}).logits
 
@@ -158,9 +215,15 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
 
     all_claims = frozenset(claims) | ({"float64"} if float64 else set())
     padding = bool({"left_padding", "right_padding"} & all_claims)
+    if padded_prefill and "left_padding" not in all_claims:
+        raise ValueError(f"{name}: padded_prefill=True needs the claim 'left_padding' (the "
+                         "masked prefill takes left-padded batches)")
     return ModelTarget(
         name, build=build, forward=forward, vocab_size=vocab_size, claims=all_claims,
         prefill=prefill, step=step, generate=gen if generate else None,
         packed=packed if packed_arg else None, padded=padded if padding else None,
+        extend=extend if serving else None, copy_cache=copy_cache if serving else None,
+        padded_prefill=masked_prefill if padded_prefill else None,
+        chunk_sizes=tuple(chunk_sizes), conv_window=conv_window,
         max_len=max_len, init_scales=init_scales, call_seconds=call_seconds,
         known_failures=dict(known_failures or {}))

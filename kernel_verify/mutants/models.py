@@ -29,6 +29,29 @@ mutants`` (the twin: ``kernel_verify.mutants.models:control_model_tiny_lm``).
   (right kernel where it does not overflow; ∞/∞ = NaN at large weights);
 * ``model_init_ignores_seed``: the weights come from the global torch generator, not from the
   seed: two builds from one seed differ.
+
+Serving-time state (docs/math.md §15.1; one serving call of the built-in target replaced,
+:func:`kernel_verify.properties.builtin_models.serving_calls`):
+
+* ``model_restore_at_chunk_boundary``: a restored state is read from the wrong position: the
+  saved copy is the state at the last multiple of the chunk size reached (a prefix cache kept
+  in whole chunks), right only when the save point is a chunk boundary;
+* ``model_rollback_keeps_rejected_token``: ``rollback(n)`` drops ``n − 1`` tokens: after a
+  partial acceptance one rejected draft stays in the state;
+* ``model_padded_prefill_state_leaks``: the masked prefill's logits are right, but its state is
+  that of the padded rows run whole: the pad tokens enter the state decoding continues from;
+* ``model_extend_updates_cache_in_place``: ``extend`` writes the new state into the tensors of
+  the cache it was given (``copy_``): every value it returns is right, but a saved copy that
+  shares those tensors now holds the later state;
+* ``model_chunk_window_not_carried``: ``extend`` from a cache carries the attention state but
+  starts the convolution from an empty window (the window of the previous chunk dropped):
+  one-shot prefill and one-token steps are right, a prefill in chunks is not;
+* ``model_saved_state_in_bfloat16``: a saved state is kept in bfloat16 (a prefix cache in a
+  lower precision than the model's): the live cache is exact, a restored one is rounded;
+* ``model_short_chunk_overwrites_window``: a chunk shorter than the convolution's window
+  (fewer than ``W − 1`` tokens) shifts itself into the given cache's window in place (the
+  short-chunk path of a ring buffer): a state saved before it is overwritten by the later,
+  shorter chunk.
 """
 
 from __future__ import annotations
@@ -167,6 +190,86 @@ def _unseeded_build(seed: int, *, init_scale: float = 1.0, dtype: str = "float32
                          dtype=getattr(torch, dtype))
 
 
+def _serving_overrides(name: str) -> dict:
+    """The serving call a serving mutant replaces (module docstring), as target fields."""
+    import torch
+
+    from kernel_verify.properties.builtin_models import ServingCache, serving_calls
+
+    calls = serving_calls()
+    extend, copy_cache, rollback = calls["extend"], calls["copy_cache"], calls["rollback"]
+
+    def boundary_extend(model, cache, ids):
+        logits, new = extend(model, cache, ids)
+        pos0, q = cache.pos if cache is not None else 0, model.cfg.chunk_size
+        last = (new.pos // q) * q
+        if last > pos0:
+            new.boundary = extend(model, cache, ids[:, :last - pos0])[1]
+        else:
+            new.boundary = (getattr(cache, "boundary", None) if cache is not None else
+                            ServingCache(model.empty_cache(ids.shape[0]), 0))
+        return logits, new
+
+    def boundary_copy(cache):
+        saved = getattr(cache, "boundary", None)
+        return copy_cache(cache if saved is None else saved)
+
+    def keeps_rejected(model, cache, n):
+        return rollback(model, cache, max(int(n) - 1, 0))
+
+    def leaky_padded_prefill(model, ids, attention_mask):
+        logits, _ = model.forward_padded(ids, attention_mask)
+        return logits, ServingCache(model(ids)[1], None)
+
+    def in_place_extend(model, cache, ids):
+        logits, new = extend(model, cache, ids)
+        if cache is None:
+            return logits, new
+        for old, fresh in zip(cache, new, strict=True):
+            for a, b in zip(old, fresh, strict=True):
+                a.copy_(b)
+        return logits, ServingCache(cache, new.pos, new.prev, new.last)
+
+    def window_dropped_extend(model, cache, ids):
+        if cache is None:
+            return extend(model, cache, ids)
+        empty = [(w.new_zeros(w.shape), st, z) for w, st, z in cache]
+        logits, new = extend(model, ServingCache(empty, cache.pos), ids)
+        new.prev = ServingCache(cache, cache.pos)
+        return logits, new
+
+    def bfloat16_copy(cache):
+        states = [tuple(x.to(torch.bfloat16).to(x.dtype) for x in st) for st in cache]
+        return ServingCache(states, cache.pos, cache.prev, cache.last)
+
+    def short_chunk_extend(model, cache, ids):
+        logits, new = extend(model, cache, ids)
+        if cache is None or ids.shape[1] >= model.cfg.conv_width - 1:
+            return logits, new
+        states = []
+        for old, fresh in zip(cache, new, strict=True):
+            old[0].copy_(fresh[0])
+            states.append((old[0], *fresh[1:]))
+        return logits, ServingCache(states, new.pos, new.prev, new.last)
+
+    return {
+        "model_restore_at_chunk_boundary": {"extend": boundary_extend,
+                                            "copy_cache": boundary_copy},
+        "model_rollback_keeps_rejected_token": {"rollback": keeps_rejected},
+        "model_padded_prefill_state_leaks": {"padded_prefill": leaky_padded_prefill},
+        "model_extend_updates_cache_in_place": {"extend": in_place_extend},
+        "model_chunk_window_not_carried": {"extend": window_dropped_extend},
+        "model_saved_state_in_bfloat16": {"copy_cache": bfloat16_copy},
+        "model_short_chunk_overwrites_window": {"extend": short_chunk_extend},
+    }[name]
+
+
+#: The mutants that replace a serving call (the rest subclass the model).
+SERVING_MUTANTS = ("model_restore_at_chunk_boundary", "model_rollback_keeps_rejected_token",
+                   "model_padded_prefill_state_leaks", "model_extend_updates_cache_in_place",
+                   "model_chunk_window_not_carried", "model_saved_state_in_bfloat16",
+                   "model_short_chunk_overwrites_window")
+
 #: name → (description, intended killers: ``models::<property>``).
 MODEL_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "model_packed_state_carried": (
@@ -201,6 +304,31 @@ MODEL_MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("models::test_decode_equals_full_forward_at_every_split",
          "models::test_greedy_generate_with_cache_equals_without",
          "models::test_gradients_through_the_cache_equal_full_forward")),
+    "model_restore_at_chunk_boundary": (
+        "tiny LM: a saved state is the one at the last chunk boundary (wrong position)",
+        ("models::test_restored_state_continues_as_if_never_stopped",
+         "models::test_continuations_from_one_saved_state_are_independent")),
+    "model_rollback_keeps_rejected_token": (
+        "tiny LM: rollback(n) drops n - 1 tokens (one rejected draft kept)",
+        ("models::test_speculative_rollback_equals_the_accepted_state",)),
+    "model_padded_prefill_state_leaks": (
+        "tiny LM: a masked prefill's state includes the pad tokens",
+        ("models::test_padded_prefill_then_decoding_equals_unpadded",)),
+    "model_extend_updates_cache_in_place": (
+        "tiny LM: extend writes the new state into the given cache's tensors",
+        ("models::test_restored_state_continues_as_if_never_stopped",
+         "models::test_continuations_from_one_saved_state_are_independent",
+         "models::test_speculative_rollback_equals_the_accepted_state")),
+    "model_chunk_window_not_carried": (
+        "tiny LM: extend from a cache starts the convolution from an empty window",
+        ("models::test_chunked_prefill_equals_one_prefill",)),
+    "model_saved_state_in_bfloat16": (
+        "tiny LM: a saved state is kept in bfloat16 (lower than the model's precision)",
+        ("models::test_restored_state_continues_as_if_never_stopped",
+         "models::test_continuations_from_one_saved_state_are_independent")),
+    "model_short_chunk_overwrites_window": (
+        "tiny LM: a chunk shorter than the window overwrites the given cache's window",
+        ("models::test_restored_state_continues_as_if_never_stopped",)),
 }
 
 
@@ -210,6 +338,8 @@ def _make(name: str, prefix: str) -> Callable[[], list[Target]]:
 
         if name == "model_init_ignores_seed":
             return [tiny_lm_target(f"{prefix}:{name}", build=_unseeded_build)]
+        if name in SERVING_MUTANTS:
+            return [tiny_lm_target(f"{prefix}:{name}", **_serving_overrides(name))]
         return [tiny_lm_target(f"{prefix}:{name}", cls=_classes()[name])]
 
     return make
