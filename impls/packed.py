@@ -34,6 +34,21 @@ def _concat(parts: list[Any], axis: int) -> Any:
     return np.concatenate(parts, axis=axis)
 
 
+def _check_alongside(arrays: tuple[Any, ...], names: tuple[str, ...] | None, *, axis: int,
+                     what: str) -> None:
+    """Every array of ``arrays`` has the first one's length along ``axis`` (time, or the
+    batch): a sequence input one token short or long is refused by name, never sliced short
+    (an IndexError) or silently cut."""
+    first = arrays[0]
+    want = int(first.shape[axis])
+    for i, x in enumerate(arrays[1:], start=1):
+        name = names[i] if names is not None and i < len(names) else f"input {i}"
+        if len(x.shape) < (axis + 1 if axis >= 0 else -axis) or int(x.shape[axis]) != want:
+            first_name = names[0] if names else "the first input"
+            raise ValueError(f"{name} must have the {what} of {first_name} ({want} along axis "
+                             f"{axis}), got shape {tuple(x.shape)}")
+
+
 def run_packed(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[Any, ...],
                names: tuple[str, ...], *, cu_seqlens: Any, initial_state: Any,
                time_axis: int = -2) -> tuple[Any, tuple[Any, ...]]:
@@ -46,6 +61,7 @@ def run_packed(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[A
                          f"the time axis, got shape {tuple(first.shape)}")
     bounds = check_cu_seqlens(cu_seqlens, length=int(first.shape[time_axis]))
     check_packed_batch(names[0], first)
+    _check_alongside(arrays, names, axis=time_axis, what="time length")
     n_seq = len(bounds) - 1
     check_state_count(initial_state, n_seq, what="sequences in cu_seqlens")
     outs, finals = [], []
@@ -61,12 +77,20 @@ def run_packed(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[A
 
 
 def run_padded(form: Callable[..., tuple[Any, tuple[Any, ...]]], arrays: tuple[Any, ...],
-               rows: Any, *, out_like: Any, initial_state: Any) -> tuple[Any, tuple[Any, ...]]:
+               rows: Any, *, out_like: Any, initial_state: Any,
+               names: tuple[str, ...] | None = None) -> tuple[Any, tuple[Any, ...]]:
     """``form(*arrays_of_row_b, initial_state_b) -> (out_b, state_b)`` on every row ``b`` of a
     ``(B, H, T, ·)`` batch at its valid positions (``rows``: the validated ``(B, T)`` boolean
     mask; each array sliced ``[b:b + 1, :, valid]``); returns the outputs, shaped and typed as
-    ``out_like`` with 0 at padded positions, and the final states joined along the batch."""
+    ``out_like`` with 0 at padded positions, and the final states joined along the batch.
+    Every array has the first one's batch and time length, and ``initial_state`` (None, or
+    one state per row along the batch axis) is checked (``names``: the arrays' argument names
+    for the errors)."""
     first = arrays[0]
+    _check_alongside(arrays, names, axis=0, what="batch size")
+    if len(first.shape) >= 3:
+        _check_alongside(arrays, names, axis=2, what="time length")
+    check_state_count(initial_state, len(rows), what="rows of the mask")
     out = out_like.new_zeros(out_like.shape) if is_torch(out_like) else np.zeros_like(out_like)
     states = []
     for b, row in enumerate(rows):

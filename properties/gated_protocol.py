@@ -62,6 +62,11 @@ sequences packed along time, gates packed with them; states along the batch axis
 ``padded(q, k, v, g, *, mask, initial_state=None, seed=0) -> (out, state)``. States are opaque
 tuples of arrays with the batch first, as for :class:`~kernel_verify.properties.protocol.
 AttentionTarget`.
+Every call of a form is checked before the target runs (:func:`_check_gated_call`): the gates
+(shape of the declared kind in the target's layout, the queries' backend, floating, finite,
+``≤ 0`` for log-gates; None for ``gates="none"``), the per-token inputs' shapes and the state
+(None or a tuple of arrays); a bad one is a ValueError/TypeError naming it. The target's own
+function stays reachable as ``form._kv_unchecked`` (to test a target's own input checks).
 
 **What the outputs are** (white box, needed for the derived bounds): ``features(x, role)``
 returns the float64 features ``φ(x)`` the target applies to queries (``role="q"``: any scale
@@ -82,6 +87,7 @@ the suite then draws value widths equal to the key width.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -99,7 +105,10 @@ from kernel_verify.impls.validation import check_chunk_sizes as _check_chunk_siz
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
+from kernel_verify.impls.validation import dtype_name as _dtype_name
+from kernel_verify.impls.validation import is_torch as _is_torch
 from kernel_verify.impls.validation import target_error as _fail
+from kernel_verify.properties import protocol as _protocol  # noqa: F401  (known_failures check)
 from kernel_verify.properties.sequence_target import SequenceTarget
 
 __all__ = ["BETA_INPUTS", "GATED_CLAIMS", "GATED_FORMS", "GATE_INPUTS", "GATE_KINDS", "GATE_SIDES",
@@ -181,7 +190,7 @@ class GatedAttentionTarget(SequenceTarget):
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_claims(self.name, self.claims, GATED_CLAIMS)
-        _check_known_failures(self.name, self.known_failures)
+        _check_known_failures(self.name, self.known_failures, "GatedAttentionTarget")
         _check_choice(self.name, "transition", self.transition, set(TRANSITIONS),
                       optional=False)
         _check_choice(self.name, "gates", self.gates, set(GATE_KINDS), optional=False)
@@ -225,6 +234,11 @@ class GatedAttentionTarget(SequenceTarget):
         if not isinstance(self.dv_equals_d, bool):
             raise _fail(TypeError, self.name, "dv_equals_d", "must be a bool (the target takes "
                         f"only values as wide as the keys), got {self.dv_equals_d!r}")
+        for f in GATED_FORMS:  # the gates, per-token inputs and states of every call (issue 45)
+            if getattr(self, f) is not None:
+                object.__setattr__(self, f, _checked_gated_form(self, f))
+        if self.fixed_log_gates is not None:
+            object.__setattr__(self, "fixed_log_gates", _checked_fixed_log_gates(self))
 
     def _check_gate_input(self) -> None:
         _check_choice(self.name, "gate_input", self.gate_input, set(GATE_INPUTS),
@@ -258,6 +272,141 @@ class GatedAttentionTarget(SequenceTarget):
         """The per-token inputs of the transition passed by keyword (β, p, a, b): the gates
         are the positional ``g``."""
         return tuple(n for n in TRANSITIONS[self.transition][1] if n != "g")
+
+
+# --- Checks of every call of a form (issue 45) -------------------------------------------------
+# A form of a recurrent target takes its gates, per-token inputs and state in the shapes of the
+# module docstring. Each call is checked against them before the target runs, so that a bad
+# argument gets a ValueError/TypeError naming it (``g``, ``beta``, ``initial_state``, …)
+# instead of a NumPy broadcasting error, an IndexError or a silently accepted extra token.
+
+
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _finite_and_sign(name: str, x: Any, *, log_gate: bool) -> None:
+    """``x`` finite (and ``≤ 0`` for a log-gate); the values are read, never changed."""
+    if _is_torch(x):
+        import torch
+
+        with torch.no_grad():
+            finite = bool(torch.isfinite(x).all()) if x.numel() else True
+            positive = bool((x > 0).any()) if (log_gate and finite and x.numel()) else False
+    else:
+        a = np.asarray(x)
+        finite = bool(np.isfinite(a).all()) if a.size else True
+        positive = bool((a > 0).any()) if (log_gate and finite and a.size) else False
+    if not finite:
+        raise ValueError(f"{name} contains NaN or Inf" + (
+            ": log-gates must be finite (a decay of exactly 0 is not representable in log "
+            "space; use a large negative log-gate)" if log_gate else ""))
+    if positive:
+        raise ValueError(f"{name} must be ≤ 0 (the log of a decay in (0, 1]: a log-gate > 0 "
+                         "is a state that grows); got a positive entry")
+
+
+def _check_input_array(name: str, x: Any, like: Any, shape: tuple[int, ...], what: str, *,
+                       log_gate: bool) -> None:
+    """``x`` an array of ``like``'s backend (not on the meta device), floating, of ``shape``,
+    finite (and ``≤ 0`` for a log-gate)."""
+    want = "torch.Tensor" if _is_torch(like) else "numpy.ndarray"
+    if not _is_array(x):
+        raise TypeError(f"{name} must be a {want} ({what}, shape {shape}), got "
+                        f"{type(x).__name__}")
+    if _is_torch(x) != _is_torch(like):
+        raise TypeError(f"{name} must be a {want} like the queries ({what}), got "
+                        f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
+    if _is_torch(x) and getattr(x.device, "type", None) == "meta":
+        raise ValueError(f"{name} is a tensor on the 'meta' device (a shape without data): pass "
+                         "a tensor on the queries' device")
+    kind = _dtype_name(x)
+    if kind not in ("float64", "float32", "float16", "bfloat16"):
+        raise TypeError(f"{name} must have a floating dtype ({what}), got {kind}")
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} ({what}, for queries of shape "
+                         f"{tuple(like.shape)}), got {tuple(x.shape)}")
+    _finite_and_sign(name, x, log_gate=log_gate)
+
+
+def _check_gated_call(t: GatedAttentionTarget, form: str, args: tuple, kwargs: dict) -> None:
+    """The gates, per-token inputs and state of one call of ``t``'s ``form`` (module
+    docstring); a malformed query is left to the form, which names it."""
+    step = form == "step"
+    names = ("state", "q_t", "k_t", "v_t", "g_t") if step else ("q", "k", "v", "g")
+    got = dict(zip(names, args, strict=False)) | kwargs
+    q = got.get(names[1] if step else "q")
+    if not _is_array(q) or len(q.shape) != (3 if step else 4):
+        return
+    state_name = "state" if step else "initial_state"
+    state = got.get(state_name)
+    if state is not None and (not isinstance(state, tuple | list)
+                              or not all(s is None or _is_array(s) for s in state)):
+        raise TypeError(f"{state_name} must be None or a state the target returned: a tuple of "
+                        f"arrays with the batch first, got {type(state).__name__}")
+    g_name = names[-1]
+    if g_name in got:
+        g = got[g_name]
+        if t.gates == "none":
+            if g is not None:
+                raise ValueError(f"{g_name} must be None: transition {t.transition!r} takes no "
+                                 f"gate (gates='none'), got {type(g).__name__}")
+        else:
+            heads = q.shape[1] if step or t.layout == "BHTD" else q.shape[2]
+            shape = {"scalar_fixed": (heads,), "scalar": tuple(q.shape[:-1]),
+                     "key_dim": tuple(q.shape)}[t.gates]
+            what = ("the gate input a" if t.gate_input != "log" else "log-gates") + \
+                f" of gates={t.gates!r}"
+            _check_input_array(g_name, g, q, shape, what, log_gate=t.gate_input == "log")
+    for n in t.token_inputs():
+        if kwargs.get(n) is not None:
+            shape = tuple(q.shape[:-1]) if n == "beta" else tuple(q.shape)
+            _check_input_array(n, kwargs[n], q, shape, f"transition {t.transition!r}'s "
+                               f"{'one per token' if n == 'beta' else 'one per key dimension'}",
+                               log_gate=False)
+
+
+def _checked_gated_form(t: GatedAttentionTarget, form: str) -> Callable[..., Any]:
+    """``t``'s ``form`` with every call's gates, per-token inputs and state checked first."""
+    fn = getattr(t, form)
+    fn = getattr(fn, "_kv_unchecked", fn)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        _check_gated_call(t, form, args, kwargs)
+        return fn(*args, **kwargs)
+
+    checked._kv_unchecked = fn  # type: ignore[attr-defined]
+    return checked
+
+
+def _checked_fixed_log_gates(t: GatedAttentionTarget) -> Callable[[int], Any]:
+    """``t.fixed_log_gates`` with its result checked where the suite calls it: ``H`` finite
+    log-gates ``≤ 0`` (a decay that grows, ``g > 0``, is refused), returned unchanged."""
+    fn = t.fixed_log_gates
+    fn = getattr(fn, "_kv_unchecked", fn)
+
+    @functools.wraps(fn)  # type: ignore[arg-type]
+    def checked(h: int) -> Any:
+        result = fn(h)  # type: ignore[misc]
+        try:
+            values = np.asarray(result, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise _fail(TypeError, t.name, "fixed_log_gates", f"must return {h} log-gates (an "
+                        f"array of shape ({h},)), got {type(result).__name__}") from None
+        if values.shape != (h,):
+            raise _fail(ValueError, t.name, "fixed_log_gates", f"must return one log-gate per "
+                        f"head, shape ({h},) for H = {h}, got shape {values.shape}")
+        if not np.isfinite(values).all():
+            raise _fail(ValueError, t.name, "fixed_log_gates", f"must return finite log-gates, "
+                        f"got {values.tolist()}")
+        if (values > 0).any():
+            raise _fail(ValueError, t.name, "fixed_log_gates", "must return log-gates ≤ 0 (a "
+                        f"decay in (0, 1]); got {values.tolist()}: a decay > 1 grows the state")
+        return result
+
+    checked._kv_unchecked = fn  # type: ignore[attr-defined]
+    return checked
 
 
 #: The one protocol of a recurrence with its transition as data (the gated target's name kept).

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.systems import SYSTEM_CLAIMS
+from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
@@ -73,6 +74,12 @@ class HybridAttentionTarget:
                 check_scalar("scale", self.scale, positive=True)
         except (TypeError, ValueError) as err:
             raise _fail(type(err), self.name, "mix/scale", str(err)) from None
+        _check_backends_and_dtypes(self.name, self.backends, self.dtypes)
+        if isinstance(self.feature_ulps, bool) or not isinstance(self.feature_ulps, int) \
+                or self.feature_ulps < 0:
+            raise _fail(TypeError if not isinstance(self.feature_ulps, int | float) else
+                        ValueError, self.name, "feature_ulps", "must be an int >= 0 (ulps of "
+                        f"the compute dtype), got {self.feature_ulps!r}")
         if "differentiable" in self.claims and "torch" not in self.backends:
             raise _fail(ValueError, self.name, "claims", "has 'differentiable' but backends "
                         f"{self.backends} has no 'torch'")

@@ -42,6 +42,11 @@ State = tuple[np.ndarray, ...]
 
 __all__ = ["hybrid_attention", "hybrid_attention_step"]
 
+#: The largest window buffer of a state, in bytes: a window whose ``(K_w, Φ_w, V_w)`` would
+#: take more is refused by name before anything is allocated (``window = 10**12`` would
+#: otherwise allocate until MemoryError). 4 GiB: far beyond any window a state is meant to hold.
+MAX_WINDOW_BYTES = 2**32
+
 
 def check_hybrid_options(window: Any, mix: Any, scale: Any) -> tuple[int, float, float | None]:
     """``window`` an integer ``≥ 0``, ``mix`` a finite number ``> 0``, ``scale`` None or ``> 0``."""
@@ -49,9 +54,24 @@ def check_hybrid_options(window: Any, mix: Any, scale: Any) -> tuple[int, float,
             check_scalar("mix", mix, positive=True), check_scale(scale))
 
 
+def check_window_size(window: int, lead: tuple[int, ...], d: int, m: int, dv: int,
+                      itemsize: int) -> None:
+    """The window buffer ``(K_w, Φ_w, V_w)`` of shapes ``(*lead, window, d | m | d_v)`` fits in
+    :data:`MAX_WINDOW_BYTES`; else a ValueError naming ``window``."""
+    rows = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    size = rows * int(window) * (int(d) + int(m) + int(dv)) * int(itemsize)
+    if size > MAX_WINDOW_BYTES:
+        raise ValueError(f"window = {window} is too large: the state's window buffer would take "
+                         f"{size / 2**30:.3g} GiB for leading shape {tuple(lead)} (d = {d}, "
+                         f"m = {m}, d_v = {dv}), more than {MAX_WINDOW_BYTES / 2**30:.3g} GiB; "
+                         "a window past the sequence length acts as softmax attention, so pass "
+                         "at most the longest length the state will see")
+
+
 def empty_state(lead: tuple[int, ...], window: int, d: int, m: int, dv: int,
                 dtype: Any) -> State:
     """The state before any token (module docstring)."""
+    check_window_size(window, lead, d, m, dv, np.dtype(dtype).itemsize)
     z = np.zeros
     return (z((*lead, window, d), dtype), z((*lead, window, m), dtype),
             z((*lead, window, dv), dtype), z(lead, dtype), z((*lead, m, dv), dtype),

@@ -21,6 +21,7 @@ from kernel_verify.impls.numpy.hybrid_attention import (
     check_feature_inputs,
     check_hybrid_options,
     check_hybrid_state,
+    check_window_size,
 )
 from kernel_verify.impls.torch.convert import compute_dtype
 
@@ -32,6 +33,7 @@ __all__ = ["hybrid_attention", "hybrid_attention_step"]
 def empty_state(lead: tuple[int, ...], window: int, d: int, m: int, dv: int, like: torch.Tensor
                 ) -> State:
     """The state before any token, in ``like``'s dtype and device."""
+    check_window_size(window, lead, d, m, dv, like.element_size())
     def z(*shape: int) -> torch.Tensor:
         return torch.zeros(shape, dtype=like.dtype, device=like.device)
 
