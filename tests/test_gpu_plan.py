@@ -192,3 +192,17 @@ def test_a_cell_is_not_started_without_its_set_up_reserve():
     cell = plan.cells("cuda")[-1]
     row = time_cell(cell, None, None, None, plan.ROUNDS["cuda"], 0, cell.setup_reserve_s - 1)
     assert row["reason"].startswith("not run:"), row
+
+
+@pytest.mark.parametrize("bad", [["--budget", "0"], ["--gate-budget", "0"], ["--rounds", "0"],
+                                 ["--budget", "inf"], ["--only", ""], ["--seed", "-1"],
+                                 ["--alpha", "2"], ["--factor", "nan"]])
+def test_bad_arguments_of_the_gpu_run_are_refused_not_defaulted(bad, capsys):
+    """An explicit zero, a non-finite budget, an alpha outside (0, 1), an empty --only or a
+    negative seed exits 2 with the argument named (never silently the default)."""
+    from tools.gpu import run
+
+    with pytest.raises(SystemExit) as exc:
+        run.main([*bad, "--device", "cpu"])
+    assert exc.value.code == 2
+    assert bad[0] in capsys.readouterr().err

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import sys
@@ -60,12 +61,24 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                     "reports/asv/results for cuda, build/gpu/rehearsal-asv for cpu: the "
                     "rehearsal's timings on a shared CPU are not a series to keep)")
     args = ap.parse_args(argv)
-    args.budget = args.budget or plan.BUDGET[args.device]
-    args.gate_budget = args.gate_budget or plan.GATE_BUDGET[args.device]
-    args.rounds = args.rounds or plan.ROUNDS[args.device]
+    # an explicit 0 is an error, never the default (None: not given)
+    args.budget = plan.BUDGET[args.device] if args.budget is None else args.budget
+    args.gate_budget = (plan.GATE_BUDGET[args.device] if args.gate_budget is None
+                        else args.gate_budget)
+    args.rounds = plan.ROUNDS[args.device] if args.rounds is None else args.rounds
     for name in ("budget", "gate_budget", "factor", "alpha"):
-        if not getattr(args, name) > 0:
-            ap.error(f"--{name.replace('_', '-')} must be > 0")
+        value = getattr(args, name)
+        if not (value > 0 and math.isfinite(value)):
+            ap.error(f"--{name.replace('_', '-')} must be a finite number > 0, got {value}")
+    if not args.alpha < 1:
+        ap.error(f"--alpha must be in (0, 1), got {args.alpha}")
+    if args.rounds < 1:
+        ap.error(f"--rounds must be >= 1, got {args.rounds}")
+    if args.only is not None and not args.only.strip():
+        ap.error("--only must name some text of a cell label (an empty --only would time "
+                 "every cell)")
+    if args.seed < 0:
+        ap.error(f"--seed must be >= 0, got {args.seed}")
     if args.gate_budget >= args.budget:
         ap.error("--gate-budget must be smaller than --budget")
     if args.rounds < stats.min_rounds(args.alpha):
