@@ -20,6 +20,7 @@ from __future__ import annotations
 from kernel_verify.mutants.attention import ATTENTION_KILLERS, ATTENTION_MUTANTS
 from kernel_verify.mutants.base import Mutant
 from kernel_verify.mutants.delta import DELTA_KILLERS, DELTA_MUTANTS, make_delta_target
+from kernel_verify.mutants.exact_attention_lowp import EXACT_LOWP_KILLERS, EXACT_LOWP_MUTANTS
 from kernel_verify.mutants.features import FEATURE_KILLERS, FEATURE_MUTANTS
 from kernel_verify.mutants.forms import FORMS_KILLERS, FORMS_MUTANTS, mutant_targets
 from kernel_verify.mutants.gate_inputs import (
@@ -169,6 +170,14 @@ def _learned(name: str) -> Mutant:
     return Mutant(name, "feature_map", description, lambda: make(name), LEARNED_KILLERS[name])
 
 
+def _exact_lowp(name: str) -> Mutant:
+    """Exact attention in float32/half only (:mod:`kernel_verify.mutants.exact_attention_lowp`;
+    control: ``exact_lowp_correct``)."""
+    description, make = EXACT_LOWP_MUTANTS[name]
+    return Mutant(name, "attention", description, lambda: make(f"mutant:{name}"),
+                  EXACT_LOWP_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
@@ -185,6 +194,7 @@ MUTANTS: list[Mutant] = [
     *(_learned(n) for n in LEARNED_MUTANTS),
     *(_lowrank_batch(n) for n in LOWRANK_BATCH_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
+    *(_exact_lowp(n) for n in EXACT_LOWP_MUTANTS),
     *MODEL_MUTANTS,
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}

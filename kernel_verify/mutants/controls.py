@@ -112,6 +112,12 @@ def _hybrid() -> dict[str, Callable[[], list[Target]]]:
     return dict(HYBRID_CONTROLS)
 
 
+def _exact_lowp() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.exact_attention_lowp import EXACT_LOWP_CONTROLS
+
+    return dict(EXACT_LOWP_CONTROLS)
+
+
 def _lowrank_batch() -> dict[str, Callable[[], list[Target]]]:
     from kernel_verify.mutants.lowrank_batch import LOWRANK_BATCH_CONTROLS
 
@@ -226,6 +232,10 @@ CONTROLS: list[Mutant] = [
     *(Mutant(n, "attention", "Linformer / Nyströmformer without a batch coupling", make,
              loader="kernel_verify.mutants.lowrank_batch:control_")
       for n, make in _lowrank_batch().items()),
+    *(Mutant(n, "attention", "float32/half-only exact attention with its hand-written "
+             "backward, without a defect", make,
+             loader="kernel_verify.mutants.exact_attention_lowp:control_")
+      for n, make in _exact_lowp().items()),
     *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}

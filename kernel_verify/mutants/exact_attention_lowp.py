@@ -1,0 +1,127 @@
+"""Exact-attention mutants in low precision (issue #44 item 2; docs/math.md §9, §14): a torch
+softmax attention that declares ``feature_count = 0`` and takes float32, float16 and bfloat16
+only — no float64 path, as a float32-only library kernel — computed in float32 (half inputs
+upcast, the output and the gradients cast back: claims ``half_in_float32``), with its own
+hand-written backward (the closed form ``dV = PᵀG``, ``dS = P ⊙ (G Vᵀ − rowsum)``,
+``dQ = dS K/√d``, ``dK = dSᵀQ/√d``, as fused kernels ship it). One defect each:
+
+* ``exact_lowp_scores_bf16``: the scores rounded to bfloat16 before the softmax (a precision
+  defect of the forward: relative error ``2^-9`` on every score, far beyond float32's bound);
+* ``exact_lowp_dq_scaled``: ``∂L/∂q`` × 1.01 in the backward (forward right);
+* ``exact_lowp_backward_no_inv_sqrt_d``: the ``1/√d`` forgotten in the backward only
+  (``∂L/∂q``, ``∂L/∂k`` × ``√d``).
+
+Each is meant to be killed by ``properties/test_exact_attention_lowp.py`` on its float32 and half
+paths; the correct twin ``exact_lowp_correct`` (every defect off) must pass the whole suite.
+Run one with ``kernel-verify mutants --only <name>``; load its targets with the spec
+``kernel_verify.mutants.exact_attention_lowp:<name>`` (``control_exact_lowp_correct``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from kernel_verify.properties.protocol import AttentionTarget, Target
+
+__all__ = ["EXACT_LOWP_CONTROLS", "EXACT_LOWP_KILLERS", "EXACT_LOWP_MUTANTS"]
+
+DTYPES = ("float32", "float16", "bfloat16")
+CLAIMS = frozenset({"causal", "noncausal", "positive_weights", "differentiable",
+                    "deterministic_backward", "half_in_float32"})
+_OUT = "exact_attention_lowp::test_exact_attention_outputs_match_float64_softmax"
+_GRAD = "exact_attention_lowp::test_exact_attention_gradients_match_closed_form"
+
+
+def _function(defect: str):
+    """The ``torch.autograd.Function`` of softmax attention in float32 with ``defect`` (``none``,
+    ``scores_bf16``, ``dq_scaled``, ``no_inv_sqrt_d``)."""
+    import torch
+
+    class Softmax(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, causal):
+            dtype = v.dtype
+            q32, k32, v32 = q.float(), k.float(), v.float()
+            sc = 1.0 / math.sqrt(q.shape[-1])
+            s = (q32 @ k32.transpose(-1, -2)) * sc
+            if defect == "scores_bf16":
+                s = s.to(torch.bfloat16).float()
+            if causal:
+                n, m = s.shape[-2], s.shape[-1]
+                future = torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1)
+                s = s.masked_fill(future, float("-inf"))
+            p = torch.softmax(s, dim=-1)
+            ctx.save_for_backward(q32, k32, v32, p)
+            ctx.dtypes = (q.dtype, k.dtype, dtype)
+            return (p @ v32).to(dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            q32, k32, v32, p = ctx.saved_tensors
+            g32 = g.float()
+            sc = 1.0 / math.sqrt(q32.shape[-1])
+            dv = p.transpose(-1, -2) @ g32
+            dp = g32 @ v32.transpose(-1, -2)
+            ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True))
+            back = 1.0 if defect == "no_inv_sqrt_d" else sc
+            dq = (ds @ k32) * back
+            dk = (ds.transpose(-1, -2) @ q32) * back
+            if defect == "dq_scaled":
+                dq = dq * 1.01
+            dq_t, dk_t, dv_t = ctx.dtypes
+            return dq.to(dq_t), dk.to(dk_t), dv.to(dv_t), None
+
+    return Softmax
+
+
+def make_target(name: str, defect: str = "none") -> AttentionTarget:
+    """The torch target (float32, float16, bfloat16; ``feature_count = 0``) with ``defect``."""
+    fn = _function(defect)
+
+    def attention(q, k, v, *, causal: bool, seed: int = 0, **_: Any):
+        for arg, x in (("q", q), ("k", k), ("v", v)):
+            if x.ndim != 4:
+                raise ValueError(f"{arg} must have shape (batch, heads, n, d), got "
+                                 f"{tuple(x.shape)}")
+        return fn.apply(q, k, v, causal)
+
+    return AttentionTarget(name, attention, CLAIMS, backends=("torch",), dtypes=DTYPES,
+                           feature_count=0)
+
+
+#: name -> (description, make(name) -> targets).
+EXACT_LOWP_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
+    "exact_lowp_scores_bf16": (
+        "float32 exact attention (float32/half only, feature_count 0) whose scores are rounded "
+        "to bfloat16 before the softmax",
+        lambda name: [make_target(name, "scores_bf16")]),
+    "exact_lowp_dq_scaled": (
+        "float32 exact attention (float32/half only) whose hand-written backward scales ∂L/∂q "
+        "by 1.01", lambda name: [make_target(name, "dq_scaled")]),
+    "exact_lowp_backward_no_inv_sqrt_d": (
+        "float32 exact attention (float32/half only) whose backward forgets the 1/√d of the "
+        "scores (∂L/∂q, ∂L/∂k × √d)", lambda name: [make_target(name, "no_inv_sqrt_d")]),
+}
+
+#: The property each is written for (``family::test``).
+EXACT_LOWP_KILLERS: dict[str, tuple[str, ...]] = {
+    "exact_lowp_scores_bf16": (_OUT,),
+    "exact_lowp_dq_scaled": (_GRAD,),
+    "exact_lowp_backward_no_inv_sqrt_d": (_GRAD,),
+}
+
+#: The correct twin: the same code with every defect off.
+EXACT_LOWP_CONTROLS: dict[str, Callable[[], list[Target]]] = {
+    "exact_lowp_correct": lambda: [make_target("control:exact_lowp_correct")],
+}
+
+
+def __getattr__(attr: str) -> list[Target]:
+    """``<mutant name>`` / ``control_<twin>``: the targets."""
+    if attr in EXACT_LOWP_MUTANTS:
+        return EXACT_LOWP_MUTANTS[attr][1](f"mutant:{attr}")
+    if attr.startswith("control_") and attr.removeprefix("control_") in EXACT_LOWP_CONTROLS:
+        return EXACT_LOWP_CONTROLS[attr.removeprefix("control_")]()
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
