@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: report report-quick test test-dev lint mutants calibrate bench bench-full bench-publish \
-	bench-compare bench-check bench-ratios clean adapters conformance gpu gpu-prepare
+	bench-compare bench-check bench-ratios clean adapters conformance gpu gpu-prepare reports
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,12 @@ adapters: $(STAMP)
 
 conformance: adapters
 	$(ONE_THREAD) $(BIN)/kernel-verify conformance
+
+# Regenerate the committed reports whose sources changed since they were written (their
+# fingerprints, kernel_verify/fingerprints.py); `kernel-verify reports --stale` lists them first.
+# Rewrites committed files under reports/; a full calibration or mutants run takes hours.
+reports: adapters
+	$(ONE_THREAD) $(BIN)/kernel-verify reports --refresh
 
 clean:
 	rm -rf $(VENV) .hypothesis .pytest_cache

@@ -284,7 +284,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except DeclarationError as err:  # before any property ran
         print(f"kernel-verify check: error: {err}", file=sys.stderr)
         return USAGE_EXIT
-    print(result)
+    if getattr(args, "verbose", False):  # every row, every target's whole repr
+        from kernel_verify.runner import verdict_table
+
+        table = (result.note if result.note and not result.verdicts
+                 else verdict_table(result.verdicts, verbose=True))
+        print(f"{table}\n\n{result.summary_line()}")
+    else:  # quiet: skips summarised by reason, targets by class and name
+        print(result)
     if args.json_out:
         save_json(result, args.json_out)
     if result.crashed and not result.note:  # (a note: the keyword matched nothing, printed)
@@ -319,6 +326,53 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
     return run_conformance(args.libraries, out=args.out, profile=args.profile, quick=args.quick,
                            reuse=args.reuse)
+
+
+def _cmd_reports(args: argparse.Namespace) -> int:
+    """``kernel-verify reports [--stale | --refresh] [REPORT ...]``: where each committed report
+    stands against the sources it measures (:mod:`kernel_verify.fingerprints`); ``--refresh``
+    runs the command of each stale one (it rewrites committed reports: only on that flag)."""
+    from kernel_verify import fingerprints as fp
+
+    try:
+        found = fp.statuses()
+    except RuntimeError as err:  # an installed wheel: no committed reports
+        raise UsageError(str(err)) from None
+    if args.reports:
+        unknown = sorted(set(args.reports) - set(fp.REPORTS))
+        if unknown:
+            raise UsageError(f"not a regenerable committed report: {', '.join(unknown)} "
+                             f"(choose among {', '.join(sorted(fp.REPORTS))})")
+        found = [s for s in found if s.report in args.reports]
+    shown = [s for s in found if s.state != "current"] if args.stale or args.refresh else found
+    for s in shown:
+        print(s.line())
+    todo = [s for s in found if s.refreshable]
+    current = sum(s.state == "current" for s in found)
+    other = len(found) - current - len(todo)
+    print(f"{current} current, {len(todo)} stale or unknown (regenerable here), {other} not "
+          f"checkable or regenerable here (of {len(found)}; kernel_verify/fingerprints.py)")
+    if not args.refresh:
+        if todo:
+            print("kernel-verify reports --refresh (make reports) regenerates them: it rewrites "
+                  "the committed reports above")
+        return 0
+    return fp.refresh(found)
+
+
+def _add_reports(sub) -> None:
+    """The ``reports`` command."""
+    p = sub.add_parser("reports", help="which committed reports are stale; --refresh "
+                       "regenerates them")
+    p.add_argument("reports", nargs="*", metavar="REPORT",
+                   help="only these reports (paths as listed, e.g. reports/power.md)")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--stale", action="store_true",
+                     help="list only the reports that are not current (default: every one)")
+    how.add_argument("--refresh", action="store_true",
+                     help="run the regenerating command of every stale report (rewrites "
+                     "committed reports; may take hours: calibration, mutants)")
+    p.set_defaults(run=_cmd_reports)
 
 
 def _add_list(sub) -> None:
@@ -365,6 +419,9 @@ def _add_check(sub) -> None:
     p.add_argument("--jobs", type=_int_at_least(1), default=2,
                    help="pytest workers (default 2; 1: the suite runs in one pytest process, "
                    "without workers)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="every verdict row (each skip on its own row, not summarised by reason) "
+                   "and each target's whole repr in a failure's falsifying example")
     p.add_argument("--no-probe", action="store_true",
                    help="skip the declaration probe (each declared function called once on a "
                    "tiny input before the suite starts; a contradiction is exit status 2)")
@@ -426,7 +483,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_list, _add_report, _add_check, _add_mutants, _add_calibrate, _add_conformance):
+    for add in (_add_list, _add_report, _add_check, _add_mutants, _add_calibrate, _add_conformance,
+                _add_reports):
         add(sub)
     return parser
 

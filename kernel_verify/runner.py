@@ -25,7 +25,9 @@ The command prints the verdict table with the evidence of each failure —
 every assertion line of every distinct failure (a Hypothesis ``ExceptionGroup`` included), the
 falsifying example, the backends that failed — and one command that re-runs the failing case,
 and exits 1 when any property fails (2 when the suite could not run at all or a worker
-crashed).
+crashed). Quiet by default (:func:`verdict_table`): the skips as one line per reason with its
+count, each target in a falsifying example as ``<Class 'name'>``; ``--verbose``: every row and
+every repr.
 
 :func:`run_suite` is shared with ``kernel-verify mutants``
 (:mod:`kernel_verify.mutants.runner`).
@@ -168,15 +170,106 @@ def run_suite(spec: str | None, *, profile: str | None = None, keyword: str | No
 POWER_NOTE = "power control"
 
 
-def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
+#: A skip because no target of the kind a property tests was given: ``<who> provides no <what>``.
+_PROVIDES_NO = re.compile(r"^(?P<who>.+?) provides no (?P<what>.+)$")
+#: A skip because a target lacks a part of a protocol (:mod:`kernel_verify.properties.targets`):
+#: ``<target> does not offer what this property needs: <parts>[ (<where documented>)]``.
+_LACKS = re.compile(r"^(?P<who>\S+) does not offer what this property needs: (?P<what>.+?)"
+                    r"(?P<doc> \([^()]*\))?$")
+#: The start of a target's repr in a Hypothesis falsifying example: ``target=SomeTarget(``.
+_TARGET_REPR = re.compile(r"(?P<key>\btargets?=)(?P<cls>[A-Z]\w*)\(")
+
+
+def short_target_reprs(evidence: str) -> tuple[str, bool]:
+    """``evidence`` with each whole target dataclass repr of a falsifying example
+    (``target=AttentionTarget(name='x', fn=…, …)``, over as many lines as it spans) replaced
+    by ``target=<AttentionTarget 'x'>``; and whether any was replaced. The parentheses are
+    matched outside quoted strings; an unbalanced repr (cut short) is left as it is."""
+    text, changed, pos = evidence, False, 0
+    while (m := _TARGET_REPR.search(text, pos)) is not None:
+        depth, quote, i = 0, "", m.end() - 1
+        while i < len(text):
+            c = text[i]
+            if quote:
+                if c == "\\":
+                    i += 1
+                elif c == quote:
+                    quote = ""
+            elif c in "'\"":
+                quote = c
+            elif c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        if i >= len(text):  # unbalanced: leave it
+            pos = m.end()
+            continue
+        body = text[m.end():i]
+        name = re.match(r"\s*(?:name=)?(?P<q>['\"])(?P<n>.*?)(?P=q)", body)
+        short = f"{m['key']}<{m['cls']}{' ' + repr(name['n']) if name else ''}>"
+        text = text[:m.start()] + short + text[i + 1:]
+        pos, changed = m.start() + len(short), True
+    return text, changed
+
+
+def skip_summary(verdicts: list[Verdict]) -> list[str]:
+    """The skipped verdicts as one line per distinct reason with its count, most frequent
+    first; the skips for want of a target of the tested kind (``… provides no <what>``) as one
+    line that counts each kind, and those of one target lacking parts of a protocol (``<target>
+    does not offer what this property needs: <parts>``) as one line per target that counts each
+    set of parts."""
+    skips = [v for v in verdicts if v.outcome == "skip"]
+    if not skips:
+        return []
+    kinds: dict[str, int] = {}
+    reasons: dict[str, int] = {}
+    lacks: dict[tuple[str, str], dict[str, int]] = {}
+    for v in skips:
+        reason = v.evidence.splitlines()[0] if v.evidence else "(no reason given)"
+        m, lack = _PROVIDES_NO.match(reason), _LACKS.match(reason)
+        if m:
+            kinds[m["what"]] = kinds.get(m["what"], 0) + 1
+        elif lack:
+            parts = lacks.setdefault((lack["who"], lack["doc"] or ""), {})
+            parts[lack["what"]] = parts.get(lack["what"], 0) + 1
+        else:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    lines = [f"SKIP  {len(skips)} propert{'y' if len(skips) == 1 else 'ies'}, by reason "
+             "(each row: --verbose):"]
+    rows = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    for (who, doc), parts in lacks.items():
+        listed = " | ".join(f"{what} ({n})" for what, n in
+                            sorted(parts.items(), key=lambda kv: (-kv[1], kv[0])))
+        rows.append((f"{who} does not offer what the property needs{doc}: {listed}",
+                     sum(parts.values())))
+    if kinds:
+        listed = ", ".join(f"{what} ({n})" for what, n in
+                           sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        rows.append((f"no target of the kind the property tests: {listed}",
+                     sum(kinds.values())))
+    rows.sort(key=lambda kv: -kv[1])
+    lines.extend(f"  {n:>4} × {reason}" for reason, n in rows)
+    return lines
+
+
+def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True,
+                  verbose: bool = False) -> str:
     """A plain-text table property × target with the evidence of failures and the command that
-    reproduces each."""
-    rows = [v for v in verdicts if show_passed or v.outcome != "pass"]
-    if not rows:
+    reproduces each. Quiet (the default): the skipped verdicts summarised by reason
+    (:func:`skip_summary`), and each target's repr in a failure's falsifying example shortened
+    to its class and name (:func:`short_target_reprs`); ``verbose``: every row, every repr."""
+    rows = [v for v in verdicts if (show_passed or v.outcome != "pass")
+            and (verbose or v.outcome != "skip")]
+    skipped = [] if verbose else skip_summary(verdicts)
+    if not rows and not skipped:
         return "(no properties ran)"
-    w_prop = max(len(f"{v.family}::{v.prop}") for v in rows)
-    w_target = max(len(v.target) for v in rows)
+    w_prop = max((len(f"{v.family}::{v.prop}") for v in rows), default=0)
+    w_target = max((len(v.target) for v in rows), default=0)
     lines = []
+    shortened = False
     for v in rows:
         label = f"{v.family}::{v.prop}".ljust(w_prop)
         detail = ""
@@ -186,9 +279,18 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True) -> str:
             detail += f"  [reduced: {v.reduced}]"
         lines.append(f"{label}  {v.target.ljust(w_target)}  {v.outcome.upper()}{detail}")
         if v.outcome in ("fail", "crash"):
-            lines.extend(f"{'':{w_prop}}    | {ln}" for ln in v.evidence.splitlines())
+            evidence = v.evidence
+            if not verbose:
+                evidence, short = short_target_reprs(evidence)
+                shortened = shortened or short
+            lines.extend(f"{'':{w_prop}}    | {ln}" for ln in evidence.splitlines())
             if v.repro:
                 lines.append(f"{'':{w_prop}}    | reproduce: {v.repro}")
+    if shortened:
+        lines.append("(targets shown as <Class 'name'> in the falsifying examples; their whole "
+                     "repr: --verbose)")
+    if skipped:
+        lines.extend(([""] if lines else []) + skipped)
     power = [(v, n) for v in verdicts for n in v.notes if n.startswith(POWER_NOTE)]
     notes = [(v, n) for v in verdicts for n in v.notes if not n.startswith(POWER_NOTE)]
     if power:

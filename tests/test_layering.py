@@ -271,6 +271,8 @@ APP_RANK: dict[str, int] = {
     "kernel_verify": 0,  # the namespace package itself (its public API is lazy, by name)
     "kernel_verify.provenance": 0,  # commit, dirty state, code fingerprint: one rule
     "kernel_verify.runner": 0,  # the suite in a pytest subprocess; verdicts
+    "kernel_verify.fingerprints": 0,  # the committed reports' fingerprints (stdlib only)
+    "kernel_verify.probe": 0,  # one call of each declared function before a check
     "kernel_verify.api": 1,  # check(): the Python API on the runner
     "kernel_verify.adapters": 2,  # the shipped library adapters and their conformance pages
     "kernel_verify.mutants": 2,  # the mutant catalogue and its runner

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from kernel_verify.adapters._lazy import dist_version, missing_reason
 from kernel_verify.adapters.library import CONTRACT_PROPERTIES, record, records
+from kernel_verify.fingerprints import JSON_KEY, MARKER, json_field
 from kernel_verify.provenance import code_fingerprint as _fingerprint
 from kernel_verify.provenance import code_state
 from kernel_verify.verify import atomic
@@ -156,7 +157,10 @@ def _head(key: str, profile: str, prov: dict[str, str]) -> list[str]:
                   "differs from the code's)."
                   + (f" At most {prov['max_examples']} Hypothesis examples per property "
                      "(every call of this library is slow)." if prov.get("max_examples") else ""),
-                  ""]
+                  "", f"{MARKER}`{prov[JSON_KEY]}` (of the run's sources and "
+                  "versions; `kernel-verify reports --stale` lists the reports whose sources "
+                  "changed since)" if prov.get(JSON_KEY) else
+                  f"{MARKER}none recorded (a run before reports carried one)", ""]
     lines += ["| package | version |", "|---|---|"]
     lines += [f"| {d} | {v} |" for d, v in versions(key)]
     lines += ["", "Commands:", "", "```bash",
@@ -258,7 +262,9 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
                     confirmations[f.confirm] = confirm.run(f.confirm, quick)
         else:
             provenance = {"commit": code_state(), "fingerprint": code_fingerprint(key),
-                          "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"}
+                          "run_at": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+                          # {JSON_KEY: …} of kernel_verify.fingerprints (page and JSON alike)
+                          **json_field(f"reports/conformance/{key}.json")}
             # Slow targets declare call_seconds (fla's kernels, NystromAttention's padded
             # layer): the profile cuts their examples per property and each verdict says so.
             # target_only, as `kernel-verify check` runs it: the suite's tests of the project's
@@ -274,6 +280,7 @@ def conformance(key: str, *, out_dir: Path, profile: str, quick: bool, jobs: int
             "outcomes": [asdict(o) for o in run.outcomes], "output_tail": run.output_tail,
             "confirmations": confirmations, "confirm_seconds": seconds,
             "provenance": provenance,
+            **({JSON_KEY: provenance[JSON_KEY]} if JSON_KEY in provenance else {}),
         }, indent=1, ensure_ascii=False))
     path = out_dir / f"{key}.md"
     atomic.write_text(path, page(key, run, confirmations, seconds, profile, provenance))

@@ -519,7 +519,7 @@ def _verdict(r: Result) -> str:
 
 
 def markdown(results: list[Result], seconds: float, seed: int, command: str,
-             load: str = "") -> str:
+             load: str = "", fingerprint: str = "") -> str:
     lines = [
         "# Power of the attention properties per dtype",
         "",
@@ -533,6 +533,7 @@ def markdown(results: list[Result], seconds: float, seed: int, command: str,
         "one fixed input: one trial decides. Issue #29's targets: float32 ≤ 1e-3, float16 ≤ "
         "1e-2, bfloat16 ≤ 3e-2.",
         "",
+        *([fingerprint, ""] if fingerprint else []),
         "| property | defect | dtype | smallest ε detected | at ε | false alarms (upper) | "
         "target | s |",
         "|---|---|---|---|---|---|---|---|",
@@ -615,6 +616,9 @@ def run_power(seed: int | None = None, dtypes: tuple[str, ...] = DTYPES,
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else int(seed)
     load = f" (load average {os.getloadavg()[0]:.1f} at start)" if hasattr(os, "getloadavg") \
         else ""
+    from kernel_verify.fingerprints import markdown_line
+
+    stamp = markdown_line("reports/power.md")  # the sources as the run starts
     start = time.monotonic()
     results = []
     for i, cell in enumerate(cells(dtypes)):
@@ -629,7 +633,7 @@ def run_power(seed: int | None = None, dtypes: tuple[str, ...] = DTYPES,
               f"{r.false_alarms}/{r.fa_trials}, {r.seconds:.0f} s", flush=True)
     seconds = time.monotonic() - start
     command = "kernel-verify calibrate --part power"
-    text = markdown(results, seconds, seed, command, load)
+    text = markdown(results, seconds, seed, command, load, stamp)
     path = out or str(reports_dir() / "power.md")
     atomic.write_text(path, text)
     if out is None:

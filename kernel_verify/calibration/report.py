@@ -143,6 +143,9 @@ def calibrate(seeds_per_check: int, parts: Sequence[str] | None = None,
     entropy = seeds.fresh_entropy()
     assumption_trials = max(n, trials_to_certify(ASSUMPTION_LEVEL))
     todo = run.units(parts)
+    from kernel_verify.fingerprints import markdown_line
+
+    fingerprint = markdown_line("reports/calibration.md")  # the sources as the run starts
     start = time.monotonic()
     per_unit = run.run_units(todo, n, entropy, assumption_trials, jobs, per_unit=True)
     seconds = time.monotonic() - start
@@ -151,7 +154,8 @@ def calibrate(seeds_per_check: int, parts: Sequence[str] | None = None,
     bad = [r for r in stated if not r.ok]
     stamp = (f"`kernel-verify calibrate --seeds {n} --part {' '.join(parts)}` at commit "
              f"{code_state()}: {seconds:.0f} s in {jobs} processes, entropy {entropy} (seed of a "
-             "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`).")
+             "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`)."
+             f"\n\n{fingerprint}")
     gaps = run.not_run_here({u.part for u in todo})
     sections = {}
     for part in dict.fromkeys(u.part for u in todo):

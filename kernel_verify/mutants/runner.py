@@ -113,7 +113,8 @@ def credit_table(mutants: list[Mutant],
 
 
 def _markdown(mutants: list[Mutant], runs: dict[str, SuiteRun], seconds: float,
-              controls: list[Mutant] | None = None, commit: str = "unknown") -> str:
+              controls: list[Mutant] | None = None, commit: str = "unknown",
+              fingerprint: str = "") -> str:
     killed_any = [m for m in mutants if killed(runs[m.name])]
     as_meant = [m for m in mutants if _intended(m, runs[m.name])]
     families = _families(runs)
@@ -131,6 +132,7 @@ def _markdown(mutants: list[Mutant], runs: dict[str, SuiteRun], seconds: float,
         "",
         f"Source: commit `{commit}` (the checkout the command ran from).",
         "",
+        *([fingerprint, ""] if fingerprint else []),
         "| mutant | family | " + " | ".join(families) + " | verdict | intended | killed by |",
         "|---|---|" + "---|" * len(families) + "---|---|---|",
     ]
@@ -231,6 +233,10 @@ def run_mutants(only: Sequence[str] | None = None, *, jobs: int = 2, json_out: s
 
     controls = [] if only else list(CONTROLS)
     commit = code_state()  # stamped on the report: the code the matrix came from
+    from kernel_verify.fingerprints import json_field, markdown_line
+
+    # the sources' fingerprint as the run starts (kernel_verify.fingerprints.REPORTS)
+    stamp_md, stamp_json = markdown_line("reports/mutants.md"), json_field("reports/mutants.json")
     jobs = max(1, int(jobs or 1))
     start = time.monotonic()
     runs: dict[str, SuiteRun] = {}
@@ -257,8 +263,8 @@ def run_mutants(only: Sequence[str] | None = None, *, jobs: int = 2, json_out: s
     crashed = [m.name for m in mutants if runs[m.name].crashed]
     for name in crashed:
         print(f"\n{name}: the suite did not run:\n{runs[name].output_tail}", file=sys.stderr)
-    payload = _payload(mutants, controls, runs, commit, seconds)
-    markdown = _markdown(mutants, runs, seconds, controls, commit)
+    payload = {**_payload(mutants, controls, runs, commit, seconds), **stamp_json}
+    markdown = _markdown(mutants, runs, seconds, controls, commit, stamp_md)
     bb_lines: list[str] = []
     if blackbox:
         from kernel_verify.mutants.blackbox_runner import run_blackbox

@@ -243,3 +243,124 @@ def gradient_bias_figure(name: str, gb: dict, path: Path) -> str:
     _save(fig, path)
     return ("Bias of the gradient estimator per component (relative to the largest component "
             "of the exact gradient): an unbiased estimator's intervals straddle 0.")
+
+
+#: The floor drawn for an error of exactly 0 on a log axis (a float64 result equal to the truth).
+ZERO_FLOOR = 1e-20
+
+
+def system_error_figure(name: str, rows: list[dict], path: Path, what: str = "bound") -> str:
+    """Per backend × dtype (x) and form (colour): the largest |computed − exact| (filled) and the
+    derived ``what`` at that entry (hollow), joined by a line, log y; an error of 0 sits at
+    :data:`ZERO_FLOOR`."""
+    rows = [r for r in rows if r.get("max_error") is not None]
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    forms = list(dict.fromkeys(r["form"] for r in rows))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.3 * len(backends) + 2.5), 4.0))
+    width = 0.7 / max(len(forms), 1)
+    for j, form in enumerate(forms):
+        pts = [(backends.index(r["backend"]), r) for r in rows if r["form"] == form]
+        if not pts:
+            continue
+        xs = np.array([i for i, _ in pts], float) - 0.35 + width * (j + 0.5)
+        err = np.array([max(r["max_error"], ZERO_FLOOR) for _, r in pts])
+        bnd = np.array([max(r["bound_at_max"] or ZERO_FLOOR, ZERO_FLOOR) for _, r in pts])
+        ax.vlines(xs, np.minimum(err, bnd), np.maximum(err, bnd), color=f"C{j}", lw=0.8)
+        ax.plot(xs, err, "o", color=f"C{j}", label=f"{form}: max |computed − exact|")
+        ax.plot(xs, bnd, "_", color=f"C{j}", ms=12, mew=2)
+        over = err > bnd
+        if over.any():
+            ax.plot(xs[over], err[over], "x", color="red", ms=10)
+    ax.plot([], [], "_", color="grey", ms=12, mew=2, label=f"derived {what} (at that entry)")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(backends)))
+    ax.set_xticklabels(backends, rotation=20, fontsize=8)
+    ax.set_ylabel(f"max |computed − exact| and its {what}")
+    ax.set_title(f"{name}: error against the derived {what} per backend × dtype and form",
+                 fontsize=10)
+    ax.legend(fontsize=6, loc="best")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    _save(fig, path)
+    return (f"Each dot (the largest error over the draws) lies below its {what} (the dash of the "
+            f"same colour) where the form passes; a red × marks one above. Errors of exactly 0 "
+            f"are drawn at {ZERO_FLOOR:g}.")
+
+
+def mutant_heatmap(mutants: list[str], families: list[str], matrix: np.ndarray, groups: list[str],
+                   path: Path) -> str:
+    """Mutants (rows, grouped by their family) × property families (columns): 0 not run, 1 ran
+    and passed, 2 killed by the family, 3 killed by an intended killer of the family."""
+    from matplotlib.colors import ListedColormap
+
+    cmap = ListedColormap(["#ffffff", "#d9d9d9", "#f4a582", "#b2182b"])
+    h = max(3.0, 0.11 * len(mutants) + 1.6)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.38 * len(families) + 3.2), h))
+    ax.imshow(matrix, aspect="auto", cmap=cmap, vmin=-0.5, vmax=3.5, interpolation="nearest")
+    ax.set_xticks(range(len(families)))
+    ax.set_xticklabels(families, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(len(mutants)))
+    ax.set_yticklabels(mutants, fontsize=4 if len(mutants) > 60 else 7)
+    for i in range(1, len(groups)):
+        if groups[i] != groups[i - 1]:
+            ax.axhline(i - 0.5, color="black", lw=0.6)
+    for label, color in (("not run", "#ffffff"), ("ran, passed", "#d9d9d9"),
+                         ("killed", "#f4a582"), ("killed (intended killer)", "#b2182b")):
+        ax.plot([], [], "s", color=color, mec="grey", label=label)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_xlabel("property family")
+    ax.set_title(f"mutant matrix: {len(mutants)} mutants × {len(families)} property families",
+                 fontsize=10)
+    _save(fig, path)
+    return ("Which property families kill which mutant (rows grouped by the mutant's family, "
+            "lines between groups): dark red where an intended killer failed, light red where "
+            "another property of the family failed, grey where the family ran and passed, white "
+            "where it did not run on that mutant.")
+
+
+def calibration_figure(points: list[dict], path: Path, conf: float) -> str:
+    """Observed false-alarm rate against the nominal level, one point per (row, level), with its
+    two-sided Clopper–Pearson interval (faint), and the rate pooled over the points of each
+    level with its interval (black); a rate of 0 is drawn at the floor with its upper bound."""
+    from kernel_verify.verify.stats import rejection_rate_interval
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    levels = np.array([p["level"] for p in points], float)
+    lo_level = float(levels.min()) if len(levels) else 1e-3
+    floor = lo_level / 30
+    rng = np.random.default_rng(0)  # a fixed horizontal jitter, so equal points stay readable
+    for above in (False, True):
+        sel = [p for p in points if (p["lo"] > p["level"]) == above]
+        if not sel:
+            continue
+        x = np.array([p["level"] for p in sel]) * np.exp(rng.uniform(-0.12, 0.12, len(sel)))
+        y = np.array([max(p["rate"], floor) for p in sel])
+        lo = np.array([max(p["lo"], floor) for p in sel])
+        hi = np.array([p["hi"] for p in sel])
+        color = "red" if above else "C0"
+        ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)], fmt="o", ms=3,
+                    color=color, alpha=0.25, elinewidth=0.5,
+                    label=("rate above its level (interval excludes it)" if above else
+                           f"observed rate, {conf:.0%} Clopper–Pearson interval"))
+    for i, level in enumerate(sorted(set(levels.tolist()))):
+        at = [p for p in points if p["level"] == level]
+        k, n = sum(p["rejections"] for p in at), sum(p["trials"] for p in at)
+        lo, hi = rejection_rate_interval(k, n, conf)
+        y = max(k / n, floor)
+        ax.errorbar([level], [y], yerr=[[max(y - max(lo, floor), 0)], [max(hi - y, 0)]], fmt="D",
+                    ms=6, color="black", capsize=4,
+                    label="pooled over the checks at that level" if i == 0 else None)
+    grid = np.geomspace(lo_level / 2, 0.5, 50)
+    ax.plot(grid, grid, "-", color="black", lw=1, label="rate = level")
+    ax.axhline(floor, color="grey", lw=0.6, ls=":", label="0 rejections (drawn here)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("nominal level (α, or the stated rate of a model assumption)")
+    ax.set_ylabel("observed false-alarm rate on correct code")
+    ax.set_title(f"calibration: {len(points)} (check, level) points", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    _save(fig, path)
+    return ("Each check on correct code: its observed false-alarm rate at each level it was run "
+            "at, with its interval (faint), and the rate pooled per level (black diamonds); a "
+            "calibrated check lies on or below the diagonal (a red point has an interval wholly "
+            "above its level).")

@@ -2,7 +2,11 @@
 
 Output (default ``build/report/full``, ``--quick``: ``build/report/quick``; both untracked):
 ``index.html``/``index.md`` (header, reading guide, one row per map), ``overview.{md,html}``,
-``maps/<map>.{md,html}``, ``figures/*.png`` and ``report.json``. The report is assembled in a
+``maps/<map>.{md,html}``, ``systems.{md,html}`` with ``systems/<system>.{md,html}`` (the gated,
+hybrid and model systems: :mod:`kernel_verify.report.system_pages`), ``mutants.{md,html}`` and
+``calibration.{md,html}`` (a heatmap and a rate-vs-level plot of the committed reports:
+:mod:`kernel_verify.report.summaries`), ``figures/*.png`` and ``report.json``. The report is
+assembled in a
 temporary sibling folder and moved into place at the end, so an interrupted run never leaves a
 half-written report; per-map numbers are cached (:mod:`kernel_verify.verify.cache`, keyed by map,
 config, depth settings and code version), so a re-run recomputes only what changed. The statistical
@@ -54,12 +58,22 @@ def _out_dir(out: str | None, quick: bool) -> Path:
     return DEFAULT_OUT / ("quick" if quick else "full")
 
 
+#: (start of a phase, phase) -> the measured seconds of each item of it not read from the cache
+_PACE: dict[tuple[float, str], list[float]] = {}
+
+
 def _progress(i: int, n: int, name: str, verdict: str, dt: float, cached: bool, t0: float,
               phase: str = "maps") -> None:
     """One progress line on stderr: the phase (``maps``: measurements; ``pages``: pages and
-    figures), how many of ``n`` are done, and the time left in this phase at the pace so far."""
-    done = time.perf_counter() - t0
-    eta = done / i * (n - i)
+    figures), how many of ``n`` are done, and the time left in this phase: the ``n − i`` items
+    left × the mean measured time of the items of this phase computed so far (a cached item
+    takes no time and says nothing of the pace; before any was computed, elapsed / i)."""
+    measured = _PACE.setdefault((t0, phase), [])
+    if not cached:
+        measured.append(dt)
+    per_item = (sum(measured) / len(measured) if measured
+                else (time.perf_counter() - t0) / i)
+    eta = per_item * (n - i)
     bar = "#" * (20 * i // n) + "." * (20 - 20 * i // n)
     print(f"{phase:<5} [{bar}] {i:>2}/{n} {name:<42} {verdict:<10} {dt:5.1f}s"
           f"{' (cached)' if cached else ''}  ETA {eta:4.0f}s", file=sys.stderr, flush=True)
@@ -150,7 +164,21 @@ def _run_report(*, quick: bool, out: str | None, maps: Sequence[str] | None,
             overview_ok = True
         from kernel_verify.report.systems import systems_page
 
-        write_page(systems_page(), tmp, "systems")  # reads declarations only: no measurement
+        systems_data: list[dict] = []
+        if not names and not no_plots:  # gated, hybrid and model systems: a page each
+            from kernel_verify.report import summaries
+            from kernel_verify.report.system_pages import write_system_pages
+
+            t1 = time.perf_counter()
+            systems_data = write_system_pages(tmp, tmp / "figures", progress=lambda n, v, dt: print(
+                f"system {n:<40} {v:<10} {dt:5.1f}s", file=sys.stderr, flush=True))
+            write_page(summaries.mutants_page(tmp / "figures", "figures"), tmp, "mutants")
+            write_page(summaries.calibration_page(tmp / "figures", "figures"), tmp,
+                       "calibration")
+            print(f"system pages, mutant heatmap and calibration plot done "
+                  f"({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
+        # the systems page reads the declarations, and links the pages written above
+        write_page(systems_page({d["name"]: d for d in systems_data}), tmp, "systems")
         duration = time.perf_counter() - t0
         header = {"command": command, "depth": s.depth, "settings": repr(s),
                   "versions": _versions(), "code_version": version,
@@ -158,9 +186,11 @@ def _run_report(*, quick: bool, out: str | None, maps: Sequence[str] | None,
                   f"{platform.processor() or platform.machine()}",
                   "duration_s": round(duration, 1), "alpha": budget.describe(),
                   "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-        index = _index(rows, header, s, overview_ok, with_pages=not no_plots)
+        index = _index(rows, header, s, overview_ok, with_pages=not no_plots,
+                       summaries_ok=bool(systems_data))
         write_page(index, tmp, "index")
-        write_atomic(tmp / "report.json", json.dumps({"header": header, "maps": data_all},
+        write_atomic(tmp / "report.json", json.dumps({"header": header, "maps": data_all,
+                                                      "systems": systems_data},
                                                      indent=1, default=float))
         _swap(tmp, out)
     except BaseException:
@@ -187,7 +217,9 @@ def _swap(tmp: Path, out: Path) -> None:
 
 GUIDE = [
     "**Verdict** — **FAIL**: a test rejected or accuracy exceeded its budget; **not tested**: "
-    "at least one claim got no statistical test (the page says which and why); **flagged**: "
+    "at least one claim got no statistical test, or a theory point is **not decidable** at the "
+    "report's draws (the page says which and why, and the draws a test would need); "
+    "**flagged**: "
     "every test passed but a theory point lies outside its band even after a second "
     "measurement (theory wrong, or unresolved); an estimator a second measurement rejects with "
     "a guaranteed test FAILs; pass: every claim was tested and held, nothing flagged.",
@@ -224,7 +256,8 @@ def _gradient_cell(d: dict) -> str:
     return (f"**FAIL** {worst:.3g}" if fail else f"pass {worst:.3g}") + bias
 
 
-def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool) -> Page:
+def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool,
+           summaries_ok: bool = False) -> Page:
     page = Page("kernel-verify variance report")
     page.table(["", ""], [[k, f"`{v}`" if k == "command" else str(v)] for k, v in header.items()])
     page.p(f"Seeds: per map crc32(name) + index (shown on each page); Monte Carlo references "
@@ -233,8 +266,13 @@ def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool)
     page.ul(GUIDE)
     if overview_ok:
         page.p("[Overview: softmax and Gaussian-kernel estimators compared](overview.md)")
-    page.p("[Attention, kernel approximations and random matrices: each claim and what tests "
-           "it](systems.md)")
+    page.p("[Attention, gated attention, hybrid attention, models, kernel approximations and "
+           "random matrices: each claim and what tests it](systems.md)"
+           + (" — the gated, hybrid and model systems with a page each (verdicts per backend × "
+              "dtype, error against the derived bound, a figure)" if summaries_ok else ""))
+    if summaries_ok:
+        page.p("[Mutants: the kill matrix as a heatmap](mutants.md) · [Calibration: observed "
+               "false-alarm rate against the nominal level](calibration.md)")
     page.h("Maps")
     table = []
     for entry, d in rows:
@@ -245,16 +283,21 @@ def _index(rows, header: dict, s: Settings, overview_ok: bool, with_pages: bool)
         meas = d.get("measurement")
         if meas:
             p = meas["points"][-1]
-            bias = f"{100 * (p['mean'] / meas['kernel'] - 1):+.2f} % (m={p['m']})"
-            if p["theory_mean"] is not None and abs(p["theory_mean"] / meas["kernel"] - 1) > 1e-9:
-                bias += f"; predicted {100 * (p['theory_mean'] / meas['kernel'] - 1):+.2f} %"
-            if p["theory_variance"]:
-                var = f"{p['variance'] / p['theory_variance']:.2f}"
+            k = meas["kernel"]
+            bias = (f"{100 * (p['mean'] / k - 1):+.2f} % [{100 * (p['mean_lo'] / k - 1):+.2f}, "
+                    f"{100 * (p['mean_hi'] / k - 1):+.2f}] (m={p['m']})")
+            if p["theory_mean"] is not None and abs(p["theory_mean"] / k - 1) > 1e-9:
+                bias += f"; predicted {100 * (p['theory_mean'] / k - 1):+.2f} %"
+            tv = p["theory_variance"]
+            if tv:
+                var = (f"{p['variance'] / tv:.2f} [{p['var_lo'] / tv:.2f}, "
+                       f"{p['var_hi'] / tv:.2f}]")
         kind = ("—" if not meas else "exact" if meas["theory"]["variance_kind"].startswith("exact")
                 else "reference" if meas["theory"]["variance_kind"].startswith("Monte") else "none")
         table.append([name, entry.kernel, ", ".join(sorted(entry.claims - {"psd_kernel"})),
                       bias, var, kind, _gradient_cell(d), verdict,
                       "; ".join(d["reasons"])[:160]])
-    page.table(["map", "kernel", "claims", "measured bias", "Var meas./theory", "theory",
+    page.table(["map", "kernel", "claims", "measured bias [CI]", "Var meas./theory [CI]",
+                "theory",
                 "gradients (worst error / bound)", "verdict", "why"], table)
     return page

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -105,6 +106,13 @@ def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
     grad_fail += [f"estimator wrong: {f}" for f in wrong]
     if grad_fail:
         return "FAIL", ([] if v != "FAIL" else reasons) + grad_fail
+    points = ((meas or {}).get("points", []) + (meas or {}).get("geometry", []))
+    open_ = [(f"m = {p['m']}" if "m" in p else f"{p['axis']} = {p['value']:.3g}")
+             + f" (needs about {undecidable(p)} draws)" for p in points
+             if undecidable(p) is not None]
+    if open_ and v == "pass":
+        return "not tested", ["theory variance not decidable at these draws at "
+                              + ", ".join(open_)]
     if not random and v == "pass":
         err = data.get("identity_error")
         if err is None:
@@ -116,6 +124,39 @@ def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
 
 def _pct(a: float) -> str:
     return f"{100 * a:+.3g} %"
+
+
+#: The draws a guaranteed band would need, as measure.resolve_flag states them.
+_NEEDED = re.compile(r"would need about (\S+) draws")
+
+
+def undecidable(p: dict) -> str | None:
+    """The draws a not-decidable theory point would need (``"3e+16"``), ``"?"`` where the text
+    gives none, None for a point that was decided."""
+    res = p.get("resolution") or ""
+    if p.get("flag") or "not decidable" not in res:
+        return None
+    m = _NEEDED.search(res)
+    return m.group(1) if m else "?"
+
+
+def band_cell(p: dict) -> str:
+    """The "theory in band?" cell of a theory point: flagged, not decidable, resolved, inside."""
+    if p.get("flag"):
+        return f"**flagged**: {p['flag']}"
+    need = undecidable(p)
+    if need is not None:
+        return f"**not decidable** (needs about {need} draws)"
+    return "resolved (below)" if p.get("resolution") else "inside band"
+
+
+def mse_interval(p: dict, k: float) -> tuple[float, float]:
+    """``(lo, hi)`` of MSE = (mean − k)² + Var over the mean's and the variance's intervals:
+    the squared bias is smallest at the point of ``[mean_lo − k, mean_hi − k]`` nearest 0 and
+    largest at its farthest end."""
+    a, b = p["mean_lo"] - k, p["mean_hi"] - k
+    b2_lo = 0.0 if a <= 0.0 <= b else min(a * a, b * b)
+    return b2_lo + p["var_lo"], max(a * a, b * b) + p["var_hi"]
 
 
 def family(name: str) -> str:
@@ -179,15 +220,23 @@ def _random_sections(page, entry, data, s, figdir, rel, stem) -> None:
     rows = []
     for p in meas["points"]:
         tv = p["theory_variance"]
+        mlo, mhi = mse_interval(p, k)
         rows.append([str(p["m"]), f"{p['variance']:.4g} [{p['var_lo']:.4g}, {p['var_hi']:.4g}]",
                      "—" if tv is None else f"{tv:.4g}",
-                     "—" if not tv else f"{p['variance'] / tv:.3f}",
-                     f"{p['mse']:.4g}",
+                     "—" if not tv else f"{p['variance'] / tv:.3f} [{p['var_lo'] / tv:.3f}, "
+                     f"{p['var_hi'] / tv:.3f}]",
+                     f"{p['mse']:.4g} [{mlo:.4g}, {mhi:.4g}]",
                      "—" if p["theory_mse"] is None else f"{p['theory_mse']:.4g}",
-                     f"**flagged**: {p['flag']}" if p["flag"] else
-                     "resolved (below)" if p.get("resolution") else "inside band"])
-    page.table(["m", "measured Var [CI]", "theory Var", "measured/theory", "measured MSE",
-                "theory MSE", "theory in band?"], rows)
+                     band_cell(p)])
+    page.table(["m", "measured Var [CI]", "theory Var", "measured/theory [CI]",
+                "measured MSE [CI]", "theory MSE", "theory in band?"], rows)
+    page.p(f"[CI]: the {s.conf:.1%} bootstrap interval of the variance (of the ratio: the same "
+           "interval divided by the theory); of the MSE = (mean − k)² + Var: the smallest and "
+           "largest value over the two intervals of the mean and of the variance (if each "
+           f"covers at its level, this one covers with probability at least "
+           f"{1 - 2 * (1 - s.conf):.1%}: union bound). **not decidable**: "
+           "the point got no test at these draws (the draws a test with guaranteed coverage "
+           "would need are stated); it is not counted as a pass.")
     _resolutions(page, meas["points"])
     cap = figures.variance_figure(meas, figdir / f"{stem}_variance.png", s.conf)
     page.img(f"{rel}/{stem}_variance.png", cap)
@@ -232,7 +281,13 @@ def _resolutions(page, points: list[dict]) -> None:
         page.p("Theory points decided by: " + "; ".join(bands) + " (a test with guaranteed "
                "coverage decides a point where its band is informative; the bootstrap band is "
                "otherwise a first, descriptive look).")
-    done = [p["resolution"] for p in points if p.get("resolution") and not p.get("flag")]
+    open_ = [p["resolution"] for p in points if undecidable(p) is not None]
+    if open_:
+        page.p("**not decidable** at these draws (no test decided these theory points; they are "
+               "not counted as passes):")
+        page.ul(open_)
+    done = [p["resolution"] for p in points if p.get("resolution") and not p.get("flag")
+            and undecidable(p) is None]
     if done:
         page.p("Flags resolved by a second measurement (fresh draws, "
                f"{measure_mod.SECOND_FACTOR}× as many):")
@@ -255,13 +310,15 @@ def _construction_section(page, entry, data, siblings, s, figdir, rel, stem) -> 
         k = meas["kernel"]
         p = meas["points"][-1]
         tm = p["theory_mse"]
+        mlo, mhi = mse_interval(p, k)
         rows.append([("**" if meas["name"] == entry.name else "") + meas["name"]
                      + ("**" if meas["name"] == entry.name else ""),
-                     str(p["m"]), f"{p['mse'] / k**2:.4g}",
+                     str(p["m"]), f"{p['mse'] / k**2:.4g} [{mlo / k**2:.4g}, {mhi / k**2:.4g}]",
                      "—" if tm is None else f"{tm / k**2:.4g}",
-                     _pct(p["mean"] / k - 1), d["verdict"]])
-    page.table(["construction", "m", "measured relative MSE", "theory relative MSE",
-                "measured bias", "verdict"], rows)
+                     f"{_pct(p['mean'] / k - 1)} [{_pct(p['mean_lo'] / k - 1)}, "
+                     f"{_pct(p['mean_hi'] / k - 1)}]", d["verdict"]])
+    page.table(["construction", "m", "measured relative MSE [CI]", "theory relative MSE",
+                "measured bias [CI]", "verdict"], rows)
     page.p(f"Same pair and draws as above ({s.draws} independent draws per m for each "
            "construction); relative MSE = (bias² + Var)/k².")
 

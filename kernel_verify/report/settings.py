@@ -15,9 +15,14 @@ from pathlib import Path
 #: report's own measuring modules included (they left ``verify/`` with the move to
 #: ``kernel_verify/report`` and had dropped out of the hash).
 _SOURCES = ("impls", "verify", "properties", "kernel_verify/report")
-#: Presentation-only modules (layout, figures): editing them re-renders without recomputing.
+#: Modules that decide no cached map number (layout, figures, and the system, mutant and
+#: calibration pages, computed afresh on every run): editing them re-renders without recomputing.
 _PRESENTATION = frozenset({"kernel_verify/report/figures.py", "kernel_verify/report/pages.py",
-                           "kernel_verify/report/main.py", "kernel_verify/report/overview.py"})
+                           "kernel_verify/report/main.py", "kernel_verify/report/overview.py",
+                           "kernel_verify/report/systems.py",
+                           "kernel_verify/report/system_pages.py",
+                           "kernel_verify/report/system_checks.py",
+                           "kernel_verify/report/summaries.py"})
 
 
 @dataclass(frozen=True)
