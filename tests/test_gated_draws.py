@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.builtin_delta import delta_target
-from kernel_verify.properties.test_gated_forms import (
+from kernel_verify.properties.checks.recurrent import (
     UNDERFLOW_LOG,
-    draw_shape,
     draw_token_inputs,
     underflow_run_length,
 )
+from kernel_verify.properties.test_gated_forms import draw_shape
 
 SQUARE = replace(delta_target("gated_delta"), name="square_only", dv_equals_d=True)
 FREE = delta_target("gated_delta")

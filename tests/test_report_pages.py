@@ -162,8 +162,6 @@ def test_gated_inputs_draw_a_strong_run_and_refuse_what_they_cannot_draw():
     assert np.all(g.g <= 0) and np.all(g.g >= float(target.min_log_gate))
     with pytest.raises(ValueError, match="regime"):
         sc.gated_inputs(target, b, shape, "near_one")
-    with pytest.raises(ValueError, match="gate_input"):
-        sc.gated_inputs(replace(target, gate_input="mamba"), b, shape, "mixed")
 
 
 @pytest.mark.parametrize("backend", ["numpy-float32", "torch:cpu-float16", "torch:cpu-float64"])

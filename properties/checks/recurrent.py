@@ -1,0 +1,315 @@
+"""The recurrent forms properties' library (``properties/test_gated_forms.py``, the report's
+system pages): drawing the gates and the transition's inputs of a regime, calling a target's
+forms, and the exact recurrence with its derived bound for the inputs as the target saw them
+(docs/math.md §16, §23). A library module — no Hypothesis strategy and no collection-time
+state — so that the application (``kernel_verify.report``) reuses it rather than a copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_verify.properties.checks.forms import Shape
+from kernel_verify.properties.strategies import QKV, generator
+from kernel_verify.properties.token_inputs import TokenInputs
+from kernel_verify.verify.backends import Backend
+from kernel_verify.verify.gate_input_bounds import (
+    gate_input_error,
+    gate_perturbation_bound,
+    gate_rounding_factor,
+)
+from kernel_verify.verify.gated_bounds import (
+    gated_forms_error_bound,
+    gated_state_error_bound,
+    smallest_normal,
+)
+from kernel_verify.verify.references.gate_inputs import log_gates_from_input
+from kernel_verify.verify.references.gated import gated_recurrence_mp
+from kernel_verify.verify.tolerance import FORMATS
+
+#: Gate regimes (the recurrent forms properties' docstring); the first is what the simplest
+#: example draws.
+REGIMES = ("mixed", "strong_runs", "near_zero", "near_one", "underflow_run")
+#: The cumulative log-gate an ``underflow_run`` passes: below float64's smallest subnormal
+#: (``e^(−745) → 0``), so a product of decays formed in linear space underflows even in float64.
+UNDERFLOW_LOG = 760.0
+#: The longest run of strongest decay drawn for it (a target meant for weak decays only, whose
+#: ``min_log_gate`` needs more tokens, draws ``strong_runs`` instead).
+UNDERFLOW_MAX_RUN = 40
+FULL = ("parallel", "stateful", "chunked")
+#: The full-sequence forms that take and return a state.
+STATEFUL = ("stateful", "chunked")
+
+
+def chunk_of(target, c: int) -> int:
+    sizes = target.chunk_sizes
+    return c if sizes is None else sizes[c % len(sizes)]
+
+
+def gate_shape(target, b: int, h: int, t: int, d: int) -> tuple[int, ...]:
+    return {"scalar_fixed": (h,), "scalar": (b, h, t), "key_dim": (b, h, t, d)}[target.gates]
+
+
+def draw_gates(target, shape: Shape, regime: str, t: int | None = None,
+               stream: str = "gates", b: int | None = None) -> np.ndarray:
+    """Log-gates ``≤ 0`` of the regime (module docstring), float64, in BHTD."""
+    n = shape.t if t is None else t
+    if target.fixed_log_gates is not None:  # the target's own decay (RetNet's γ_h)
+        return np.asarray(target.fixed_log_gates(shape.h), dtype=np.float64)
+    size = gate_shape(target, shape.b if b is None else b, shape.h, n, shape.d)
+    rng = generator(shape.seed, f"{stream}:{regime}")
+    lo = float(target.min_log_gate)
+    if regime == "near_one":
+        g = -rng.uniform(0.0, 1e-3, size)
+    elif regime == "near_zero":
+        g = rng.uniform(lo, lo / 2, size)
+    elif regime == "mixed":
+        g = np.maximum(-rng.exponential(1.0, size), lo)
+    else:  # strong_runs: a run of half the sequence at the strongest decay, the rest near 1;
+        # underflow_run: a run whose cumulative log-gate passes −UNDERFLOW_LOG
+        g = -rng.uniform(0.0, 1e-3, size)
+        if target.gates == "scalar_fixed":
+            g[rng.random(size) < 0.5] = lo
+        else:
+            run = max(n // 2, min(n, 3))  # ≥ 3 tokens: 3·(−30) overflows e^(−G) in float32
+            if regime == "underflow_run":
+                run = min(n, underflow_run_length(target) or n)
+            start = int(rng.integers(0, n - run + 1))
+            g[:, :, start:start + run, ...] = lo
+    return g
+
+
+def underflow_run_length(target) -> int | None:
+    """Tokens at ``min_log_gate`` whose log-gates sum below ``−UNDERFLOW_LOG``, or None when
+    that needs more than ``UNDERFLOW_MAX_RUN`` tokens (or the target's decay is its own)."""
+    if target.fixed_log_gates is not None or target.gates == "none":
+        return None
+    need = int(np.ceil(UNDERFLOW_LOG / abs(float(target.min_log_gate))))
+    return need if need <= UNDERFLOW_MAX_RUN else None
+
+
+def _unit_rows(rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
+    x = rng.standard_normal(size)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-300)
+
+
+def draw_betas(target, size: tuple[int, ...], beta_regime: str,
+               rng: np.random.Generator) -> np.ndarray:
+    """β of the regime (:data:`BETA_REGIMES`): uniform in ``[0, β_max]``, or each token at an
+    edge ``{0, 1}`` (and 2 with ``negative_eigenvalues``), ``β_max`` 2 with that claim, else 1;
+    returned as the logit when the target takes β through a sigmoid (edges then ±8)."""
+    top = 2.0 if target.has("negative_eigenvalues") else 1.0
+    if beta_regime == "edges":
+        beta = rng.choice(np.array([0.0, 1.0, top]), size)
+    else:
+        beta = rng.uniform(0.0, top, size)
+    if target.beta == "sigmoid":  # a logit in [−8, 8]: β in [3e-4, 1 − 3e-4]
+        p = np.clip(beta / top, 3.3e-4, 1 - 3.3e-4)
+        return np.log(p) - np.log1p(-p)
+    return beta
+
+
+def draw_gate_parameters(target, shape: Shape) -> dict[str, np.ndarray]:
+    """The per-head parameters of the target's gate parametrisation, float64: ``A_log`` in
+    ``[−1, 2.8]`` (Mamba2's ``A ∈ [1, 16]`` and below), ``dt_bias`` in ``[−7, 1]`` (``softplus``
+    of it from 1e-3 to 1.3), one per head, or per head and key dimension for key-dimension
+    gates. The same for every draw of one example (a probe, packed parts, padding)."""
+    names = target.gate_parameters()
+    if not names:
+        return {}
+    rng = generator(shape.seed, f"gate parameters:{target.gate_input}")
+    return {"A_log": rng.uniform(-1.0, 2.8, (shape.h,)),
+            "dt_bias": rng.uniform(-7.0, 1.0, (shape.h,) if target.gates == "scalar"
+                                   else (shape.h, shape.d))}
+
+
+def _per_head(x: np.ndarray, ndim: int) -> np.ndarray:
+    """``(H,)`` or ``(H, d)`` parameters broadcast against gates ``(B, H, T[, d])``."""
+    return x[None, :, None] if x.ndim == 1 and ndim == 3 else (
+        x[None, :, None, None] if x.ndim == 1 else x[None, :, None, :])
+
+
+def raw_gate_input(target, g: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
+    """The raw input ``a`` whose gates (the target's ``gate_input``) are ``g`` — up to clipping
+    where the parametrisation cannot reach ``g`` (``0`` and the bound itself)."""
+    kind = target.gate_input
+    if kind == "log":
+        return g
+    if kind == "mamba":
+        y = np.maximum(-g / np.exp(_per_head(params["A_log"], g.ndim)), 1e-30)
+        x = y + np.log(-np.expm1(-y))  # softplus⁻¹(y)
+        return x - _per_head(params["dt_bias"], g.ndim)
+    lower = float(target.gate_lower)
+    p = np.clip(g / lower, 1e-30, 1 - 1e-12)
+    logit = np.log(p) - np.log1p(-p)
+    if kind == "bounded":
+        return logit
+    return logit / np.exp(_per_head(params["A_log"], g.ndim)) - _per_head(params["dt_bias"],
+                                                                           g.ndim)
+
+
+def log_gates_of(target, g: TokenInputs, b: int, n: int) -> tuple[np.ndarray | None,
+                                                                    np.ndarray | None]:
+    """``(log-gates, their error bound)`` the target works with, float64: the given gates
+    (bound None), or those its ``gate_input`` computes from the raw input and parameters
+    (docs/math.md §23.1) with the derived bound of the target's dtype."""
+    gg = g.per_token_gates(b, n)
+    if gg is None or target.gate_input == "log":
+        return gg, None
+    kw = {n_: _per_head(a, gg.ndim) for n_, a in g.params.items()}
+    return log_gates_from_input(target.gate_input, gg, lower=target.gate_lower, **kw), kw
+
+
+def draw_token_inputs(target, shape: Shape, regime: str, t: int | None = None,
+                      stream: str = "gates", b: int | None = None) -> TokenInputs:
+    """The log-gates (:func:`draw_gates`) and the transition's inputs of the regime
+    (``"<gate regime>"`` or ``"<gate regime>, β <β regime>"``), float64, BHTD: β
+    (:func:`draw_betas`), comba's ``p`` (unit directions scaled by U[0, 1]), RWKV-7's
+    ``a = −κ̂``, ``b = κ̂ ⊙ c`` (``κ̂`` a unit direction, ``c ∈ [0, 1]^d``: RWKV-7's in-context
+    learning rate)."""
+    gate_regime, _, beta_regime = regime.partition(", β ")
+    g = None if target.gates == "none" else draw_gates(target, shape, gate_regime, t, stream, b)
+    names = target.token_inputs()
+    extra: dict[str, np.ndarray] = {}
+    if names:
+        n = shape.t if t is None else t
+        bb = shape.b if b is None else b
+        rng = generator(shape.seed, f"{stream}:{regime}:transition")
+        if "beta" in names:
+            extra["beta"] = draw_betas(target, (bb, shape.h, n), beta_regime or "uniform", rng)
+        vec = (bb, shape.h, n, shape.d)
+        if "p" in names:
+            extra["p"] = _unit_rows(rng, vec) * rng.uniform(0.0, 1.0, (*vec[:-1], 1))
+        if "a" in names:
+            kappa = _unit_rows(rng, vec)
+            extra["a"] = -kappa
+            extra["b"] = kappa * rng.uniform(0.0, 1.0, vec)
+    params = draw_gate_parameters(target, shape) if g is not None else {}
+    raw = g is not None and target.gate_input != "log"
+    if raw:
+        g = raw_gate_input(target, g, params)
+    return TokenInputs(g, target.gates == "scalar_fixed", extra, params, raw)
+
+
+def seen_gates(g: TokenInputs, backend: Backend) -> TokenInputs:
+    """The gates (log-gates kept ≤ 0; a raw gate input as it is), the transition's inputs and
+    the gate parameters rounded to the backend's dtype."""
+    out = g.map(backend.seen, fixed_too=True)
+    if out.g is None or out.raw:
+        return out
+    return TokenInputs(np.minimum(out.g, 0.0), out.fixed, out.extra)
+
+
+def seen_inputs(x: QKV, backend: Backend) -> QKV:
+    return QKV(backend.seen(x.q), backend.seen(x.k), backend.seen(x.v), x.scale)
+
+
+# ------------------------------------------------------------------ calling the forms
+def run(target, backend, x: QKV, g: TokenInputs, *, form: str, seed: int, chunk: int = 1,
+        state=None):
+    """``(out float64 (B, H, T, d_v), state)`` of one full-sequence form."""
+    t = target.to_layout
+    q, k, v = (t(backend.from_numpy(a)) for a in (x.q, x.k, x.v))
+    gg, kw = g.arguments(target, backend.from_numpy)
+    if form == "chunked":
+        out, s = target.chunked(q, k, v, gg, chunk_size=chunk_of(target, chunk),
+                                initial_state=state, seed=seed, **kw)
+    else:
+        out, s = getattr(target, form)(q, k, v, gg, initial_state=state, seed=seed, **kw)
+    out = backend.to_numpy(t(out))
+    want = (*x.q.shape[:-1], x.v.shape[-1])
+    assert out.shape == want, f"{target.name} {form}: output shape {out.shape}, expected {want}"
+    return out, s
+
+
+def run_steps(target, backend, x: QKV, g: TokenInputs, *, seed: int, state=None):
+    outs = []
+    for i in range(x.q.shape[-2]):
+        q, k, v = (backend.from_numpy(np.ascontiguousarray(a[..., i, :])) for a in (x.q, x.k, x.v))
+        gi, kw = g.at(i).arguments(target, backend.from_numpy, step=True)
+        state, o = target.step(state, q, k, v, gi, seed=seed, **kw)
+        outs.append(backend.to_numpy(o))
+    return np.stack(outs, axis=-2), state
+
+
+def full_form(target) -> str:
+    return next(f for f in ("stateful", "chunked", "parallel") if getattr(target, f) is not None)
+
+
+def run_any(target, backend, x, g, *, seed, chunk=1, state=None):
+    """The first full-sequence form with a state the target offers (else the steps)."""
+    if any(getattr(target, f) is not None for f in STATEFUL):
+        return run(target, backend, x, g, form=full_form(target), seed=seed, chunk=chunk,
+                   state=state)
+    return run_steps(target, backend, x, g, seed=seed, state=state)
+
+
+# ------------------------------------------------------------------ the truth and its bound
+def _chunk_sizes_run(target, n: int) -> tuple[int, ...]:
+    """The chunk sizes a form of ``target`` may run a sequence of ``n`` tokens at: its own
+    declared sizes, else every size (1 is the token recurrence, ``n`` one chunk)."""
+    sizes = target.chunk_sizes or tuple(range(1, n + 1))
+    return tuple(sorted({min(max(c, 1), max(n, 1)) for c in sizes} | {1}))
+
+
+def exact(target, backend, x: QKV, g: TokenInputs):
+    """``(outputs, (S, z), bound, (S bound, z bound))``: the exact recurrence of the target's
+    transition and features on ``x`` and ``g`` (already as the target saw them) and the derived
+    bound of a computed output (docs/math.md §16, §23) in the backend's dtype (``z`` and its
+    bound None for a transition other than ``decay``)."""
+    b, _, n, _ = x.q.shape
+    fq = np.asarray(target.features(x.q, "q"), dtype=np.float64)
+    fk = np.asarray(target.features(x.k, "k"), dtype=np.float64)
+    gg, gate_params = log_gates_of(target, g, b, n)
+    if gg is not None and gg.ndim == 4 and gg.shape[-1] != fk.shape[-1]:
+        raise AssertionError(f"{target.name}: key-dimension gates of width {gg.shape[-1]} for "
+                             f"{fk.shape[-1]} features")
+    budget = backend.budget
+    u = budget.u_compute
+    tiny = smallest_normal(budget.compute_dtype)
+    if target.transition == "decay":
+        normalise = target.has("normalised")
+        ref, state = gated_recurrence_mp(fq, fk, x.v, gg, normalise=normalise)
+        kw = {"u": u, "exp_ulps": budget.ulps["exp"], "tiny": tiny,
+              "extra": 2 * target.feature_ulps}
+        bound = gated_forms_error_bound(fq, fk, x.v, gg, normalise=normalise, **kw)
+        s_b = gated_state_error_bound(fk, x.v, gg, **kw)
+    else:
+        from kernel_verify.verify.recurrence_bounds import recurrence_error_bound
+        from kernel_verify.verify.references.recurrence import recurrence_mp
+
+        inputs = {"g": gg, "beta": g.beta_values(target.beta == "sigmoid"),
+                  **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
+        inputs = {n_: a for n_, a in inputs.items() if a is not None}
+        ref, s_ref = recurrence_mp(fq, fk, x.v, transition=target.transition, **inputs)
+        state = (s_ref, None)
+        bound, sb = recurrence_error_bound(
+            fq, fk, x.v, transition=target.transition, **inputs, u=u,
+            exp_ulps=budget.ulps["exp"], tiny=tiny, chunk_sizes=_chunk_sizes_run(target, n),
+            extra_ulps=2 * target.feature_ulps + (4 if target.beta == "sigmoid" else 0))
+        s_b = (sb, None)
+    if gate_params is not None:  # the target computes its gates: their error, carried
+        bound, s_b = _charge_gate_input(target, g.per_token_gates(b, n), gg, gate_params,
+                                        (fq, fk, x.v), g, bound, s_b, u=u, tiny=tiny,
+                                        exp_ulps=budget.ulps["exp"])
+    if budget.output_round:  # the cast back to the half type
+        fmt = FORMATS[backend.dtype]
+        bound = bound + fmt.u * (np.abs(ref) + bound) + fmt.tiny
+    return ref, state, bound, s_b
+
+
+def _charge_gate_input(target, raw, gg, params, fqkv, g: TokenInputs, bound, s_b, *, u, tiny,
+                       exp_ulps):
+    """The output and state bounds with the error of the target's own evaluation of its gate
+    parametrisation added (:mod:`kernel_verify.verify.gate_input_bounds`, docs/math.md
+    §23.1): the gates' error carried through the recurrence, and the rounding bound scaled by
+    the factor the perturbed gates allow."""
+    delta = gate_input_error(target.gate_input, raw, u=u, exp_ulps=exp_ulps, tiny=tiny,
+                             lower=target.gate_lower, **params)
+    trans = {"beta": g.beta_values(target.beta == "sigmoid"),
+             **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
+    trans = {n_: a for n_, a in trans.items() if a is not None}
+    moved, moved_s = gate_perturbation_bound(*fqkv, transition=target.transition, g=gg,
+                                             delta=delta, **trans)
+    factor = gate_rounding_factor(delta, key_dim=gg.ndim == 4)
+    return bound * factor + moved, (s_b[0] * factor + moved_s, s_b[1])
