@@ -152,3 +152,128 @@ def test_every_delta_target_meets_the_exact_recurrence_on_a_short_call(tmp_path)
                           text=True, env=env, timeout=300, check=False)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), (
         proc.stdout[-2000:] + proc.stderr[-4000:])
+
+
+def _run_script(tmp_path, name: str, text: str, *args: str, timeout: int = 300):
+    """``text`` as a file (the interpreter reads a kernel's source) run in a fresh process with
+    ``TRITON_INTERPRET`` unset (the adapter sets it); returns the completed process."""
+    env = {k: v for k, v in os.environ.items() if k != ti.ENV}
+    script = tmp_path / name
+    script.write_text(text)
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, check=False)
+
+
+def test_gradient_kernels_are_the_ones_with_a_backward(monkeypatch):
+    """Every kernel the backward check runs is declared differentiable, every other kernel
+    says why it has no gradient here."""
+    fd = _module(monkeypatch)
+    by_name = {t.name: t for t in fd.delta_targets()}
+    for kernel in fd.DELTA_KERNELS:
+        differentiable = by_name[f"fla.{kernel}"].has("differentiable")
+        assert differentiable == (kernel in fd.GRADIENT_KERNELS), kernel
+        assert (kernel in fd.GRADIENT_KERNELS) != (kernel in fd.NO_BACKWARD), kernel
+
+
+#: T of the backward check: crosses every block the kernels use along time (16, 32, 64).
+GRAD_T = 65
+
+GRAD_SCRIPT = textwrap.dedent("""
+    import sys
+    from kernel_verify.adapters import fla_delta as fd
+    t = int(sys.argv[1])
+    bad = []
+    for kernel, chunks in fd.GRADIENT_KERNELS.items():
+        for chunk in chunks:
+            rows, gamma = fd.gradient_check(kernel, t=t, chunk=chunk)
+            names = {r.name for r in rows}
+            gated = fd.DELTA_KERNELS[kernel][3] != "none"
+            need = {"o", "S_T", "q", "k", "v", "h0"} | ({"g"} if gated else set())
+            assert need <= names, (kernel, names)
+            for r in rows:
+                assert r.scale > 0, (kernel, r)  # the reference gradient is not zero
+                print(kernel, chunk, r.name, f"{r.error:.2e}", f"{r.tol:.2e}", r.ok)
+                if not r.ok:
+                    bad.append((kernel, chunk, r))
+    assert not bad, bad
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+def test_backward_of_the_delta_kernels_meets_float64_autograd(tmp_path):
+    """fla's backward (chunk Gated DeltaNet at C = 16 and 64, chunk KDA at 32, chunk Comba,
+    chunk RWKV-7, fused recurrent DeltaNet) at T = 65 with an initial state and a cotangent on
+    the final state: the gradients w.r.t. q, k, v, the log-gates, β / p / a / b and the initial
+    state (and the forward's output and final state) against float64 autograd through the
+    suite's torch recurrence, within the normwise tolerance of
+    :func:`kernel_verify.adapters.fla_delta.gradient_check`. (The gated suite's
+    gradient properties run in torch float64 only, or for the decay transition only, so they
+    do not reach these float32 kernels: this test is their gradient check.)"""
+    proc = _run_script(tmp_path, "fla_delta_grad.py", GRAD_SCRIPT, str(GRAD_T))
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), (
+        proc.stdout[-3000:] + proc.stderr[-4000:])
+
+
+PLANTED_SCRIPT = textwrap.dedent("""
+    import dataclasses, torch, kernel_verify
+    from kernel_verify.adapters import fla_delta as fd
+    K = "chunk_gated_delta_rule"
+    base = fd._kernel_call(K)
+
+    class ScaleGrad(torch.autograd.Function):
+        # identity forward, backward multiplied by c
+        @staticmethod
+        def forward(ctx, x, c):
+            ctx.c = c
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * ctx.c, None
+
+    def scaled(*args):  # (a) the kernel with its whole backward scaled by 1.03
+        o, s = base(*args)
+        return ScaleGrad.apply(o, 1.03), ScaleGrad.apply(s, 1.03)
+
+    def ignore_state(q, k, v, g, kw, s0, cu, chunk):  # (b) the initial state ignored
+        return base(q, k, v, g, kw, None, cu, chunk)
+
+    for chunk in (16, 64):
+        ok = [r.ok for r in fd.gradient_check(K, t=65, chunk=chunk)[0]]
+        assert all(ok), ("control", chunk, ok)
+        rows = fd.gradient_check(K, t=65, chunk=chunk, call=scaled)[0]
+        killed = [r.name for r in rows if not r.ok]
+        print("scaled backward, C =", chunk, "killed on", killed)
+        # every gradient, not the forward rows (the forward is unchanged)
+        assert set(killed) == {r.name for r in rows} - {"o", "S_T"}, killed
+    # the forward of (a) is the kernel's own: the forward properties cannot see it
+    x = fd.gradient_inputs(K, t=9)
+    args = (x["q"], x["k"], x["v"], x["g"], {"beta": x["beta"]}, x["h0"], None, 16)
+    assert torch.equal(base(*args)[0], scaled(*args)[0])
+
+    ctl = dataclasses.replace(fd._kernel_target(K), chunk_sizes=(16,))
+    mut = dataclasses.replace(
+        fd._kernel_target(K, ignore_state, "fla.chunk_gated_delta_rule@initial_state_ignored"),
+        chunk_sizes=(16,))
+    res = kernel_verify.check([ctl, mut], profile="ci", keyword="test_gated_split_invariance",
+                              jobs=1, progress=False)
+    got = {v.target: v.outcome for v in res.verdicts}
+    print(got)
+    assert got == {ctl.name: "pass", mut.name: "fail"}, got
+    print("ok")
+""")
+
+
+@pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+def test_planted_defects_in_the_chunk_gated_delta_kernel_are_killed(tmp_path):
+    """Two defects planted in fla's ``chunk_gated_delta_rule`` (the kernel itself, wrapped):
+    (a) its backward scaled by 1.03 (forward unchanged, bitwise) is killed by the backward
+    check on every input at C = 16 and 64 (3 % of the largest gradient against a tolerance of
+    ~4e-4 of it), the unwrapped kernel passing; (b) its initial state ignored is killed by
+    ``test_gated_split_invariance`` (the second half continued from the first half's state),
+    run by ``kernel_verify.check`` in the ci profile, the unwrapped kernel passing. Both at the
+    kernel's smallest block (C = 16, so the suite's layouts cross it at T = 15, 17, 33)."""
+    proc = _run_script(tmp_path, "fla_delta_planted.py", PLANTED_SCRIPT, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), (
+        proc.stdout[-3000:] + proc.stderr[-4000:])

@@ -25,6 +25,10 @@ here without changing what a kernel computes:
    type through integer arithmetic. Host code of the same module that calls ``range`` still
    gets ints (a subclass), equal in value and in every integer operation.
 
+A third, for the kernels that use it (:func:`patch_gather`): fla binds ``gather = tl.gather``
+at import, a builtin the interpreter's launch-time patching does not reach; the modules'
+``gather`` is rebound to a function that looks ``tl.gather`` up when the kernel runs.
+
 One change of speed only (:func:`patch_nested_lang`): the interpreter re-patches
 ``triton.language`` on *every* call of a ``@triton.jit`` helper inside a kernel (once per program
 per call, never restored: the patches wrap the already patched functions), which took ~40 % of
@@ -73,6 +77,17 @@ WORKAROUNDS = (
     "inside a kernel; while a launch's patch is active and covers the helper's language "
     "modules, the helper is called without re-patching (the same patched functions run).",
 )
+
+
+#: The fourth workaround, applied by the adapters whose kernels need it
+#: (:func:`patch_gather`; fla's RWKV-7 chunk kernels).
+GATHER_WORKAROUND = (
+    "`tl.gather` bound at import: fla binds `gather = tl.gather` in its kernel modules "
+    "(`fla.ops.utils.op` and the DPLR chunk modules that import it), which the interpreter's "
+    "launch-time patching of `triton.language` does not reach (`InterpreterError: "
+    "ValueError('Did you forget to add @triton.jit ? ...')`). The modules' `gather` is "
+    "rebound to a function that calls `tl.gather` when the kernel runs, so the interpreter's "
+    "own gather executes; the kernel's arithmetic is unchanged.")
 
 
 class TritonAlreadyImported(RuntimeError):
@@ -217,6 +232,32 @@ def patch_kernel_modules(prefix: str) -> list[str]:
             continue
         if any(isinstance(v, KernelInterface) for v in list(vars(mod).values())):
             patch_range(mod)
+            done.append(name)
+    return sorted(done)
+
+
+def _gather(src: Any, index: Any, axis: int, **kwargs: Any) -> Any:
+    """``tl.gather(src, index, axis)`` looked up when the kernel runs (the interpreter's patched
+    builtin during a launch)."""
+    import triton.language as tl
+
+    return tl.gather(src, index, axis)
+
+
+def patch_gather(prefix: str) -> list[str]:
+    """Rebind the module-level name ``gather`` of every imported module named ``prefix…`` whose
+    ``gather`` is ``triton.language.gather`` itself (bound at import, outside the
+    interpreter's patching) to :func:`_gather`; returns their names. Interpreter only;
+    idempotent. Call after importing the kernels' modules."""
+    if not interpreting():
+        raise RuntimeError(f"patch_gather is for Triton's interpreter ({ENV}=1) only")
+    import triton.language as tl
+
+    done = []
+    for name, mod in list(sys.modules.items()):
+        if name.startswith(prefix) and mod is not None \
+                and vars(mod).get("gather") is tl.gather:
+            mod.__dict__["gather"] = _gather
             done.append(name)
     return sorted(done)
 

@@ -381,7 +381,11 @@ _RIGHT = (
     "d = 4 with each kernel's second route in fla (chunk against fused recurrent, parallel "
     "against chunk). The chunk kernels' error grows with the in-chunk cumulative "
     "log-gate they sum in float32 (1.2e-4 at a run of g = −30 against 4e-7 for the "
-    "fused recurrent kernel): within the derived bound, which charges it.")
+    "fused recurrent kernel): within the derived bound, which charges it. "
+    "**Delta-rule kernels** (Gated DeltaNet, KDA, Comba, RWKV-7, DeltaNet) and fla's own "
+    "references of them have their own page and time budget: "
+    "`kernel-verify check kernel_verify.adapters.fla_delta:targets` "
+    "(reports/conformance/fla_delta.md).")
 _FINDINGS = (
     Finding(
         "parallel_rebased: the 1e-5 added to the normaliser shrinks outputs towards 0",

@@ -29,18 +29,28 @@ checked by :func:`kernel_verify.adapters.fla_gated.check_varlen` since fla reads
 * ``chunk_comba``, ``fused_recurrent_comba`` (``comba``, ``A = e^g I − βkpᵀ``, ``w = βk``):
   fla's in-kernel L2 norm would normalise ``p`` too, so the adapter normalises q and k itself
   (torch float32, ``x/√(Σx² + 10⁻⁶)``, the same convention) and passes ``p`` as given;
-* ``fused_recurrent_rwkv7(r, w, k, v, a, b)`` (``rwkv7``): fla's generalized delta rule
+* ``fused_recurrent_rwkv7(r, w, k, v, a, b)`` and ``chunk_rwkv7`` (same signature; fla's block
+  of 16 tokens without ``lower_bound``; it runs once ``tl.gather`` is rebound,
+  :func:`~kernel_verify.adapters._triton_interpreter.patch_gather`) (``rwkv7``): fla's
+  generalized delta rule
   ``S ← Diag(e^w) S + b (aᵀS) + k vᵀ`` with ``w`` the log-decay (``exp(w)``, not
   ``exp(−exp(w))``), i.e. ``A = Diag(e^w) + b aᵀ`` with the suite's ``a``, ``b`` as they are;
   called with ``scale=1.0`` (RWKV-7's receptance unscaled; fla's default would be
   ``K^(−1/2)``): identity features.
 
 The chunked kernels' block along time: ``chunk_gated_delta_rule`` takes ``chunk_size`` 16, 32
-or 64 and ``chunk_kda`` 32 or 64 (a ``chunked`` form at those sizes); ``chunk_comba`` fixes 64
-(``stateful``). The suite's layouts then cross the 64-token block (T = 63, 65, 129).
+or 64 (a ``chunked`` form at those sizes); ``chunk_kda`` runs at its default 64 (``stateful``;
+its 32 is run by :func:`gradient_check`, forward and backward, to keep the page within its
+time budget), ``chunk_comba`` fixes 64, ``chunk_rwkv7`` 16. The suite's layouts then cross
+the blocks (T = 63, 65, 129 for 64).
 ``differentiable`` is claimed where fla has a backward pass: the chunk kernels and
-``fused_recurrent_delta_rule`` (the other fused recurrent kernels raise NotImplementedError in
-backward: inference only). The transitions with β claim ``negative_eigenvalues`` (β ∈ [0, 2]:
+``fused_recurrent_delta_rule`` (the other fused recurrent kernels are inference only:
+:data:`NO_BACKWARD`). The suite's gradient properties of these transitions run in torch
+float64, which fla's kernels do not declare, so the backward is checked by
+:func:`gradient_check` (fla's gradients w.r.t. every input and the initial state against
+float64 autograd through the suite's torch recurrence, within a stated normwise tolerance;
+``tests/test_adapter_fla_delta.py`` and the measurement ``fla_delta_backward``).
+The transitions with β claim ``negative_eigenvalues`` (β ∈ [0, 2]:
 fla's ``allow_neg_eigval`` feeds ``2σ(·)`` to the same kernels).
 
 **fla's references** (``NAIVE``; plain torch, no Triton launch, but importing them imports the
@@ -64,6 +74,11 @@ replaced by ``e^g p``. Its target declares the properties that compare it with t
 
 Not targets (:data:`NOT_RUNNABLE`, :data:`NOT_EXPRESSIBLE`): kernels the interpreter does not
 run here, with the error, and references the transition table cannot express.
+
+**Conformance page** (``LIBRARY``, key ``fla_delta``: ``kernel-verify conformance fla_delta``,
+``reports/conformance/fla_delta.md``; its own budget, apart from ``kernel_verify.adapters.fla``):
+``targets`` is :func:`delta_targets`; the measurements ``python -m
+kernel_verify.adapters.fla_delta fla_comba_naive | fla_delta_backward [--quick]``.
 """
 
 from __future__ import annotations
@@ -79,10 +94,12 @@ import numpy as np
 from kernel_verify.adapters import _triton_interpreter as interp
 from kernel_verify.adapters._lazy import need
 from kernel_verify.adapters.fla_gated import check_varlen
+from kernel_verify.adapters.library import Finding, Library, Scope
 from kernel_verify.properties.gated_protocol import GatedAttentionTarget, l2_features
 
-__all__ = ["CALL_SECONDS", "COMBA_NAIVE", "DELTA_KERNELS", "NAIVE", "NOT_EXPRESSIBLE",
-           "NOT_RUNNABLE", "delta_ops", "delta_targets"]
+__all__ = ["CALL_SECONDS", "COMBA_NAIVE", "DELTA_KERNELS", "GRADIENT_KERNELS", "LIBRARY",
+           "NAIVE", "NOT_EXPRESSIBLE", "NOT_RUNNABLE", "NO_BACKWARD", "delta_ops",
+           "delta_targets", "gradient_check", "targets"]
 
 if "triton" not in sys.modules:  # before anything imports triton (the check's subprocess)
     interp.enable()
@@ -109,6 +126,7 @@ DELTA_KERNELS: dict[str, tuple[str, str, str, str]] = {
     "chunk_comba": ("comba", "chunk_comba", "comba", "scalar"),
     "fused_recurrent_comba": ("comba", "fused_recurrent_comba", "comba", "scalar"),
     "fused_recurrent_rwkv7": ("rwkv7", "fused_recurrent_rwkv7", "rwkv7", "key_dim"),
+    "chunk_rwkv7": ("rwkv7", "chunk_rwkv7", "rwkv7", "key_dim"),
 }
 #: reference -> (fla.ops module, transition, gates, layout, full-sequence form)
 NAIVE: dict[str, tuple[str, str, str, str, str]] = {
@@ -129,12 +147,14 @@ NAIVE: dict[str, tuple[str, str, str, str, str]] = {
                        "chunked"),
 }
 #: The block sizes along time: a ``chunked`` form's accepted sizes (fla's checks:
-#: ``chunk_gated_delta_rule`` 16/32/64, ``chunk_kda`` 32/64), ``chunk_comba``'s fixed 64, the
+#: ``chunk_gated_delta_rule`` 16/32/64), ``chunk_kda``'s default 64 (it also takes 32, which
+#: :data:`GRADIENT_KERNELS` runs: a chunked form at both sizes cost 94 s of the page's 205 s of
+#: CPU, the budget is 3 min), ``chunk_comba``'s fixed 64, ``chunk_rwkv7``'s 16, the
 #: references' fixed blocks (``delta_rule_chunkwise``'s default 32, ``delta_rule_parallel``'s
 #: ``BN = 32``, ``BM = 128``); None: a token loop, or a reference taking any chunk size.
 CHUNK_SIZES: dict[str, tuple[int, ...] | None] = {
-    "chunk_gated_delta_rule": (64, 32, 16), "chunk_kda": (64, 32), "chunk_comba": (64,),
-    "delta_rule_chunkwise": (32,), "delta_rule_parallel": (32, 128)}
+    "chunk_gated_delta_rule": (64, 32, 16), "chunk_kda": (64,), "chunk_comba": (64,),
+    "delta_rule_chunkwise": (32,), "delta_rule_parallel": (32, 128), "chunk_rwkv7": (16,)}
 #: Seconds of one kernel call under the interpreter at T = 65, B = 2, H = 3, d = 4, d_v = 3
 #: (process CPU, measured on the 2-core machine with another job running): the ci profile then
 #: runs fewer examples of each property (at least 3). The references run in milliseconds.
@@ -142,10 +162,10 @@ CALL_SECONDS: dict[str, float] = {
     "fused_recurrent_delta_rule": 0.7, "chunk_gated_delta_rule": 1.2,
     "fused_recurrent_gated_delta_rule": 0.6, "fused_recurrent_gated_delta_rule+gk": 0.6,
     "chunk_kda": 6.0, "fused_recurrent_kda": 0.6, "chunk_comba": 0.8,
-    "fused_recurrent_comba": 0.5, "fused_recurrent_rwkv7": 0.6}
+    "fused_recurrent_comba": 0.5, "fused_recurrent_rwkv7": 0.6, "chunk_rwkv7": 1.0}
 #: Kernels with a backward pass (the other fused recurrent kernels raise NotImplementedError).
 _BACKWARD = frozenset({"fused_recurrent_delta_rule", "chunk_gated_delta_rule", "chunk_kda",
-                       "chunk_comba"})
+                       "chunk_comba", "chunk_rwkv7"})
 
 #: What the interpreter does not run here (fla-core 0.6.0, triton 3.9.0, float32, CPU).
 NOT_RUNNABLE: dict[str, str] = {
@@ -154,14 +174,6 @@ NOT_RUNNABLE: dict[str, str] = {
         "support float32. Please use bfloat16.` (fla.ops.delta_rule.chunk); in bfloat16 the "
         "interpreter's tl.dot is unusable (it multiplies raw bit patterns), so DeltaNet's chunk "
         "path needs a GPU; fused_recurrent_delta_rule is its target here"),
-    "chunk_rwkv7": (
-        "`InterpreterError: ValueError('Did you forget to add @triton.jit ? (`_semantic` "
-        "argument must be provided outside of JIT functions.)')` in "
-        "chunk_dplr_fwd_A_kernel_intra_sub_intra: fla binds `gather = tl.gather` at import "
-        "(fla.ops.utils.op, imported by the dplr chunk modules), which the interpreter's "
-        "launch-time patching of triton.language does not reach. Rebinding `gather` in those "
-        "modules to a @triton.jit helper that calls tl.gather at run time lets it run (measured: "
-        "within 6.5e-7 of the exact recurrence at T = 9) — not applied here"),
     "fused_chunk_delta_rule": (
         "`NotImplementedError: fused_chunk_delta_rule is deprecated. Please use "
         "chunk_delta_rule instead.`"),
@@ -180,9 +192,6 @@ COMBA_NAIVE = (
     "chunk_comba and naive_chunk_comba compute A = e^g I − βkpᵀ (the suite's comba): O(1) apart "
     "wherever g ≠ 0 (measured 0.14 at T = 9 with g ∈ [−1, 0]); it equals the suite's comba with "
     "p replaced by e^g·p")
-_COMBA_NAIVE_KNOWN = {"test_gated_forms_meet_the_exact_recurrence": COMBA_NAIVE,
-                      "test_gated_split_invariance": COMBA_NAIVE,
-                      "test_gated_prefill_then_decode": COMBA_NAIVE}
 
 
 @cache
@@ -198,6 +207,7 @@ def delta_ops() -> dict[str, Callable[..., Any]]:
     interp.patch_autotuner()
     interp.patch_nested_lang()
     interp.patch_kernel_modules("fla.")
+    interp.patch_gather("fla.")  # chunk_rwkv7's DPLR kernels (fla binds tl.gather at import)
     out = {k: getattr(mods[m], f) for k, (m, f, _, _) in DELTA_KERNELS.items()}
     out.update({k: getattr(mods[m], k) for k, (m, *_rest) in NAIVE.items()})
     return out
@@ -429,12 +439,15 @@ def _claims(transition: str, differentiable: bool) -> frozenset[str]:
     return frozenset(out)
 
 
-def _kernel_target(kernel: str) -> GatedAttentionTarget:
+def _kernel_target(kernel: str, call: Callable[..., Any] | None = None,
+                   name: str | None = None) -> GatedAttentionTarget:
+    """The target of ``kernel``; ``call`` (default :func:`_kernel_call`) and ``name`` replaced
+    for a planted defect (tests/test_adapter_fla_delta.py)."""
     _, _, transition, gates = DELTA_KERNELS[kernel]
     chunk_sizes = CHUNK_SIZES.get(kernel)
-    spec = _Spec(f"fla.{kernel}", transition, gates, "BTHD",
+    spec = _Spec(name or f"fla.{kernel}", transition, gates, "BTHD",
                  "chunked" if chunk_sizes is not None and len(chunk_sizes) > 1 else "stateful",
-                 _kernel_call(kernel), varlen=True)
+                 call or _kernel_call(kernel), varlen=True)
     rwkv = transition == "rwkv7"
     return GatedAttentionTarget(
         spec.name, gates=gates, transition=transition,
@@ -447,7 +460,7 @@ def _kernel_target(kernel: str) -> GatedAttentionTarget:
 
 def _naive_target(ref: str) -> GatedAttentionTarget:
     _, transition, gates, layout, full = NAIVE[ref]
-    known = _COMBA_NAIVE_KNOWN if ref == "naive_recurrent_comba" else {}
+    known = LIBRARY.known_failures() if ref == "naive_recurrent_comba" else {}
     spec = _Spec(f"fla.{ref}", transition, gates, layout, full, _naive_call(ref),
                  varlen=False, default_chunk=1 if full == "chunked" else None)
     rwkv = transition == "rwkv7"
@@ -464,3 +477,388 @@ def delta_targets() -> list[GatedAttentionTarget]:
     """One target per kernel of :data:`DELTA_KERNELS` and per reference of :data:`NAIVE`
     (``KV_TARGET=kernel_verify.adapters.fla_delta:delta_targets``)."""
     return [*(_kernel_target(k) for k in DELTA_KERNELS), *(_naive_target(r) for r in NAIVE)]
+
+
+# ------------------------------------------------------------------ backward
+#: Kernels whose backward :func:`gradient_check` runs (:data:`_BACKWARD`), with the chunk sizes
+#: it passes (None: the kernel's own block).
+GRADIENT_KERNELS: dict[str, tuple[int | None, ...]] = {
+    "chunk_gated_delta_rule": (16, 64), "chunk_kda": (32,), "chunk_comba": (None,),
+    "chunk_rwkv7": (None,), "fused_recurrent_delta_rule": (None,)}
+#: Why the other kernels have no gradient here (measured, fla-core 0.6.0).
+NO_BACKWARD: dict[str, str] = {
+    "fused_recurrent_gated_delta_rule": "backward raises `NotImplementedError: Backward pass is "
+    "not implemented yet ...` (inference only)",
+    "fused_recurrent_gated_delta_rule+gk": "as fused_recurrent_gated_delta_rule",
+    "fused_recurrent_comba": "backward raises NotImplementedError (inference only)",
+    "fused_recurrent_rwkv7": "backward raises `NotImplementedError: Backward pass for "
+    "fused_recurrent_dplr_delta_rule is not implemented ...` (inference only)",
+    "fused_recurrent_kda": "its output is detached from autograd (`element 0 of tensors does "
+    "not require grad`): inference only",
+}
+#: The constant of :func:`gradient_check`'s tolerance (its docstring).
+GRAD_PASSES = 16
+
+
+@dataclass(frozen=True)
+class GradientRow:
+    """One input's gradient: max |fla − reference|, the tolerance, max |reference|."""
+
+    name: str
+    error: float
+    tol: float
+    scale: float
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.error <= self.tol)
+
+
+def _growth(transition: str, fk, g, kw) -> float:
+    """``Γ = max_(s ≤ t) ‖A_t ⋯ A_s‖₂`` of the sequence's transitions (float64, every batch and
+    head; at least 1): how much a rounding error made at token s can grow by token t."""
+    import torch
+
+    from kernel_verify.impls.torch.recurrence import transition_terms
+
+    lam, x, y, _ = transition_terms(transition, fk, g=g, **kw)
+    eye = torch.eye(fk.shape[-1], dtype=torch.float64)
+    a = torch.diag_embed(torch.exp(lam)) + x[..., :, None] * y[..., None, :]  # (B, H, T, d, d)
+    top = 1.0
+    n = a.shape[-3]
+    for s in range(n):
+        prod = eye.expand(a[..., 0, :, :].shape)
+        for t in range(s, n):
+            prod = a[..., t, :, :] @ prod
+            top = max(top, float(torch.linalg.matrix_norm(prod, ord=2).max()))
+    return top
+
+
+def gradient_inputs(kernel: str, *, t: int, seed: int = 0, b: int = 1, h: int = 2, d: int = 4,
+                    dv: int = 3) -> dict[str, Any]:
+    """float32 inputs of one backward check (layout BTHD): q, k, v standard normal, log-gates in
+    ``[−1, 0]``, β in ``[0, 1]``, ``p`` a random direction of norm in ``[0, 1]``, RWKV-7's
+    ``a = −κ``, ``b = κ·U(0, 1)`` (κ a unit vector), an initial state, and the cotangents of the
+    output and of the final state."""
+    import torch
+
+    _, _, transition, gates = DELTA_KERNELS[kernel]
+    gen = torch.Generator().manual_seed(seed)
+
+    def rn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    def ru(*shape):
+        return torch.rand(*shape, generator=gen)
+
+    x: dict[str, Any] = {"q": rn(b, t, h, d), "k": rn(b, t, h, d), "v": rn(b, t, h, dv)}
+    if gates != "none":
+        x["g"] = -ru(*((b, t, h, d) if gates == "key_dim" else (b, t, h)))
+    if transition in ("delta", "gated_delta", "kda", "comba"):
+        x["beta"] = ru(b, t, h)
+    if transition == "comba":
+        x["p"] = _l2(rn(b, t, h, d)) * ru(b, t, h, 1)
+    if transition == "rwkv7":
+        kappa = _l2(rn(b, t, h, d))
+        x["a"], x["b"] = -kappa, kappa * ru(b, t, h, d)
+    x["h0"] = rn(b, h, d, dv)
+    x["do"], x["dh"] = rn(b, t, h, dv), rn(b, h, d, dv)
+    return x
+
+
+def gradient_check(kernel: str, *, t: int, chunk: int | None = None, seed: int = 0,
+                   call: Callable[..., Any] | None = None) -> tuple[list[GradientRow], float]:
+    """fla's autograd gradients of ``L = Σ dO⊙o + Σ dH⊙S_T`` w.r.t. q, k, v, the log-gates,
+    the transition's inputs (β, p, a, b) and the initial state, for one call of ``kernel``
+    (float32, inputs of :func:`gradient_inputs`, ``chunk`` passed as ``chunk_size``), against
+    float64 torch autograd through :func:`kernel_verify.impls.torch.recurrence.recurrent` on
+    the same float32 values, with the declared features (fla's L2 normalisation
+    ``x/√(Σx² + 10⁻⁶)`` and ``d^(−1/2)`` on q; identity for RWKV-7) applied in float64.
+    ``call``: the kernel call to judge (default :func:`_kernel_call`; a planted defect wraps it).
+
+    Tolerance of input X (normwise, first order): ``GRAD_PASSES · n · u · Γ² · max|∇_X L|``
+    with ``u = 2⁻²⁴``, ``n = T(d + d_v) + d`` the terms one state entry accumulates along the
+    sequence (plus the normalisation's d), ``Γ`` (:func:`_growth`) the largest norm of a
+    product of consecutive transitions — an error made at one token reaches a later one
+    through such a product, once in the forward state and once in the reverse-time state of
+    the backward (Γ²; 1 for a contraction: gated DeltaNet's and KDA's transitions with
+    β ∈ [0, 1] and unit keys) — and ``GRAD_PASSES = 16`` passes over each term (the forward,
+    its recomputation in the backward, the reverse recurrence, the gradient's own products,
+    the gates' exponentials and the normalisation's Jacobian, each a few roundings). The rows
+    ``o`` and ``S_T`` compare the forward (output, final state) by the same scheme. Returns
+    the rows and Γ."""
+    import torch
+
+    from kernel_verify.impls.torch.recurrence import recurrent
+
+    transition = DELTA_KERNELS[kernel][2]
+    x = gradient_inputs(kernel, t=t, seed=seed)
+    names = [n for n in ("q", "k", "v", "g", "beta", "p", "a", "b", "h0") if n in x]
+    leaves = {n: x[n].clone().requires_grad_(True) for n in names}
+    extra = {n: leaves[n] for n in ("beta", "p", "a", "b") if n in leaves}
+    fn = call or _kernel_call(kernel)
+    o, s = fn(leaves["q"], leaves["k"], leaves["v"], leaves.get("g"), extra, leaves["h0"],
+              None, chunk)
+    loss = (o * x["do"]).sum() + (s * x["dh"]).sum()
+    got = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
+
+    ref = {n: x[n].double().requires_grad_(True) for n in names}
+
+    def bhtd(z):
+        return None if z is None else z.transpose(1, 2)
+
+    if transition == "rwkv7":
+        fq, fk = ref["q"], ref["k"]
+    else:
+        fq, fk = _l2(ref["q"]) * x["q"].shape[-1] ** -0.5, _l2(ref["k"])
+    kw = {n: bhtd(ref[n]) for n in ("beta", "p", "a", "b") if n in ref}
+    o64, s64 = recurrent(bhtd(fq), bhtd(fk), bhtd(ref["v"]), transition=transition,
+                         g=bhtd(ref.get("g")), initial_state=ref["h0"], **kw)
+    loss64 = (bhtd(o64) * x["do"].double()).sum() + (s64 * x["dh"].double()).sum()
+    want = torch.autograd.grad(loss64, [ref[n] for n in names])
+    with torch.no_grad():
+        gamma = _growth(transition, bhtd(fk), bhtd(ref.get("g")), kw)
+    n_terms = t * (x["q"].shape[-1] + x["v"].shape[-1]) + x["q"].shape[-1]
+    rel = GRAD_PASSES * n_terms * 2.0**-24 * gamma**2
+    rows = []
+    for n, a, w in (("o", o, bhtd(o64)), ("S_T", s, s64)):  # the forward, same scheme
+        w = w.detach()
+        err = float((a.detach().double() - w).abs().max())
+        rows.append(GradientRow(n, err, rel * float(w.abs().max()), float(w.abs().max())))
+    for n, a, w in zip(names, got, want, strict=True):
+        w = w.detach()
+        a = torch.zeros_like(w) if a is None else a.detach().double()
+        scale = float(w.abs().max())
+        err = float((a - w).abs().max()) if torch.isfinite(a).all() else float("inf")
+        rows.append(GradientRow(n, err, rel * scale, scale))
+    return rows, gamma
+
+
+# ------------------------------------------------------------------ measurements
+def _comba_loop(q, k, v, p, beta, g, s0, *, decay_first: bool) -> np.ndarray:
+    """Comba token by token in float64 NumPy (BHTD inputs, features applied): the second route
+    of :func:`fla_comba_naive`, written from the two formulas, independent of the suite's
+    references. ``decay_first``: ``S ← e^g S`` before the error term ``v − Sᵀp`` (fla's
+    ``naive_recurrent_comba``); otherwise ``S ← e^g S − βk(pᵀS) + βkvᵀ``."""
+    s = np.array(s0, dtype=np.float64)
+    out = np.zeros((*q.shape[:-1], v.shape[-1]))
+    for t in range(q.shape[-2]):
+        e = np.exp(g[..., t])[..., None, None]
+        pt, kt, bt = p[..., t, :], k[..., t, :], beta[..., t][..., None]
+        if decay_first:
+            s = e * s
+            err = v[..., t, :] - np.einsum("...f,...fj->...j", pt, s)
+        else:
+            err = v[..., t, :] - np.einsum("...f,...fj->...j", pt, s)
+            s = e * s
+        s = s + (bt * kt)[..., :, None] * err[..., None, :]
+        out[..., t, :] = np.einsum("...f,...fj->...j", q[..., t, :], s)
+    return out
+
+
+def fla_comba_naive(quick: bool = False) -> str:
+    """The Comba finding: each of fla's four Comba implementations against the exact Comba
+    recurrence (``A = e^g I − βkpᵀ``, mpmath) and against the same recurrence with the decay
+    before the error term (``A = e^g(I − βkpᵀ)``, i.e. ``p → e^g p``), and, as a second route,
+    against a float64 NumPy loop of each formula; seeds independent, T crossing
+    ``chunk_comba``'s 64-token block."""
+    import torch
+
+    from kernel_verify.adapters.confirm import fmt_ci, mean_ci
+    from kernel_verify.verify.references.recurrence import recurrence_mp
+
+    seeds = range(8 if quick else 16)
+    t_len, b, h, d, dv = (9, 1, 2, 4, 3) if quick else (65, 1, 2, 4, 3)
+    impls = {"fused_recurrent_comba": _kernel_call("fused_recurrent_comba"),
+             "chunk_comba": _kernel_call("chunk_comba"),
+             "naive_recurrent_comba": _naive_call("naive_recurrent_comba"),
+             "naive_chunk_comba": _naive_call("naive_chunk_comba")}
+    errs: dict[tuple[str, str], list[float]] = {}
+    routes = 0.0
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+
+        def r32(a):
+            return torch.tensor(a, dtype=torch.float32)
+
+        q, k = (r32(rng.standard_normal((b, h, t_len, d))) for _ in range(2))
+        v = r32(rng.standard_normal((b, h, t_len, dv)))
+        g, beta = r32(-rng.uniform(0, 1, (b, h, t_len))), r32(rng.uniform(0, 1, (b, h, t_len)))
+        pd = rng.standard_normal((b, h, t_len, d))
+        p = r32(pd / np.linalg.norm(pd, axis=-1, keepdims=True)
+                * rng.uniform(0, 1, (b, h, t_len, 1)))
+        s0 = r32(rng.standard_normal((b, h, d, dv)))
+        f = l2_features(eps=EPS)
+        fq, fk = f(q.double().numpy(), "q"), f(k.double().numpy(), "k")
+        n64 = {n: x.double().numpy() for n, x in (("v", v), ("g", g), ("beta", beta), ("p", p),
+                                                  ("s0", s0))}
+        want = {}
+        for label, pp in (("e^g I − βkpᵀ", n64["p"]),
+                          ("e^g(I − βkpᵀ)", n64["p"] * np.exp(n64["g"])[..., None])):
+            want[label] = recurrence_mp(fq, fk, n64["v"], transition="comba", g=n64["g"],
+                                        beta=n64["beta"], p=pp, initial_state=n64["s0"])[0]
+            loop = _comba_loop(fq, fk, n64["v"], n64["p"], n64["beta"], n64["g"], n64["s0"],
+                               decay_first=label.startswith("e^g("))
+            routes = max(routes, float(np.abs(loop - want[label]).max()))
+
+        def bthd(x):
+            return x.transpose(1, 2).contiguous()
+
+        for name, call in impls.items():
+            chunk = 4 if name == "naive_chunk_comba" else None
+            o, _ = call(bthd(q), bthd(k), bthd(v), bthd(g), {"beta": bthd(beta), "p": bthd(p)},
+                        s0.clone(), None, chunk)
+            o = o.transpose(1, 2).double().numpy()
+            for label, w in want.items():
+                errs.setdefault((name, label), []).append(float(np.abs(o - w).max()))
+    lines = [f"Comba, T = {t_len}, B = {b}, H = {h}, d = {d}, d_v = {dv}, g ∈ [−1, 0], "
+             f"β ∈ [0, 1], |p| ≤ 1, an initial state, {len(seeds)} seeds, float32 (kernels "
+             "under the Triton interpreter). max |o − exact| per seed, mean (95 % CI):"]
+    for (name, label), e in errs.items():
+        lines.append(f"{name:24s} vs A = {label:14s}: {fmt_ci(*mean_ci(np.array(e)))}")
+    lines.append("second route (float64 NumPy loop of each formula, not the suite's code) "
+                 f"against the exact recurrence: max difference {routes:.1e}")
+    return "\n".join(lines)
+
+
+def fla_delta_backward(quick: bool = False) -> str:
+    """:func:`gradient_check` of every kernel with a backward (:data:`GRADIENT_KERNELS`) at
+    T = 65 (and 129 without ``quick``): per input, max |fla − float64 autograd| and the
+    tolerance."""
+    lines = ["fla's backward against float64 autograd through the suite's torch recurrence "
+             "(L = Σ dO⊙o + Σ dH⊙S_T, B = 1, H = 2, d = 4, d_v = 3, an initial state, "
+             f"float32, Triton interpreter); tolerance {GRAD_PASSES}·n·u·Γ²·max|∇| "
+             "(fla_delta.gradient_check). Per input: max error / tolerance (max |∇|):"]
+    for t_len in (65,) if quick else (65, 129):
+        for kernel, chunks in GRADIENT_KERNELS.items():
+            for chunk in chunks:
+                rows, gamma = gradient_check(kernel, t=t_len, chunk=chunk)
+                cells = ", ".join(f"{r.name} {r.error:.1e} / {r.tol:.1e} ({r.scale:.2g})"
+                                  for r in rows)
+                ok = "within" if all(r.ok for r in rows) else "OUTSIDE"
+                lines.append(f"{kernel} T={t_len}"
+                             f"{'' if chunk is None else f' C={chunk}'} Γ={gamma:.2f}: {ok}: "
+                             f"{cells}")
+    lines += [f"no backward here: {k}: {why}" for k, why in NO_BACKWARD.items()]
+    return "\n".join(lines)
+
+
+MEASUREMENTS: dict[str, Callable[[bool], str]] = {"fla_comba_naive": fla_comba_naive,
+                                                   "fla_delta_backward": fla_delta_backward}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kernel_verify.adapters.fla_delta NAME [--quick]``: one measurement."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m kernel_verify.adapters.fla_delta")
+    parser.add_argument("name", choices=sorted(MEASUREMENTS))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    print(MEASUREMENTS[args.name](args.quick))
+    return 0
+
+
+# ---------------------------------------------------------------------- the library's record
+# What is known about the library (kernel_verify.adapters.library): the conformance page's text,
+# the confirmed findings (its known failures derive from them) and their measurements.
+def _listing(items: dict[str, str]) -> str:
+    return "; ".join(f"`{k}`: {v}" for k, v in items.items())
+
+
+_RIGHT = (
+    "**Delta-rule kernels** (fla-core's Triton code under the interpreter, float32, layout "
+    "BTHD, every call by keyword): `fused_recurrent_delta_rule` (DeltaNet), "
+    "`chunk_gated_delta_rule` (chunk sizes 64, 32, 16) and `fused_recurrent_gated_delta_rule` "
+    "(Gated DeltaNet, A = e^g(I − βkkᵀ)), the same fused kernel with key-dimension gates `gk` "
+    "(its transition is KDA's (I − βkkᵀ)Diag(e^g): it decays before the delta rule), "
+    "`chunk_kda` (at its default 64; its 32 in the backward measurement) and "
+    "`fused_recurrent_kda` (KDA), `chunk_comba` (its fixed 64) and "
+    "`fused_recurrent_comba` (Comba, A = e^g I − βkpᵀ), `fused_recurrent_rwkv7` and "
+    "`chunk_rwkv7` (RWKV-7's A = Diag(e^w) + baᵀ, fla's block 16), each with its initial "
+    "state, final state, one-token steps (the same kernel at T = 1 from the state) and packed "
+    "sequences (`cu_seqlens`), run the gated forms properties "
+    "(properties/test_gated_forms.py): every form against the exact recurrence of the "
+    "declared transition and features within the derived float32 bound, under decays near 1, "
+    "near 0, mixed and runs of strong decay; split with the state carried; prefill then "
+    "decode; packed equals separate runs; bitwise causality; state size. The layouts cross "
+    "each kernel's blocks (T = C − 1, C + 1, 2C + 1: 63, 65, 129 for the 64-token block). "
+    "q and k are L2-normalised by fla (`use_qk_l2norm_in_kernel=True`, x/√(Σx² + 10⁻⁶), "
+    "declared `l2_features(eps=1e-6)`), or by the adapter in the same convention for Comba "
+    "(fla's in-kernel norm would normalise p too). **Backward**: the suite's gradient "
+    "properties for these transitions run in torch float64 (finite differences) and fla's "
+    "kernels are float32 only, so the backward is measured instead (`fla_delta_backward` "
+    "below, also `tests/test_adapter_fla_delta.py`): fla's autograd gradients w.r.t. q, k, v, "
+    "the gates, β, p, a, b and the initial state, with a cotangent on the final state, against "
+    "float64 autograd through the suite's torch recurrence, for every kernel that has a "
+    "backward. **fla's own references** (`naive_*`, `delta_rule_*`, `dplr_*`: plain torch, "
+    "no interpreter) are targets of the same exact recurrence, called by keyword; where two "
+    "implementations of one recurrence disagree (Comba, the finding) the exact reference and a "
+    "second route say which is right. **chunk_rwkv7** runs with one more interpreter "
+    "workaround (`tl.gather` rebound, listed above). "
+    "**Not run here**: " + _listing(NOT_RUNNABLE) + ". **Not expressible** in the transition "
+    "table: " + _listing(NOT_EXPRESSIBLE) + ". **No backward** (inference-only kernels): "
+    + _listing(NO_BACKWARD) + ". These, and every kernel in bfloat16 against the float64 "
+    "reference, are for a GPU run.")
+_MINOR = (
+    "Versions: the `fla` extra pins `fla-core>=0.6,<0.7`; the package index has 0.6.0 only "
+    "in that range (`pip index versions fla-core`: 0.6.0, 0.5.2, 0.5.1, 0.5.0, 0.4.x, "
+    "0.3.2), so the oldest and newest allowed pins are the same release, 0.6.0, the one this "
+    "page ran. The newest release below the pin, 0.5.2 (installed with `pip install --no-deps "
+    "--target DIR fla-core==0.5.2` and put first on `PYTHONPATH`), does not import with the "
+    "extra's triton 3.9.0: `ValueError: key contains names that are not kernel arguments: BT` "
+    "from the `@triton.autotune` of `fla/ops/cp/chunk_delta_h.py`, so no verdict exists for "
+    "it here. `chunk_rwkv7` warns in float32 that its chunk function does not support "
+    "float32 on some platforms; here it meets the exact recurrence and its backward the "
+    "float64 one.")
+_FINDINGS = (
+    Finding(
+        "naive_recurrent_comba decays the state before the error term: A = e^g(I − βkpᵀ), "
+        "while fla's Comba kernels compute e^g I − βkpᵀ",
+        "fla_comba_naive",
+        "`fla.ops.comba.naive.naive_recurrent_comba` runs `h = h * g.exp()` and then "
+        "`v' = v − hᵀp`: the error term reads the state after the decay, so its transition is "
+        "e^g(I − βkpᵀ) — Comba with p replaced by e^g·p. `fused_recurrent_comba`, "
+        "`chunk_comba` and `naive_chunk_comba` read it before the decay: e^g I − βkpᵀ. The "
+        "exact recurrence sides with the kernels: they meet the exact Comba recurrence to "
+        "float32 rounding and naive_recurrent_comba meets the other one (table below; the "
+        "second route, a float64 loop of each formula written in the measurement, agrees with "
+        "the exact references to float64 rounding). The two differ by O(1) wherever g ≠ 0. "
+        "The target declares the three properties that "
+        "compare it with the exact Comba recurrence as known failures.",
+        "In `naive_recurrent_comba`, compute `b_v = b_v - (h * b_p[..., None]).sum(-2)` before "
+        "`h = h * g[:, :, i].exp()[..., None, None]` (read the error term from the undecayed "
+        "state), as `naive_chunk_comba` and the kernels do.",
+        ("test_gated_forms_meet_the_exact_recurrence", "test_gated_split_invariance",
+         "test_gated_prefill_then_decode"),
+        ("fla.naive_recurrent_comba",)),
+)
+_SCOPE = Scope(
+    ("fla.chunk_", "fla.fused_"), interp.TAG,
+    "fla's delta-rule kernels are Triton code. Here they run under Triton's interpreter "
+    "(`TRITON_INTERPRET=1`), which executes each kernel's algorithm — indexing, masks, chunk "
+    "boundaries, the UT transform's triangular solves, state passing, the backward "
+    "mathematics — program by program in NumPy on a CPU, in float32. GPU-specific behaviour "
+    "(TF32 and tensor-core accumulation order, bfloat16 `tl.dot`, the block sizes a GPU's "
+    "autotuner would pick) is not exercised, and the table says so beside each kernel "
+    "verdict; fla's naive references are plain torch. Interpreter workarounds, none of which "
+    "changes what a kernel computes (`kernel_verify/adapters/_triton_interpreter.py`):",
+    (*interp.WORKAROUNDS, interp.GATHER_WORKAROUND))
+LIBRARY = Library(
+    key="fla_delta", title="flash-linear-attention (fla-core): the delta-rule kernels",
+    module="fla", dist="fla-core", extra="fla",
+    dependencies=("triton", "einops"),
+    right=_RIGHT,
+    minor=_MINOR,
+    findings=_FINDINGS,
+    measured=("fla_delta_backward",),
+    scope=_SCOPE,
+    confirmations=("fla_comba_naive", "fla_delta_backward"),
+    confirm_module="kernel_verify.adapters.fla_delta", confirm_in_subprocess=True,
+)
+
+#: Every delta-rule target (``kernel-verify check kernel_verify.adapters.fla_delta:targets``).
+targets = delta_targets()
+
+if __name__ == "__main__":
+    raise SystemExit(main())
