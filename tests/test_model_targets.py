@@ -131,3 +131,101 @@ def test_transformers_model_smoke():
         state = m(input_ids=ids[:, :4], use_cache=True).state
         logits = m(input_ids=ids[:, 4:], state=state, use_cache=True).logits
     assert tuple(logits.shape) == (2, 2, rwkv.vocab_size)
+
+
+# ------------------------------------------------------------ the delta-rule model families
+_DELTA = ("delta_net", "gated_deltanet", "kda", "comba")
+
+
+def test_fla_delta_families_are_declared_and_not_run_is_disjoint():
+    """The delta families are model targets (each with the kernel its layer picks) and what
+    does not run says why; no family is both (read without importing fla)."""
+    from kernel_verify.adapters import fla_models as fm
+
+    assert set(_DELTA) <= set(fm.FAMILIES) and set(_DELTA) == set(fm.DELTA_MODES)
+    assert not set(fm.NOT_RUN) & set(fm.FAMILIES)
+    assert "does not support float32" in fm.NOT_RUN["gated_deltaproduct"]
+    assert all(fm.family_target(f).max_len == fm.DELTA_MAX_LEN for f in _DELTA)
+    # DeltaNet's constant-state backward is declared on the gradient property, and only there
+    grad = "test_gradients_through_the_cache_equal_full_forward"
+    assert set(fm.CONSTANT_STATE_BACKWARD) == {"delta_net"}
+    assert [f for f in fm.FAMILIES if grad in fm.known_failures(f)] == ["delta_net"]
+    with pytest.raises(ValueError, match="fla family"):
+        fm.family_target("gated_deltaproduct")
+
+
+_FLA_DELTA_SMOKE = textwrap.dedent("""
+    import torch
+    from kernel_verify.adapters import fla_models as fm
+    ids = torch.randint(0, 64, (1, 4), generator=torch.Generator().manual_seed(0))
+    for family in fm.DELTA_MODES:
+        t = fm.family_target(family)
+        m = t.build(0)
+        with torch.no_grad():
+            assert t.forward(m, ids).shape == (1, 4, 64), family
+    # GatedDeltaProduct refuses float32 (NOT_RUN says so, with the message)
+    fm.FAMILIES["gdp"] = ("GatedDeltaProductConfig", "GatedDeltaProductForCausalLM",
+                          {"num_heads": 2, "head_dim": 16})
+    t = fm.family_target("gdp")
+    try:
+        t.forward(t.build(0), ids)
+        raise SystemExit("GatedDeltaProduct ran in float32")
+    except AssertionError as err:
+        assert "does not support float32" in str(err), err
+    # a backward through a cached step reaches causal_conv1d's dh0 kernel (the mask workaround)
+    t = fm.family_target("delta_net")
+    m = t.build(0)
+    logits, cache = t.prefill(m, ids[:, :3])
+    step, _ = t.step(m, cache, ids[:, 3])
+    step.sum().backward()
+    grads = [p.grad for p in m.parameters() if p.grad is not None]
+    assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
+    # the DeltaNet finding on the kernel alone: a constant initial state breaks the backward
+    lines = fm.constant_state_backward().splitlines()
+    assert "requires_grad=True: backward ran" in lines[0], lines
+    assert "requires_grad=False: InterpreterError" in lines[1], lines
+    print("ok")
+""")
+
+
+@needs("fla_models")
+def test_fla_delta_families_build_under_the_interpreter():
+    """Each delta family builds and runs a forward in float32; GatedDeltaProduct refuses float32
+    with the message NOT_RUN quotes; a backward through a cached step runs; DeltaNet's
+    kernel raises in backward with a constant initial state (the page's finding)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run([sys.executable, "-c", _FLA_DELTA_SMOKE], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+_QWEN_SMOKE = textwrap.dedent("""
+    import sys, inspect
+    from kernel_verify.adapters import transformers_models as tm
+    from kernel_verify.properties import model_checks as mc
+    t = tm.family_target("qwen3_next")
+    m = t.build(0)
+    mq = sys.modules["transformers.models.qwen3_next.modeling_qwen3_next"]
+    impl = inspect.getclosurevars(mq.torch_chunk_gated_delta_rule).nonlocals["implementation"]
+    assert impl.__module__ == mq.__name__, impl.__module__
+    assert m.config.layer_types == ["linear_attention", "full_attention"]
+    case = mc.control_case(t)
+    assert mc.decode(t, "float32", 1.0, case, False) is None
+    assert mc.decode(t, "float32", 1.0, case, True) is not None
+    # the float64 model decodes with float32 accuracy (the page's Minor)
+    problem = mc.decode(t, "float64", 1.0, case, False)
+    assert problem and "float64" in problem, problem
+    print("ok")
+""")
+
+
+@needs("transformers_models")
+def test_transformers_qwen3_next_runs_its_torch_delta_rule():
+    """Qwen3-Next is built on transformers' PyTorch gated delta rule even where fla is
+    importable (a fresh process: the binding happens at import), decodes like its full forward
+    in float32 (its control fails), and its float64 model does not reach float64 accuracy."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _QWEN_SMOKE], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

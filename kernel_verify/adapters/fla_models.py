@@ -14,8 +14,12 @@ mask; fla supports left padding only, so right padding is not claimed). Not floa
 accumulate in float32 (tolerances: the stated float32 assumption of
 :mod:`kernel_verify.properties.model_checks`).
 
-Families (:data:`FAMILIES`): linear attention, GLA, RetNet, HGRN2, Mamba2, RWKV7 — and which fla
-families do not run here, with the reason (:data:`NOT_RUN`).
+Families (:data:`FAMILIES`): linear attention, GLA, RetNet, HGRN2, Mamba2, RWKV7 and the delta
+rule's DeltaNet, Gated DeltaNet, KDA and Comba (hidden 32, 2 layers, 2 heads of 16, sequences up
+to :data:`DELTA_MAX_LEN`; :data:`DELTA_MODES` says which kernel each layer runs on which call) —
+and which fla families do not run here, with the reason (:data:`NOT_RUN`). The delta families'
+cached backward reaches fla's ``causal_conv1d`` backward with an initial state, which needs one
+more interpreter workaround (:func:`_patch_mask_dtype`).
 """
 
 from __future__ import annotations
@@ -43,21 +47,49 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
                                                      "state_size": 16, "expand": 2,
                                                      "n_groups": 1, "chunk_size": 8}),
     "rwkv7": ("RWKV7Config", "RWKV7ForCausalLM", {"head_dim": 16}),
+    # The delta rule (fla.layers; each layer picks its kernel by the call, see DELTA_MODES).
+    "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", {"num_heads": 2}),
+    "gated_deltanet": ("GatedDeltaNetConfig", "GatedDeltaNetForCausalLM",
+                       {"num_heads": 2, "head_dim": 16}),
+    "kda": ("KDAConfig", "KDAForCausalLM", {"num_heads": 2, "head_dim": 16}),
+    "comba": ("CombaConfig", "CombaForCausalLM", {"num_heads": 2, "head_dim": 16}),
 }
 #: fla model families that do not run here, and why (measured with fla 0.6.0, triton 3.9.0).
 NOT_RUN: dict[str, str] = {
     "based": "fla 0.6.0 ships Based as a layer (fla.layers.BasedLinearAttention), with no "
              "causal-LM model class in fla.models",
-    "hgrn": "HGRN's training-mode kernel fails under Triton's interpreter ('mask has "
-            "unsupported dtype')",
-    "delta_net": "DeltaNet's chunk kernels refuse float32 inputs on this path",
-    "gated_deltanet": "GatedDeltaNet's chunk kernels refuse float32 inputs on this path",
+    "hgrn": "HGRN's kernels fail under Triton's interpreter without the mask workaround "
+            "(`ValueError: mask has unsupported dtype`, MASK_WORKAROUND); with it, its forward, "
+            "cached decoding, packed and padded calls and a backward run without error "
+            "(~2 s per forward at the suite's sizes), but it is not yet a family: no verdict "
+            "taken, its check's wall time not measured",
+    "gated_deltaproduct": "GatedDeltaProductForCausalLM refuses float32 before any launch, on "
+                          "every call (the layer uses the chunk kernel whatever the mode): "
+                          "`AssertionError: ChunkGatedDeltaProductFunction does not support "
+                          "float32. Please use bfloat16.` (fla.ops.gated_delta_product.chunk); "
+                          "in bfloat16 the interpreter's tl.dot is unusable",
+}
+#: Which fla kernel each delta layer runs (fla.layers, 0.6.0), by the call: DeltaNet always
+#: ``fused_recurrent_delta_rule`` at T ≤ 64 (the suite's T ≤ MAX_LEN); GatedDeltaNet, KDA and
+#: Comba the ``chunk_*`` kernel when grad is enabled and the ``fused_recurrent_*`` kernel
+#: otherwise (``torch.no_grad``, eval, T ≤ 64). Their ``ShortConvolution`` runs fla's Triton
+#: ``causal_conv1d`` (forward and backward, with the cache's conv state as initial state).
+DELTA_MODES: dict[str, str] = {
+    "delta_net": "fused_recurrent_delta_rule (forward and backward)",
+    "gated_deltanet": "chunk_gated_delta_rule with grad, fused_recurrent_gated_delta_rule "
+                      "without",
+    "kda": "chunk_kda with grad, fused_recurrent_kda without",
+    "comba": "chunk_comba with grad, fused_recurrent_comba without",
 }
 #: Seconds of one forward at the suite's sizes under the interpreter (order of magnitude,
 #: measured on the 2-core machine): the ci profiles run fewer examples of each property.
 CALL_SECONDS = {"rwkv7": 2.0}
 #: The longest sequence drawn (each decoded token is a kernel launch under the interpreter).
 MAX_LEN = 8
+#: The delta families' (their gradient checks run the chunk kernels forward and backward at
+#: every decoded token: Gated DeltaNet's gradient property took 146 s at MAX_LEN on the shared
+#: 2-core machine).
+DELTA_MAX_LEN = 6
 #: The init-scale ladder of the power controls (a short one: every rung costs calls).
 INIT_SCALES = (1.0, 4.0, 16.0)
 #: fla's RWKV7 initialises its output projection and feed-forward value matrix to zero (a fresh
@@ -69,11 +101,20 @@ CLAIMS = frozenset({"differentiable", "left_padding"})
 #: ``python -m kernel_verify.adapters._model_confirm fla_models_cu_seqlens``).
 PACKING_DROPPED = {"linear_attn": "LinearAttentionForCausalLM accepts `cu_seqlens` and drops it",
                    "mamba2": "fla's Mamba2 layer ignores `cu_seqlens` on every path"}
+#: Families whose backward fails when the cache's state is a constant (decoding from a cache
+#: computed under ``torch.no_grad``; the gradient property's power control does exactly that):
+#: fla's ``fused_recurrent_delta_rule`` backward writes ``dh0`` whenever an initial state is
+#: given, but allocates it only when the state requires grad (measured by
+#: :func:`constant_state_backward`).
+CONSTANT_STATE_BACKWARD = {
+    "delta_net": "fused_recurrent_delta_rule's backward raises when its initial state does not "
+                 "require grad (dh0 is None, the kernel stores to it)"}
 #: The first transformers release whose ``generate`` passes the cache as ``cache=`` (fla's
 #: models read ``past_key_values``): 5.23.0 still passes ``past_key_values``.
 CACHE_RENAMED_IN = (5, 24)
 #: Families whose ``generate`` loses the cache from that release on (measured with 5.24.0).
-GENERATE_AFFECTED = ("linear_attn", "gla", "retnet", "hgrn2", "mamba2", "rwkv7")
+GENERATE_AFFECTED = ("linear_attn", "gla", "retnet", "hgrn2", "mamba2", "rwkv7", "delta_net",
+                     "gated_deltanet", "kda", "comba")
 
 
 def _transformers_version() -> tuple[int, ...]:
@@ -93,6 +134,9 @@ def known_failures(family: str) -> dict[str, str]:
     if family in PACKING_DROPPED:
         out["test_packed_sequences_equal_separate_runs"] = (
             f"{PACKING_DROPPED[family]} ({page}, finding 'fla_models_cu_seqlens')")
+    if family in CONSTANT_STATE_BACKWARD:
+        out["test_gradients_through_the_cache_equal_full_forward"] = (
+            f"{CONSTANT_STATE_BACKWARD[family]} ({page}, 'Minor')")
     if family in GENERATE_AFFECTED and _transformers_version() >= CACHE_RENAMED_IN:
         out["test_greedy_generate_with_cache_equals_without"] = (
             "generate() drops the cache with transformers >= 5.24: every step after the first "
@@ -111,7 +155,44 @@ def _fla_models():
     interp.patch_autotuner()
     interp.patch_nested_lang()
     interp.patch_kernel_modules("fla.")
+    _patch_mask_dtype()
     return models
+
+
+#: The interpreter's masks (module docstring of :func:`_patch_mask_dtype`), as the page lists it.
+MASK_WORKAROUND = (
+    "Masks: under the interpreter (triton 3.9.0) a scalar comparison combined with a block "
+    "mask (`(t < seq_len) & m_d`, fla's causal_conv1d backward with an initial state) holds "
+    "int32 data with the type int1, and `tl.load`/`tl.store` reject it (`ValueError: mask has "
+    "unsupported dtype`). The adapter casts such a mask's data to bool at the load or store: "
+    "0/1 to False/True, what the int1 mask means in compiled Triton.")
+
+
+def _patch_mask_dtype() -> None:
+    """Cast an int1 mask whose NumPy data is not bool to bool in the interpreter's masked loads
+    and stores (:data:`MASK_WORKAROUND`); idempotent. The values are 0/1 (an ``&`` of int1
+    operands), so the cast is exact."""
+    import numpy as np
+    from triton.runtime import interpreter as tri
+
+    builder = tri.InterpreterBuilder
+    if getattr(builder, "_kv_mask_bool", False):
+        return
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def as_bool(mask):
+        if mask.data.dtype == np.bool_:
+            return mask
+        return tri.TensorHandle(mask.data.astype(np.bool_), mask.dtype)
+
+    def masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+        return load(self, ptrs, as_bool(mask), other, cache_policy, is_volatile)
+
+    def masked_store(self, ptrs, value, mask, cache_policy):
+        return store(self, ptrs, value, as_bool(mask), cache_policy)
+
+    builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
+    builder._kv_mask_bool = True
 
 
 def family_target(family: str) -> ModelTarget:
@@ -121,7 +202,8 @@ def family_target(family: str) -> ModelTarget:
     return hf_model_target(f"fla.models:{family}",
                            tiny_model_maker(_fla_models, *FAMILIES[family]), vocab_size=VOCAB,
                            claims=CLAIMS, packed_arg="cu_seqlens",
-                           call_seconds=CALL_SECONDS.get(family, 0.5), max_len=MAX_LEN,
+                           call_seconds=CALL_SECONDS.get(family, 0.5),
+                           max_len=DELTA_MAX_LEN if family in DELTA_MODES else MAX_LEN,
                            init_scales=INIT_SCALES, zero_std=ZERO_STD,
                            known_failures=known_failures(family))
 
@@ -139,6 +221,33 @@ def __getattr__(attr: str) -> ModelTarget:
     raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
+def constant_state_backward(quick: bool = False) -> str:
+    """Second route of :data:`CONSTANT_STATE_BACKWARD` on the kernel alone: the backward of
+    ``fused_recurrent_delta_rule`` (B 1, T 3, H 1, K = V = 16, q/k/v/β requiring grad) with an
+    initial state that requires grad and with the same state constant. To be registered in
+    ``kernel_verify.adapters._model_confirm.FINDINGS`` (needs ``TRITON_INTERPRET=1``)."""
+    import torch
+
+    _fla_models()
+    from fla.ops.delta_rule import fused_recurrent_delta_rule
+
+    lines = []
+    for grad in (True, False):
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 3, 1, 16, generator=g).requires_grad_() for _ in range(3))
+        beta = torch.rand(1, 3, 1, generator=g).requires_grad_()
+        h0 = torch.randn(1, 1, 16, 16, generator=g).requires_grad_(grad)
+        o, _ = fused_recurrent_delta_rule(q=q, k=k, v=v, beta=beta, initial_state=h0,
+                                          use_qk_l2norm_in_kernel=True)
+        try:
+            o.sum().backward()
+            res = f"backward ran, dq finite: {bool(torch.isfinite(q.grad).all())}"
+        except Exception as err:  # the interpreter wraps the kernel's error
+            res = f"{type(err).__name__}: {str(err)[:120]}"
+        lines.append(f"  initial_state.requires_grad={grad}: {res}")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------- the library's record
 # What is known about the library (kernel_verify.adapters.library): the conformance page's text,
 # the confirmed findings (its known failures derive from them) and their measurements.
@@ -150,10 +259,16 @@ _RIGHT = (
     "equals the unpadded rows; gradients through prefill + cached decoding equal the full "
     "forward's and a second backward through the same graph runs; rows of a batch are "
     "independent; the same seed gives the same logits. GLA, RetNet, HGRN2 and RWKV7 pass "
-    "`cu_seqlens` to their layers and reset the state at every boundary. Not run here: "
-    "Based (fla 0.6.0 has the layer, no causal-LM class), HGRN (its training-mode kernel "
-    "fails under the interpreter: 'mask has unsupported dtype'), DeltaNet and GatedDeltaNet "
-    "(their chunk kernels refuse float32 here).")
+    "`cu_seqlens` to their layers and reset the state at every boundary. The delta rule's "
+    "DeltaNet, Gated DeltaNet, KDA and Comba models (2 heads of 16, sequences up to 6 tokens) "
+    "run in float32: each layer runs its `fused_recurrent_*` kernel without grad and, Gated "
+    "DeltaNet, KDA and Comba, its `chunk_*` kernel with grad (DeltaNet its fused recurrent "
+    "kernel both ways, at T ≤ 64), so the gradient properties exercise the chunk kernels' "
+    "backward and decoding the fused recurrent ones; decoding, left padding, `cu_seqlens` "
+    "packing, gradients through the cache (Gated DeltaNet, KDA, Comba) pass as above. Not run "
+    "here: Based (fla 0.6.0 has the layer, no causal-LM class), HGRN (runs with the mask "
+    "workaround below, not yet checked through the suite), GatedDeltaProduct "
+    "(its chunk kernel refuses float32 on every call).")
 _MINOR = (
     "Versions. fla 0.6.0 is the only flash-linear-attention release for fla-core 0.6.0 (the "
     "adapter's kernels); its pin allows transformers 5.6.2 to <6. The verdicts below are for "
@@ -170,7 +285,19 @@ _MINOR = (
     "no context reaches the logits and no cache, packing or padding check could fail at any "
     "scale: their power "
     "controls passed at every scale in a first run); the adapter gives them N(0, 0.02²) "
-    "entries before scaling.")
+    "entries before scaling. "
+    "DeltaNet, a constant initial state: `fused_recurrent_delta_rule`'s backward (fla-core "
+    "0.6.0, fla/ops/delta_rule/fused_recurrent.py) allocates `dh0` only when "
+    "`initial_state.requires_grad`, while its kernel's `USE_INITIAL_STATE` is `h0 is not "
+    "None` and it stores to `dh0` then: backpropagating through tokens decoded from a cache "
+    "computed under `torch.no_grad` raises (under the interpreter `AttributeError: "
+    "'NoneType' object has no attribute 'dtype'`; a compiled kernel meets the same None; not "
+    "run on a GPU here). Found by the gradient property's power control (its planted defect "
+    "is that prefill without grad); reproduced on the kernel alone (B 1, T 3, K = V = 16): "
+    "the backward runs with the state requiring grad and raises with the same state constant "
+    "(`kernel_verify.adapters.fla_models.constant_state_backward`). Declared known on the "
+    "gradient property of `fla.models:delta_net`. Fix: allocate `dh0` whenever an initial "
+    "state is given, or key the store on `dh0 is not None`.")
 _FINDINGS = (
     Finding(
         "LinearAttentionForCausalLM accepts `cu_seqlens` and drops it",
@@ -224,7 +351,7 @@ _SCOPE = Scope(
     "of its class (the cache dropped after the first step, packed sequences run "
     "as one, the mask dropped, the prefill detached) must fail at the init scale "
     "the verdict is given at, or the verdict is `not credited`.",
-    interp.WORKAROUNDS)
+    (*interp.WORKAROUNDS, MASK_WORKAROUND))
 LIBRARY = Library(
     key="fla_models", title="flash-linear-attention models (fla.models)", module="fla.models",
     dist="flash-linear-attention", extra="fla-models",

@@ -1,4 +1,5 @@
-"""transformers' own state-space and RNN causal LMs (Mamba, Mamba2, RWKV) on their torch path,
+"""transformers' own state-space, RNN and delta-rule causal LMs (Mamba, Mamba2, RWKV, Qwen3-Next) on
+their torch path,
 as :class:`~kernel_verify.properties.model_protocol.ModelTarget` s: tiny configs, random init,
 nothing downloaded (``kernel-verify check kernel_verify.adapters.transformers_models:targets``).
 
@@ -10,6 +11,11 @@ the installed transformers, read from the model's ``forward`` signature (``cache
 and Mamba2 in transformers 5.24, ``cache_params`` in 4.x; ``state`` for RWKV).
 Mamba and Mamba2 take an ``attention_mask`` (claimed: left padding, the padding transformers'
 generation uses); RWKV has no cache-aware mask and is not claimed for padding.
+
+Qwen3-Next (``qwen3_next``): one gated-delta-rule layer then one full-attention layer
+(``layer_types``), dense MLPs, on transformers' PyTorch delta rule (:data:`QWEN3_NEXT_NOTE`);
+float64 claimed (the cast model runs), left padding claimed, packed input not (its PyTorch path
+raises ``ValueError`` for ``cu_seqlens``: packing needs fla).
 """
 
 from __future__ import annotations
@@ -30,7 +36,29 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any], frozenset[str]]] = {
     "rwkv": ("RwkvConfig", "RwkvForCausalLM",
              {"attention_hidden_size": 32, "intermediate_size": 64, "context_length": 64},
              frozenset()),
+    # Qwen3-Next: gated-delta-rule layers and full (softmax) attention layers mixed by
+    # ``layer_types``; dense MLPs (``mlp_only_layers``: QWEN3_NEXT_NOTE), the torch path of its
+    # delta rule (:func:`_qwen3_next`).
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                   {"layer_types": ["linear_attention", "full_attention"],
+                    "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+                    "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                    "linear_key_head_dim": 8, "linear_value_head_dim": 8,
+                    "linear_conv_kernel_dim": 4, "intermediate_size": 64,
+                    "mlp_only_layers": [0, 1], "num_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16,
+                    "max_position_embeddings": 64}, frozenset({"left_padding"})),
 }
+#: Why the Qwen3-Next target has dense MLPs and how its delta rule is selected.
+QWEN3_NEXT_NOTE = (
+    "Qwen3-Next's sparse MoE routes each token to its top-k experts: a rounding-level difference "
+    "between two equal computations (decoding vs the full forward) can flip an expert near a "
+    "tie and change the logits by O(1), which no rounding tolerance covers, so the tiny model "
+    "has dense MLPs in both layers (`mlp_only_layers`). transformers binds its gated delta rule "
+    "at import to fla's Triton kernels when `fla` is importable (fla-core is: the fla "
+    "adapter's extra) and to its own PyTorch functions otherwise; the adapter imports the "
+    "model's module with `fla` made unimportable, so the model runs transformers' PyTorch path, "
+    "what a user without fla runs")
 CALL_SECONDS = 0.05
 _PAGE = "reports/conformance/transformers_models.md"
 _IN_PLACE = ("Cached decoding cannot be differentiated: the caches are updated in place "
@@ -41,8 +69,14 @@ _RWKV_BATCH = ("RWKV: one-token decoding with a batch of more than one row mixes
 KNOWN: dict[str, dict[str, str]] = {
     family: {"test_gradients_through_the_cache_equal_full_forward": _IN_PLACE,
              "test_second_backward_through_the_cache": _IN_PLACE}
-    for family in ("mamba", "mamba2", "rwkv")
+    for family in ("mamba", "mamba2", "rwkv", "qwen3_next")
 }
+_QWEN_FLOAT32 = ("Qwen3-Next's PyTorch gated delta rule computes in float32 whatever the "
+                 "model's dtype: a float64 model decodes with float32 accuracy "
+                 f"({_PAGE}, 'Minor')")
+KNOWN["qwen3_next"].update({p: _QWEN_FLOAT32 for p in (
+    "test_decode_equals_full_forward_at_every_split",
+    "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded")})
 KNOWN["mamba"]["test_outputs_stay_finite_over_an_init_scale_sweep"] = (
     "the reference selective scan forms Δ·B·x in float32 and overflows from 64× the default "
     f"init, float64 models too ({_PAGE}, 'Minor')")
@@ -56,6 +90,34 @@ def _transformers():
     return need("transformers_models")
 
 
+def _qwen3_next():
+    """transformers with ``models.qwen3_next`` imported on its PyTorch path (QWEN3_NEXT_NOTE):
+    the modeling module is imported while ``sys.modules['fla']`` is ``None`` (``import fla``
+    raises ImportError, transformers' fallback), then checked."""
+    import importlib
+    import inspect
+    import sys
+
+    lib = _transformers()
+    name = "transformers.models.qwen3_next.modeling_qwen3_next"
+    if name not in sys.modules:
+        saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "fla"}
+        sys.modules["fla"] = None  # type: ignore[assignment]
+        try:
+            importlib.import_module(name)
+        finally:
+            del sys.modules["fla"]
+            sys.modules.update(saved)
+    module = sys.modules[name]
+    for fn in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
+        impl = inspect.getclosurevars(getattr(module, fn)).nonlocals.get("implementation")
+        if impl is not None and getattr(impl, "__module__", name) != name:
+            raise RuntimeError(f"{name}.{fn} is bound to {impl.__module__}.{impl.__name__}, not "
+                               "transformers' PyTorch path: the module was imported before "
+                               "the adapter (with fla importable); use a fresh process")
+    return lib
+
+
 def family_target(family: str) -> ModelTarget:
     """One transformers family as a model target (the cache keyword is read from the model's
     ``forward`` when it is first called: building the list never imports transformers)."""
@@ -64,7 +126,8 @@ def family_target(family: str) -> ModelTarget:
     config, model, fields, extra_claims = FAMILIES[family]
     claims = frozenset({"differentiable"}) | extra_claims
     return hf_model_target(f"transformers:{family}",
-                           tiny_model_maker(_transformers, config, model, fields),
+                           tiny_model_maker(_qwen3_next if family == "qwen3_next"
+                                            else _transformers, config, model, fields),
                            vocab_size=VOCAB, claims=claims, cache_arg="auto", float64=True,
                            call_seconds=CALL_SECONDS, known_failures=KNOWN.get(family, {}))
 
@@ -72,6 +135,92 @@ def family_target(family: str) -> ModelTarget:
 def targets() -> list[ModelTarget]:
     """Every family of :data:`FAMILIES`."""
     return [family_target(f) for f in FAMILIES]
+
+
+def __getattr__(attr: str) -> ModelTarget:
+    """``target_<family>``: one family (``kernel-verify check
+    kernel_verify.adapters.transformers_models:target_qwen3_next``)."""
+    if attr.startswith("target_") and attr.removeprefix("target_") in FAMILIES:
+        return family_target(attr.removeprefix("target_"))
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+# ------------------------------------------------------------- Qwen3-Next's second routes
+# Measurements behind the Qwen3-Next entries of the page (to be registered in
+# kernel_verify.adapters._model_confirm.FINDINGS; each prints one measurement).
+def qwen3_next_float64(quick: bool = False) -> str:
+    """transformers' PyTorch gated delta rule (``torch_chunk_gated_delta_rule`` and
+    ``torch_recurrent_gated_delta_rule`` of the Qwen3-Next module) on float64 inputs against
+    the exact recurrence in float64 (``D = e^(g_t) S_(t−1)``, ``S_t = D + β_t k_t (v_t −
+    Dᵀk_t)ᵀ``, ``o_t = S_tᵀ q_t``, q and k L2-normalised, q scaled by K^(−1/2)): float64 gives
+    float32 accuracy (the functions cast to ``torch.float32``); and the tiny float64 model's
+    decode error against its own full forward."""
+    import sys
+
+    import torch
+
+    _qwen3_next()
+    mq = sys.modules["transformers.models.qwen3_next.modeling_qwen3_next"]
+    g = torch.Generator().manual_seed(0)
+    b, t, h, d = 1, 12, 2, 8
+    q, k, v = (torch.randn(b, t, h, d, generator=g, dtype=torch.float64) for _ in range(3))
+    beta = torch.rand(b, t, h, generator=g, dtype=torch.float64)
+    lg = -torch.rand(b, t, h, generator=g, dtype=torch.float64)
+    qn = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-6) / d ** 0.5
+    kn = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+    state = torch.zeros(b, h, d, d, dtype=torch.float64)
+    exact = torch.zeros(b, t, h, d, dtype=torch.float64)
+    for i in range(t):
+        state = state * lg[:, i].exp()[..., None, None]
+        err = v[:, i] - torch.einsum("bhkv,bhk->bhv", state, kn[:, i])
+        state = state + torch.einsum("bhk,bhv->bhkv", kn[:, i], err * beta[:, i, :, None])
+        exact[:, i] = torch.einsum("bhkv,bhk->bhv", state, qn[:, i])
+    lines = ["transformers " + str(_transformers().__version__)]
+    for name in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
+        out, last = getattr(mq, name)(q, k, v, g=lg, beta=beta, output_final_state=True,
+                                      use_qk_l2norm_in_kernel=True)
+        lines.append(f"  {name}: float64 in, out {out.dtype}, state {last.dtype}; max |out − "
+                     f"exact float64| {float((out - exact).abs().max()):.3g} (max |exact| "
+                     f"{float(exact.abs().max()):.3g})")
+    target = family_target("qwen3_next")
+    ids = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(1))
+    for dtype in ("float32", "float64"):
+        m = target.build(0, dtype=dtype)
+        with torch.no_grad():
+            full = target.forward(m, ids)
+            _, cache = target.prefill(m, ids[:, :4])
+            steps = []
+            for i in range(4, 8):
+                logits, cache = target.step(m, cache, ids[:, i])
+                steps.append(logits)
+        diff = float((torch.stack(steps, 1) - full[:, 4:]).abs().max())
+        lines.append(f"  {dtype} model: decode (prefill 4, 4 steps) vs full forward {diff:.3g}")
+    return "\n".join(lines)
+
+
+def qwen3_next_cache_in_place(quick: bool = False) -> str:
+    """The Qwen3-Next cache's recurrent state after one decoded token: the same tensor object
+    with its version counter advanced (``copy_``), and the backward through two cached steps."""
+    import torch
+
+    target = family_target("qwen3_next")
+    m = target.build(0)
+    ids = torch.randint(0, VOCAB, (2, 6), generator=torch.Generator().manual_seed(1))
+    _, (cache, n) = target.prefill(m, ids[:, :4])
+    layer = cache.layers[0]
+    before = layer.recurrent_states[0]
+    version = before._version
+    logits, (cache, n) = target.step(m, (cache, n), ids[:, 4])
+    after = cache.layers[0].recurrent_states[0]
+    lines = [f"  layer 0 recurrent state after a step: same object {after is before}, version "
+             f"{version} -> {after._version}"]
+    try:
+        logits2, _ = target.step(m, (cache, n), ids[:, 5])
+        (logits.sum() + logits2.sum()).backward()
+        lines.append("  backward through two cached steps: ran")
+    except RuntimeError as err:
+        lines.append(f"  backward through two cached steps: RuntimeError: {str(err)[:120]}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- the library's record
@@ -84,14 +233,29 @@ _RIGHT = (
     "Mamba and Mamba2: decoding with the cache equals the full forward at every drawn split "
     "(float32), greedy `generate` with the cache equals greedy decoding without it, left "
     "padding equals the unpadded rows, rows are independent, the same seed gives the same "
-    "logits.")
+    "logits. Qwen3-Next (hidden 32, a gated-delta-rule layer then a full-attention layer, "
+    "dense MLPs, transformers' PyTorch delta rule): in float32 decoding with the cache equals "
+    "the full forward, greedy `generate` with the cache equals it without, left padding equals "
+    "the unpadded rows (each ≤ 2.4e-8 at logits of ~0.4, against a float32 tolerance of "
+    "~2e-6); its chunked and recurrent delta-rule functions meet an exact float64 recurrence "
+    "to 8e-8 and 1.1e-7 (float32 rounding).")
 _MINOR = (
     "Mamba's logits are not finite from 64× its default init, float32 and float64 alike: the "
     "reference selective scan forms Δ·B·x (`deltaB_u`) in float32 (`.float()`, whatever the "
     "model's dtype), unnormalised, and it overflows there (a forward hook finds the first "
     "non-finite output at the first mixer's `out_proj` input). Declared as a known failure "
     "of the finiteness sweep: weights 64× the init are not a realistic setting, but a float64 "
-    "model should not overflow there.")
+    "model should not overflow there. "
+    "Qwen3-Next in float64: its PyTorch gated delta rule (`torch_chunk_gated_delta_rule`, "
+    "`torch_recurrent_gated_delta_rule`) casts q, k, v, β and g to `torch.float32` and keeps "
+    "the recurrent state in float32, whatever the model's dtype; the float64 model's decoding "
+    "differs from its full forward by 2.4e-8 at logits of ~0.4 (float32's size: the float32 "
+    "model 3.0e-8, the float64 model 2.9e-8 in the second route), where float64 rounding "
+    "gives ~1e-15, so decode, generate and left padding fail in float64 only (declared known). "
+    "Second route: the two functions on float64 inputs against an exact float64 recurrence, "
+    "8.4e-8 and 1.1e-7 apart, their final state float32 "
+    "(`kernel_verify.adapters.transformers_models.qwen3_next_float64`). Fix: compute in "
+    "`torch.promote_types(dtype, torch.float32)`. " + QWEN3_NEXT_NOTE + ".")
 _FINDINGS = (
     Finding(
         "RWKV: one-token decoding with a batch of more than one row mixes the rows",
@@ -111,7 +275,10 @@ _FINDINGS = (
         "Cached decoding cannot be differentiated: the caches are updated in place",
         "transformers_cache_in_place",
         "Mamba, Mamba2 and RWKV update their cache tensors in place (`copy_`, kept at static "
-        "addresses for CUDA graphs; RWKV writes `state[i][:, :, layer_id] = …`). A backward "
+        "addresses for CUDA graphs; RWKV writes `state[i][:, :, layer_id] = …`), and so does "
+        "Qwen3-Next's linear-attention cache (`update_recurrent_state` copies into the same "
+        "tensor: same object after a step, version counter 1 → 2, "
+        "`kernel_verify.adapters.transformers_models.qwen3_next_cache_in_place`). A backward "
         "through two or more cached steps raises `RuntimeError: one of the variables needed "
         "for gradient computation has been modified by an inplace operation`. Nothing in the "
         "documentation says decoding is inference-only; training or fine-tuning through "
@@ -146,7 +313,7 @@ _EXPLAINED = {
 "the default init (see Minor); weights 64× the init are not a realistic setting"),
 }
 LIBRARY = Library(
-    key="transformers_models", title="transformers (Mamba, Mamba2, RWKV models)",
+    key="transformers_models", title="transformers (Mamba, Mamba2, RWKV, Qwen3-Next models)",
     module="transformers", dist="transformers", extra="transformers-models",
     dependencies=("huggingface-hub", "safetensors"),
     in_adapters_extra=False,
