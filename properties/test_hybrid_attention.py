@@ -32,14 +32,11 @@ from hypothesis import strategies as st
 
 from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.forms import F64_TOL
+from kernel_verify.properties.checks.hybrid import exact
 from kernel_verify.properties.layouts import layouts
 from kernel_verify.properties.strategies import generator
 from kernel_verify.properties.targets import none_param, of_kind, provides_none
 from kernel_verify.verify.backends import AXIS, as_float64
-from kernel_verify.verify.hybrid_bounds import hybrid_error_bound
-from kernel_verify.verify.references.attention import feature_attention_mp, softmax_attention_mp
-from kernel_verify.verify.references.hybrid import hybrid_attention_mp
-from kernel_verify.verify.references.mp import to_float, working_precision
 
 #: Examples per (property, target, backend): each runs an mpmath reference.
 HYBRID_EXAMPLES = max(3, settings.default.max_examples // 5)
@@ -94,25 +91,6 @@ def draw_inputs(backend, seed: int, t: int, *, h: int = 2, d: int = 3, dv: int =
         raw[0][..., -1, :] = raw[1][..., -1, :] = scale
     arrays = tuple(backend.from_numpy(x) for x in raw)
     return arrays, tuple(as_float64(x) for x in arrays)
-
-
-def exact(target, backend, seen: tuple, window: int, reference: str = "hybrid"):
-    """``(exact output, bound)`` of the whole sequence ``seen``."""
-    q, k, v = seen
-    fq, fk = target.features(q, "q"), target.features(k, "k")
-    with working_precision():
-        if reference == "softmax":
-            ref = softmax_attention_mp(q, k, v, causal=True, scale=target.scale)
-        elif reference == "linear":
-            ref = feature_attention_mp(fq, fk, v, causal=True)
-        else:
-            ref = hybrid_attention_mp(q, k, v, fq, fk, window=window, mix=target.mix,
-                                      scale=target.scale)
-        ref = to_float(ref)
-    bound = hybrid_error_bound(q, k, v, fq, fk, ref, window=window, dtype=backend.dtype,
-                               mix=target.mix, scale=target.scale,
-                               feature_ulps=target.feature_ulps)
-    return ref, bound
 
 
 def check_within(got, ref, bound, what: str) -> None:

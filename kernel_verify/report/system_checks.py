@@ -12,7 +12,8 @@ module composes the same library functions those files compose — the mpmath re
 * the gated system pages call the recurrent properties' own library
   (:mod:`kernel_verify.properties.checks.recurrent`: draws, form calls, the exact recurrence
   and its bound) — one copy for the property and the page;
-* :func:`hybrid_exact` is ``test_hybrid_attention.exact``; :func:`hybrid_inputs` its
+* :func:`hybrid_exact` calls the hybrid property's own truth
+  (:mod:`kernel_verify.properties.checks.hybrid`); :func:`hybrid_inputs` is its
   ``draw_inputs``.
 
 ``tests/test_report_pages.py`` holds the hybrid pair equal, bit for bit, to the property file's
@@ -94,31 +95,8 @@ def hybrid_inputs(backend: Backend, seed: int, t: int, *, h: int = 2, d: int = 3
 
 def hybrid_exact(target: Any, backend: Backend, seen: tuple, window: int,
                  reference: str = "hybrid") -> tuple[np.ndarray, np.ndarray]:
-    """``(exact output, derived bound)`` of the whole sequence ``seen``: the exact hybrid
-    (``reference="hybrid"``), causal softmax attention (``"softmax"``, a window ``≥ T``) or
-    causal linear attention with the target's features (``"linear"``, ``w = 0``)."""
-    from kernel_verify.verify.hybrid_bounds import hybrid_error_bound
-    from kernel_verify.verify.references.attention import (
-        feature_attention_mp,
-        softmax_attention_mp,
-    )
-    from kernel_verify.verify.references.hybrid import hybrid_attention_mp
-    from kernel_verify.verify.references.mp import to_float, working_precision
+    """``(exact output, derived bound)`` of the whole sequence ``seen``: the hybrid property's
+    own :func:`kernel_verify.properties.checks.hybrid.exact`."""
+    from kernel_verify.properties.checks.hybrid import exact
 
-    if reference not in ("hybrid", "softmax", "linear"):
-        raise ValueError(f"reference must be 'hybrid', 'softmax' or 'linear', got {reference!r}")
-    q, k, v = seen
-    fq, fk = target.features(q, "q"), target.features(k, "k")
-    with working_precision():
-        if reference == "softmax":
-            ref = softmax_attention_mp(q, k, v, causal=True, scale=target.scale)
-        elif reference == "linear":
-            ref = feature_attention_mp(fq, fk, v, causal=True)
-        else:
-            ref = hybrid_attention_mp(q, k, v, fq, fk, window=window, mix=target.mix,
-                                      scale=target.scale)
-        ref = to_float(ref)
-    bound = hybrid_error_bound(q, k, v, fq, fk, ref, window=window, dtype=backend.dtype,
-                               mix=target.mix, scale=target.scale,
-                               feature_ulps=target.feature_ulps)
-    return ref, bound
+    return exact(target, backend, seen, window, reference)
