@@ -203,6 +203,20 @@ def test_a_correct_variant_of_each_bad_target_passes():
     probe_targets(good)  # raises on any problem
 
 
+def test_a_model_that_casts_its_own_logits_is_not_a_declaration_problem():
+    """build honours the dtype (every weight float64) and the model's forward returns float32
+    logits, as transformers' Mamba does: the model properties judge that, the probe does not
+    refuse the target; the same forward over weights built in float32 is refused (above)."""
+    from kernel_verify.properties.builtin_models import tiny_lm_calls
+
+    calls = tiny_lm_calls()
+    forward = calls["forward"]
+    casting = ModelTarget("model_casts_logits", **{
+        **calls, "forward": lambda model, ids: forward(model, ids).float()},
+        claims=MODEL_CLAIMS)
+    assert probe_target(casting) == []
+
+
 def test_every_problem_of_every_target_is_listed_at_once():
     targets = [t for t, _, _ in BAD]
     with pytest.raises(DeclarationError) as info:
