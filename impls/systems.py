@@ -25,6 +25,7 @@ kind                        descriptor                   systems
 ``random_matrix``           :class:`MatrixSystem`        every construction of
                                                          ``impls.random_matrices.MATRICES``
 ``model``                   :class:`ModelSystem`         the tiny causal LM (impls/torch/tiny_lm)
+                                                         and its hybrid (hybrid_lm)
 ==========================  ===========================  ======================================
 
 **One claim vocabulary.** :data:`SYSTEM_CLAIMS` gives every claim word one meaning, for the
@@ -525,6 +526,18 @@ _MODELS = (
         "then the head; forward, prefill, step, greedy generate, packed (cu_seqlens) and "
         "padded calls",
         {"torch": "impls.torch.tiny_lm:build_tiny_lm"},
+    ),
+    ModelSystem(
+        "hybrid_lm", "model", "causal sliding-window softmax (window W) + linear attention, "
+        "φ(x) = elu(x) + 1, one normalised quotient",
+        frozenset({"float64", "differentiable", "left_padding", "right_padding",
+                   "batch_independent"}),
+        "§15", "this project (the tiny LM with the hybrid mixer of docs/math.md §22; LoLCATs, "
+        "Zhang et al. 2024); docs/math.md §15, §22",
+        "the tiny LM's blocks with the hybrid mixer: the last W tokens by softmax, older ones "
+        "by the linear-attention state; parallel forward from a state, one-token step with a "
+        "(conv, ring buffer of W keys/features/values, count, S, z) cache; the tiny LM's calls",
+        {"torch": "impls.torch.hybrid_lm:build_hybrid_lm"},
     ),
 )
 

@@ -1,8 +1,10 @@
-"""The built-in model target: the tiny causal LM of :mod:`kernel_verify.impls.torch.tiny_lm`
-(this project's linear-attention forms, a causal convolution, an MLP) as a
+"""The built-in model targets: the tiny causal LM of :mod:`kernel_verify.impls.torch.tiny_lm`
+(this project's linear-attention forms, a causal convolution, an MLP) and the hybrid LM of
+:mod:`kernel_verify.impls.torch.hybrid_lm` (the same model with a sliding-window softmax +
+linear-attention mixer, its window kept as a ring buffer) as
 :class:`~kernel_verify.properties.model_protocol.ModelTarget` offering every call, float32 and
-float64. :func:`tiny_lm_target` also serves the model mutants (a subclass of the model, or one
-call replaced, with one defect) and their correct twins.
+float64. :func:`tiny_lm_target` and :func:`hybrid_lm_target` also serve the model mutants (a
+subclass of the model, or one call replaced, with one defect) and their correct twins.
 
 The serving calls (``extend``, ``copy_cache``, ``rollback``, ``padded_prefill``) keep the
 model's cache in a :class:`ServingCache`: the list of block states the model takes, with the
@@ -11,8 +13,8 @@ that call's ids. ``extend`` is ``model(ids, cache)`` (the chunk-parallel form fr
 ``copy_cache`` shares the state tensors (the model never writes into a cache it is given);
 ``rollback(n)`` re-runs the last call's first ``k − n`` tokens from the cache it started from;
 ``padded_prefill`` is ``forward_padded`` (each row on its valid positions, one state per row).
-Declared: ``chunk_sizes = (chunk_size,)`` (the chunked scan's block) and ``conv_window =
-conv_width``.
+Declared: ``chunk_sizes = (chunk_size,)`` (the chunked scan's block; the hybrid LM: its window
+``W``, where the ring buffer fills and wraps) and ``conv_window = conv_width``.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from typing import Any
 from kernel_verify.impls.systems import get_system
 from kernel_verify.properties.model_protocol import ModelTarget
 
-__all__ = ["ServingCache", "model_targets", "tiny_lm_calls", "tiny_lm_target"]
+__all__ = ["ServingCache", "hybrid_lm_calls", "hybrid_lm_target", "model_targets",
+           "tiny_lm_calls", "tiny_lm_target"]
 
 #: What the tiny LM claims: its descriptor's claims (:mod:`kernel_verify.impls.systems`).
 CLAIMS = get_system("tiny_lm").target_claims()
+#: What the hybrid LM claims (its descriptor's).
+HYBRID_CLAIMS = get_system("hybrid_lm").target_claims()
 
 
 class ServingCache(list):
@@ -92,15 +97,12 @@ def serving_calls() -> dict[str, Any]:
             "rollback": rollback, "padded_prefill": padded_prefill}
 
 
-def tiny_lm_calls(cls: Any = None, config: Any = None) -> dict[str, Any]:
-    """The keyword arguments of a :class:`ModelTarget` for :class:`TinyLM` (or subclass
-    ``cls``) at ``config`` (default :class:`TinyLMConfig`)."""
+def _lm_calls(cls: Any, config: Any, chunk_sizes: tuple[int, ...]) -> dict[str, Any]:
+    """The keyword arguments of a :class:`ModelTarget` for a :class:`TinyLM` subclass ``cls``
+    at ``config``, declaring ``chunk_sizes`` and its convolution's width."""
     import torch
 
-    from kernel_verify.impls.torch.tiny_lm import TinyLM, TinyLMConfig, build_tiny_lm
-
-    cls = cls or TinyLM
-    config = config or TinyLMConfig()
+    from kernel_verify.impls.torch.tiny_lm import build_tiny_lm
 
     def build(seed: int, *, init_scale: float = 1.0, dtype: str = "float32"):
         return build_tiny_lm(seed, init_scale=init_scale, dtype=getattr(torch, dtype),
@@ -110,7 +112,7 @@ def tiny_lm_calls(cls: Any = None, config: Any = None) -> dict[str, Any]:
         "build": build,
         "forward": lambda model, ids: model(ids)[0],
         **serving_calls(),
-        "chunk_sizes": (config.chunk_size,),
+        "chunk_sizes": chunk_sizes,
         "conv_window": config.conv_width,
         "generate": lambda model, ids, max_new_tokens: model.generate(ids, max_new_tokens),
         "packed": lambda model, ids, cu_seqlens: model.forward_packed(ids, cu_seqlens)[0],
@@ -120,12 +122,38 @@ def tiny_lm_calls(cls: Any = None, config: Any = None) -> dict[str, Any]:
     }
 
 
+def tiny_lm_calls(cls: Any = None, config: Any = None) -> dict[str, Any]:
+    """The keyword arguments of a :class:`ModelTarget` for :class:`TinyLM` (or subclass
+    ``cls``) at ``config`` (default :class:`TinyLMConfig`)."""
+    from kernel_verify.impls.torch.tiny_lm import TinyLM, TinyLMConfig
+
+    config = config or TinyLMConfig()
+    return _lm_calls(cls or TinyLM, config, (config.chunk_size,))
+
+
+def hybrid_lm_calls(cls: Any = None, config: Any = None) -> dict[str, Any]:
+    """The keyword arguments of a :class:`ModelTarget` for :class:`HybridLM` (or subclass
+    ``cls``) at ``config`` (default :class:`HybridLMConfig`): the softmax window ``W`` declared
+    as its chunk size, so the serving properties cut at ``W − 1, W, W + 1, 2W + 1`` (where the
+    ring buffer fills and wraps around)."""
+    from kernel_verify.impls.torch.hybrid_lm import HybridLM, HybridLMConfig
+
+    config = config or HybridLMConfig()
+    return _lm_calls(cls or HybridLM, config, (config.window,))
+
+
 def tiny_lm_target(name: str = "model:tiny_lm", cls: Any = None, **kw: Any) -> ModelTarget:
     """The tiny LM (or a subclass ``cls``) as a model target; ``kw`` overrides fields."""
     fields = {**tiny_lm_calls(cls), "claims": CLAIMS, **kw}
     return ModelTarget(name, **fields)
 
 
+def hybrid_lm_target(name: str = "model:hybrid_lm", cls: Any = None, **kw: Any) -> ModelTarget:
+    """The hybrid LM (or a subclass ``cls``) as a model target; ``kw`` overrides fields."""
+    fields = {**hybrid_lm_calls(cls), "claims": HYBRID_CLAIMS, **kw}
+    return ModelTarget(name, **fields)
+
+
 def model_targets() -> list[ModelTarget]:
     """The built-in model targets."""
-    return [tiny_lm_target()]
+    return [tiny_lm_target(), hybrid_lm_target()]

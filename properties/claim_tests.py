@@ -166,7 +166,8 @@ SYSTEM_CLAIM_TESTS: dict[str, dict[str, tuple[str, ...] | str]] = {
     "linformer": {"batch_independent": (_BITWISE,)},  # on lowrank:linformer
     **{s.name: _GATED_SYSTEM_CLAIMS for s in all_systems(kind="gated_attention")},
     # runs on every model target, claim or not (no model target takes the word)
-    "tiny_lm": {"batch_independent": ("models::test_batch_elements_are_independent",)},
+    **{lm: {"batch_independent": ("models::test_batch_elements_are_independent",)}
+       for lm in ("tiny_lm", "hybrid_lm")},
     **{kind: {"biased": "a negative claim (no Gaussian rows promised): the suite withholds the "
                         "unbiasedness properties of maps built on such rows instead of testing "
                         "the matrix (properties/unbiased_checks.py)"}

@@ -238,7 +238,8 @@ OVERRIDES: dict[tuple[str, str], Recipe] = {
     ("all_systems", "kind"): Recipe(lambda c: "attention", "choice"),
     ("gated_system", "gates"): Recipe(lambda c: "scalar", "choice"),
     ("segment_means", "x"): Recipe(_arr(lambda c: (2, c.n, c.d)), "array"),  # any d
-    ("build_tiny_lm", "seed"): Recipe(lambda c: 0, "count", min_value=0),
+    **{(f, "seed"): Recipe(lambda c: 0, "count", min_value=0)
+       for f in ("build_tiny_lm", "build_hybrid_lm")},
     # the delta rule (impls/{numpy,torch}/recurrence.py), as the gated delta rule: scalar
     # log-gates g <= 0 and β per token; one token's q_t, k_t, g_t, beta_t
     **{(f, "transition"): Recipe(lambda c: "gated_delta", "choice")

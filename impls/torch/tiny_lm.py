@@ -48,6 +48,7 @@ from __future__ import annotations
 import itertools
 import numbers
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -163,13 +164,17 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    """The tiny causal LM of the module docstring."""
+    """The tiny causal LM of the module docstring. ``block_cls`` builds its blocks (a subclass
+    may swap the mixer: :mod:`kernel_verify.impls.torch.hybrid_lm`); every call is written over
+    the blocks' ``forward``/``step``/``empty_state``, the cache being one state per block."""
+
+    block_cls: ClassVar[type[nn.Module]] = Block
 
     def __init__(self, cfg: TinyLMConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(self.block_cls(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.Parameter(torch.ones(cfg.d_model))
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
 

@@ -10,9 +10,10 @@ Families: random-matrix constructions (:mod:`kernel_verify.mutants.matrices`), a
 (:mod:`kernel_verify.mutants.features`), Nyström
 (:mod:`kernel_verify.mutants.nystrom`), gradients
 (:mod:`kernel_verify.mutants.gradients`: forward right, backward wrong), whole models
-(:mod:`kernel_verify.mutants.models`: the tiny causal LM with one defect). ``expected_killers``
-records which property family (``properties/test_<family>.py``) is meant to catch each one; the
-runner's kill matrix shows which actually did.
+(:mod:`kernel_verify.mutants.models`: the tiny causal LM with one defect;
+:mod:`kernel_verify.mutants.hybrid_lm`: its sliding-window hybrid's ring buffer).
+``expected_killers`` records which property family (``properties/test_<family>.py``) is meant
+to catch each one; the runner's kill matrix shows which actually did.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from kernel_verify.mutants.gated_torch import GATED_TORCH_KILLERS, GATED_TORCH_M
 from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
 from kernel_verify.mutants.gradients import GRADIENT_MUTANTS
 from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
+from kernel_verify.mutants.hybrid_lm import MUTANTS as HYBRID_LM_MUTANTS
 from kernel_verify.mutants.learned_attention import LEARNED_KILLERS, LEARNED_MUTANTS
 from kernel_verify.mutants.lowrank_batch import LOWRANK_BATCH_KILLERS, LOWRANK_BATCH_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
@@ -196,6 +198,7 @@ MUTANTS: list[Mutant] = [
     *(_gradient(n) for n in GRADIENT_MUTANTS),
     *(_exact_lowp(n) for n in EXACT_LOWP_MUTANTS),
     *MODEL_MUTANTS,
+    *HYBRID_LM_MUTANTS,
 ]
 _BY_NAME = {m.name: m for m in MUTANTS}
 

@@ -42,6 +42,7 @@ from kernel_verify.mutants.base import Mutant
 from kernel_verify.mutants.features import _blackbox_of
 from kernel_verify.mutants.features import blackbox_positive as _blackbox_positive
 from kernel_verify.mutants.gradients import GRADIENT_CONTROL_ROWS, GRADIENT_CONTROLS
+from kernel_verify.mutants.hybrid_lm import CONTROLS as HYBRID_LM_CONTROLS
 from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
 from kernel_verify.mutants.models import CONTROLS as MODEL_CONTROLS
@@ -237,6 +238,7 @@ CONTROLS: list[Mutant] = [
              loader="kernel_verify.mutants.exact_attention_lowp:control_")
       for n, make in _exact_lowp().items()),
     *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
+    *HYBRID_LM_CONTROLS,  # its sliding-window hybrid (kernel_verify.mutants.hybrid_lm)
 ]
 _BY_NAME = {c.name: c for c in CONTROLS if c.loader == LOADER}
 
