@@ -20,7 +20,10 @@ imported, so this runs in its own process (:mod:`kernel_verify.adapters.confirm`
   same object after a step with its version counter advanced, and the backward through two
   cached steps;
 * ``transformers_mamba_float64``: the float64 model's decode error against its own full
-  forward, next to the float32 model's (float64 gains nothing), and the float32 casts.
+  forward, next to the float32 model's (float64 gains nothing), and the float32 casts;
+* ``transformers_mamba_chunked_prefill``: a prompt fed in two chunks (the second one with the
+  cache of the first) against one forward, by raw ``model(...)`` calls, batch 1, float32 and
+  float64, per position; Mamba2 and RWKV beside it; and the source line of the scan.
 """
 
 from __future__ import annotations
@@ -228,12 +231,48 @@ def transformers_mamba_float64(quick: bool = False) -> str:
     return "\n".join(lines)
 
 
+def transformers_mamba_chunked_prefill(quick: bool = False) -> str:
+    import inspect
+
+    import torch
+
+    lines = [_versions("transformers", "torch"),
+             "12 tokens, batch 1: model(ids[:, :c], use_cache=True), then model(ids[:, c:], "
+             "<cache>=…, cache_position=arange(c, 12)) vs model(ids) (init scale 1):"]
+    ids = _ids(1, 12)
+    for family in ("mamba", "mamba2", "rwkv"):
+        t = _tf_target(family)
+        for dtype in ("float32", "float64"):
+            m = t.build(0, dtype=dtype)
+            kw_name = "state" if family == "rwkv" else "cache_params"
+            with torch.no_grad():
+                full = m(input_ids=ids, use_cache=False).logits
+                for c in (4, 6):
+                    first = m(input_ids=ids[:, :c], use_cache=True)
+                    kw = {kw_name: getattr(first, kw_name)}
+                    if family != "rwkv":
+                        kw["cache_position"] = torch.arange(c, 12)
+                    second = m(input_ids=ids[:, c:], use_cache=True, **kw).logits
+                    err = (second - full[:, c:]).abs().amax(-1)[0]
+                    lines.append(f"  {family} {dtype}, chunks [0, {c}) + [{c}, 12): max|second "
+                                 f"chunk − full| {float(err.max()):.3g}, at its first token "
+                                 f"{float(err[0]):.3g} (max|logit| {float(full.abs().max()):.3g})")
+    from transformers.models.mamba import modeling_mamba
+
+    src = inspect.getsource(modeling_mamba)
+    marker = "does not take the past state"
+    lines.append("  modeling_mamba says: " + next(
+        (ln.strip() for ln in src.splitlines() if marker in ln), "(the comment is gone)"))
+    return "\n".join(lines)
+
+
 FINDINGS = {
     "fla_models_cu_seqlens": fla_models_cu_seqlens,
     "fla_models_generate_cache": fla_models_generate_cache,
     "transformers_rwkv_batch_step": transformers_rwkv_batch_step,
     "transformers_cache_in_place": transformers_cache_in_place,
     "transformers_mamba_float64": transformers_mamba_float64,
+    "transformers_mamba_chunked_prefill": transformers_mamba_chunked_prefill,
 }
 
 

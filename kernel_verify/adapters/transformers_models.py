@@ -49,6 +49,19 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any], frozenset[str]]] = {
                     "moe_intermediate_size": 16, "shared_expert_intermediate_size": 16,
                     "max_position_embeddings": 64}, frozenset({"left_padding"})),
 }
+#: Where each family's serving properties cut (docs/math.md §15.1): the chunk of a chunked scan
+#: (Mamba2's ``chunk_size``; Qwen3-Next's PyTorch chunked delta rule, 64, is longer than the
+#: suite's sequences) and the causal convolution's window (``conv_kernel``; RWKV has none).
+SERVING_CUTS: dict[str, dict[str, Any]] = {
+    "mamba": {"conv_window": 4},
+    "mamba2": {"chunk_sizes": (4,), "conv_window": 4},
+    "rwkv": {},
+    "qwen3_next": {"conv_window": 4},
+}
+#: Families that do not declare a masked prefill decoded without the mask: Qwen3-Next's full
+#: attention layers keep the pads' keys in their cache, so its one-token steps need the mask
+#: (hf_models' ``padded_prefill`` contract); its left padding is still checked by ``padded``.
+NO_PADDED_PREFILL = frozenset({"qwen3_next"})
 #: Why the Qwen3-Next target has dense MLPs and how its delta rule is selected.
 QWEN3_NEXT_NOTE = (
     "Qwen3-Next's sparse MoE routes each token to its top-k experts: a rounding-level difference "
@@ -71,17 +84,30 @@ KNOWN: dict[str, dict[str, str]] = {
              "test_second_backward_through_the_cache": _IN_PLACE}
     for family in ("mamba", "mamba2", "rwkv", "qwen3_next")
 }
+#: The serving identities compared at float64 tolerance (a float32 computation fails them in
+#: float64 only).
+SERVING_FLOAT64 = ("test_chunked_prefill_equals_one_prefill",
+                   "test_restored_state_continues_as_if_never_stopped",
+                   "test_continuations_from_one_saved_state_are_independent",
+                   "test_padded_prefill_then_decoding_equals_unpadded",
+                   "test_speculative_rollback_equals_the_accepted_state")
 _QWEN_FLOAT32 = ("Qwen3-Next's PyTorch gated delta rule computes in float32 whatever the "
                  "model's dtype: a float64 model decodes with float32 accuracy "
                  f"({_PAGE}, 'Minor')")
 KNOWN["qwen3_next"].update({p: _QWEN_FLOAT32 for p in (
     "test_decode_equals_full_forward_at_every_split",
-    "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded")})
+    "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded",
+    *SERVING_FLOAT64)})
 KNOWN["mamba"]["test_outputs_stay_finite_over_an_init_scale_sweep"] = (
     "the reference selective scan forms Δ·B·x in float32 and overflows from 64× the default "
     f"init, float64 models too ({_PAGE}, 'Minor')")
-KNOWN["rwkv"].update({"test_decode_equals_full_forward_at_every_split": _RWKV_BATCH,
-                      "test_greedy_generate_with_cache_equals_without": _RWKV_BATCH})
+KNOWN["rwkv"].update({p: _RWKV_BATCH for p in (
+    "test_decode_equals_full_forward_at_every_split",
+    "test_greedy_generate_with_cache_equals_without",
+    # the serving identities decode one token at a time from a batch of two
+    "test_chunked_prefill_equals_one_prefill", "test_restored_state_continues_as_if_never_stopped",
+    "test_continuations_from_one_saved_state_are_independent",
+    "test_speculative_rollback_equals_the_accepted_state")})
 
 
 def _transformers():
@@ -129,7 +155,11 @@ def family_target(family: str) -> ModelTarget:
                            tiny_model_maker(_qwen3_next if family == "qwen3_next"
                                             else _transformers, config, model, fields),
                            vocab_size=VOCAB, claims=claims, cache_arg="auto", float64=True,
-                           call_seconds=CALL_SECONDS, known_failures=KNOWN.get(family, {}))
+                           call_seconds=CALL_SECONDS, known_failures=KNOWN.get(family, {}),
+                           serving=True,
+                           padded_prefill=("left_padding" in claims
+                                           and family not in NO_PADDED_PREFILL),
+                           **SERVING_CUTS[family])
 
 
 def targets() -> list[ModelTarget]:
@@ -288,6 +318,31 @@ _FINDINGS = (
         ("test_gradients_through_the_cache_equal_full_forward",
          "test_second_backward_through_the_cache")),
     Finding(
+        "Mamba: a multi-token forward from a non-empty cache ignores the past recurrent state",
+        "transformers_mamba_chunked_prefill",
+        "`mamba_scan_forward` (modeling_mamba) takes the cache's recurrent state only for a "
+        "one-token call; a call of two or more tokens with a non-empty cache runs "
+        "`mamba_selective_scan`, which does not take the past state (the source says so in a "
+        "TODO: 'it is WRONG if the cache is not empty'), while the convolution state is carried. "
+        "So chunked prefill (a prompt fed in chunks), a multi-token continuation from a saved "
+        "prefix (prefix caching) and verifying k draft tokens in one call (speculative "
+        "decoding) give wrong logits from the second chunk on: 1.4e-3 at logits of 3.6 for "
+        "chunks [0, 4) + [4, 12), the same in float32 and float64 (not rounding), from the "
+        "chunk's first token. Mamba2 and RWKV continue a multi-token chunk from the cache to "
+        "float32 rounding (second route, raw `model(...)` calls, batch 1: "
+        "`python -m kernel_verify.adapters._model_confirm transformers_mamba_chunked_prefill`). "
+        "Found by the serving identities (chunked prefill = one prefill; a restored state "
+        "continues as if never stopped; continuations from one saved state; k drafts verified in "
+        "one call). Measured with "
+        "transformers 5.25.0.",
+        "Pass the cache's recurrent state as the scan's initial state (`mamba_selective_scan` "
+        "with an `initial_state`), or scan token by token when the cache is not empty.",
+        ("test_chunked_prefill_equals_one_prefill",
+         "test_restored_state_continues_as_if_never_stopped",
+         "test_continuations_from_one_saved_state_are_independent",
+         "test_speculative_rollback_equals_the_accepted_state"),
+        ("transformers:mamba",)),
+    Finding(
         "A float64 Mamba/Mamba2 decodes with float32 accuracy",
         "transformers_mamba_float64",
         "`MambaRMSNorm` casts to float32, `residual_in_fp32` keeps the residual in float32 and "
@@ -304,7 +359,8 @@ _FINDINGS = (
         "5.24.0).",
         "Upcast to `torch.promote_types(dtype, torch.float32)` instead of `torch.float32`.",
         ("test_decode_equals_full_forward_at_every_split",
-         "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded"),
+         "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded",
+         *SERVING_FLOAT64),
         ("transformers:mamba", "transformers:mamba2")),
 )
 _EXPLAINED = {
@@ -323,6 +379,7 @@ LIBRARY = Library(
     explained=_EXPLAINED,
     confirmations=("transformers_rwkv_batch_step",
                    "transformers_cache_in_place",
-                   "transformers_mamba_float64"),
+                   "transformers_mamba_float64",
+                   "transformers_mamba_chunked_prefill"),
     confirm_module="kernel_verify.adapters._model_confirm", confirm_in_subprocess=True,
 )
