@@ -23,7 +23,12 @@ imported, so this runs in its own process (:mod:`kernel_verify.adapters.confirm`
   forward, next to the float32 model's (float64 gains nothing), and the float32 casts;
 * ``transformers_mamba_chunked_prefill``: a prompt fed in two chunks (the second one with the
   cache of the first) against one forward, by raw ``model(...)`` calls, batch 1, float32 and
-  float64, per position; Mamba2 and RWKV beside it; and the source line of the scan.
+  float64, per position; Mamba2 and RWKV beside it; and the source line of the scan;
+* ``fla_models_delta_constant_state``: fla's ``fused_recurrent_delta_rule`` backward with an
+  initial state that requires grad and with the same state constant (the kernel alone);
+* ``transformers_qwen3_next_float64``, ``transformers_qwen3_next_cache_in_place``: Qwen3-Next's
+  PyTorch delta rule on float64 inputs against an exact float64 recurrence, and its cache
+  tensors' identity across a step (functions of the transformers adapter).
 """
 
 from __future__ import annotations
@@ -266,6 +271,26 @@ def transformers_mamba_chunked_prefill(quick: bool = False) -> str:
     return "\n".join(lines)
 
 
+def fla_models_delta_constant_state(quick: bool = False) -> str:
+    from kernel_verify.adapters import fla_models
+
+    return (_versions("fla-core", "triton", "torch") + "\nfused_recurrent_delta_rule backward "
+            "(B 1, T 3, H 1, K = V = 16), initial state requiring grad or constant:\n"
+            + fla_models.constant_state_backward(quick))
+
+
+def transformers_qwen3_next_float64(quick: bool = False) -> str:
+    from kernel_verify.adapters import transformers_models
+
+    return transformers_models.qwen3_next_float64(quick)
+
+
+def transformers_qwen3_next_cache_in_place(quick: bool = False) -> str:
+    from kernel_verify.adapters import transformers_models
+
+    return transformers_models.qwen3_next_cache_in_place(quick)
+
+
 FINDINGS = {
     "fla_models_cu_seqlens": fla_models_cu_seqlens,
     "fla_models_generate_cache": fla_models_generate_cache,
@@ -273,6 +298,9 @@ FINDINGS = {
     "transformers_cache_in_place": transformers_cache_in_place,
     "transformers_mamba_float64": transformers_mamba_float64,
     "transformers_mamba_chunked_prefill": transformers_mamba_chunked_prefill,
+    "fla_models_delta_constant_state": fla_models_delta_constant_state,
+    "transformers_qwen3_next_float64": transformers_qwen3_next_float64,
+    "transformers_qwen3_next_cache_in_place": transformers_qwen3_next_cache_in_place,
 }
 
 

@@ -224,8 +224,9 @@ def __getattr__(attr: str) -> ModelTarget:
 def constant_state_backward(quick: bool = False) -> str:
     """Second route of :data:`CONSTANT_STATE_BACKWARD` on the kernel alone: the backward of
     ``fused_recurrent_delta_rule`` (B 1, T 3, H 1, K = V = 16, q/k/v/β requiring grad) with an
-    initial state that requires grad and with the same state constant. To be registered in
-    ``kernel_verify.adapters._model_confirm.FINDINGS`` (needs ``TRITON_INTERPRET=1``)."""
+    initial state that requires grad and with the same state constant. Registered as
+    ``fla_models_delta_constant_state`` in ``kernel_verify.adapters._model_confirm.FINDINGS``
+    (needs ``TRITON_INTERPRET=1``)."""
     import torch
 
     _fla_models()
@@ -361,6 +362,7 @@ LIBRARY = Library(
     minor=_MINOR,
     findings=_FINDINGS,
     scope=_SCOPE,
-    confirmations=("fla_models_cu_seqlens", "fla_models_generate_cache"),
+    confirmations=("fla_models_cu_seqlens", "fla_models_generate_cache",
+                   "fla_models_delta_constant_state"),
     confirm_module="kernel_verify.adapters._model_confirm", confirm_in_subprocess=True,
 )

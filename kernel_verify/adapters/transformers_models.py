@@ -380,6 +380,8 @@ LIBRARY = Library(
     confirmations=("transformers_rwkv_batch_step",
                    "transformers_cache_in_place",
                    "transformers_mamba_float64",
-                   "transformers_mamba_chunked_prefill"),
+                   "transformers_mamba_chunked_prefill",
+                   "transformers_qwen3_next_float64",
+                   "transformers_qwen3_next_cache_in_place"),
     confirm_module="kernel_verify.adapters._model_confirm", confirm_in_subprocess=True,
 )
