@@ -81,6 +81,16 @@ DELTA_MODES: dict[str, str] = {
     "kda": "chunk_kda with grad, fused_recurrent_kda without",
     "comba": "chunk_comba with grad, fused_recurrent_comba without",
 }
+#: Families that refuse a multi-token call from a cache (so no chunked prefill, prefix-cache
+#: continuation or speculative verification): the serving identities are not offered.
+NO_SERVING: dict[str, str] = {
+    "mamba2": "fla's Mamba2 layer raises `ValueError: Mamba2 cached decoding only supports a "
+              "single new token per step.` (fla/layers/mamba2.py, torch_forward) on a "
+              "multi-token call with a cache: a documented refusal, not a wrong value",
+}
+#: Declared chunk sizes where the serving properties cut (fla's chunk kernels use 64, longer
+#: than the suite's sequences; the layers' short convolutions have window 4 where present).
+SERVING_CHUNKS: dict[str, tuple[int, ...]] = {}
 #: Seconds of one forward at the suite's sizes under the interpreter (order of magnitude,
 #: measured on the 2-core machine): the ci profiles run fewer examples of each property.
 CALL_SECONDS = {"rwkv7": 2.0}
@@ -205,7 +215,9 @@ def family_target(family: str) -> ModelTarget:
                            call_seconds=CALL_SECONDS.get(family, 0.5),
                            max_len=DELTA_MAX_LEN if family in DELTA_MODES else MAX_LEN,
                            init_scales=INIT_SCALES, zero_std=ZERO_STD,
-                           known_failures=known_failures(family))
+                           known_failures=known_failures(family),
+                           serving=family not in NO_SERVING, padded_prefill=True,
+                           chunk_sizes=SERVING_CHUNKS.get(family, ()))
 
 
 def targets() -> list[ModelTarget]:
@@ -269,7 +281,12 @@ _RIGHT = (
     "packing, gradients through the cache (Gated DeltaNet, KDA, Comba) pass as above. Not run "
     "here: Based (fla 0.6.0 has the layer, no causal-LM class), HGRN (runs with the mask "
     "workaround below, not yet checked through the suite), GatedDeltaProduct "
-    "(its chunk kernel refuses float32 on every call).")
+    "(its chunk kernel refuses float32 on every call). The serving identities (a prompt "
+    "prefilled in chunks at drawn cut points = one prefill; a cache saved with `copy.deepcopy` "
+    "and restored continues as if never stopped, twice from one copy; k drafts verified in one "
+    "call then rolled back to j accepted; a left-padded masked prefill decoded without the "
+    "mask) run on every family but Mamba2, whose layer refuses a multi-token call with a "
+    "cache (`ValueError: Mamba2 cached decoding only supports a single new token per step.`).")
 _MINOR = (
     "Versions. fla 0.6.0 is the only flash-linear-attention release for fla-core 0.6.0 (the "
     "adapter's kernels); its pin allows transformers 5.6.2 to <6. The verdicts below are for "
