@@ -30,9 +30,10 @@ along a
   *median* over features and points of ``|Δ⁴F|/max|F|`` exceeds ``1e-10``: a map evaluated in
   float32 has rounding noise ``≈ 1e-7`` there; a correct float64 map ``≲ 1e-12``. Assumption
   (stated in the verdict): the median feature is smooth at scale ``h`` (``|∂⁴φ| ≤ 2.8e4·|φ|``
-  along unit directions at ``‖x‖ ≤ 1``; kinks of ReLU-type maps touch few features, hence the
-  median) and correct maps return features with relative error ≤ ``1e-12``. Measured
-  false-alarm rate: ``kernel-verify calibrate``.
+  along unit directions at ``‖x‖ ≤ 1``, in units of the kernel's length ℓ: points and step
+  are scaled by ℓ, :mod:`kernel_verify.properties.kernel_scale`; kinks of ReLU-type maps touch
+  few features, hence the median) and correct maps return features with relative error
+  ≤ ``1e-12``. Measured false-alarm rate: ``kernel-verify calibrate``.
 * **unbiasedness without a declared family** (claim ``unbiased``, no exact variance and no
   proven range — with a family, ``test_feature_unbiased`` runs the derived-bound test instead):
   median of means at the run's α with the variance ``V = 4·s²`` estimated from an independent
@@ -63,6 +64,11 @@ along a
   RFF pairs there is 0.00625 against the ORF variance 0.00215, the threshold at α = 1e-5 is
   0.00245 above it (``verify.stats.bernstein_threshold``): an iid map is rejected; a variance
   excess ≥ 1.2× the ORF variance is detected, in every profile.
+
+**Inputs at the kernel's scale**: the statistical checks here draw their points at unit scale
+times the length of the declared kernel (:mod:`kernel_verify.properties.kernel_scale`: a declared
+``sigma``/lengthscale, a spectral mixture's component lengths, else 1), so the kernel varies over
+them; the false-alarm rates are derived for any fixed inputs and do not change.
 
 Power (smallest relative bias detected at the sample sizes here, for the assumption-based mean
 test): the median-of-means threshold is ``t = c(n, α)·2s`` with ``c(500, 1e-5) ≈ 0.30``, so a bias
@@ -96,6 +102,7 @@ from kernel_verify.properties.checks.estimates import (
 )
 from kernel_verify.properties.checks.reference import has_twin, inner_bound
 from kernel_verify.properties.formulas import records
+from kernel_verify.properties.kernel_scale import scale_for
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import fixed_input, generator, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
@@ -181,7 +188,7 @@ def test_float64_input_gives_float64_output(target):
        data=st.data())
 def test_claimed_sign_of_features(target, seed, d, scale, data):
     """claim positive: every feature > 0; nonnegative: ≥ 0 (a violation is a counterexample)."""
-    x = data.draw(points((6, d), scale), label="x")
+    x = data.draw(points((6, d), scale), label="x") * scale_for(target, d, seed)
     f = features(target, x, seed)
     strict = target.has("positive")
     bad = ~(f > 0) if strict else ~(f >= 0)
@@ -229,8 +236,9 @@ def derived_feature_bounds(target: FeatureMapTarget, X: np.ndarray, F: np.ndarra
 def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data):
     """φ(x)ᵀφ(y) = k(x, y) for a deterministic map seen through ``sample_fn`` (any seed), and
     two seeds give the same features."""
-    X = data.draw(points((3, d), scale), label="X")
-    Y = data.draw(points((3, d), scale), label="Y")
+    length = scale_for(target, d, seed)  # the declared kernel's length (kernel_scale)
+    X = data.draw(points((3, d), scale), label="X") * length
+    Y = data.draw(points((3, d), scale), label="Y") * length
     F = features(target, np.concatenate([X, Y]), seed)
     G = features(target, np.concatenate([X, Y]), seed + 1)
     tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(F), np.abs(G))
@@ -256,10 +264,12 @@ def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data)
 def test_float64_input_is_computed_in_float64(target, seed, d, norm):
     """Features of float64 input carry float64 accuracy: the fourth finite difference along a
     random direction shows no float32-sized rounding noise (module docstring)."""
-    noise = fourth_difference_noise(target, seed, d, norm)
+    length = scale_for(target, d, seed)  # the declared kernel's length (kernel_scale)
+    noise = fourth_difference_noise(target, seed, d, norm, length=length)
     assert noise <= NOISE_LEVEL, (
         f"{target.name}: median |Δ⁴φ|/max|φ| = {noise:.3g} > {NOISE_LEVEL:g} along a random "
-        f"direction at ‖x‖ = {norm}, step h = 2⁻¹² (seed {seed}, d {d}): rounding noise of "
+        f"direction at ‖x‖ = {norm}·ℓ, step h = 2⁻¹²·ℓ "
+        f"(ℓ = {length:g}, the kernel's length; seed {seed}, d {d}): rounding noise of "
         f"about {noise / 8:.1g} relative per feature, float32-sized (float64 ≈ 1e-16) — the map "
         "does not compute float64 input in float64. ASSUMPTION behind the level: the median "
         "feature is smooth at scale h (|∂⁴φ| ≤ 2.8e4·|φ|); measured false-alarm rate on correct "
@@ -287,11 +297,13 @@ def undeclared(t: FeatureMapTarget) -> bool:
 def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
     """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption).
     The points x, y (directions drawn by Hypothesis, norms nx, ny) are inputs; the estimates
-    are the seed's independent parameter draws (the Monte Carlo sample)."""
+    are the seed's independent parameter draws (the Monte Carlo sample). Norms in units of the
+    declared kernel's length ℓ (``properties/kernel_scale.py``), so the kernel varies over them."""
     from kernel_verify.verify.references.kernels import kernel_mp
 
-    x = nx * data.draw(unit_vectors(d), label="x/‖x‖")
-    y = ny * data.draw(unit_vectors(d), label="y/‖y‖")
+    length = scale_for(target, d, seed)
+    x = nx * length * data.draw(unit_vectors(d), label="x/‖x‖")
+    y = ny * length * data.draw(unit_vectors(d), label="y/‖y‖")
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()
@@ -347,9 +359,10 @@ def test_orthogonal_claim_has_the_orthogonal_variance(target):
     from kernel_verify.verify.stats import variance_test
 
     m = feature_m(target, 64)
-    x, y = random_pair(11, ORTHO_D, 1.0, 1.0)
+    length = scale_for(target, ORTHO_D, 0)  # the declared kernel's length (kernel_scale)
+    x, y = random_pair(11, ORTHO_D, length, length)
     delta = y - x
-    y = x + ORTHO_DIST * delta / np.linalg.norm(delta)
+    y = x + ORTHO_DIST * length * delta / np.linalg.norm(delta)
     var_orf = exact_variance(target, x, y, m)
     bounds = range_bound(target, ORTHO_D, m)
     if var_orf is None or bounds is None:

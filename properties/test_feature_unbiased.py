@@ -28,6 +28,11 @@ blocks). The test is :func:`kernel_verify.verify.stats.mean_test` at
 Rounding of the samples (relative ≲ 1e-14 here) is negligible against every threshold, which
 is ≥ σ/√n-sized; points whose exact variance is below ``1e-12·μ²`` are not drawn.
 
+Inputs: the points (random pairs and the grid) are drawn at unit scale and multiplied by the
+declared kernel's length (:mod:`kernel_verify.properties.kernel_scale`; 1 for kernels without
+one), so a Gaussian kernel of bandwidth 5 or 0.05 is tested where it varies, not where it is
+≈ 1 or ≈ 0; every test here is derived for any fixed inputs, so its false-alarm rate is the same.
+
 Power: a bias ``b`` is detected when ``|b| > t`` by a few ``σ/√n`` (``t ≈ 5σ/√n``). For a
 bounded estimator, RFF pairs at ``x = 0.8e₁, y = 0.8e₂`` (mean 0.527), α = 5e-6, Bernstein with
 the exact variance (``verify.stats.bernstein_threshold``): the relative threshold ``t/μ`` is
@@ -63,6 +68,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.checks.estimates import random_pair
+from kernel_verify.properties.kernel_scale import scale_for
 from kernel_verify.properties.strategies import seeds
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import (
@@ -91,8 +97,10 @@ def _at_random_pairs(test):
 def _mean_is(target, kernel: str, label: str, seed: int, d: int, m: int, nx: float,
              ny: float) -> None:
     """``check_mean`` against ``kernel`` at the random pair of ``(seed, d, nx, ny)``; a pair
-    where the estimator is degenerate is assumed away (module docstring)."""
-    x, y = random_pair(seed, d, nx, ny)
+    where the estimator is degenerate is assumed away (module docstring). The norms are in units
+    of the declared kernel's length (``properties/kernel_scale.py``)."""
+    length = scale_for(target, d, seed)
+    x, y = random_pair(seed, d, nx * length, ny * length)
     try:
         check_mean(target, x, y, m, seed, kernel_value(target, kernel, x, y), label)
     except Degenerate:
@@ -153,5 +161,6 @@ def test_biased_mean_is_reference_mean(target, seed, d, m, nx, ny):
     missing or wrong √p scale, fewer HD stages) or whose formula differs, wherever the two means
     differ by more than the threshold. "not tested" with the reason for a target without a
     formula and construction covered there (black-box maps)."""
-    x, y = random_pair(seed, d, nx, ny)
+    length = scale_for(target, d, seed)  # the declared kernel's length (kernel_scale)
+    x, y = random_pair(seed, d, nx * length, ny * length)
     check_reference_mean(target, x, y, m, seed)

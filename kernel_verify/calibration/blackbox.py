@@ -28,7 +28,7 @@ def blackbox_controls() -> tuple[str, ...]:
     from kernel_verify.properties.checks.blackbox import has_family_identities
     from kernel_verify.properties.formulas import records
 
-    out = list(CONTROLS)
+    out = list(CONTROLS) + [f"{entry}@sigma={sigma:g}" for entry, sigma in SCALED_CONTROLS]
     for f, rec in records().items():
         if not has_family_identities(f) or set(rec.maps) & set(CONTROLS):
             continue
@@ -37,6 +37,35 @@ def blackbox_controls() -> tuple[str, ...]:
         if iid or random:
             out.append((iid or random)[0])
     return tuple(out)
+
+
+#: Correct registry maps at a non-unit declared length (issue #44, item 3): the black-box checks
+#: draw their points at the kernel's length (``properties/kernel_scale.py``), and these rows
+#: measure them there. Unit name ``<entry>@sigma=<σ>``.
+SCALED_CONTROLS: tuple[tuple[str, float], ...] = (("rff_pairs[iid]", 5.0), ("rff_pairs[iid]", 0.2))
+
+
+def _control_pair(name: str):
+    """``(family declared, no family)``: the control ``name`` wrapped black-box (a registry
+    name, or ``<entry>@sigma=<σ>``: the entry with ``config["sigma"] = σ``)."""
+    from kernel_verify.mutants.wrap import as_black_box, control_targets
+
+    if "@sigma=" not in name:
+        (fam,) = control_targets(name)
+        (bare,) = control_targets(name, family=False)
+        return fam, bare
+    entry, sigma = name.split("@sigma=")
+    white = _builtin_map(entry).with_config(sigma=float(sigma))
+    return (as_black_box(white, name=f"control:{name}@blackbox"),
+            as_black_box(white, family=False, name=f"control:{name}@blackbox"))
+
+
+def _length(target, d: int) -> float:
+    """The declared kernel's first length at ``d`` (``properties/kernel_scale.py``; the property
+    picks the ``seed``-th of a mixture's, these controls have one)."""
+    from kernel_verify.properties.kernel_scale import kernel_scales
+
+    return kernel_scales(target, d)[0]
 
 
 def _builtin_map(name: str):
@@ -56,10 +85,7 @@ def blackbox_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
     * the undeclared-family mean test (pilot variance ×4) and the declared-family mean test
       (median of means with the exact variance) on the α ladder; the pilot assumption's own
       failure rate (``σ² > 4·s²``) measured, without a certified level (:func:`_mean_rows`)."""
-    from kernel_verify.mutants.wrap import control_targets
-
-    (fam,) = control_targets(name)
-    (bare,) = control_targets(name, family=False)
+    fam, bare = _control_pair(name)
     rows = _assumption_rows(fam, bare, name, entropy, assumption_trials)
     if fam.has("deterministic") or not fam.has("unbiased"):
         return rows
@@ -80,7 +106,8 @@ def _assumption_rows(fam, bare, name: str, entropy: int, assumption_trials: int)
     a_op = f"stated {ASSUMPTION_LEVEL:g} per example (model assumption)"
     rows = []
     stats = [fourth_difference_noise(fam, _seed(entropy, "noise", name, i), 2 + i % 4,
-                                     (0.3, 0.7, 1.0)[i % 3]) for i in range(assumption_trials)]
+                                     (0.3, 0.7, 1.0)[i % 3], length=_length(fam, 2 + i % 4))
+             for i in range(assumption_trials)]
     rows.append(Row(f"blackbox_maps: float64 accuracy, |Δ⁴φ| noise > {NOISE_LEVEL:g}", fam.name,
                     NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,),
                     (sum(s > NOISE_LEVEL for s in stats),), a_op,
@@ -96,7 +123,8 @@ def _assumption_rows(fam, bare, name: str, entropy: int, assumption_trials: int)
                             a_op))
     if fam.has("deterministic"):
         ex = [deterministic_excess(bare, _seed(entropy, "deterministic", name, i), 1 + i % 4,
-                                   (1e-3, 0.3, 1.0, 2.5)[i % 4]) for i in range(assumption_trials)]
+                                   (1e-3, 0.3, 1.0, 2.5)[i % 4] * _length(bare, 1 + i % 4))
+              for i in range(assumption_trials)]
         rows.append(Row("blackbox_maps: deterministic identity, 64-ulp feature assumption",
                         bare.name, NUMPY64, assumption_trials, (ASSUMPTION_LEVEL,),
                         (sum(e > 1 for e in ex),), a_op,
@@ -127,7 +155,8 @@ def _mean_rows(fam, bare, name: str, n: int, entropy: int) -> list[Row]:
     for i in range(n):
         seed = _seed(entropy, "blackbox_mean", name, i)
         d = 2 + i % 4
-        x, y = random_pair(seed, d, norms[i % 3], norms[(i // 3) % 3])
+        ell = _length(fam, d)  # the property's points: norms in units of the kernel's length
+        x, y = random_pair(seed, d, norms[i % 3] * ell, norms[(i // 3) % 3] * ell)
         mean = float(kernel_mp(fam.kernel, x, y, **fam.kernel_args(d)))
         for a, r in zip(levels, pilot_mean_tests(bare, x, y, seed, mean, levels), strict=True):
             pilot_c[a] += not r.ok
@@ -172,14 +201,16 @@ def orthogonal_rows(name: str, n: int, entropy: int, assumption_trials: int) -> 
     from kernel_verify.verify.stats import variance_test
 
     (t,) = control_targets(name)
-    d, dist, draws, m = 8, 1.5, 20000, feature_m(t, 64)
+    d, draws, m = 8, 20000, feature_m(t, 64)
+    ell = _length(t, d)  # the property's points, in units of the kernel's length
+    dist = 1.5 * ell
     trials = max(trials_to_certify(LADDER[0]), n // 7) if n >= MIN_SEEDS else n
     levels = rungs(trials)
     counts = dict.fromkeys(levels, 0)
     bounds = range_bound(t, d, m)
     for i in range(trials):
         seed = _seed(entropy, "orthogonal", name, i)
-        x, y = random_pair(seed, d, 1.0, 1.0)
+        x, y = random_pair(seed, d, ell, ell)
         y = x + dist * (y - x) / np.linalg.norm(y - x)
         var = exact_variance(t, x, y, m)
         mean = float(kernel_mp(t.kernel, x, y, **t.kernel_args(d)))

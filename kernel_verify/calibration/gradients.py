@@ -82,6 +82,90 @@ def gradient_rows(name: str, n: int, entropy: int, assumption_trials: int) -> li
     return [ladder_row(CHECK, name, WHERE, trials, counts)]
 
 
+# ------------------------------------------------------------------ black-box gradient point
+#: Features per ``sample_fn`` draw of the black-box rows (issue #44, item 5).
+BLACKBOX_GRADIENT_M = 16
+#: The stated defect of the power row: the gradient scaled by ``1 + POWER_EPS``.
+POWER_EPS = 0.1
+#: The level of the power row: at most the per-assertion α of the shipped suite (2.6e-5 in
+#: the mutants profile), so the measured power is a lower bound of the property's.
+POWER_ALPHA = 1e-5
+BLACKBOX_CHECK = (f"{CHECK} (black-box point ‖y‖ = 2, ‖x + y‖ = 0.3, "
+                  f"m = {BLACKBOX_GRADIENT_M} per draw)")
+
+
+def _blackbox_positive(mode: str):
+    """The black-box SM⁺ map of the gradient mutants (``kernel_verify.mutants.gradients``:
+    m = 16, a hand-written backward; ``right`` is the control, ``scaled_1_1`` the ×1.1 one)."""
+    from kernel_verify.mutants.gradients import _positive_targets
+
+    black = _positive_targets(f"calibration:{mode}", mode)[1]
+    if int(black.m) != BLACKBOX_GRADIENT_M:
+        raise ValueError(f"the black-box gradient map has m = {black.m}, the rows say "
+                         f"{BLACKBOX_GRADIENT_M}")
+    return black
+
+
+def white_point_m_needed(power: float = 0.1, eps: float = POWER_EPS, points: int = 4000,
+                         seed: int = 0) -> int:
+    """Features per ``sample_fn`` draw a black-box map would need for ``power`` against a
+    gradient scaled by ``1 + eps`` at the *white-box* point law (``‖x‖ = 0.8``, ``‖y‖ = 0.5``,
+    Gaussian directions): the property's block of ``r = STAT_R_MAX`` draws rejects where
+    ``eps·|μ_j| ≥ 2.5·σ_T,j/√(r·m)`` (:func:`~kernel_verify.properties.gradient_checks.
+    block_features`), so ``m = (2.5·q/eps)²/r`` with ``q`` the ``power``-quantile of
+    ``min_j σ_T,j/|μ_j|`` over ``points`` points of that law (exact moments)."""
+    import math
+
+    from kernel_verify.properties.gradient_checks import STAT_D, STAT_R_MAX
+    from kernel_verify.verify.gradient_stats import positive_gradient_moments
+
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(points):
+        x, y = rng.standard_normal(STAT_D), rng.standard_normal(STAT_D)
+        x *= 0.8 / np.linalg.norm(x)
+        y *= 0.5 / np.linalg.norm(y)
+        mean, var = positive_gradient_moments(x, y)
+        ratios.append(float(np.min(np.sqrt(var) / np.abs(mean))))
+    q = float(np.quantile(ratios, power))
+    return math.ceil((2.5 * q / eps) ** 2 / STAT_R_MAX)
+
+
+def blackbox_gradient_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list:
+    """The unbiasedness test of the gradient on a black-box map (m = 16 per draw, its own point:
+    :data:`~kernel_verify.properties.gradient_checks.BLACKBOX_Y`, ``BLACKBOX_S``): the false
+    alarms of the correct map on the α ladder (:func:`gradient_trials` trials), and the power
+    against the same map with its gradient scaled by ``1 + POWER_EPS`` at ``POWER_ALPHA``
+    (``n`` trials; a measured row), its margin stating the m the white-box point would need."""
+    from kernel_verify.properties.gradient_checks import (
+        unbiased_gradient_test,
+        unbiased_gradient_trial,
+    )
+    from kernel_verify.verify.gradient_stats import draws_for_alpha
+
+    right, scaled = _blackbox_positive("right"), _blackbox_positive("scaled_1_1")
+    trials = gradient_trials(n)
+    levels = rungs(trials)
+    counts = dict.fromkeys(levels, 0)
+    most = max(draws_for_alpha(a) for a in levels)
+    for i in range(trials):
+        trial = unbiased_gradient_trial(right, _seed(entropy, "gradients_bb", name, i), most)
+        for a in levels:
+            counts[a] += not unbiased_gradient_test(trial, a).ok
+    hits = 0
+    for i in range(n):
+        trial = unbiased_gradient_trial(scaled, _seed(entropy, "gradients_bb_power", name, i),
+                                        draws_for_alpha(POWER_ALPHA))
+        hits += not unbiased_gradient_test(trial, POWER_ALPHA).ok
+    need = white_point_m_needed()
+    return [ladder_row(BLACKBOX_CHECK, right.name, WHERE, trials, counts),
+            Row(f"{BLACKBOX_CHECK}: power, gradient ×{1 + POWER_EPS:g} detected",
+                scaled.name, WHERE, n, (), (),
+                f"power at α = {POWER_ALPHA:g} (measured; goal ≥ 0.1)",
+                f"at the white-box point (‖x‖ = 0.8, ‖y‖ = 0.5) 10 % power would need "
+                f"m ≈ {need} per draw", unstated=hits)]
+
+
 # --------------------------------------------------------------------------- finite differences
 FD_CHECK = ("gradients: float64 finite differences within 100·u^(2/3)·F "
             "(fifth-derivative assumption)")

@@ -77,6 +77,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "gradients" in parts:
         from kernel_verify.calibration.gradients import (
             GRADIENT_TARGET,
+            blackbox_gradient_rows,
             fd_attention_rows,
             fd_attention_targets,
             fd_rows,
@@ -85,6 +86,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
         )
 
         out.append(Unit("gradients", GRADIENT_TARGET, gradient_rows))
+        out.append(Unit("gradients", "grad_positive@blackbox", blackbox_gradient_rows))
         out += [Unit("gradients", name, fd_rows) for name in fd_targets()]
         out += [Unit("gradients", name, fd_attention_rows) for name in fd_attention_targets()]
     if "gradient_assumptions" in parts:  # light (~5 min at 2995 trials): its own part

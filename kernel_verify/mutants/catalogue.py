@@ -36,7 +36,13 @@ from kernel_verify.mutants.gated_torch import make_target as gated_torch_target
 from kernel_verify.mutants.gradients import GRADIENT_MUTANTS
 from kernel_verify.mutants.hybrid import HYBRID_KILLERS, HYBRID_MUTANTS
 from kernel_verify.mutants.hybrid_lm import MUTANTS as HYBRID_LM_MUTANTS
+from kernel_verify.mutants.kernel_scale import SCALE_KILLERS, SCALE_MUTANTS
 from kernel_verify.mutants.learned_attention import LEARNED_KILLERS, LEARNED_MUTANTS
+from kernel_verify.mutants.lowp_paths import (
+    LOWP_MAP_MUTANTS,
+    LOWP_PATH_KILLERS,
+    LOWP_PATH_MUTANTS,
+)
 from kernel_verify.mutants.lowrank_batch import LOWRANK_BATCH_KILLERS, LOWRANK_BATCH_MUTANTS
 from kernel_verify.mutants.matrices import MATRIX_MUTANTS, target
 from kernel_verify.mutants.models import MUTANTS as MODEL_MUTANTS
@@ -49,6 +55,11 @@ from kernel_verify.mutants.nystrom import (
 from kernel_verify.mutants.nystrom import target as nystrom_target
 from kernel_verify.mutants.torch_forms import TORCH_FORMS_KILLERS, TORCH_FORMS_MUTANTS
 from kernel_verify.properties.protocol import Target
+
+# black-box maps whose defect is the kernel's length scale: feature-map mutants of their own
+# module (kernel_verify/mutants/kernel_scale.py, which builds them with features.py)
+FEATURE_MUTANTS.update(SCALE_MUTANTS)
+FEATURE_KILLERS.update(SCALE_KILLERS)
 
 MATRICES_FAMILY = "random_matrices"
 ATTENTION_FAMILY = "attention_identities"
@@ -180,6 +191,16 @@ def _exact_lowp(name: str) -> Mutant:
                   EXACT_LOWP_KILLERS[name])
 
 
+def _lowp_path(name: str) -> Mutant:
+    """Float32-only and half-only targets with one defect each, crediting properties on the
+    low-precision paths (:mod:`kernel_verify.mutants.lowp_paths`; controls: its
+    ``LOWP_PATH_CONTROLS``)."""
+    family = "feature_map" if name in LOWP_MAP_MUTANTS else "attention"
+    description, make = {**LOWP_PATH_MUTANTS, **LOWP_MAP_MUTANTS}[name]
+    return Mutant(name, family, description, lambda: make(f"mutant:{name}"),
+                  LOWP_PATH_KILLERS[name])
+
+
 MUTANTS: list[Mutant] = [
     *(_matrix(n) for n in MATRIX_MUTANTS),
     *(_attention(n) for n in ATTENTION_MUTANTS),
@@ -197,6 +218,7 @@ MUTANTS: list[Mutant] = [
     *(_lowrank_batch(n) for n in LOWRANK_BATCH_MUTANTS),
     *(_gradient(n) for n in GRADIENT_MUTANTS),
     *(_exact_lowp(n) for n in EXACT_LOWP_MUTANTS),
+    *(_lowp_path(n) for n in [*LOWP_PATH_MUTANTS, *LOWP_MAP_MUTANTS]),
     *MODEL_MUTANTS,
     *HYBRID_LM_MUTANTS,
 ]

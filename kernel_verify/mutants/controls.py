@@ -43,6 +43,8 @@ from kernel_verify.mutants.features import _blackbox_of
 from kernel_verify.mutants.features import blackbox_positive as _blackbox_positive
 from kernel_verify.mutants.gradients import GRADIENT_CONTROL_ROWS, GRADIENT_CONTROLS
 from kernel_verify.mutants.hybrid_lm import CONTROLS as HYBRID_LM_CONTROLS
+from kernel_verify.mutants.kernel_scale import SCALE_TWINS as _SCALE_TWINS
+from kernel_verify.mutants.kernel_scale import scaled_rff_pairs as _scaled_rff_pairs
 from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
 from kernel_verify.mutants.models import CONTROLS as MODEL_CONTROLS
@@ -117,6 +119,12 @@ def _exact_lowp() -> dict[str, Callable[[], list[Target]]]:
     from kernel_verify.mutants.exact_attention_lowp import EXACT_LOWP_CONTROLS
 
     return dict(EXACT_LOWP_CONTROLS)
+
+
+def _lowp_paths() -> dict[str, Callable[[], list[Target]]]:
+    from kernel_verify.mutants.lowp_paths import LOWP_PATH_CONTROLS
+
+    return dict(LOWP_PATH_CONTROLS)
 
 
 def _lowrank_batch() -> dict[str, Callable[[], list[Target]]]:
@@ -204,6 +212,12 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     ("random_maclaurin", "feature_map",
      "random Maclaurin features of exp(xᵀy) (registry function; unbiased, exact variance)",
      _feature_twin("random_maclaurin", False)),
+    # the correct twins of the kernel-scale mutants (kernel_verify/mutants/kernel_scale.py)
+    *((name, "feature_map", f"black-box RFF pairs of the Gaussian kernel with σ = {sigma:g} "
+       f"({'family declared' if fam else 'no family declared'}), right scale",
+       lambda name=name, sigma=sigma, fam=fam: _renamed(
+           _scaled_rff_pairs(name, sigma, None, family=fam)))
+      for name, sigma, fam in _SCALE_TWINS),
     *((name, row.family, row.description, GRADIENT_CONTROLS[name])
       for name, row in GRADIENT_CONTROL_ROWS.items()),
 ]
@@ -237,6 +251,10 @@ CONTROLS: list[Mutant] = [
              "backward, without a defect", make,
              loader="kernel_verify.mutants.exact_attention_lowp:control_")
       for n, make in _exact_lowp().items()),
+    *(Mutant(n, "attention", "float32-only / half-only exact attention and float32 Taylor "
+             "forms with varlen, without a defect (the low-precision path mutants' twins)", make,
+             loader="kernel_verify.mutants.lowp_paths:control_")
+      for n, make in _lowp_paths().items()),
     *MODEL_CONTROLS,  # the tiny causal LM (kernel_verify.mutants.models)
     *HYBRID_LM_CONTROLS,  # its sliding-window hybrid (kernel_verify.mutants.hybrid_lm)
 ]

@@ -1,0 +1,90 @@
+"""Black-box RFF maps whose defect is the kernel's length scale (issue #44, item 3).
+
+A Gaussian-kernel map declaring ``sigma = σ ≠ 1`` whose features use another scale: ``σ²`` in
+place of ``σ`` (a lengthscale/variance mix-up; ``DEFECTS`` also has σ ignored). Both are exact
+RFF pairs of *some* Gaussian kernel, so every per-draw identity holds (``‖φ(x)‖² = 1``,
+stationarity) and only a mean or variance compared with ``k_σ`` can see the defect.
+
+Measured with unit-ball points (before the suite drew at the kernel's length,
+``properties/kernel_scale.py``): at σ = 0.05 without a declared family both kernels are ≈ 0 at
+every pair the pilot-variance mean test drew, and the σ² map passed it (its only statistical
+test); at σ = 0.2 and σ = 5 (and with the family declared) the grid's small case, the pilot test
+or the fourth-moment variance test already caught it. At points of norm ``(0.2–0.8)·σ`` every one
+is caught by the mean test written for it.
+
+Each mutant is the registry's ``rff_pairs[iid]`` with ``config = {"sigma": σ}`` (the declared
+kernel ``gaussian(σ)`` follows from it), its NumPy function replaced, seen through ``sample_fn``
+only (:func:`kernel_verify.mutants.wrap.as_black_box`), with or without the family declared. The
+correct twins (:func:`scaled_rff_pairs` with ``defect=None``, :data:`SCALE_TWINS`) run the same
+code with the declared σ; they are controls of the catalogue (``kernel_verify.mutants.controls``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from kernel_verify.impls.numpy import random_features as np_rf
+from kernel_verify.mutants.features import feature_mutant
+from kernel_verify.mutants.wrap import as_black_box
+from kernel_verify.properties.protocol import Target
+
+#: defect -> (what the features use for σ, description)
+DEFECTS = {
+    "sigma_squared": (lambda s: s * s, "σ² in place of σ"),
+    "sigma_ignored": (lambda s: 1.0, "σ = 1 (the declared σ ignored)"),
+}
+
+
+def scaled_rff_pairs(name: str, sigma: float, defect: str | None = None, *,
+                     family: bool = True) -> list[Target]:
+    """The black-box RFF-pairs map of ``gaussian(sigma)``, its features computed with the scale
+    of ``defect`` (:data:`DEFECTS`; None: the declared σ, the twin); ``family``: the estimator
+    family (formula, matrix, config) declared, else only the kernel and its σ."""
+    if not (isinstance(sigma, float | int) and sigma > 0):
+        raise ValueError(f"sigma must be a positive number, got {sigma!r}")
+    if defect is not None and defect not in DEFECTS:
+        raise ValueError(f"defect must be one of {sorted(DEFECTS)} or None, got {defect!r}")
+    used = (lambda s: s) if defect is None else DEFECTS[defect][0]
+
+    def fn(x: np.ndarray, params: Any, config: Any) -> np.ndarray:
+        return np_rf.rff_pairs(x, params, {**config, "sigma": used(float(config["sigma"]))})
+
+    (white,) = feature_mutant(name, "rff_pairs[iid]", fn, config={"sigma": float(sigma)})
+    black = as_black_box(white, family=family, name=f"mutant:{name}")
+    return [replace(black, claims=black.claims - {"differentiable", "deterministic_backward"})]
+
+
+#: (name, σ, defect, family declared) of the catalogue's scale mutants (module docstring).
+_ROWS = (
+    ("blackbox_nofamily_rff_sigma0_05_sigma_squared", 0.05, "sigma_squared", False),
+    ("blackbox_nofamily_rff_sigma0_2_sigma_squared", 0.2, "sigma_squared", False),
+    ("blackbox_nofamily_rff_sigma5_sigma_squared", 5.0, "sigma_squared", False),
+    ("blackbox_rff_sigma5_sigma_squared", 5.0, "sigma_squared", True),
+)
+
+#: name -> (description, make(name)); merged into the feature mutants by the catalogue.
+SCALE_MUTANTS = {
+    name: (f"black-box RFF pairs declaring the Gaussian kernel with σ = {sigma:g} "
+           f"({'family declared' if fam else 'no family declared'}) whose features use "
+           f"{DEFECTS[defect][1]}",
+           lambda n, s=sigma, dfc=defect, f=fam: scaled_rff_pairs(n, s, dfc, family=f))
+    for name, sigma, defect, fam in _ROWS
+}
+
+#: The properties written for them: the mean tests at points of the kernel's scale (without a
+#: family, the pilot-variance mean test is the only statistical one).
+SCALE_KILLERS = {
+    name: (("blackbox_maps::test_unbiased_without_declared_family",) if not fam else
+           ("feature_unbiased::test_unbiased_on_random_points",
+            "feature_unbiased::test_unbiased_on_grid",
+            "feature_variance::test_iid_variance_matches_exact_variance_by_fourth_moment"))
+    for name, _, _, fam in _ROWS
+}
+
+#: The correct twins: (control name, σ, family declared).
+SCALE_TWINS = (("blackbox_nofamily_rff_sigma0_05", 0.05, False),
+               ("blackbox_nofamily_rff_sigma5", 5.0, False),
+               ("blackbox_rff_sigma5", 5.0, True))

@@ -1,0 +1,102 @@
+"""The input scale of a declared kernel (properties/kernel_scale.py), the kernel-scale mutants and
+twins, and the black-box point of the gradient unbiasedness test (issue #44, items 3 and 5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kernel_verify.impls.registry import all_maps, get
+from kernel_verify.properties.kernel_scale import kernel_scales, scale_for
+
+
+def test_unit_scale_maps_keep_unit_scale():
+    """Every built-in map whose kernel has no length draws at scale exactly 1.0 (its points are
+    the same floats as before); the RFF maps declare σ = 1; only the spectral mixture (GMM-RKS)
+    has component lengths."""
+    for m in all_maps():
+        for d in (2, 3, 5):
+            scales = kernel_scales(m, d)
+            if m.formula == "gmm_rks":
+                L = m.kernel_args(d)["L"]
+                want = sorted({math.sqrt(d) / float(np.linalg.norm(f)) for f in L})
+                assert list(scales) == pytest.approx(want, rel=0, abs=0), m.name
+            else:
+                assert scales == (1.0,), (m.name, d, scales)
+
+
+def test_declared_sigma_is_the_scale():
+    for sigma in (0.05, 0.2, 5.0, 20.0):
+        t = get("rff_pairs[iid]").with_config(sigma=sigma)
+        assert kernel_scales(t, 3) == (sigma,)
+        assert scale_for(t, 3, 12345) == sigma
+
+
+def test_softmax_mixture_is_not_stationary():
+    """GMM-PRF's kernel has factors L but is a softmax-type kernel of x + y: unit scale."""
+    assert kernel_scales(get("gmm_prf"), 3) == (1.0,)
+
+
+def test_scale_for_cycles_through_components():
+    t = get("gmm_rks")
+    scales = kernel_scales(t, 3)
+    assert len(scales) == 2
+    assert [scale_for(t, 3, i) for i in range(4)] == [*scales, *scales]
+
+
+def test_bad_dimension_is_named():
+    with pytest.raises(ValueError, match="d must be a positive integer"):
+        kernel_scales(get("rff_pairs[iid]"), 0)
+
+
+def test_scale_mutants_and_twins_are_registered():
+    from kernel_verify.mutants.catalogue import get_mutant
+    from kernel_verify.mutants.controls import CONTROLS
+    from kernel_verify.mutants.kernel_scale import SCALE_MUTANTS, SCALE_TWINS
+
+    for name in SCALE_MUTANTS:
+        m = get_mutant(name)
+        (t,) = m.targets
+        assert not t.white_box and t.kernel == "gaussian"
+        assert m.expected_killers, name
+    names = {c.name for c in CONTROLS}
+    for twin, sigma, family in SCALE_TWINS:
+        assert f"control_{twin}" in names
+        (t,) = next(c for c in CONTROLS if c.name == f"control_{twin}").targets
+        assert t.kernel_args(3) == {"sigma": sigma}
+        assert (t.formula is not None) == family
+
+
+def test_scale_mutant_means_differ_at_the_scaled_points():
+    """The σ² defect is a different Gaussian kernel: at the σ-scaled points its mean (the
+    kernel at σ²) is far from the declared one, at the unit points (σ = 0.05) both are ≈ 0."""
+    from kernel_verify.verify.references.kernels import kernel_mp
+
+    sigma = 0.05
+    x, y = np.array([0.5, 0.0]), np.array([0.0, 0.3])
+    unit = [float(kernel_mp("gaussian", x, y, sigma=s)) for s in (sigma, sigma**2)]
+    scaled = [float(kernel_mp("gaussian", sigma * x, sigma * y, sigma=s))
+              for s in (sigma, sigma**2)]
+    assert max(unit) < 1e-20
+    assert scaled[0] - scaled[1] > 0.5
+
+
+def test_blackbox_gradient_point():
+    """A black-box map's example of the gradient test sits at ‖y‖ = 2, ‖x + y‖ = 0.3; a
+    white-box map's keeps ‖x‖ = 0.8, ‖y‖ = 0.5."""
+    from kernel_verify.mutants.gradients import _positive_targets
+    from kernel_verify.properties.gradient_checks import (
+        BLACKBOX_S,
+        BLACKBOX_Y,
+        unbiased_gradient_trial,
+    )
+
+    white, black = _positive_targets("t", "right")
+    tb = unbiased_gradient_trial(black, 3, 2)
+    assert np.linalg.norm(tb.y) == pytest.approx(BLACKBOX_Y, rel=1e-14)
+    assert np.linalg.norm(tb.x + tb.y) == pytest.approx(BLACKBOX_S, rel=1e-12)
+    tw = unbiased_gradient_trial(white, 3, 2)
+    assert np.linalg.norm(tw.x) == pytest.approx(0.8, rel=1e-14)
+    assert np.linalg.norm(tw.y) == pytest.approx(0.5, rel=1e-14)
