@@ -452,7 +452,8 @@ def _add_calibrate(sub) -> None:
                    help="processes (default: min(2, CPU count))")
     p.add_argument("--part", dest="parts", nargs="*", default=None,
                    choices=["matrices", "estimators", "reference_means", "convergence",
-                            "blackbox", "gradients", "gradient_assumptions", "power"],
+                            "blackbox", "gradients", "gradient_assumptions", "same_precision",
+                            "power"],
                    help="only these groups of checks (default: all but power, which writes "
                    "reports/power.md: the smallest defect each attention property detects)")
     p.set_defaults(run=_cmd_calibrate)

@@ -8,10 +8,29 @@ first index and value of each, so a failure points at the cause rather than a sy
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
-__all__ = ["NonFiniteOutputError", "check_within", "first", "nonfinite", "observed",
-           "require_finite"]
+__all__ = ["NonFiniteOutputError", "check_same_precision", "check_within", "first", "nonfinite",
+           "observed", "require_finite", "same_precision_criterion"]
+
+#: Whether :func:`check_same_precision` judges (``kernel-verify calibrate --part power`` turns it
+#: off to measure the derived bounds alone: :func:`same_precision_criterion`).
+_SAME_PRECISION = [True]
+
+
+@contextmanager
+def same_precision_criterion(on: bool) -> Iterator[None]:
+    """Within the block, the same-precision reference criterion is applied (``on``) or not (the
+    derived bounds alone): the power report measures each property both ways."""
+    before = _SAME_PRECISION[0]
+    _SAME_PRECISION[0] = bool(on)
+    try:
+        yield
+    finally:
+        _SAME_PRECISION[0] = before
 
 
 class NonFiniteOutputError(AssertionError):
@@ -114,3 +133,21 @@ def check_within(got: np.ndarray, ref: np.ndarray, bound: np.ndarray, what: str)
         raise AssertionError(f"{what}: {got[i]!r} at {i}, exact {ref[i]!r}: error {err[i]:.3e} > "
                              f"derived bound {bound[i]:.3e} ({int((err > bound).sum())} of "
                              f"{err.size} entries outside)")
+
+
+def check_same_precision(got: np.ndarray, exact: np.ndarray, plain, *, compute: str,
+                         output: str, what: str) -> None:
+    """The same-precision reference criterion (:mod:`kernel_verify.verify.same_precision`,
+    issue #44): ``max|got − exact| ≤ c·max(max|plain − exact|, u_c·Y) + u_o·Y``, else an
+    ``AssertionError`` naming ``what`` with both errors, ``c`` and the allowance. ``exact`` the
+    float64 value, ``plain`` the formula evaluated plainly in the same precision (an array or a
+    sequence of arrays: the largest error counts)."""
+    from kernel_verify.verify.same_precision import compare
+
+    if not _SAME_PRECISION[0]:
+        return
+    c = compare(got, exact, plain, compute=compute, output=output)
+    if not c.ok:
+        raise AssertionError(f"{what}: less accurate than {c.c:g}× a plain evaluation of the "
+                             f"same formula in {compute} (same-precision reference criterion, "
+                             f"beside the derived bound): {c.text()}")

@@ -316,7 +316,7 @@ def unbiased_gradient_test(trial: UnbiasedTrial, alpha: float):
     rejects scalings ``ε ≳ 2.5·min_j σ_T,j/|μ_j|/√(STAT_R_MAX·m)`` only: at the white-box point
     (×1.1 at m = 16: 0 of 10; 10 % power needs m ≈ 270 there) — hence its own point
     (:data:`BLACKBOX_Y`, :data:`BLACKBOX_S`), where the power at m = 16 is measured by
-    ``kernel_verify.calibration.gradients.blackbox_gradient_power``."""
+    ``kernel_verify.calibration.gradients.blackbox_gradient_rows``."""
     from kernel_verify.verify.gradient_stats import draws_for_alpha, median_of_means_test
 
     b = draws_for_alpha(alpha)

@@ -63,7 +63,12 @@ from kernel_verify.properties.checks.forms import (  # shared with kernel-verify
     state_gradient_check,
 )
 from kernel_verify.properties.checks.forms import chunk_size as _chunk
-from kernel_verify.properties.evidence import check_within, nonfinite, observed
+from kernel_verify.properties.evidence import (
+    check_same_precision,
+    check_within,
+    nonfinite,
+    observed,
+)
 from kernel_verify.properties.layouts import (
     AT_BOUNDARIES,
     FixedDraws,
@@ -194,6 +199,37 @@ def tol(x: QKV, backend: Backend, target=None, seed: int = 0) -> float:
     return 2 * output_error_bound(xs, backend, m)
 
 
+def same_precision(x: QKV, backend: Backend, target, seed: int):
+    """``(y₆₄, plain)`` of the same-precision reference criterion (issue #44,
+    :mod:`kernel_verify.verify.same_precision`) for the causal outputs of a target declaring
+    ``features`` on a float32 or half-precision backend: the float64 outputs of the declared
+    features of the inputs as the target saw them, and the quadratic form of the same features
+    evaluated in the backend's compute dtype and cast to its dtype; None where the criterion
+    does not apply (float64, or no declared features)."""
+    if target is None or target.features is None or backend.dtype == "float64":
+        return None
+    from kernel_verify.properties.checks.declared import exact_attention, features64
+    from kernel_verify.verify.same_precision import causal_attention_plain
+
+    xs = seen(x, backend)
+    fq, fk = features64(target, xs.q, seed), features64(target, xs.k, seed)
+    y64 = exact_attention(fq, fk, xs.v, True)
+    plain = causal_attention_plain(fq, fk, xs.v, compute=backend.budget.compute_dtype)
+    if not (np.isfinite(y64).all() and np.isfinite(plain).all()):
+        return None  # nothing to judge against: the derived bound alone
+    return y64, plain
+
+
+def check_same(got: np.ndarray, sp, backend: Backend, what: str, start: int = 0) -> None:
+    """The criterion on ``got`` (rows ``start…`` of the outputs ``sp`` describes); nothing
+    when ``sp`` is None."""
+    if sp is None:
+        return
+    y64, plain = sp
+    check_same_precision(got, y64[..., start:, :], plain[..., start:, :],
+                         compute=backend.budget.compute_dtype, output=backend.dtype, what=what)
+
+
 # ------------------------------------------------------------------ calling the forms
 def run(target, backend: Backend, x: QKV, *, seed: int, chunk: int | None = None,
         state=None, form: str | None = None):
@@ -260,15 +296,16 @@ def continuation(target, backend, state, probe: QKV, seed: int) -> np.ndarray:
     return run_steps(target, backend, probe, seed=seed, state=state)[0]
 
 
-def same_state(target, backend, a, b, probe: QKV, context: QKV, seed: int, what: str) -> None:
+def same_state(target, backend, a, b, probe: QKV, context: QKV, seed: int, what: str):
     """Two states agree when the probe continues identically from both (``2ε`` of the whole
-    input ``context + probe``)."""
+    input ``context + probe``); returns the two continuations."""
     got_a = continuation(target, backend, a, probe, seed)
     got_b = continuation(target, backend, b, probe, seed)
     text = observed(got_a, tol=tol(qkv_join(context, probe), backend, target, seed), expected=got_b)
     if text:
         raise AssertionError(f"{what}: the probe continues differently from the two states: "
                              f"{text}")
+    return got_a, got_b
 
 
 def where(target, backend, shape: Shape) -> str:
@@ -290,7 +327,9 @@ def _size(state) -> list[tuple[int, ...]]:
 @_on_shapes(_at_lengths)
 def test_forms_agree_with_each_other(target, backend, shape):
     """parallel = chunked (any C) = recurrent: ``attention(causal=True)``, ``stateful``,
-    ``chunked`` at the drawn C and the steps give the same outputs within ``2ε``."""
+    ``chunked`` at the drawn C and the steps give the same outputs within ``2ε``; on float32
+    and half types, a target declaring ``features`` also has every output within the
+    same-precision reference criterion (:func:`same_precision`)."""
     x = draw_inputs(shape)
     ref = call(target, backend, x, causal=True, seed=shape.seed)
     outs = {}
@@ -308,6 +347,9 @@ def test_forms_agree_with_each_other(target, backend, shape):
         if text:
             raise AssertionError(f"{where(target, backend, shape)}: {name} differs from "
                                  f"attention(causal=True): {text}")
+    sp = same_precision(x, backend, target, shape.seed)
+    for name, (out, start) in {"attention(causal=True)": (ref, 0), **outs}.items():
+        check_same(out, sp, backend, f"{where(target, backend, shape)}: {name}", start)
 
 
 # ------------------------------------------------------------------ the exact recurrence
@@ -367,7 +409,9 @@ def test_forms_meet_the_exact_recurrence(target, backend, shape):
 def test_split_invariance(target, backend, shape):
     """``[0, t₀)`` then ``[t₀, T)`` from its final state = ``[0, T)``: outputs within ``2ε``
     and the two final states continue a probe identically (bitwise, outputs and probe, under
-    ``state_bitwise``)."""
+    ``state_bitwise``); on float32 and half types, a target declaring ``features`` also has the
+    split outputs and the probe continued from the split run's state within the same-precision
+    reference criterion (:func:`same_precision`)."""
     x = draw_inputs(shape)
     cut = min(shape.cut, shape.t)
     full, s_full = run(target, backend, x, seed=shape.seed, chunk=shape.chunk)
@@ -391,8 +435,14 @@ def test_split_invariance(target, backend, shape):
     if text:
         raise AssertionError(f"{w}: running [0, {cut}) and continuing from its state differs "
                              f"from the full run: {text}")
-    same_state(target, backend, s_split, s_full, probe_for(shape), x, shape.seed,
-               f"{w}: final state of the split run vs the full run")
+    probe = probe_for(shape)
+    got_split, _ = same_state(target, backend, s_split, s_full, probe, x, shape.seed,
+                              f"{w}: final state of the split run vs the full run")
+    sp = same_precision(x, backend, target, shape.seed)
+    check_same(split, sp, backend, f"{w}: split at {cut}")
+    spj = same_precision(qkv_join(x, probe), backend, target, shape.seed)
+    check_same(got_split, spj, backend, f"{w}: the probe continued from the split run's final "
+               "state", start=shape.t)
 
 
 # ------------------------------------------------------------------ final state = recurrence

@@ -37,6 +37,13 @@ detected in every trial.
 **False alarms.** The same trials with ``ε = 0`` (the correct target): :data:`FALSE_ALARM_TRIALS`
 = 59 trials, reported as ``k/59`` with the 95 % Clopper–Pearson upper bound (0.05 at ``k = 0``).
 
+**Two criteria** (issue #44). On float32 and half types the forms and gated forms properties
+also apply the same-precision reference criterion (``verify/same_precision.py``, beside the
+derived bound): their cells (:data:`SAME_PRECISION`) are bisected twice, with the criterion
+switched off (``properties.evidence.same_precision_criterion``: the derived bound alone) and on
+(the property as it runs); the false alarms and the verdict are those of the property as it
+runs.
+
 **Targets of issue #29**, derived from the dtype's unit roundoff: float32 ≤ 1e-3, float16 ≤ 1e-2,
 bfloat16 ≤ 3e-2 relative. A cell above its target is marked, and the report says why from the
 bound the property uses (the ``2ε`` of ``properties/attention_cases.py``: ``γ`` over ``n + M + 6``
@@ -85,6 +92,9 @@ class Cell:
     make: Callable[[float], Any]
     trial: Callable[[Any, Any, np.random.Generator], bool | None]
     deterministic: bool = False
+    #: The property applies the same-precision reference criterion here (issue #44): the cell
+    #: is measured with the derived bound alone and with both.
+    criterion: bool = False
 
 
 @dataclass
@@ -96,6 +106,8 @@ class Result:
     fa_trials: int
     seconds: float
     note: str = ""
+    #: The derived bound alone (the same-precision criterion off), where the cell has both.
+    derived: tuple[float | None, str] | None = None
 
 
 # ----------------------------------------------------------------------------- running trials
@@ -142,10 +154,37 @@ def _backend_for(cell: Cell):
 
 
 def measure(cell: Cell, seed: int) -> Result:
-    """Bisection for the smallest detected ε and the false-alarm count (module docstring)."""
+    """Bisection for the smallest detected ε and the false-alarm count (module docstring); a
+    cell with the same-precision criterion (:attr:`Cell.criterion`) is bisected twice: the
+    derived bound alone (:attr:`Result.derived`) and both checks (the property as it runs,
+    whose false alarms are counted), from the same seed: the same trials while the two
+    bisections visit the same levels."""
+    from kernel_verify.properties.evidence import same_precision_criterion
+
     start = time.monotonic()
-    rng = np.random.default_rng(seed)
+    derived = None
+    if cell.criterion:
+        with same_precision_criterion(False):
+            derived = _smallest(cell, np.random.default_rng(seed), _backend_for(cell))
+    smallest, where = _smallest(cell, np.random.default_rng(seed), _backend_for(cell))
+    rng = np.random.default_rng(seed + 104729)
     backend = _backend_for(cell)
+    fa = fa_n = 0
+    correct = cell.make(0.0)
+    trials = 1 if cell.deterministic else FALSE_ALARM_TRIALS
+    attempts = 0
+    while fa_n < trials and attempts < 4 * trials:
+        attempts += 1
+        got = cell.trial(correct, backend, rng)
+        if got is None:
+            continue
+        fa_n += 1
+        fa += int(got)
+    return Result(cell, smallest, where, fa, fa_n, time.monotonic() - start, derived=derived)
+
+
+def _smallest(cell: Cell, rng: np.random.Generator, backend) -> tuple[float | None, str]:
+    """``(smallest detected ε or None, where)``: the bisection of the module docstring."""
     n = TRIALS
     lo, hi = LOG_LO, LOG_HI
     hits, tried = _detects(cell, 10.0**hi, rng, backend, n)
@@ -164,18 +203,7 @@ def measure(cell: Cell, seed: int) -> Result:
             else:
                 lo = mid
         smallest = 10.0**hi
-    fa = fa_n = 0
-    correct = cell.make(0.0)
-    trials = 1 if cell.deterministic else FALSE_ALARM_TRIALS
-    attempts = 0
-    while fa_n < trials and attempts < 4 * trials:
-        attempts += 1
-        got = cell.trial(correct, backend, rng)
-        if got is None:
-            continue
-        fa_n += 1
-        fa += int(got)
-    return Result(cell, smallest, where, fa, fa_n, time.monotonic() - start)
+    return smallest, where
 
 
 # ----------------------------------------------------------------------------- the defects
@@ -337,35 +365,12 @@ def delta_future_defect(eps: float):
                                   for f in ("parallel", "stateful", "chunked")})
 
 
-class RandomDraws:
-    """A stand-in for Hypothesis' ``data`` that draws each value uniformly from the strategy
-    (integers, sampled_from, booleans, one_of) with a NumPy generator: the trials of a
-    property written with ``st.data()`` are then independent draws of its own layouts."""
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-
-    def draw(self, strategy: Any, label: str | None = None) -> Any:
-        s = getattr(strategy, "wrapped_strategy", strategy)
-        kind = type(s).__name__
-        if kind == "IntegersStrategy":
-            return int(self.rng.integers(s.start, s.end + 1))
-        if kind == "SampledFromStrategy":
-            return s.elements[int(self.rng.integers(len(s.elements)))]
-        if kind == "BooleansStrategy":
-            return bool(self.rng.integers(2))
-        if kind == "OneOfStrategy":
-            branches = s.original_strategies
-            return self.draw(branches[int(self.rng.integers(len(branches)))], label)
-        if kind == "JustStrategy":
-            return s.value
-        raise TypeError(f"RandomDraws cannot draw {label or strategy!r} ({kind})")
-
-
 def gated_trial(name: str, min_t: int = 1):
     """One random layout and input regime of ``properties/test_gated_forms.py``'s property
-    ``name`` (its own strategies, drawn by :class:`RandomDraws`); fewer than ``min_t`` tokens are
-    not applicable."""
+    ``name`` (its own strategies, drawn by ``properties.checks.recurrent.RandomDraws``); fewer
+    than ``min_t`` tokens are not applicable."""
+    from kernel_verify.properties.checks.recurrent import RandomDraws
+
     body = _inner("test_gated_forms", name)
 
     def trial(target, backend, rng):
@@ -455,6 +460,22 @@ def gradient_trial(name: str, dtype: str):
 
 
 def cells(dtypes: tuple[str, ...] = DTYPES) -> list[Cell]:
+    out = _cells(dtypes)
+    return [dataclasses.replace(c, criterion=c.dtype != "float64" and c.prop in SAME_PRECISION)
+            for c in out]
+
+
+#: The properties that apply the same-precision reference criterion on float32 and half types
+#: (issue #44; properties/test_attention_forms.py, test_gated_forms.py).
+SAME_PRECISION = frozenset({
+    "attention_forms::test_forms_agree_with_each_other",
+    "attention_forms::test_split_invariance",
+    "gated_forms::test_gated_forms_meet_the_exact_recurrence",
+    "gated_forms::test_gated_split_invariance",
+})
+
+
+def _cells(dtypes: tuple[str, ...]) -> list[Cell]:
     out = []
     for dt in dtypes:
         out.append(Cell("attention_forms::test_forms_agree_with_each_other", "output ×(1+ε)",
@@ -534,9 +555,17 @@ def markdown(results: list[Result], seconds: float, seed: int, command: str,
         "1e-2, bfloat16 ≤ 3e-2.",
         "",
         *([fingerprint, ""] if fingerprint else []),
-        "| property | defect | dtype | smallest ε detected | at ε | false alarms (upper) | "
-        "target | s |",
-        "|---|---|---|---|---|---|---|---|",
+        "Two criteria (issue #44): *derived bound alone* is the property with its derived "
+        "worst-case bound only; *with the same-precision criterion* is the property as it runs, "
+        "where on float32 and half types it also requires the target's error against float64 "
+        "within c × a plain same-precision evaluation's error + R roundings of the output "
+        "(`verify/same_precision.py`; c and its false-alarm rate: `kernel-verify calibrate "
+        "--part same_precision`, reports/calibration.md). The target verdict and the false "
+        "alarms are those of the property as it runs; `=` where the criterion does not apply.",
+        "",
+        "| property | defect | dtype | smallest ε: derived bound alone | smallest ε: with the "
+        "same-precision criterion | at ε | false alarms (upper) | target | s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         if not r.fa_trials:
@@ -545,16 +574,35 @@ def markdown(results: list[Result], seconds: float, seed: int, command: str,
             fa = f"{r.false_alarms}/1 (one fixed input; rate: reports/calibration.md)"
         else:
             fa = f"{r.false_alarms}/{r.fa_trials} ({upper_bound(r.false_alarms, r.fa_trials):.2g})"
+        if r.derived is None:
+            first, second = _fmt(r.smallest), "="
+        else:
+            first, second = _fmt(r.derived[0]), _fmt(r.smallest)
         lines.append(f"| `{r.cell.prop}` | {r.cell.defect} | {r.cell.dtype} | "
-                     f"{_fmt(r.smallest)} | {r.detected_at} | {fa} | {_verdict(r)} | "
+                     f"{first} | {second} | {r.detected_at} | {fa} | {_verdict(r)} | "
                      f"{r.seconds:.0f} |" + (f" {r.note}" if r.note else ""))
     lines += ["", "## Why a cell is above its target", "", WHY, ""]
     return "\n".join(lines) + "\n"
 
 
 WHY = (
-    "Two outputs of a target that declares its features are compared within twice the derived "
-    "bound of the causal evaluation on those features (`tol` of "
+    "**With the same-precision criterion** (issue #44, `verify/same_precision.py`, docs/math.md "
+    "§13.2) a float32 output is compared with c = 128 times the error of a plain float32 "
+    "evaluation of the same formula (at least one rounding), not with the worst case: the "
+    "forms and split rows of the feature-map targets fall from 3e-3–1.5e-2 to ~1e-5–1e-4. On "
+    "half types computed in float32 the allowance is R = 5 roundings of the half type (a state may "
+    "be stored in it), so the half rows sit near 5–8 u of their type (float16 ~3e-3, bfloat16 "
+    "~2–3e-2) whatever the derived bound. The gated forms row in float32 is set by the gate "
+    "regimes with a run of strong decay (cumulative log-gates past −760): a correct form that "
+    "builds its decays from running sums of log-gates errs by ~u·|Σg| ≈ 5e-5 relative, which "
+    "the criterion must allow (c = 128 covers it), so the derived bound, not the criterion, "
+    "decides there; the bfloat16 split row sees a scaled state through the probe's share of "
+    "each row against R = 5 roundings of bfloat16 (2e-2), hence 4e-2. The gated split rows "
+    "stay undetected for the reason given below (a state erased by decays near 0). The "
+    "criterion is not applied to the mask, causality and gradient rows, whose cells are those "
+    "of the derived bounds (`=`). "
+    "**The derived bounds alone**: two outputs of a target that declares its features are "
+    "compared within twice the derived bound of the causal evaluation on those features (`tol` of "
     "`properties/test_attention_forms.py`), which includes the features' own evaluation error "
     "η. For exp-features `exp(wᵀx − ‖x‖²/2 − ½log m)` the exponent's absolute error "
     "`γ_(d+3)·(Z + 1)`, `Z = (√d + 8)X + X² + log m`, is a relative error of every weight: "
@@ -628,8 +676,9 @@ def run_power(seed: int | None = None, dtypes: tuple[str, ...] = DTYPES,
             r = Result(cell, None, "not measured", 0, 0, 0.0,
                        note=f"not measured: {type(err).__name__}: {str(err)[:160]}")
         results.append(r)
+        alone = "" if r.derived is None else f" (derived bound alone {_fmt(r.derived[0])})"
         print(f"power: {cell.prop} [{cell.dtype}] {cell.defect}: smallest ε "
-              f"{_fmt(r.smallest)} ({r.detected_at}), false alarms "
+              f"{_fmt(r.smallest)}{alone} ({r.detected_at}), false alarms "
               f"{r.false_alarms}/{r.fa_trials}, {r.seconds:.0f} s", flush=True)
     seconds = time.monotonic() - start
     command = "kernel-verify calibrate --part power"

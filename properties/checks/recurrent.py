@@ -7,6 +7,8 @@ state — so that the application (``kernel_verify.report``) reuses it rather th
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from kernel_verify.properties.checks.forms import Shape
@@ -204,6 +206,32 @@ def seen_inputs(x: QKV, backend: Backend) -> QKV:
     return QKV(backend.seen(x.q), backend.seen(x.k), backend.seen(x.v), x.scale)
 
 
+# ------------------------------------------------------------------ independent draws
+class RandomDraws:
+    """A stand-in for Hypothesis' ``data`` that draws each value uniformly from the strategy
+    (integers, sampled_from, booleans, one_of) with a NumPy generator: the trials of a
+    property written with ``st.data()`` are then independent draws of its own layouts."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        s = getattr(strategy, "wrapped_strategy", strategy)
+        kind = type(s).__name__
+        if kind == "IntegersStrategy":
+            return int(self.rng.integers(s.start, s.end + 1))
+        if kind == "SampledFromStrategy":
+            return s.elements[int(self.rng.integers(len(s.elements)))]
+        if kind == "BooleansStrategy":
+            return bool(self.rng.integers(2))
+        if kind == "OneOfStrategy":
+            branches = s.original_strategies
+            return self.draw(branches[int(self.rng.integers(len(branches)))], label)
+        if kind == "JustStrategy":
+            return s.value
+        raise TypeError(f"RandomDraws cannot draw {label or strategy!r} ({kind})")
+
+
 # ------------------------------------------------------------------ calling the forms
 def run(target, backend, x: QKV, g: TokenInputs, *, form: str, seed: int, chunk: int = 1,
         state=None):
@@ -313,3 +341,79 @@ def _charge_gate_input(target, raw, gg, params, fqkv, g: TokenInputs, bound, s_b
                                              delta=delta, **trans)
     factor = gate_rounding_factor(delta, key_dim=gg.ndim == 4)
     return bound * factor + moved, (s_b[0] * factor + moved_s, s_b[1])
+
+
+# ------------------------------------------------------------------ the same-precision reference
+def plain_terms(target, x: QKV, g: TokenInputs):
+    """``(φq, φk, λ, x, y, w)``: the target's features of ``x`` and the terms of its
+    transition (``dplr_terms`` of ``verify/references/recurrence.py``) from its gates and
+    transition inputs as :func:`exact` takes them, float64."""
+    from kernel_verify.verify.references.recurrence import dplr_terms
+
+    b, _, n, _ = x.q.shape
+    fq = np.asarray(target.features(x.q, "q"), dtype=np.float64)
+    fk = np.asarray(target.features(x.k, "k"), dtype=np.float64)
+    gg, _ = log_gates_of(target, g, b, n)
+    transition = target.transition
+    if transition == "decay":
+        transition, inputs = ("identity", {}) if gg is None else ("decay", {"g": gg})
+    else:
+        inputs = {"g": gg, "beta": g.beta_values(target.beta == "sigmoid"),
+                  **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
+        inputs = {n_: a for n_, a in inputs.items() if a is not None}
+    lam, xx, yy, ww = dplr_terms(transition, fk, **inputs)
+    return fq, fk, lam, xx, yy, ww
+
+
+#: The transitions the same-precision criterion judges: those whose rank-one part, if any, is
+#: symmetric up to β and the gate (``x ∝ y``: delta, gated_delta, kda), or absent. Comba
+#: (``x = −βk``, ``y = p``) and RWKV-7 (``x = b``, ``y = a``) couple tokens through a general
+#: rank-one term whose chunked evaluations (a triangular solve) were measured up to 172 times
+#: less accurate than the plain ones on correct kernels (fla's chunk_comba, dplr_chunkwise):
+#: no plain evaluation bounds them, and they keep the derived bound alone.
+PLAIN_TRANSITIONS = ("identity", "decay", "delta", "gated_delta", "kda")
+
+
+def plain(target, backend, x: QKV, g: TokenInputs, compute: str | None = None):
+    """The same-precision references of the criterion of issue #44
+    (:mod:`kernel_verify.verify.same_precision`): the target's recurrence (its transition, its
+    features of ``x``, its gates and transition inputs, already as the target saw them) run
+    plainly in the backend's compute dtype (``compute`` overrides it): token by token with the
+    decays multiplied one by one and formed from the running sum of log-gates, and by the
+    chunked (UT-transform) algorithm at the target's largest declared chunk size (else one
+    chunk); a tuple of float64 ``(B, H, T, d_v)`` arrays (the criterion takes the largest
+    error). None on float64
+    (the criterion is for float32 and half types; ``compute`` given: run anyway), for a
+    transition outside :data:`PLAIN_TRANSITIONS`, or when a plain run is not finite (nothing to
+    judge against)."""
+    from kernel_verify.verify.same_precision import recurrence_chunked_plain, recurrence_plain
+
+    if (compute is None and backend.dtype == "float64") or (
+            target.transition not in PLAIN_TRANSITIONS):
+        return None
+    fq, fk, lam, xx, yy, ww = plain_terms(target, x, g)
+    normalise = target.transition == "decay" and target.has("normalised")
+    cd = compute or backend.budget.compute_dtype
+    outs = tuple(recurrence_plain(fq, x.v, lam, xx, yy, ww, compute=cd,
+                                  normalise_k=fk if normalise else None, cumulative=cum)
+                 for cum in (False, True))
+    if not normalise:  # the chunked (UT-transform) order, at the target's largest chunk
+        n = x.q.shape[-2]
+        chunk = max(target.chunk_sizes) if target.chunk_sizes else max(n, 1)
+        chunked = recurrence_chunked_plain(fq, x.v, lam, xx, yy, ww, compute=cd, chunk=chunk)
+        if chunked is not None:
+            outs = (*outs, chunked)
+    return outs if all(np.isfinite(o).all() for o in outs) else None
+
+
+def check_plain(got: np.ndarray, ref: np.ndarray, same, backend, what: str,
+                start: int = 0) -> None:
+    """The same-precision reference criterion on ``got`` (rows ``start…`` of the sequence whose
+    exact outputs are ``ref`` and plain same-precision outputs ``same``, :func:`plain`);
+    nothing when ``same`` is None (float64, or no plain reference)."""
+    if same is None:
+        return
+    from kernel_verify.properties.evidence import check_same_precision
+
+    check_same_precision(got, ref[..., start:, :], [s[..., start:, :] for s in same],
+                         compute=backend.budget.compute_dtype, output=backend.dtype, what=what)

@@ -1,0 +1,158 @@
+"""The same-precision reference criterion (verify/same_precision.py, issue #44): its allowance,
+its plain evaluations against the exact references, the evidence it gives, the switch the power
+report uses, and its calibration part on a few trials."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernel_verify.properties.evidence import check_same_precision, same_precision_criterion
+from kernel_verify.verify import same_precision as sp
+from kernel_verify.verify.references.recurrence import dplr_terms, recurrence_mp
+
+U32 = 2.0**-24
+
+
+def test_allowance_is_c_times_the_reference_error_plus_one_rounding():
+    eta32, eta16 = 2.0**-149, 2.0**-24  # smallest subnormals: the absolute part of a rounding
+    assert sp.allowance(1e-6, 2.0, compute="float32", output="float32", c=4.0) == (
+        4.0 * 1e-6 + U32 * 2.0 + eta32)
+    # a reference error below one rounding of the compute dtype counts as one rounding
+    assert sp.allowance(0.0, 2.0, compute="float32", output="float32", c=4.0) == (
+        5 * (U32 * 2.0 + eta32))
+    # a half type computed in float32: R roundings of the half type, not multiplied by c
+    got = sp.allowance(0.0, 1.0, compute="float32", output="float16", c=4.0)
+    assert got == 4.0 * (U32 + eta32) + sp.HALF_ROUNDINGS * (2.0**-11 + eta16)
+
+
+def test_an_output_below_the_half_range_may_round_to_zero():
+    """A float16 output of 2.6e-12 (below its smallest subnormal, 6e-8) is 0 in float16: the
+    rounding's absolute part, not a defect."""
+    exact = np.full((1, 1, 1, 2), 2.6e-12)
+    assert sp.compare(np.zeros_like(exact), exact, exact, compute="float32", output="float16").ok
+
+
+@pytest.mark.parametrize(("kw", "name"), [({"err_ref": -1.0}, "err_ref"),
+                                          ({"scale": float("nan")}, "scale"),
+                                          ({"c": 0.0}, "c"),
+                                          ({"compute": "float8"}, "compute"),
+                                          ({"output": "int8"}, "output")])
+def test_bad_arguments_are_named(kw, name):
+    args = {"err_ref": 0.0, "scale": 1.0, "compute": "float32", "output": "float32", **kw}
+    with pytest.raises(ValueError, match=name):
+        sp.allowance(args.pop("err_ref"), args.pop("scale"), **args)
+
+
+def test_compare_passes_the_reference_itself_and_fails_a_scaled_output():
+    rng = np.random.default_rng(0)
+    exact = rng.standard_normal((2, 3, 5, 2))
+    ref = exact.astype(np.float32).astype(np.float64)
+    ok = sp.compare(ref, exact, ref, compute="float32", output="float32")
+    assert ok.ok and ok.needed <= 1.0
+    bad = sp.compare(exact * (1 + 1e-4), exact, ref, compute="float32", output="float32")
+    assert not bad.ok and bad.needed > sp.FACTOR
+    assert "same-precision reference's error" in bad.text() and f"c = {sp.FACTOR:g}" in bad.text()
+    # several plain evaluations: the larger error counts
+    worse = exact * (1 + 1e-3)
+    assert sp.compare(exact * (1 + 1e-4), exact, [ref, worse], compute="float32",
+                      output="float32").ok
+    nan = exact.copy()
+    nan[0, 0, 0, 0] = np.nan
+    assert not sp.compare(nan, exact, ref, compute="float32", output="float32").ok
+    with pytest.raises(ValueError, match="one shape"):
+        sp.compare(exact[..., :1], exact, ref, compute="float32", output="float32")
+
+
+def test_causal_attention_plain_in_float64_is_the_exact_formula():
+    rng = np.random.default_rng(1)
+    fq, fk = rng.uniform(0.1, 1.0, (2, 1, 6, 3)), rng.uniform(0.1, 1.0, (2, 1, 6, 3))
+    v = rng.standard_normal((2, 1, 6, 2))
+    w = np.tril(fq @ np.swapaxes(fk, -1, -2))
+    want = (w @ v) / w.sum(-1, keepdims=True)
+    np.testing.assert_allclose(sp.causal_attention_plain(fq, fk, v, compute="float64"), want,
+                               rtol=1e-13)
+    lo = sp.causal_attention_plain(fq, fk, v, compute="float32")
+    assert 0 < np.abs(lo - want).max() < 1e-5
+
+
+@pytest.mark.parametrize("transition", ["decay", "gated_delta", "kda"])
+@pytest.mark.parametrize("cumulative", [False, True])
+def test_recurrence_plain_in_float64_meets_the_exact_recurrence(transition, cumulative):
+    rng = np.random.default_rng(2)
+    n, d = 7, 3
+    q, k = rng.standard_normal((1, 2, n, d)), rng.standard_normal((1, 2, n, d)) / 2
+    v = rng.standard_normal((1, 2, n, 2))
+    gshape = (1, 2, n, d) if transition == "kda" else (1, 2, n)
+    inputs = {"g": -rng.exponential(1.0, gshape)}
+    if transition != "decay":
+        inputs["beta"] = rng.uniform(0, 1, (1, 2, n))
+    want, _ = recurrence_mp(q, k, v, transition=transition, **inputs)
+    lam, x, y, w = dplr_terms(transition, k, **inputs)
+    got = sp.recurrence_plain(q, v, lam, x, y, w, compute="float64", cumulative=cumulative)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    lo = sp.recurrence_plain(q, v, lam, x, y, w, compute="float32", cumulative=cumulative)
+    assert np.abs(lo - want).max() < 1e-4
+
+
+def test_a_zero_decay_stays_zero_in_the_cumulative_form():
+    q = k = np.ones((1, 1, 3, 1))
+    v = np.arange(1.0, 4.0).reshape(1, 1, 3, 1)
+    g = np.array([[[0.0, -np.inf, 0.0]]])
+    lam, x, y, w = dplr_terms("decay", k, g=g)
+    got = sp.recurrence_plain(q, v, lam, x, y, w, compute="float32", cumulative=True)
+    np.testing.assert_array_equal(got[0, 0, :, 0], [1.0, 2.0, 5.0])
+
+
+def test_evidence_names_both_errors_and_the_switch_turns_it_off():
+    exact = np.ones((1, 1, 2, 1))
+    got = exact * (1 + 1e-3)
+    with pytest.raises(AssertionError, match=r"same-precision reference.s error .*\(c = "):
+        check_same_precision(got, exact, exact, compute="float32", output="float32", what="w")
+    with same_precision_criterion(False):
+        check_same_precision(got, exact, exact, compute="float32", output="float32", what="w")
+    with pytest.raises(AssertionError):  # restored after the block
+        check_same_precision(got, exact, exact, compute="float32", output="float32", what="w")
+
+
+@pytest.mark.parametrize("name", ["attention:float32", "gated:float32", "gated:bfloat16"])
+def test_calibration_part_runs_correct_targets_without_false_alarms(name):
+    from kernel_verify.calibration.same_precision import same_precision_rows, unit_names
+
+    assert name in unit_names()
+    (row,) = same_precision_rows(name, 0, 12345, 14)
+    assert row.trials > 0 and row.rejections == (0,), row
+    assert "largest" in row.margin
+
+
+@pytest.mark.parametrize("transition", ["decay", "gated_delta", "kda", "comba"])
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
+def test_recurrence_chunked_plain_in_float64_meets_the_exact_recurrence(transition, chunk):
+    rng = np.random.default_rng(3)
+    n, d = 7, 3
+    q, k = rng.standard_normal((2, 1, n, d)), rng.standard_normal((2, 1, n, d)) / 2
+    v = rng.standard_normal((2, 1, n, 2))
+    gshape = (2, 1, n, d) if transition == "kda" else (2, 1, n)
+    inputs = {"g": -rng.exponential(1.0, gshape)}
+    if transition != "decay":
+        inputs["beta"] = rng.uniform(0, 1, (2, 1, n))
+    if transition == "comba":
+        inputs["p"] = rng.standard_normal((2, 1, n, d)) / 3
+    want, _ = recurrence_mp(q, k, v, transition=transition, **inputs)
+    lam, x, y, w = dplr_terms(transition, k, **inputs)
+    got = sp.recurrence_chunked_plain(q, v, lam, x, y, w, compute="float64", chunk=chunk)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+    lo = sp.recurrence_chunked_plain(q, v, lam, x, y, w, compute="float32", chunk=chunk)
+    assert np.abs(lo - want).max() < 1e-4
+    assert sp.recurrence_chunked_plain(q, v, lam, x, y, w, compute="bfloat16", chunk=chunk) is None
+
+
+def test_comba_and_rwkv7_keep_the_derived_bound_alone():
+    """A general rank-one transition has no plain evaluation that bounds its chunked kernels
+    (properties/checks/recurrent.py, PLAIN_TRANSITIONS): no same-precision reference."""
+    from kernel_verify.properties.builtin_gated import builtin_gated_targets
+    from kernel_verify.properties.checks.recurrent import PLAIN_TRANSITIONS, plain
+
+    assert {"comba", "rwkv7"}.isdisjoint(PLAIN_TRANSITIONS)
+    comba = next(t for t in builtin_gated_targets() if t.transition == "comba")
+    assert plain(comba, None, None, None, compute="float32") is None
