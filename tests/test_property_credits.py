@@ -44,8 +44,6 @@ UNCOVERED: dict[str, str] = {}
 #: (kernel_verify/mutants/paths.py: ``grad_positive_float16_backward``,
 #: ``grad_f32_backward_bfloat16``, ``softmax_positive_float32``, …), and properties without a
 #: dtype axis call feature maps with float64 input.
-_PENDING = ("pending removal: killed on this path by the kernel_verify/mutants/lowp_paths.py "
-            "mutant {} (kernel-verify mutants --only); delete after the full matrix")
 _GRAD_HALF = ("runs only in float64 or float32 (the work dtype; half-only targets are skipped): "
               "its half path is the word bfloat16 in the names of float32 mutants "
               "(grad_f32_backward_bfloat16, grad_lowp_backward_bfloat16, "
@@ -60,58 +58,14 @@ _BUILTIN = ("kv_builtin_only: checks the suite's own mpmath reference at 40 digi
             "target's code (it kills nothing on float64 either); its low-precision path is the "
             "dtype named in a mutant's name")
 UNCREDITED_PATHS: dict[tuple[str, str], str] = {
-    ("attention_forms::test_packed_sequences_equal_separate_runs", "float32"):
-        _PENDING.format("lowp_f32_packed_state_not_reset"),
-    ("attention_forms::test_state_size_does_not_grow_with_length", "float32"):
-        _PENDING.format("lowp_f32_state_keeps_every_token"),
-    ("attention_identities::test_batch_elements_and_heads_are_independent", "half"):
-        _PENDING.format("lowp_half_batch_heads_swapped"),
-    ("attention_identities::test_outputs_are_convex_combinations_of_visible_values", "float32"):
-        _PENDING.format("lowp_f32_softmax_plus_one"),
-    ("attention_identities::test_outputs_are_convex_combinations_of_visible_values", "half"):
-        _PENDING.format("lowp_half_softmax_plus_one"),
-    ("attention_identities::test_outputs_stay_finite_across_input_scales", "half"):
-        _PENDING.format("lowp_half_exp_in_half"),
-    ("attention_identities::test_partition_of_unity", "float32"):
-        _PENDING.format("lowp_f32_softmax_plus_one"),
-    ("attention_identities::test_partition_of_unity", "half"):
-        _PENDING.format("lowp_half_softmax_plus_one"),
-    ("attention_identities::test_past_outputs_ignore_the_future", "float32"):
-        _PENDING.format("lowp_f32_mask_admits_next"),
-    ("attention_identities::test_past_outputs_ignore_the_future", "half"):
-        _PENDING.format("lowp_half_mask_admits_next"),
-    ("attention_identities::test_permutation_equivariance", "float32"):
-        _PENDING.format("lowp_f32_key_position_bias"),
-    ("attention_identities::test_permutation_equivariance", "half"):
-        _PENDING.format("lowp_half_key_position_bias"),
-    ("attention_identities::test_same_seed_gives_same_output", "float32"):
-        _PENDING.format("lowp_f32_dropout_left_on"),
-    ("attention_identities::test_same_seed_gives_same_output", "half"):
-        _PENDING.format("lowp_half_dropout_left_on"),
     ("blackbox_maps::test_claimed_sign_of_features", "float32"):
         "float32 exp underflows to 0 only below e^(−103), which the drawn inputs (entries ≤ 6, "
         "d ≤ 5) reach only at rare corners: the float32 SM⁺ maps pass it, and a sign defect "
         "that is not underflow (a subtracted ε) is no float32 defect",
-    ("blackbox_maps::test_claimed_sign_of_features", "half"):
-        _PENDING.format("blackbox_positive_float16"),
-    ("blackbox_maps::test_declared_family_identities_hold_for_every_draw", "half"):
-        _PENDING.format("blackbox_positive_float16"),
-    ("blackbox_maps::test_float64_input_gives_float64_output", "half"):
-        _PENDING.format("blackbox_positive_float16"),
-    ("blackbox_maps::test_float64_input_is_computed_in_float64", "half"):
-        _PENDING.format("blackbox_positive_float16"),
     ("blackbox_maps::test_orthogonal_claim_has_the_orthogonal_variance", "float32"):
         "a variance test on float64 estimates: float32 rounding (~1e-7) cannot move a variance "
         "by the 1.2× it detects; the float32 maps here claim no orthogonal rows, and an "
         "orthogonal-claim defect is dtype-free (credited on float64)",
-    ("blackbox_maps::test_random_features_are_distinct", "float32"):
-        _PENDING.format("blackbox_positive_float32_repeated_rows"),
-    ("blackbox_maps::test_random_features_are_distinct", "half"):
-        _PENDING.format("blackbox_positive_float16_repeated_rows"),
-    ("blackbox_maps::test_same_seed_gives_the_same_draw", "float32"):
-        _PENDING.format("blackbox_positive_float32_ignores_seed"),
-    ("blackbox_maps::test_same_seed_gives_the_same_draw", "half"):
-        _PENDING.format("blackbox_positive_float16_ignores_seed"),
     ("feature_reference::test_attention_matches_estimator_reference", "half"):
         "runs on float64 and float32 backends only: " + _FLOAT16_NAME,
     # the delta mutants compute in float64 and round once to float32: the non-causal rounding
@@ -137,23 +91,11 @@ UNCREDITED_PATHS: dict[tuple[str, str], str] = {
     ("feature_unbiased::test_unbiased_on_random_points", "half"):
         "statistical on float64 features: " + _FLOAT16_NAME + "; float16 maps err by ~5e-4, "
         "below the threshold",
-    ("feature_variance::test_iid_variance_matches_exact_variance_by_fourth_moment", "float32"):
-        _PENDING.format("blackbox_positive_float32_repeated_rows"),
-    ("feature_variance::test_iid_variance_matches_exact_variance_by_fourth_moment", "half"):
-        _PENDING.format("blackbox_positive_float16_repeated_rows"),
     ("feature_variance::test_sample_variance_matches_exact_variance", "float32"):
         _STAT.replace("a bias is", "a variance defect is"),
-    ("gradients::test_attention_backward_is_deterministic", "float32"):
-        _PENDING.format("lowp_f32_backward_atomic"),
     ("gradients::test_attention_backward_is_deterministic", "half"): _GRAD_HALF,
-    ("gradients::test_attention_gradient_locality", "float32"):
-        _PENDING.format("lowp_f32_mask_admits_next"),
     ("gradients::test_attention_gradient_locality", "half"): _GRAD_HALF,
-    ("gradients::test_attention_gradients_batch_and_head_independent", "float32"):
-        _PENDING.format("lowp_f32_batch_heads_swapped"),
     ("gradients::test_attention_gradients_batch_and_head_independent", "half"): _GRAD_HALF,
-    ("gradients::test_attention_gradients_finite_where_outputs_are", "float32"):
-        _PENDING.format("lowp_f32_backward_unshifted"),
     ("gradients::test_attention_gradients_finite_where_outputs_are", "half"): _GRAD_HALF,
     ("gradients::test_feature_map_backward_is_deterministic", "half"):
         "float64 input; its half path is grad_positive_float16_backward (float16 backward, "
@@ -161,11 +103,7 @@ UNCREDITED_PATHS: dict[tuple[str, str], str] = {
     ("gradients::test_feature_rows_have_independent_gradients", "half"):
         "float64 input; its half path is grad_positive_float16_backward (float16 backward, rows "
         "independent): a float16 backward reducing over rows is not planted",
-    ("gradients::test_forward_mode_matches_reverse_mode_attention", "float32"):
-        _PENDING.format("lowp_f32_jvp_weights_constant"),
     ("gradients::test_forward_mode_matches_reverse_mode_attention", "half"): _GRAD_HALF,
-    ("gradients::test_gradcheck_float64_attention", "float32"):
-        _PENDING.format("lowp_f32_backward_no_inv_sqrt_d"),
     ("gradients::test_gradcheck_float64_attention", "half"): _GRAD_HALF,
     ("gradients::test_gradient_of_unbiased_estimator_is_unbiased", "half"):
         "statistical on float64 input; its half path is grad_positive_float16_backward, whose "
