@@ -68,6 +68,7 @@ from kernel_verify.properties.checks.recurrent import (  # shared with the repor
     raw_gate_input,
     run,
     run_any,
+    run_split,
     run_steps,
     seen_gates,
     seen_inputs,
@@ -319,21 +320,13 @@ def test_gated_split_invariance(target, backend, data):
     same-precision reference criterion (issue #44: the plain recurrence in the same
     precision)."""
     shape, regime, x, g = setup(target, backend, data)
-    cut = min(shape.cut, shape.t)
-    form = "chunked" if target.chunked is not None else "stateful"
     w = where(target, backend, shape, regime)
     ref, _, bound, _ = exact(target, backend, x, g)
-    first, s1 = run(target, backend, qkv_rows(x, 0, cut), g.rows(0, cut), form=form,
-                    seed=shape.seed, chunk=shape.chunk)
-    split, state = first, s1
-    if cut < shape.t:
-        second, state = run(target, backend, qkv_rows(x, cut, shape.t),
-                            g.rows(cut, shape.t), form=form, seed=shape.seed,
-                            chunk=shape.chunk, state=s1)
-        split = np.concatenate([first, second], axis=-2)
+    cut, split, state = run_split(target, backend, x, g, shape)
     check_within(split, ref, bound, f"{w}: split at {cut}")
     check_plain(split, ref, plain(target, backend, x, g), backend, f"{w}: split at {cut}")
     if target.has("state_bitwise"):
+        form = "chunked" if target.chunked is not None else "stateful"
         full, _ = run(target, backend, x, g, form=form, seed=shape.seed, chunk=shape.chunk)
         assert np.array_equal(split, full), f"{w}: split at {cut} not bitwise equal (claimed)"
     check_state(target, backend, state, x, g, probe_for(target, backend, shape, regime),

@@ -123,6 +123,7 @@ def gated_comparisons(target, backend, rng: np.random.Generator) -> list:
         plain,
         run,
         run_any,
+        run_split,
     )
     from kernel_verify.properties.strategies import qkv_join, qkv_rows
     from kernel_verify.properties.token_inputs import TokenInputs
@@ -155,16 +156,7 @@ def gated_comparisons(target, backend, rng: np.random.Generator) -> list:
                               g.rows(head, shape.t), seed=shape.seed, state=s0)[0]
         out.append(compare(got, y64[..., head:, :], [p[..., head:, :] for p in pl], **kw))
     if any(getattr(target, f) is not None for f in STATEFUL):
-        form = "chunked" if target.chunked is not None else "stateful"
-        cut = min(shape.cut, shape.t)
-        first, s1 = run(target, backend, qkv_rows(x, 0, cut), g.rows(0, cut), form=form,
-                        seed=shape.seed, chunk=shape.chunk)
-        split, state = first, s1
-        if cut < shape.t:
-            second, state = run(target, backend, qkv_rows(x, cut, shape.t),
-                                g.rows(cut, shape.t), form=form, seed=shape.seed,
-                                chunk=shape.chunk, state=s1)
-            split = np.concatenate([first, second], axis=-2)
+        _, split, state = run_split(target, backend, x, g, shape)
         out.append(compare(split, y64, pl, **kw))
         px, pg = gated.probe_for(target, backend, shape, regime)
         if g.fixed:

@@ -250,6 +250,23 @@ def run(target, backend, x: QKV, g: TokenInputs, *, form: str, seed: int, chunk:
     return out, s
 
 
+def run_split(target, backend, x: QKV, g: TokenInputs, shape: Shape):
+    """``(cut, outputs float64 (B, H, T, d_v), final state)`` of the target's chunked form (its
+    stateful form where it has no chunked one) run on tokens ``[0, cut)`` and then, from that
+    state, on ``[cut, T)``, with ``cut = min(shape.cut, T)``: the split-invariance run."""
+    from kernel_verify.properties.strategies import qkv_rows
+
+    cut = min(shape.cut, shape.t)
+    form = "chunked" if target.chunked is not None else "stateful"
+    first, state = run(target, backend, qkv_rows(x, 0, cut), g.rows(0, cut), form=form,
+                       seed=shape.seed, chunk=shape.chunk)
+    if cut == shape.t:
+        return cut, first, state
+    second, state = run(target, backend, qkv_rows(x, cut, shape.t), g.rows(cut, shape.t),
+                        form=form, seed=shape.seed, chunk=shape.chunk, state=state)
+    return cut, np.concatenate([first, second], axis=-2), state
+
+
 def run_steps(target, backend, x: QKV, g: TokenInputs, *, seed: int, state=None):
     outs = []
     for i in range(x.q.shape[-2]):
