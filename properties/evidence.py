@@ -100,7 +100,8 @@ def observed(got: np.ndarray, *, tol: float, expected: np.ndarray | None = None,
         mask = mask & rest
         if mask.any():
             i = first(mask)
-            detail = f"got {got[i]!r}" + (f", expected {exp[i]!r}" if exp is not None else "")
+            detail = f"got {float(got[i])!r}" + (f", expected {float(exp[i])!r}"
+                                                 if exp is not None else "")
             lines.append(f"{int(mask.sum())} of {got.size} outputs {text} (first at {i}: "
                          f"{detail})")
             rest = rest & ~mask
@@ -129,8 +130,9 @@ def check_within(got: np.ndarray, ref: np.ndarray, bound: np.ndarray, what: str)
         raise AssertionError(f"{what}: {text}")
     err = np.abs(got - ref)
     if not (err <= bound).all():
-        i = np.unravel_index(np.argmax(err - bound), err.shape)
-        raise AssertionError(f"{what}: {got[i]!r} at {i}, exact {ref[i]!r}: error {err[i]:.3e} > "
+        i = tuple(int(j) for j in np.unravel_index(np.argmax(err - bound), err.shape))
+        raise AssertionError(f"{what}: {float(got[i])!r} at {i}, exact {float(ref[i])!r}: "
+                             f"error {err[i]:.3e} > "
                              f"derived bound {bound[i]:.3e} ({int((err > bound).sum())} of "
                              f"{err.size} entries outside)")
 
