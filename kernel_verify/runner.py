@@ -300,7 +300,16 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True,
     if notes:
         lines.append("\nInput-policy notes (not correctness failures; claim validates_input to "
                      "make them failures):")
-        lines.extend(f"  {v.family}::{v.prop}  {n}" for v, n in notes)
+        if verbose:
+            lines.extend(f"  {v.family}::{v.prop}  {n}" for v, n in notes)
+        else:  # one line per property × target: its first note and how many more
+            grouped: dict[tuple[str, str], list[str]] = {}
+            for v, n in notes:
+                grouped.setdefault((f"{v.family}::{v.prop}", v.target), []).append(n)
+            for (prop, _), ns in grouped.items():
+                more = f"  (+{len(ns) - 1} more of this property: --verbose)" if len(ns) > 1 \
+                    else ""
+                lines.append(f"  {prop}  {ns[0]}{more}")
     return "\n".join(lines)
 
 

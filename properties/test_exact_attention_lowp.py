@@ -21,7 +21,9 @@ Until this file, a float32-only exact-attention target (no float64 path to compa
 its gradients checked only by float32 finite differences. Inputs: ``b, h ≤ 2``, ``T ≤ 12``
 (gradients ``T ≤ 8``), ``d ≤ 6``, ``d_v ≤ 3`` (the target's shape contract kept), entries of
 ``q, k`` in ``[−2, 2]·scale`` with ``scale ∈ {0.1, 0.5, 1, 3, 30}`` (scale 30: scores in the
-thousands, where an unshifted exponential overflows), ``v`` and ``G`` in ``[−2, 2]``.
+thousands, where an unshifted exponential overflows), ``v`` and ``G`` in ``[−2, 2]``. A
+gradient draw whose derived bound is void (scores in the thousands rounded to a half type
+without ``half_in_float32``: the weights' relative error is unbounded) is discarded, not judged.
 Credit: an output example whose bound is at least the spread of its values cannot fail for an
 output inside the values' hull and is not credited
 (:func:`~kernel_verify.properties.attention_cases.credit_case`).
@@ -161,6 +163,9 @@ def test_exact_attention_gradients_match_closed_form(target, backend, data):
     theirs = softmax_gradient_error_bound(x.q, x.k, x.v, g, u=U64, ulps=1.0,
                                           tiny=format_tiny("float64"), **kw)
     bounds = [a + c for a, c in zip(ours, theirs, strict=True)]
+    # Scores in the thousands computed in a half type (no ``half_in_float32``): the weights'
+    # derived relative error is unbounded (ρ = ∞), so nothing can be judged on this draw.
+    assume(all(np.isfinite(b_).all() for b_ in bounds))
     names = "qkv"
     if x.self_attention:  # ∂L/∂q collects the query and the key paths (bound: both)
         refs, bounds, names = [refs[0] + refs[1], refs[2]], [bounds[0], bounds[2]], "qv"

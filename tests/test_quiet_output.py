@@ -148,3 +148,21 @@ def test_report_eta_comes_from_the_measured_time_of_computed_maps(capsys):
     _progress(2, 4, "cached", "pass", 0.0, True, t1, phase="pages")
     eta = int(re.search(r"ETA\s+(\d+)s", capsys.readouterr().err).group(1))
     assert eta in (4, 5)  # 4 s / 2 done × 2 left, plus the few ms since t1 was taken
+
+
+def test_input_policy_notes_are_one_line_per_property_and_target_unless_verbose():
+    """Twelve notes of one property on one target: one line with the first note and the count
+    of the others (quiet); every note on --verbose."""
+    notes = tuple(f"input policy: t on torch:cpu-float32 case {i} raised RuntimeError"
+                  for i in range(12))
+    v = [Verdict("attention_identities", "test_mismatched_shapes_are_rejected", "t",
+                 "not credited", evidence="input policy", notes=notes),
+         Verdict("attention_identities", "test_non_finite_input_is_rejected", "t",
+                 "not credited", evidence="input policy", notes=notes[:1])]
+    quiet = verdict_table(v).split("Input-policy notes")[1].strip().splitlines()[1:]
+    assert len(quiet) == 2
+    assert quiet[0].endswith("case 0 raised RuntimeError  (+11 more of this property: "
+                             "--verbose)")
+    assert quiet[1].endswith("case 0 raised RuntimeError")  # a single note: no count
+    loud = verdict_table(v, verbose=True).split("Input-policy notes")[1].strip().splitlines()
+    assert len(loud) == 1 + 13 and all("case" in ln for ln in loud[1:])

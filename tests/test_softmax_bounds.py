@@ -282,3 +282,16 @@ def test_void_bound_raises():
     q = np.ones((100, 2))
     with pytest.raises(ValueError, match="void"):
         softmax_attention_error_bound(q, q, q, causal=False, u=FORMATS["bfloat16"].u, ulps=1.0)
+
+
+def test_gradient_bound_is_inf_not_nan_where_void():
+    """Scores of 900 rounded to float16 (u = 2⁻¹¹) make the weights' relative error unbounded;
+    with a zero cotangent the chain multiplies ∞ by 0: the bound says void (∞), never NaN (the
+    property then discards the draw; a NaN bound made a correct SDPA fail)."""
+    q = np.full((1, 1, 1, 1), 30.0)
+    z = np.zeros((1, 1, 1, 1))
+    bq, bk, bv = softmax_gradient_error_bound(q, q.copy(), z, z, causal=False, u=2.0**-11,
+                                              ulps=1.0, tiny=2.0**-14)
+    assert not np.isnan(bq).any() and not np.isnan(bk).any()
+    assert np.isinf(bq).all() and np.isinf(bk).all()
+    assert np.isfinite(bv).all()  # ∂L/∂v does not go through the scores' error

@@ -258,8 +258,9 @@ def softmax_gradient_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, g:
     out = [np.empty(q.shape), np.empty(k.shape), np.empty(v.shape)]
     for idx in np.ndindex(*q.shape[:-2]):
         qi, ki, vi, gi = q[idx], k[idx], v[idx], g[idx]
-        parts = attention_grad_bound(p[idx], vi, gi, rho[idx], u)
-        bq, bk = softmax_qk_bounds(parts, qi, ki, sc)
+        with np.errstate(invalid="ignore"):  # ∞·0 where ρ is void: NaN, made ∞ below
+            parts = attention_grad_bound(p[idx], vi, gi, rho[idx], u)
+            bq, bk = softmax_qk_bounds(parts, qi, ki, sc)
         ga = np.abs(gi)
         vbar = np.abs(vi).max(axis=0, keepdims=True)
         c = 4 * omega * mask * (ga @ (np.abs(vi) + 2 * vbar).T)
@@ -267,7 +268,9 @@ def softmax_gradient_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, g:
         bk = bk + sc * c.T @ np.abs(qi)
         bv = parts["v"] + omega * (mask.T.astype(float) @ ga)
         out[0][idx], out[1][idx], out[2][idx] = (bq + bk if self_attention else bq), bk, bv
-    return out[0], out[1], out[2]
+    # a void weight error (ρ = ∞) times a zero factor is NaN: the bound is void there too
+    q_b, k_b, v_b = (np.where(np.isnan(a), np.inf, a) for a in out)
+    return q_b, k_b, v_b
 
 
 def format_tiny(dtype: str) -> float:
