@@ -252,8 +252,23 @@ def test_partition_of_unity(target, backend, data, seed):
     tol = _eps(seen(x, backend), backend, target)
     for causal in modes(target):
         out = call(target, backend, x, causal=causal, seed=seed)
-        _check(out, tol, f"{describe(target, backend, causal, seed, x)}: V = 1 must give 1",
-               expected=x.v)
+        what = f"{describe(target, backend, causal, seed, x)}: V = 1 must give 1"
+        require_finite(out, what, "the identity")
+        text = observed(out, tol=tol, expected=x.v)
+        if text:
+            raise AssertionError(f"{what}: {text}{_shrunk_hint(out, tol)}")
+
+
+def _shrunk_hint(out: np.ndarray, tol: float) -> str:
+    """A hint when every output of ``V = 1`` lies in ``(0, 1 − tol)``: the weights sum to less
+    than 1, as when a normaliser ``o = Σ w v / (Σ w + ε)`` adds ε to the denominator (then the
+    weights sum to ``s/(s + ε)``: not a partition of unity, so not ``positive_weights``)."""
+    if out.size and bool(((out > 0) & (out < 1 - tol)).all()):
+        return (f" — every output is below 1 (smallest {float(out.min()):.10g}): the weights "
+                "sum to less than 1, as with an ε added to the denominator of a normaliser; "
+                "such a target's weights are not a partition of unity (do not claim "
+                "positive_weights for it, or drop the ε)")
+    return ""
 
 
 @pytest.mark.parametrize(("target", "backend"), cases("positive_weights"))
