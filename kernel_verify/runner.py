@@ -218,9 +218,9 @@ def short_target_reprs(evidence: str) -> tuple[str, bool]:
 def skip_summary(verdicts: list[Verdict]) -> list[str]:
     """The skipped verdicts as one line per distinct reason with its count, most frequent
     first; the skips for want of a target of the tested kind (``… provides no <what>``) as one
-    line that counts each kind, and those of one target lacking parts of a protocol (``<target>
-    does not offer what this property needs: <parts>``) as one line per target that counts each
-    set of parts."""
+    line that counts each kind (``attention``, not each set of claims asked of it), and those
+    of one target lacking parts of a protocol (``<target> does not offer what this property
+    needs: <parts>``) as one line per target that counts each set of parts."""
     skips = [v for v in verdicts if v.outcome == "skip"]
     if not skips:
         return []
@@ -230,8 +230,9 @@ def skip_summary(verdicts: list[Verdict]) -> list[str]:
     for v in skips:
         reason = v.evidence.splitlines()[0] if v.evidence else "(no reason given)"
         m, lack = _PROVIDES_NO.match(reason), _LACKS.match(reason)
-        if m:
-            kinds[m["what"]] = kinds.get(m["what"], 0) + 1
+        if m:  # one count per kind, whatever claims the property asks of it (--verbose: each)
+            kind = m["what"].split(" with claims ")[0]
+            kinds[kind] = kinds.get(kind, 0) + 1
         elif lack:
             parts = lacks.setdefault((lack["who"], lack["doc"] or ""), {})
             parts[lack["what"]] = parts.get(lack["what"], 0) + 1

@@ -37,6 +37,9 @@ def _verdicts() -> list[Verdict]:
     out += [Verdict("forms", "test_v", "b", "skip",
                     evidence="b does not offer what this property needs: AttentionTarget.varlen "
                     "(the forms protocol)")]
+    out += [Verdict("attention", f"test_a{i}", "", "skip",
+                    evidence=f"x:targets provides no attention with claims ['c{i}']")
+            for i in range(3)]
     out += [Verdict("taylor", "test_t", "", "skip",
                     evidence="fewer than two Taylor targets of one order\nmore detail")]
     return out
@@ -44,12 +47,14 @@ def _verdicts() -> list[Verdict]:
 
 def test_skips_are_one_line_per_reason_with_counts():
     lines = skip_summary(_verdicts())
-    assert lines[0].startswith("SKIP  10 properties, by reason")
+    assert lines[0].startswith("SKIP  13 properties, by reason")
     body = lines[1:]
-    assert len(body) == 3  # the target kinds (6), target b's missing parts (3), taylor (1)
+    assert len(body) == 3  # the target kinds (9), target b's missing parts (3), taylor (1)
     counts = [int(re.match(r"\s*(\d+) × ", ln).group(1)) for ln in body]
-    assert counts == [6, 3, 1] and sum(counts) == 10  # most frequent first, every skip counted
-    assert "model target (4), gated attention (GatedAttentionTarget) (2)" in body[0]
+    assert counts == [9, 3, 1] and sum(counts) == 13  # most frequent first, every skip counted
+    # one count per kind: attention asked with three sets of claims is "attention (3)"
+    assert "model target (4), attention (3), gated attention (GatedAttentionTarget) (2)" \
+        in body[0]
     assert body[1].endswith("b does not offer what the property needs (the forms protocol): "
                             "AttentionTarget.step; AttentionTarget.chunked (2) | "
                             "AttentionTarget.varlen (1)")
@@ -61,12 +66,12 @@ def test_quiet_table_has_no_skip_rows_and_verbose_has_each():
     quiet = verdict_table(_verdicts())
     verbose = verdict_table(_verdicts(), verbose=True)
     assert sum(" SKIP " in ln for ln in quiet.splitlines()) == 0
-    assert sum(" SKIP " in ln for ln in verbose.splitlines()) == 10
+    assert sum(" SKIP " in ln for ln in verbose.splitlines()) == 13
     for text in (quiet, verbose):  # the rest is the same: the pass, the failure and its repro
         assert re.search(r"fam::test_ok\s+a\s+PASS", text)
         assert "AssertionError: rows are not N(0, I)" in text
         assert "| reproduce: kernel-verify check x:targets -k test_bad" in text
-    assert "SKIP  10 properties" in quiet and "SKIP  10 properties" not in verbose
+    assert "SKIP  13 properties" in quiet and "SKIP  13 properties" not in verbose
 
 
 def test_a_failure_names_its_target_by_class_and_name_unless_verbose():
@@ -105,8 +110,8 @@ def test_check_command_is_quiet_by_default_and_verbose_on_request(monkeypatch, c
     quiet = capsys.readouterr().out
     assert cli._cmd_check(argparse.Namespace(**args, verbose=True)) == 1
     verbose = capsys.readouterr().out
-    assert quiet.count(" SKIP ") == 0 and "SKIP  10 properties" in quiet
-    assert verbose.count(" SKIP ") == 10
+    assert quiet.count(" SKIP ") == 0 and "SKIP  13 properties" in quiet
+    assert verbose.count(" SKIP ") == 13
     summary = "1 passed, 1 failed"
     assert summary in quiet and summary in verbose
     assert cli.build_parser().parse_args(["check", "x:y", "-v"]).verbose
