@@ -377,12 +377,28 @@ def check_chunk_sizes(name: str, chunk_sizes: object) -> None:
 
 
 def check_call_seconds(name: str, call_seconds: object) -> None:
-    """``call_seconds`` is None (calls are fast) or a positive number of seconds."""
-    if call_seconds is not None and (
-            isinstance(call_seconds, bool) or not isinstance(call_seconds, int | float)
-            or not call_seconds > 0):
+    """``call_seconds`` is None (calls are fast) or a positive finite number of seconds: a
+    TypeError for another type, a ValueError for a number out of range."""
+    if call_seconds is None:
+        return
+    if isinstance(call_seconds, bool) or not isinstance(call_seconds, int | float | np.number):
         raise target_error(TypeError, name, "call_seconds", "must be a positive number of "
-                           f"seconds or None, got {call_seconds!r}")
+                           f"seconds or None, got {type(call_seconds).__name__} "
+                           f"{call_seconds!r}")
+    if not 0 < call_seconds < float("inf"):
+        raise target_error(ValueError, name, "call_seconds", "must be a positive finite number "
+                           f"of seconds or None, got {call_seconds!r}")
+
+
+def check_ulps_field(name: str, field_name: str, value: object) -> None:
+    """``value`` (a count of ulps) is an int >= 0: a TypeError for another type (a float, a
+    bool), a ValueError for a negative count."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise target_error(TypeError, name, field_name, "must be an int >= 0 (ulps of the "
+                           f"compute dtype), got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise target_error(ValueError, name, field_name, "must be an int >= 0 (ulps of the "
+                           f"compute dtype), got {value!r}")
 
 
 #: Checks that the names of ``known_failures`` are properties of the target's kind. The suite
@@ -440,6 +456,7 @@ __all__ = [
     "check_same_leading",
     "check_scalar",
     "check_target_name",
+    "check_ulps_field",
     "config_value",
     "dtype_name",
     "is_torch",

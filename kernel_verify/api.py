@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 import sys
 import tempfile
@@ -423,6 +424,41 @@ def _run_in_process(targets: list[Target], *, profile: str | None, keyword: str 
                     tail if not outcomes else "", output)
 
 
+def _check_arguments(*, jobs: object, profile: object, keyword: object, shrink_seconds: object,
+                     timeout: object) -> None:
+    """:func:`check`'s arguments besides the targets: a TypeError for the wrong type, a
+    ValueError for a value out of range, each naming the argument (issue #45)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int):
+        raise TypeError(f"jobs must be an int >= 1, got {type(jobs).__name__} {jobs!r}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+    if profile is not None:
+        from kernel_verify.properties.profiles import PROFILES
+
+        if not isinstance(profile, str):
+            raise TypeError(f"profile must be a str naming a profile ({', '.join(PROFILES)}) "
+                            f"or None, got {type(profile).__name__} {profile!r}")
+        if profile not in PROFILES:
+            raise ValueError(f"profile {profile!r} is unknown; choose one of "
+                             f"{', '.join(PROFILES)}")
+    if keyword is not None and not isinstance(keyword, str):
+        raise TypeError(f"keyword must be a str (a pytest -k expression) or None, got "
+                        f"{type(keyword).__name__} {keyword!r}")
+    if keyword is not None and not keyword.strip():
+        raise ValueError(f"keyword must be a non-empty pytest -k expression, got {keyword!r}")
+    for name, value, zero_ok in (("shrink_seconds", shrink_seconds, True),
+                                 ("timeout", timeout, False)):
+        bound = ">= 0" if zero_ok else "> 0"
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be a number of seconds {bound} or None, got "
+                            f"{type(value).__name__} {value!r}")
+        if not (value >= 0 if zero_ok else value > 0) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number of seconds {bound} or None, got "
+                             f"{value!r}")
+
+
 def check(targets: object, *, profile: str | None = None, keyword: str | None = None,
           jobs: int = 2, shrink_seconds: int | None = None,
           timeout: float | None = None, progress: bool = True,
@@ -441,23 +477,8 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
     listing every problem) for a declaration its own functions contradict (a map declaring m
     features and returning 2m, a form returning the wrong tuple, a model whose ``build`` ignores
     ``dtype``), before any property runs."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
-    if profile is not None:
-        from kernel_verify.properties.profiles import PROFILES
-
-        if profile not in PROFILES:
-            raise ValueError(f"profile {profile!r} is unknown; choose one of "
-                             f"{', '.join(PROFILES)}")
-    if keyword is not None and (not isinstance(keyword, str) or not keyword.strip()):
-        raise ValueError(f"keyword must be a non-empty pytest -k expression, got {keyword!r}")
-    for name, value, zero_ok in (("shrink_seconds", shrink_seconds, True),
-                                 ("timeout", timeout, False)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not (value >= 0 if zero_ok else value > 0)
-                                  or value != value):
-            raise ValueError(f"{name} must be a number of seconds {'>= 0' if zero_ok else '> 0'}"
-                             f" or None, got {value!r}")
+    _check_arguments(jobs=jobs, profile=profile, keyword=keyword,
+                     shrink_seconds=shrink_seconds, timeout=timeout)
     for name, flag in (("progress", progress), ("probe", probe)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")

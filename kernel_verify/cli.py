@@ -100,7 +100,10 @@ def _check_names(args: argparse.Namespace) -> None:
 #: ``--maps ""``) is an error, never "everything" (for ``calibrate`` that would be hours of work
 #: rewriting a committed report).
 _SELECTIONS = (("report", "maps", "--maps"), ("mutants", "only", "--only"),
-               ("calibrate", "parts", "--part"), ("conformance", "libraries", "LIBRARY"))
+               ("calibrate", "parts", "--part"), ("conformance", "libraries", "LIBRARY"),
+               ("reports", "reports", "REPORT"))
+#: Positional selections: not given is an empty list, which selects everything.
+_POSITIONAL = ("LIBRARY", "REPORT")
 
 
 def _check_selections(args: argparse.Namespace) -> None:
@@ -109,7 +112,7 @@ def _check_selections(args: argparse.Namespace) -> None:
         if args.command != command:
             continue
         value = getattr(args, attr, None)
-        if value is None or (option == "LIBRARY" and not value):  # not given: everything
+        if value is None or (option in _POSITIONAL and not value):  # not given: everything
             continue
         if not value:
             raise UsageError(f"{option} was given without a name: an empty selection selects "
@@ -119,6 +122,36 @@ def _check_selections(args: argparse.Namespace) -> None:
             raise UsageError(f"{option} got an empty name ({len(empty)} of {len(value)}): an "
                              f"empty selection selects nothing; name at least one, or leave "
                              f"{option} out for all")
+
+
+def _check_keyword(args: argparse.Namespace) -> None:
+    """``check -k EXPR``: an empty expression is an error (pytest would select everything)."""
+    keyword = getattr(args, "keyword", None)
+    if args.command == "check" and keyword is not None and not keyword.strip():
+        raise UsageError(f"-k got an empty expression ({keyword!r}): an empty selection selects "
+                         "nothing; give a pytest -k expression, or leave -k out for every "
+                         "property")
+
+
+#: Where ``conformance`` writes without ``--out``: the committed pages (relative to the working
+#: directory, a checkout's root).
+COMMITTED_CONFORMANCE = "reports/conformance"
+
+
+def _check_committed(args: argparse.Namespace) -> None:
+    """A run that would rewrite committed reports with less than they record says so and needs
+    an explicit flag: ``conformance --quick`` (smaller independent measurements) writes into
+    the committed pages only with an explicit ``--out`` naming them. Sets ``conformance``'s
+    default ``--out``."""
+    if args.command != "conformance":
+        return
+    if args.out is None:
+        if args.quick:
+            raise UsageError(f"--quick without --out would rewrite the committed pages in "
+                             f"{COMMITTED_CONFORMANCE} with smaller measurements than they "
+                             "record; give --out DIR (e.g. --out build/conformance), or --out "
+                             f"{COMMITTED_CONFORMANCE} to rewrite them on purpose")
+        args.out = COMMITTED_CONFORMANCE
 
 
 def _check_libraries(args: argparse.Namespace) -> None:
@@ -189,6 +222,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path the user gave can be written: one-line error before any work starts."""
     for attr, option, folder in _OUTPUTS.get(args.command, ()):
         value = getattr(args, attr, None)
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} got an empty path ({value!r}); name a "
+                             f"{'folder' if folder else 'file'}, or leave {option} out")
         if value:
             problem = _output_problem(value, folder=folder)
             if problem:
@@ -284,6 +320,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except DeclarationError as err:  # before any property ran
         print(f"kernel-verify check: error: {err}", file=sys.stderr)
         return USAGE_EXIT
+    except (ValueError, TypeError) as err:  # check()'s own argument and target checks
+        raise UsageError(str(err)) from None
     if getattr(args, "verbose", False):  # every row, every target's whole repr
         from kernel_verify.runner import verdict_table
 
@@ -341,8 +379,8 @@ def _cmd_reports(args: argparse.Namespace) -> int:
     if args.reports:
         unknown = sorted(set(args.reports) - set(fp.REPORTS))
         if unknown:
-            raise UsageError(f"not a regenerable committed report: {', '.join(unknown)} "
-                             f"(choose among {', '.join(sorted(fp.REPORTS))})")
+            raise UsageError(f"REPORT {', '.join(map(repr, unknown))} is not a regenerable "
+                             f"committed report; choose among {', '.join(sorted(fp.REPORTS))}")
         found = [s for s in found if s.report in args.reports]
     shown = [s for s in found if s.state != "current"] if args.stale or args.refresh else found
     for s in shown:
@@ -465,7 +503,9 @@ def _add_conformance(sub) -> None:
     p.add_argument("libraries", nargs="*", metavar="LIBRARY",
                    help="an adapter module of kernel_verify.adapters that holds a LIBRARY "
                    "record, e.g. sklearn, performer, fla, fla_models (default: all)")
-    p.add_argument("--out", default="reports/conformance", help="output folder")
+    p.add_argument("--out", default=None,
+                   help=f"output folder (default: {COMMITTED_CONFORMANCE}, the committed pages; "
+                   "--quick needs an explicit one)")
     p.add_argument("--profile", type=_profile, default="dev",
                    help="Hypothesis profile: dev, ci, nightly or mutants (default: dev)")
     p.add_argument("--quick", action="store_true", help="smaller independent measurements")
@@ -496,9 +536,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # argparse itself exits 2 with a one-line usage error
     try:
         _check_selections(args)
+        _check_keyword(args)
         _check_names(args)
-        _check_libraries(args)
         _check_outputs(args)
+        _check_committed(args)
+        _check_libraries(args)
         return int(args.run(args) or 0)
     except UsageError as err:
         print(f"kernel-verify {args.command}: error: {err}", file=sys.stderr)

@@ -12,9 +12,10 @@ target declares:
 * attention (:class:`~kernel_verify.properties.protocol.AttentionTarget`): ``attention``
   returns a floating ``(B, H, T, d_v)`` array in the target's layout; every declared form
   returns ``(out, state)`` (``step``: ``(state, o_t)``) with ``out`` of that shape and the state
-  a tuple of arrays whose first axis is the batch; ``features`` is ``(B, H, T, m)`` with ``m =
-  feature_count`` where both are declared; ``state_sums`` gives ``S (B, H, m, d_v)`` and ``z
-  (B, H, m)`` or None;
+  a tuple of arrays whose first axis is the batch (none on torch's ``meta`` device: a shape
+  without values, which would fail only later, in the call continuing from it); ``features``
+  is ``(B, H, T, m)`` with ``m = feature_count`` where both are declared; ``state_sums``
+  gives ``S (B, H, m, d_v)`` and ``z (B, H, m)`` or None;
 * gated and recurrent targets (their ``varlen``: the signature only), hybrid targets: the
   same for their forms and ``features``;
 * models: ``build(seed, init_scale, dtype)`` gives a model whose ``forward`` returns logits
@@ -95,6 +96,11 @@ def _floating(x: Any) -> bool:
     return bool(np.issubdtype(np.asarray(x).dtype, np.floating))
 
 
+def _on_meta(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor on the ``meta`` device (a shape without values)."""
+    return getattr(getattr(x, "device", None), "type", None) == "meta"
+
+
 def _dtype(x: Any) -> str:
     return str(x.dtype).removeprefix("torch.")
 
@@ -168,6 +174,9 @@ class _Probe:
             self.add(field_name, f"returned {what} of dtype {_dtype(x)}; expected a floating "
                      "dtype")
             return False
+        if _on_meta(x):
+            self.add(field_name, f"returned {what} on the 'meta' device (a shape without data)")
+            return False
         return True
 
     def pair(self, field_name: str, result: Any, want: str) -> tuple[Any, Any] | None:
@@ -187,6 +196,12 @@ class _Probe:
                 not all(_is_array(s) for s in state):
             self.add(field_name, f"must return its state as a non-empty tuple of arrays, got "
                      f"{_what(state)}")
+            return False
+        meta = [i for i, s in enumerate(state) if _on_meta(s)]
+        if meta:
+            self.add(field_name, f"returned a state with arrays on the 'meta' device (entries "
+                     f"{meta}; shapes without data): a state must hold values the next call "
+                     "continues from")
             return False
         bad = [_shape(s) for s in state if not len(s.shape) or int(s.shape[0]) != batch]
         if bad:

@@ -62,11 +62,15 @@ sequences packed along time, gates packed with them; states along the batch axis
 ``padded(q, k, v, g, *, mask, initial_state=None, seed=0) -> (out, state)``. States are opaque
 tuples of arrays with the batch first, as for :class:`~kernel_verify.properties.protocol.
 AttentionTarget`.
-Every call of a form is checked before the target runs (:func:`_check_gated_call`): the gates
-(shape of the declared kind in the target's layout, the queries' backend, floating, finite,
-``≤ 0`` for log-gates; None for ``gates="none"``), the per-token inputs' shapes and the state
-(None or a tuple of arrays); a bad one is a ValueError/TypeError naming it. The target's own
-function stays reachable as ``form._kv_unchecked`` (to test a target's own input checks).
+Every call of a form is checked before the target runs (:func:`_check_gated_call`): q, k, v
+(arrays of one backend, off the meta device, ``q`` of rank 4 — a step's ``q_t`` rank 3 —
+``k`` of its shape, ``v`` of its leading shape), the gates (shape of the declared kind in the
+target's layout, the queries' backend, floating, finite, ``≤ 0`` for log-gates; None for
+``gates="none"``), the per-token inputs' shapes and the state (None or a tuple of arrays); a
+bad one is a ValueError/TypeError naming it. What a form returns is checked after the call
+(:func:`_check_gated_result`): ``(out, state)`` (``step``: ``(state, o_t)``), else a TypeError
+naming the form. The target's own function stays reachable as ``form._kv_unchecked`` (to test
+a target's own input checks).
 
 **What the outputs are** (white box, needed for the derived bounds): ``features(x, role)``
 returns the float64 features ``φ(x)`` the target applies to queries (``role="q"``: any scale
@@ -105,6 +109,7 @@ from kernel_verify.impls.validation import check_chunk_sizes as _check_chunk_siz
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
+from kernel_verify.impls.validation import check_ulps_field as _check_ulps
 from kernel_verify.impls.validation import dtype_name as _dtype_name
 from kernel_verify.impls.validation import is_torch as _is_torch
 from kernel_verify.impls.validation import target_error as _fail
@@ -222,14 +227,13 @@ class GatedAttentionTarget(SequenceTarget):
         _check_backends_and_dtypes(self.name, self.backends, self.dtypes)
         _check_chunk_sizes(self.name, self.chunk_sizes)
         if isinstance(self.min_log_gate, bool) or not isinstance(self.min_log_gate,
-                                                                 int | float) \
-                or not -1e4 <= self.min_log_gate < 0:
+                                                                 int | float):
+            raise _fail(TypeError, self.name, "min_log_gate", "must be a number in [−1e4, 0), "
+                        f"got {type(self.min_log_gate).__name__} {self.min_log_gate!r}")
+        if not -1e4 <= self.min_log_gate < 0:
             raise _fail(ValueError, self.name, "min_log_gate", "must be a number in [−1e4, 0), "
                         f"got {self.min_log_gate!r}")
-        if isinstance(self.feature_ulps, bool) or not isinstance(self.feature_ulps, int) \
-                or self.feature_ulps < 0:
-            raise _fail(ValueError, self.name, "feature_ulps", "must be an int >= 0, got "
-                        f"{self.feature_ulps!r}")
+        _check_ulps(self.name, "feature_ulps", self.feature_ulps)
         _check_call_seconds(self.name, self.call_seconds)
         if not isinstance(self.dv_equals_d, bool):
             raise _fail(TypeError, self.name, "dv_equals_d", "must be a bool (the target takes "
@@ -335,8 +339,8 @@ def _check_gated_call(t: GatedAttentionTarget, form: str, args: tuple, kwargs: d
     step = form == "step"
     names = ("state", "q_t", "k_t", "v_t", "g_t") if step else ("q", "k", "v", "g")
     got = dict(zip(names, args, strict=False)) | kwargs
-    q = got.get(names[1] if step else "q")
-    if not _is_array(q) or len(q.shape) != (3 if step else 4):
+    q = _check_sequences(t, step, names[1:4] if step else names[:3], got)
+    if q is None:
         return
     state_name = "state" if step else "initial_state"
     state = got.get(state_name)
@@ -366,15 +370,86 @@ def _check_gated_call(t: GatedAttentionTarget, form: str, args: tuple, kwargs: d
                                log_gate=False)
 
 
+def _check_sequences(t: GatedAttentionTarget, step: bool, names: tuple[str, ...],
+                     got: dict[str, Any]) -> Any:
+    """The queries, keys and values of one call: arrays of one backend, off the meta device,
+    ``q`` of rank 4 (``(B, H, T, d)`` in the target's layout; a step's ``q_t``: rank 3,
+    ``(B, H, d)``), ``k`` of ``q``'s shape, ``v`` of ``q``'s leading shape; returns ``q``, or
+    None when a name is missing from the call (the form's own signature error names it)."""
+    if not all(n in got for n in names):
+        return None
+    rank = 3 if step else 4
+    axes = "(B, H, d)" if step else "(B, H, T, d)" if t.layout == "BHTD" else "(B, T, H, d)"
+    q = got[names[0]]
+    for n in names:
+        x = got[n]
+        if not _is_array(x):
+            raise TypeError(f"{n} must be an array {axes} (a numpy.ndarray or torch.Tensor), "
+                            f"got {type(x).__name__}")
+        if _is_torch(x) != _is_torch(q):
+            raise TypeError(f"{n} must be of the queries' backend "
+                            f"({'torch' if _is_torch(q) else 'numpy'}), got "
+                            f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
+        if _is_torch(x) and getattr(x.device, "type", None) == "meta":
+            raise ValueError(f"{n} is a tensor on the 'meta' device (a shape without data): "
+                             "pass a tensor with values")
+        if len(x.shape) != rank:
+            raise ValueError(f"{n} must have {rank} dimensions {axes} in layout {t.layout}, "
+                             f"got shape {tuple(x.shape)}")
+    q_name, k_name, v_name = names
+    k, v = got[k_name], got[v_name]
+    if tuple(k.shape) != tuple(q.shape):
+        raise ValueError(f"{k_name} must have the shape of {q_name} {tuple(q.shape)}, got shape "
+                         f"{tuple(k.shape)}")
+    if tuple(v.shape[:-1]) != tuple(q.shape[:-1]):
+        raise ValueError(f"{v_name} must have shape {(*tuple(q.shape[:-1]), 'd_v')} (the leading "
+                         f"axes of {q_name}), got shape {tuple(v.shape)}")
+    return q
+
+
+def _check_gated_result(t: GatedAttentionTarget, form: str, result: Any) -> None:
+    """What a form returned: ``(out, final_state)`` (``step``: ``(state, o_t)``), the state a
+    tuple of arrays (None entries allowed; ``parallel`` and ``padded`` may return no state), so
+    that a form returning the wrong tuple is named at its own call, not met as an unpacking
+    error inside a property about another form."""
+    want = "(state, o_t)" if form == "step" else "(out, final_state)"
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        got = ("one array" if _is_array(result) else
+               f"a {type(result).__name__} of length {len(result)}"
+               if isinstance(result, tuple | list) else type(result).__name__)
+        raise _fail(TypeError, t.name, form, f"must return a pair {want}, got {got}")
+    first, second = result
+    if form == "step":
+        if _is_array(first) and isinstance(second, tuple | list):
+            raise _fail(TypeError, t.name, "step", "must return (state, o_t), got (array, "
+                        "tuple): (o_t, state) swapped?")
+        state, out, optional = first, second, False
+    else:
+        out, state, optional = first, second, form in ("parallel", "padded")
+    if not _is_array(out):
+        what = "o_t" if form == "step" else "out"
+        raise _fail(TypeError, t.name, form, f"must return {want} with {what} an array, got "
+                    f"{type(out).__name__}")
+    if state is None and optional:
+        return
+    if not isinstance(state, tuple | list) or not all(s is None or _is_array(s) for s in state):
+        got = "an array" if _is_array(state) else type(state).__name__
+        raise _fail(TypeError, t.name, form, f"must return its state as a tuple of arrays, "
+                    f"got {got}")
+
+
 def _checked_gated_form(t: GatedAttentionTarget, form: str) -> Callable[..., Any]:
-    """``t``'s ``form`` with every call's gates, per-token inputs and state checked first."""
+    """``t``'s ``form`` with every call's inputs, gates, per-token inputs and state checked
+    first, and what it returns checked after."""
     fn = getattr(t, form)
     fn = getattr(fn, "_kv_unchecked", fn)
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
         _check_gated_call(t, form, args, kwargs)
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        _check_gated_result(t, form, result)
+        return result
 
     checked._kv_unchecked = fn  # type: ignore[attr-defined]
     return checked

@@ -18,10 +18,14 @@ scale (None: ``1/√d``): query ``i`` weighs key ``j ≤ i`` by ``γ·exp(scale�
 ``i − w < j ≤ i`` and by ``φ(q_i)ᵀφ(k_j)`` when ``j ≤ i − w``, normalised by the sum of its
 weights. ``feature_ulps``: how many ulps of the compute dtype the features the target computes
 may be off (default 2: elu + 1's exponential).
+
+Each call of ``attention`` and ``step`` is checked (q, k, v before, the returned pair after):
+a bad one is a ValueError/TypeError naming it (:func:`_checked_hybrid_form`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +39,8 @@ from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_scalar
 from kernel_verify.impls.validation import check_target_name as _check_name
+from kernel_verify.impls.validation import check_ulps_field as _check_ulps
+from kernel_verify.impls.validation import is_torch as _is_torch
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties import protocol as _protocol  # noqa: F401  (known_failures check)
 
@@ -68,24 +74,107 @@ class HybridAttentionTarget:
         _check_known_failures(self.name, self.known_failures, "HybridAttentionTarget")
         for f, optional in (("attention", False), ("features", False), ("step", True)):
             _check_callable(self.name, f, getattr(self, f), optional=optional)
-        try:
-            check_scalar("mix", self.mix, positive=True)
-            if self.scale is not None:
-                check_scalar("scale", self.scale, positive=True)
-        except (TypeError, ValueError) as err:
-            raise _fail(type(err), self.name, "mix/scale", str(err)) from None
+        for scalar in ("mix", "scale"):
+            value = getattr(self, scalar)
+            if value is None and scalar == "scale":
+                continue
+            try:
+                check_scalar(scalar, value, positive=True)
+            except (TypeError, ValueError) as err:
+                problem = str(err).removeprefix(f"{scalar} ")
+                raise _fail(type(err), self.name, scalar, problem) from None
         _check_backends_and_dtypes(self.name, self.backends, self.dtypes)
-        if isinstance(self.feature_ulps, bool) or not isinstance(self.feature_ulps, int) \
-                or self.feature_ulps < 0:
-            raise _fail(TypeError if not isinstance(self.feature_ulps, int | float) else
-                        ValueError, self.name, "feature_ulps", "must be an int >= 0 (ulps of "
-                        f"the compute dtype), got {self.feature_ulps!r}")
+        _check_ulps(self.name, "feature_ulps", self.feature_ulps)
         if "differentiable" in self.claims and "torch" not in self.backends:
             raise _fail(ValueError, self.name, "claims", "has 'differentiable' but backends "
                         f"{self.backends} has no 'torch'")
+        for form in ("attention", "step"):  # every call's inputs and result (issue #45)
+            if getattr(self, form) is not None:
+                object.__setattr__(self, form, _checked_hybrid_form(self, form))
 
     def has(self, claim: str) -> bool:
         return claim in self.claims
 
     def accepts(self, library: str, dtype: str) -> bool:
         return library in self.backends and dtype in self.dtypes
+
+
+# --- Checks of every call (issue #45) ----------------------------------------------------------
+# The queries, keys and values of each call of ``attention`` and ``step`` are checked before the
+# target runs (arrays of one backend, off the meta device, of rank 4 — a step's of rank 3 — k of
+# q's shape, v of q's leading shape), and what it returns after (a pair, in the documented
+# order): a bad input or result is a ValueError/TypeError naming it, not a wrong value computed
+# from a batch-less array or an unpacking error inside a property. The target's own function
+# stays reachable as ``form._kv_unchecked``.
+
+
+def _is_array(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _check_hybrid_inputs(step: bool, args: tuple, kwargs: dict) -> None:
+    names = ("q_t", "k_t", "v_t") if step else ("q", "k", "v")
+    got = dict(zip(names, args[1:] if step else args, strict=False)) | kwargs
+    if not all(n in got for n in names):
+        return  # the form's own signature error names the missing one
+    rank, axes = (3, "(B, H, d)") if step else (4, "(B, H, T, d)")
+    q = got[names[0]]
+    for n in names:
+        x = got[n]
+        if not _is_array(x):
+            raise TypeError(f"{n} must be an array {axes} (a numpy.ndarray or torch.Tensor), "
+                            f"got {type(x).__name__}")
+        if _is_torch(x) != _is_torch(q):
+            raise TypeError(f"{n} must be of the queries' backend "
+                            f"({'torch' if _is_torch(q) else 'numpy'}), got "
+                            f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
+        if _is_torch(x) and getattr(x.device, "type", None) == "meta":
+            raise ValueError(f"{n} is a tensor on the 'meta' device (a shape without data): "
+                             "pass a tensor with values")
+        if len(x.shape) != rank:
+            raise ValueError(f"{n} must have {rank} dimensions {axes}, got shape "
+                             f"{tuple(x.shape)}")
+    k, v = got[names[1]], got[names[2]]
+    if tuple(k.shape) != tuple(q.shape):
+        raise ValueError(f"{names[1]} must have the shape of {names[0]} {tuple(q.shape)}, got "
+                         f"shape {tuple(k.shape)}")
+    if tuple(v.shape[:-1]) != tuple(q.shape[:-1]):
+        raise ValueError(f"{names[2]} must have shape {(*tuple(q.shape[:-1]), 'd_v')} (the "
+                         f"leading axes of {names[0]}), got shape {tuple(v.shape)}")
+
+
+def _check_hybrid_result(t: HybridAttentionTarget, form: str, result: Any) -> None:
+    want = "(state, o_t)" if form == "step" else "(out, state)"
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        got = ("one array" if _is_array(result) else
+               f"a {type(result).__name__} of length {len(result)}"
+               if isinstance(result, tuple | list) else type(result).__name__)
+        raise _fail(TypeError, t.name, form, f"must return a pair {want}, got {got}")
+    first, second = result
+    if form == "step" and _is_array(first) and isinstance(second, tuple | list):
+        raise _fail(TypeError, t.name, "step", "must return (state, o_t), got (array, tuple): "
+                    "(o_t, state) swapped?")
+    out, state = (second, first) if form == "step" else (first, second)
+    if not _is_array(out):
+        raise _fail(TypeError, t.name, form, f"must return {want} with "
+                    f"{'o_t' if form == 'step' else 'out'} an array, got {type(out).__name__}")
+    if not isinstance(state, tuple | list) or not all(s is None or _is_array(s) for s in state):
+        got = "an array" if _is_array(state) else type(state).__name__
+        raise _fail(TypeError, t.name, form, f"must return its state as a tuple of arrays, "
+                    f"got {got}")
+
+
+def _checked_hybrid_form(t: HybridAttentionTarget, form: str) -> Callable[..., Any]:
+    """``t``'s ``form`` with each call's q, k, v checked first and its result after."""
+    fn = getattr(t, form)
+    fn = getattr(fn, "_kv_unchecked", fn)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        _check_hybrid_inputs(form == "step", args, kwargs)
+        result = fn(*args, **kwargs)
+        _check_hybrid_result(t, form, result)
+        return result
+
+    checked._kv_unchecked = fn  # type: ignore[attr-defined]
+    return checked

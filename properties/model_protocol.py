@@ -136,8 +136,8 @@ class ModelTarget:
             raise _fail(TypeError, self.name, "init_scales", "must be a non-empty tuple of "
                         f"positive numbers, got {scales!r}")
         for s in scales:
-            if isinstance(s, bool) or not isinstance(s, int | float) or not s > 0:
-                raise _fail(ValueError, self.name, "init_scales", f"must hold positive "
+            if isinstance(s, bool) or not isinstance(s, int | float) or not 0 < s < float("inf"):
+                raise _fail(ValueError, self.name, "init_scales", f"must hold positive finite "
                             f"numbers, got {s!r}")
         if list(scales) != sorted(scales):
             raise _fail(ValueError, self.name, "init_scales", f"must rise, got {scales!r}")

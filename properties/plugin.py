@@ -63,13 +63,23 @@ def pytest_configure(config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     target = config.getoption("--kv-target")
-    if not target:
+    if target is None:
         return
+    if not target.strip():
+        raise pytest.UsageError("--kv-target is empty: give the adapter as module:attribute "
+                                "(e.g. my_adapter:targets)")
     os.environ["KV_TARGET"] = target
     # The adapter module is usually in the working directory: make it importable as the
     # command line's `kernel-verify check` does.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    if not hasattr(config, "workerinput"):  # a bad spec: one usage error, not one per module
+        from kernel_verify.properties.loader import load_targets
+
+        try:
+            load_targets(target)
+        except ValueError as e:
+            raise pytest.UsageError(f"--kv-target {target!r}: {e}") from None
     explicit = config.args_source == config.ArgsSource.ARGS
     if not explicit:
         config.args[:] = [str(SUITE_DIR)]

@@ -38,9 +38,10 @@ def test_examples_for_cost(seconds, own, profile, expected):
     assert profiles.examples_for_cost(seconds, own, profile) == expected
 
 
-@pytest.mark.parametrize("bad", [0, -0.5, True, "0.1"])
-def test_call_seconds_must_be_a_positive_number(bad):
-    with pytest.raises(TypeError, match="call_seconds must be a positive number"):
+@pytest.mark.parametrize(("bad", "exc"), [(0, ValueError), (-0.5, ValueError),
+                                          (True, TypeError), ("0.1", TypeError)])
+def test_call_seconds_must_be_a_positive_number(bad, exc):
+    with pytest.raises(exc, match="call_seconds must be a positive"):
         AttentionTarget("slow", _softmax, frozenset({"causal"}), call_seconds=bad)
 
 

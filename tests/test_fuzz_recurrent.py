@@ -463,6 +463,7 @@ def _hf_cases() -> list[Case]:
         "known_failures": [{"test_no_such_property": "typo"}, 3],
         "serving": ["yes", 1],
         "padded_prefill": ["yes", 1],
+        "decode_mask": ["yes", 1],
         "chunk_sizes": [(0,), (-2,), "4", (True,)],
         "conv_window": [0, -1, True, 2.5],
     }

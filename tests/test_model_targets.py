@@ -37,7 +37,7 @@ def _fields(**kw):
     ({"step": None}, ValueError, "step"),
     ({"claims": frozenset({"left_padding"}), "padded": None}, ValueError, "padded call"),
     ({"claims": frozenset()}, ValueError, "padded"),
-    ({"call_seconds": -1}, TypeError, "call_seconds"),
+    ({"call_seconds": -1}, ValueError, "call_seconds"),
     ({"known_failures": {"test_x": ""}}, TypeError, "known_failures"),
 ])
 def test_bad_model_declarations_name_the_field(kw, error, words):
@@ -229,3 +229,54 @@ def test_transformers_qwen3_next_runs_its_torch_delta_rule():
     proc = subprocess.run([sys.executable, "-c", _QWEN_SMOKE], capture_output=True, text=True,
                           env=env, timeout=300, check=False)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+# ------------------------------------------- a padded prefill whose positions count the pads
+class _CountsPads(torch.nn.Module):
+    """An HF-style recurrent LM whose state leaves the pads out but whose positions are the
+    cache's length corrected by the attention mask it is given (as fla's RetNet rotates q and
+    k): ``state_t = Σ_{valid s ≤ t} E[x_s]``, ``logits_t = (state_t + P[pos_t]) Eᵀ`` with
+    ``pos_t = seen + t − (zeros of the mask)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Parameter(torch.randn(32, 8))
+        self.pos = torch.nn.Parameter(torch.randn(16, 8))
+
+    def forward(self, input_ids, past_key_values=None, use_cache=True, attention_mask=None):
+        from types import SimpleNamespace
+
+        b, t = input_ids.shape
+        seen, state = ((0, torch.zeros(b, 8, dtype=self.emb.dtype)) if past_key_values is None
+                       else past_key_values)
+        mask = (torch.ones(b, seen + t, dtype=torch.int64) if attention_mask is None
+                else attention_mask)
+        new, pads = mask[:, -t:].to(self.emb.dtype), (mask == 0).sum(1)
+        out = []
+        for i in range(t):
+            state = state + new[:, i:i + 1] * self.emb[input_ids[:, i]]
+            pos = (seen + i - pads).clamp(min=0)
+            out.append((state + self.pos[pos]) @ self.emb.T)
+        return SimpleNamespace(logits=torch.stack(out, 1), past_key_values=(seen + t, state))
+
+
+def test_a_padded_prefill_passes_its_mask_on_where_positions_count_the_pads():
+    """hf_models' ``decode_mask``: steps after a masked prefill without the mask run each row's
+    positions on from the padded length (the check fails, as fla's RetNet did); with the mask
+    extended by ones (what ``generate`` passes) they pass, and the planted defect (pads in the
+    state) still fails."""
+    from kernel_verify.adapters.hf_models import hf_model_target
+
+    def target(decode_mask: bool):
+        return hf_model_target("counts-pads", _CountsPads, vocab_size=32, generate=False,
+                               float64=True, claims=frozenset({"left_padding"}),
+                               padded_prefill=True, decode_mask=decode_mask)
+
+    for dtype in ("float64", "float32"):
+        without, with_mask = target(False), target(True)
+        case = mc.serving_control_case(without)
+        problem = mc.padded_decode(without, dtype, 1.0, case, False)
+        assert problem and "steps after a prefill left-padded" in problem, problem
+        assert mc.padded_decode(with_mask, dtype, 1.0, case, False) is None
+        assert mc.padded_decode(with_mask, dtype, 1.0, case, True) is not None
+        assert mc.decode(with_mask, dtype, 1.0, mc.control_case(with_mask), False) is None

@@ -32,7 +32,12 @@ use_cache=True)`` returning ``.logits`` and ``.past_key_values``, with a ``gener
 * **padded_prefill** (``padded_prefill=True``, with the claim ``left_padding``):
   ``model(input_ids=ids, attention_mask=mask, use_cache=True)``, then one-token steps with no
   mask: right for a recurrent model, whose state leaves the pads out; a model that keeps keys
-  of the pads in its cache needs the mask at every step and should not declare it.
+  of the pads in its cache needs the mask at every step and should not declare it. With
+  ``decode_mask=True`` the steps (and extends) after a masked prefill pass the mask extended
+  by ones, as ``generate`` does at every step: for a model whose state leaves the pads out but
+  whose positions count them (fla's RetNet: its rotary offset is the cache's length, corrected
+  per row by the mask it is given; without it each row's positions run on from the padded
+  length).
 """
 
 from __future__ import annotations
@@ -121,12 +126,13 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
                     call_seconds: float | None = None, zero_std: float | None = None,
                     known_failures: Mapping[str, str] | None = None, serving: bool = False,
                     padded_prefill: bool = False, chunk_sizes: tuple[int, ...] = (),
-                    conv_window: int | None = None) -> ModelTarget:
+                    conv_window: int | None = None, decode_mask: bool = False) -> ModelTarget:
     """A :class:`ModelTarget` for the HF-style model ``make()`` builds (module docstring).
     ``claims``: what the model claims (``differentiable``, ``left_padding``,
     ``right_padding``; ``float64`` is added by ``float64=True``); padding claims make the
     ``padded`` call available. ``serving``: offer ``extend`` and ``copy_cache``;
-    ``padded_prefill``: offer a masked prefill decoded from (needs the claim ``left_padding``);
+    ``padded_prefill``: offer a masked prefill decoded from (needs the claim ``left_padding``;
+    ``decode_mask``: its mask passed on to the steps after it, module docstring);
     ``chunk_sizes``, ``conv_window``: the declared boundaries the serving properties cut at."""
     # the helper's own arguments (issue 45); the rest are checked by ModelTarget
     if not callable(make):
@@ -138,18 +144,28 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
             f"(the keyword the model takes its cache under), got {cache_arg!r}")
     if packed_arg is not None and (not isinstance(packed_arg, str)
                                    or not packed_arg.isidentifier()):
-        raise TypeError(f"hf_model_target: packed_arg must be None or the keyword the model "
-                        f"takes cu_seqlens under (e.g. 'cu_seqlens'), got {packed_arg!r}")
+        raise (ValueError if isinstance(packed_arg, str) else TypeError)(
+            f"hf_model_target: packed_arg must be None or the keyword the model takes "
+            f"cu_seqlens under (e.g. 'cu_seqlens'), got {packed_arg!r}")
     for flag, value in (("cache_position", cache_position), ("generate", generate),
                         ("float64", float64), ("serving", serving),
-                        ("padded_prefill", padded_prefill)):
+                        ("padded_prefill", padded_prefill), ("decode_mask", decode_mask)):
         if not isinstance(value, bool):
             raise TypeError(f"hf_model_target: {flag} must be a bool, got "
                             f"{type(value).__name__} {value!r}")
-    if zero_std is not None and (isinstance(zero_std, bool) or not isinstance(zero_std, int | float)
-                                 or not 0 < zero_std < float("inf")):
+    if zero_std is not None and (isinstance(zero_std, bool)
+                                 or not isinstance(zero_std, int | float)):
+        raise TypeError(f"hf_model_target: zero_std must be None or a finite number > 0, got "
+                        f"{type(zero_std).__name__} {zero_std!r}")
+    if zero_std is not None and not 0 < zero_std < float("inf"):
         raise ValueError(f"hf_model_target: zero_std must be None or a finite number > 0 (the "
                          f"std of weights the library initialises to zero), got {zero_std!r}")
+    for field_name, value in (("claims", claims), ("chunk_sizes", chunk_sizes)):
+        # (a str would become a set or tuple of its letters)
+        if isinstance(value, str | bytes) or not isinstance(value, set | frozenset | tuple | list):
+            raise TypeError(f"hf_model_target: {field_name} must be a "
+                            f"{'set of claim names' if field_name == 'claims' else 'tuple of ints'}"
+                            f", got {type(value).__name__} {value!r}")
     if known_failures is not None and not isinstance(known_failures, Mapping):
         raise TypeError(f"hf_model_target: known_failures must be None or a mapping property "
                         f"name -> reason, got {type(known_failures).__name__} {known_failures!r}")
@@ -170,9 +186,18 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
     def keyword(model) -> str:
         return cache_keyword(model) if cache_arg == "auto" else cache_arg
 
+    # The opaque cache: (the model's cache, tokens seen, the running mask or None).
     def prefill(model, ids):
         out = model(input_ids=ids, use_cache=True)
-        return out.logits, (getattr(out, keyword(model)), ids.shape[1])
+        return out.logits, (getattr(out, keyword(model)), ids.shape[1], None)
+
+    def running_mask(cache, kw: dict[str, Any], k: int):
+        """The mask of a masked prefill extended by ``k`` ones, passed on (``decode_mask``)."""
+        if cache is None or cache[2] is None:
+            return None
+        mask = torch.cat([cache[2], cache[2].new_ones(cache[2].shape[0], k)], 1)
+        kw["attention_mask"] = mask
+        return mask
 
     def step(model, cache, ids_t):
         kw: dict[str, Any] = {"use_cache": True}
@@ -181,8 +206,10 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
             kw[name] = cache[0]
             if cache_position or name == "cache_params":
                 kw["cache_position"] = torch.tensor([cache[1]], dtype=torch.int64)
+        mask = running_mask(cache, kw, 1)
         out = model(input_ids=ids_t.reshape(-1, 1), **kw)
-        return out.logits[:, -1], (getattr(out, name), 1 if cache is None else cache[1] + 1)
+        return out.logits[:, -1], (getattr(out, name), 1 if cache is None else cache[1] + 1,
+                                   mask)
 
     def gen(model, ids, max_new_tokens):
         out = model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=0,
@@ -197,15 +224,17 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
             kw[name] = cache[0]
             if cache_position or name == "cache_params":
                 kw["cache_position"] = torch.arange(pos, pos + ids.shape[1], dtype=torch.int64)
+        mask = running_mask(cache, kw, ids.shape[1])
         out = model(input_ids=ids, **kw)
-        return out.logits, (getattr(out, name), pos + ids.shape[1])
+        return out.logits, (getattr(out, name), pos + ids.shape[1], mask)
 
     def copy_cache(cache):
-        return (copy.deepcopy(cache[0]), cache[1])
+        return (copy.deepcopy(cache[0]), cache[1], cache[2])
 
     def masked_prefill(model, ids, attention_mask):
         out = model(input_ids=ids, attention_mask=attention_mask, use_cache=True)
-        return out.logits, (getattr(out, keyword(model)), ids.shape[1])
+        return out.logits, (getattr(out, keyword(model)), ids.shape[1],
+                            attention_mask if decode_mask else None)
 
     def packed(model, ids, cu_seqlens):
         return model(input_ids=ids, use_cache=False, **{packed_arg: cu_seqlens}).logits
