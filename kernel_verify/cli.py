@@ -356,7 +356,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         parts = [p for p in parts if p != "power"]
         if not parts:
             return 0
-    return calibrate(args.seeds, parts, args.jobs)
+    return calibrate(args.seeds, parts, args.jobs, allow_fewer_seeds=args.allow_fewer_seeds)
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
@@ -482,10 +482,14 @@ def _add_mutants(sub) -> None:
 def _add_calibrate(sub) -> None:
     """The ``calibrate`` command."""
     p = sub.add_parser("calibrate", help="false-alarm rate of the statistical properties")
-    p.add_argument("--seeds", type=_int_at_least(20), default=100,
-                   help="fresh seeds per statistical check (>= 20; default 100); the checks "
-                   "with a derived threshold run at every level of 0.2, 0.1, 0.05, 0.02, 0.01 "
-                   "that this many trials can certify")
+    p.add_argument("--seeds", type=_int_at_least(20), default=None,
+                   help="fresh seeds per statistical check (>= 20; default: each part at the "
+                   "count its committed section of reports/calibration.md was written with, at "
+                   "least 100); the checks with a derived threshold run at every level of 0.2, "
+                   "0.1, 0.05, 0.02, 0.01 that this many trials can certify")
+    p.add_argument("--allow-fewer-seeds", action="store_true",
+                   help="let --seeds below a committed section's count replace that section "
+                   "(refused without it: a smaller run would replace a larger committed one)")
     p.add_argument("--jobs", type=_int_at_least(1), default=None,
                    help="processes (default: min(2, CPU count))")
     p.add_argument("--part", dest="parts", nargs="*", default=None,

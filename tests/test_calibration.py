@@ -55,9 +55,37 @@ def test_every_part_is_a_cli_choice() -> None:
 
 def test_default_and_minimum_seeds() -> None:
     args = build_parser().parse_args(["calibrate"])
-    assert args.seeds == calibration.DEFAULT_SEEDS >= calibration.MIN_SEEDS == 20
+    assert args.seeds is None  # each part at its committed count (seeds_per_part)
+    assert calibration.DEFAULT_SEEDS >= calibration.MIN_SEEDS == 20
     with pytest.raises(ValueError, match=">= 20"):
         calibration.calibrate(5)
+
+
+_OLD = ("## Part `matrices`\n\n`kernel-verify calibrate --seeds 100 --part matrices` at commit x\n"
+        "\n## Part `reference_means`\n\n`kernel-verify calibrate --seeds 300 --part "
+        "reference_means` at commit y\n")
+
+
+def test_seeds_default_to_each_parts_committed_count() -> None:
+    """No --seeds: a part runs at the count its committed section records (at least 100)."""
+    from kernel_verify.calibration.report import recorded_seeds, seeds_per_part
+
+    assert recorded_seeds(_OLD) == {"matrices": 100, "reference_means": 300}
+    got = seeds_per_part(["matrices", "reference_means", "gradients"], None, _OLD)
+    assert got == {"matrices": 100, "reference_means": 300, "gradients": 100}
+    assert seeds_per_part(["matrices"], 400, _OLD) == {"matrices": 400}
+
+
+def test_fewer_seeds_than_a_committed_section_is_refused_without_the_flag() -> None:
+    """--seeds 100 would replace the 300-seed section: a ValueError naming the part and both
+    counts, unless allow_fewer (--allow-fewer-seeds)."""
+    from kernel_verify.calibration.report import seeds_per_part
+
+    with pytest.raises(ValueError, match=r"--seeds 100 .*reference_means \(300 seeds\)"):
+        seeds_per_part(["reference_means"], 100, _OLD)
+    assert seeds_per_part(["reference_means"], 100, _OLD, allow_fewer=True) == {
+        "reference_means": 100}
+    assert seeds_per_part(["matrices"], 100, _OLD) == {"matrices": 100}  # not fewer: fine
 
 
 # ----------------------------------------------------------------------- verdict logic (exact)

@@ -13,6 +13,7 @@ from kernel_verify.calibration import run
 from kernel_verify.calibration.certify import (
     ASSUMPTION_LEVEL,
     CONFIDENCE,
+    DEFAULT_SEEDS,
     LADDER,
     MIN_SEEDS,
     Row,
@@ -126,20 +127,67 @@ def merge_report(old: str, sections: dict[str, str], assumption_trials: int) -> 
     return "\n".join(head) + "\n" + "\n\n".join(body) + "\n"
 
 
-def calibrate(seeds_per_check: int, parts: Sequence[str] | None = None,
-              jobs: int | None = None) -> int:
-    """``kernel-verify calibrate [--seeds N] [--part …] [--jobs J]``: run the units of ``parts``
-    (default: every part) with ``seeds_per_check`` fresh seeds, in ``jobs`` processes (default
-    ``min(2, CPU count)``), and write their sections into reports/calibration.md; 1 if any row is
-    not ok, else 0."""
+#: (Without ``--seeds`` a part's committed section is replaced by a run at least as large as the
+#: one that wrote it, and at least :data:`DEFAULT_SEEDS`.)
+_STAMP_SEEDS = re.compile(r"`kernel-verify calibrate --seeds (\d+) ")
+
+
+def recorded_seeds(old: str) -> dict[str, int]:
+    """Part → the ``--seeds`` of the run that wrote its section of reports/calibration.md."""
+    out = {}
+    found = list(SECTION.finditer(old))
+    for i, match in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(old)
+        seeds_used = _STAMP_SEEDS.search(old[match.start():end])
+        if seeds_used:
+            out[match.group(1)] = int(seeds_used.group(1))
+    return out
+
+
+def seeds_per_part(parts: Sequence[str], seeds_per_check: int | None, old: str, *,
+                   allow_fewer: bool = False) -> dict[str, int]:
+    """The seeds each part runs with: ``seeds_per_check`` when given, else the larger of
+    :data:`DEFAULT_SEEDS` and the seeds its committed section was written with. A given count
+    below a committed section's is a ValueError unless ``allow_fewer`` (``--allow-fewer-seeds``):
+    a smaller run would silently replace a larger committed one."""
+    before = recorded_seeds(old)
+    if seeds_per_check is None:
+        return {p: max(DEFAULT_SEEDS, before.get(p, DEFAULT_SEEDS)) for p in parts}
     n = int(seeds_per_check)
     if n < MIN_SEEDS:
         raise ValueError(f"--seeds must be >= {MIN_SEEDS}, got {n}")
+    smaller = {p: before[p] for p in parts if before.get(p, 0) > n}
+    if smaller and not allow_fewer:
+        listed = ", ".join(f"{p} ({k} seeds)" for p, k in smaller.items())
+        raise ValueError(f"--seeds {n} would replace committed sections of reports/calibration.md "
+                         f"written with more seeds: {listed}; give --seeds "
+                         f"{max(smaller.values())} (or leave --seeds out: each part then runs "
+                         "at its committed count), or --allow-fewer-seeds to replace them anyway")
+    return dict.fromkeys(parts, n)
+
+
+def calibrate(seeds_per_check: int | None, parts: Sequence[str] | None = None,
+              jobs: int | None = None, *, allow_fewer_seeds: bool = False) -> int:
+    """``kernel-verify calibrate [--seeds N] [--part …] [--jobs J]``: run the units of ``parts``
+    (default: every part) with ``seeds_per_check`` fresh seeds (default: per part,
+    :func:`seeds_per_part`), in ``jobs`` processes (default ``min(2, CPU count)``), and write
+    their sections into reports/calibration.md; 1 if any row is not ok, else 0."""
     parts = list(parts or PARTS)
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
         raise ValueError(f"--part must be among {', '.join(PARTS)}, got {unknown}")
+    out = reports_dir() / "calibration.md"
+    old = out.read_text(encoding="utf-8") if out.exists() else ""
+    per_part = seeds_per_part(parts, seeds_per_check, old, allow_fewer=allow_fewer_seeds)
     jobs = int(jobs or min(2, os.cpu_count() or 1))
+    code = 0
+    for n in sorted(set(per_part.values())):  # one run per seed count, each its own stamp
+        code |= _calibrate_parts(n, [p for p in parts if per_part[p] == n], jobs)
+    return code
+
+
+def _calibrate_parts(n: int, parts: list[str], jobs: int) -> int:
+    """One run of ``parts`` at ``n`` seeds per check (:func:`calibrate`)."""
     entropy = seeds.fresh_entropy()
     assumption_trials = max(n, trials_to_certify(ASSUMPTION_LEVEL))
     todo = run.units(parts)
