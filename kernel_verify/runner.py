@@ -256,6 +256,28 @@ def skip_summary(verdicts: list[Verdict]) -> list[str]:
     return lines
 
 
+_POWER = re.compile(r"power control at init scale (?P<scale>\S+) \((?P<dtype>[^)]+)\): the "
+                    r"planted defect \((?P<what>.*?)\) fails this check")
+
+
+def power_summary(power: list[tuple[Verdict, str]]) -> list[str]:
+    """The power-control notes as one line per property × target (quiet output): the planted
+    defect and the init scales and dtypes it failed at; the evidence of each: --verbose."""
+    grouped: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for v, n in power:
+        m = _POWER.match(n)
+        key = (f"{v.family}::{v.prop}", v.target)
+        what = f"the planted defect ({m['what']}) fails it at init scale" if m else n
+        grouped.setdefault(key, {}).setdefault(what, []).append(
+            f"{m['scale']} ({m['dtype']})" if m else "")
+    out = []
+    for (prop, target), whats in grouped.items():
+        for what, where in whats.items():
+            at = ", ".join(dict.fromkeys(w for w in where if w))
+            out.append(f"  {prop}  {target}: {what} {at}".rstrip())
+    return out
+
+
 def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True,
                   verbose: bool = False) -> str:
     """A plain-text table property × target with the evidence of failures and the command that
@@ -297,7 +319,10 @@ def verdict_table(verdicts: list[Verdict], *, show_passed: bool = True,
     if power:
         lines.append("\nPower controls (model properties: the planted defect that failed the "
                      "same check at the init scale the verdict was given at):")
-        lines.extend(f"  {v.family}::{v.prop}  {v.target}: {n}" for v, n in power)
+        if verbose:
+            lines.extend(f"  {v.family}::{v.prop}  {v.target}: {n}" for v, n in power)
+        else:
+            lines.extend(power_summary(power))
     if notes:
         lines.append("\nInput-policy notes (not correctness failures; claim validates_input to "
                      "make them failures):")

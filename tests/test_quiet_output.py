@@ -171,3 +171,17 @@ def test_input_policy_notes_are_one_line_per_property_and_target_unless_verbose(
     assert quiet[1].endswith("case 0 raised RuntimeError")  # a single note: no count
     loud = verdict_table(v, verbose=True).split("Input-policy notes")[1].strip().splitlines()
     assert len(loud) == 1 + 13 and all("case" in ln for ln in loud[1:])
+
+
+def test_power_controls_are_one_line_per_property_and_target_unless_verbose():
+    """The model verdicts' power controls: quiet, the planted defect with the init scales and
+    dtypes it failed at on one line; --verbose, each note with its evidence."""
+    notes = tuple(f"power control at init scale 1 ({dt}): the planted defect (cache dropped "
+                  f"after the first step) fails this check: max |difference| 0.3 ({dt})"
+                  for dt in ("float32", "float64"))
+    v = [Verdict("models", "test_decode", "lm", "pass", notes=notes)]
+    quiet = verdict_table(v).split("Power controls")[1].strip().splitlines()[1:]
+    assert quiet == ["  models::test_decode  lm: the planted defect (cache dropped after the "
+                     "first step) fails it at init scale 1 (float32), 1 (float64)"]
+    loud = verdict_table(v, verbose=True).split("Power controls")[1].strip().splitlines()[1:]
+    assert len(loud) == 2 and all("max |difference| 0.3" in ln for ln in loud)
