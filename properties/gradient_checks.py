@@ -24,8 +24,10 @@ functions; importing it reads no environment variable and imports no test module
   function, the inputs of the example-based attention gradient tests, a backward pass;
 * :func:`low_precision_gradients` — one example of
   ``properties/test_gradients.py::test_low_precision_gradients_near_float64`` (its inputs, its
-  gradients, its bounds); ``kernel-verify calibrate --part gradient_assumptions`` runs it on
-  fresh seeds.
+  gradients, its bounds, and the plain same-precision gradients of
+  :func:`low_precision_plain` for the same-precision criterion); ``kernel-verify calibrate
+  --part gradient_assumptions`` (the bounds) and ``--part same_precision`` (the criterion) run
+  it on fresh seeds.
 
 Each check returns a :class:`GradientCheck` (computed, exact, bound, the inputs as the backend
 saw them); ``ratio`` is the worst ``|computed − exact| / bound`` (≤ 1 passes, non-finite
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -59,12 +61,15 @@ from kernel_verify.verify.tolerance import (
     ulp,
 )
 
+if TYPE_CHECKING:
+    from kernel_verify.verify.same_precision import Comparison
+
 __all__ = ["LOW_PRECISION_HOW", "LOW_PRECISION_SHAPE", "STAT_D", "Directional", "GradientCheck",
            "LowPrecisionGradient", "UnbiasedTrial", "attention_fn", "attention_qkv",
            "directional_differences", "draw", "estimator_gradients", "fd_step_and_tol",
            "feature_vjp_check", "half_cast", "kernel_gradient_check", "low_precision_backend",
-           "low_precision_gradients", "map_budget", "rule_entry", "tensor",
-           "unbiased_gradient_test", "unbiased_gradient_trial", "vjp"]
+           "low_precision_gradients", "low_precision_plain", "map_budget", "rule_entry",
+           "tensor", "unbiased_gradient_test", "unbiased_gradient_trial", "vjp"]
 
 
 
@@ -472,10 +477,70 @@ LOW_PRECISION_HOW = ("exact attention (feature_count 0): attention_grad_bound wi
 LOW_PRECISION_SHAPE = (1, 2, 4, 4)
 
 
+@dataclass(frozen=True)
 class LowPrecisionGradient(GradientGap):
     """``∂L/∂name`` of an attention target in a low-precision dtype (``got``, widened to
     float64) against its float64 gradient at the same rounded inputs (``ref``), and the allowed
-    difference ``bound`` (element-wise)."""
+    difference ``bound`` (element-wise); ``plain``: the same gradient by a plain evaluation of
+    the formula in the ``compute`` dtype (:func:`low_precision_plain`; None where there is no
+    formula to evaluate), for the same-precision criterion with ``output`` the target's dtype."""
+
+    plain: np.ndarray | None = None
+    compute: str = "float64"
+    output: str = "float64"
+
+    def same_precision(self) -> Comparison | None:
+        """The same-precision criterion's verdict on this gradient
+        (:func:`kernel_verify.verify.same_precision.compare` of ``got`` against ``ref`` with
+        ``plain``'s error), None without a plain evaluation."""
+        from kernel_verify.verify.same_precision import compare
+
+        if self.plain is None:
+            return None
+        return compare(self.got, self.ref, self.plain, compute=self.compute, output=self.output)
+
+
+def low_precision_plain(target, q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
+                        causal: bool, seed: int, compute: str) -> list[np.ndarray] | None:
+    """``[∂L/∂q, ∂L/∂k, ∂L/∂v]`` of ``L = Σ G⊙o`` evaluated plainly in ``compute`` on the
+    inputs as the target saw them (float64 arrays of the rounded values, BHTD), the reference
+    of the gradient's same-precision criterion (docs/math.md §13.2): exact attention
+    (``feature_count = 0``) by autograd through ``softmax(qkᵀ/√d)v`` in ``compute``
+    (:func:`~kernel_verify.verify.same_precision.softmax_attention_gradients_plain`); a target
+    declaring ``features`` by autograd through the quadratic form of its float64 features at
+    ``seed`` rounded once to ``compute``, chained through their float64 Jacobian
+    (:func:`~kernel_verify.properties.checks.declared.feature_jacobian`, Richardson central
+    differences) rounded once to ``compute``
+    (:func:`~kernel_verify.verify.same_precision.feature_attention_gradients_plain`), the
+    output criterion's reference with its chain rule. A self-attention-only target's ``∂L/∂q``
+    collects the query and the key paths (its ``∂L/∂k`` is 0). None where there is neither
+    formula (no declared features, features count unknown) or the plain values are not
+    finite: the derived bound alone."""
+    from kernel_verify.properties.attention_cases import feature_count
+    from kernel_verify.verify.same_precision import (
+        feature_attention_gradients_plain,
+        softmax_attention_gradients_plain,
+    )
+
+    if target.self_attention_only:
+        k = q
+    if feature_count(target) == 0:
+        out = softmax_attention_gradients_plain(q, k, v, g, compute=compute, causal=causal)
+    elif target.features is not None:
+        from kernel_verify.properties.checks.declared import feature_jacobian, features64
+
+        fq, fk = features64(target, q, seed), features64(target, k, seed)
+        jq = feature_jacobian(target.features, q, seed)[0]
+        jk = jq if target.self_attention_only else feature_jacobian(target.features, k, seed)[0]
+        out = feature_attention_gradients_plain(fq, fk, jq, jk, v, g, compute=compute,
+                                                causal=causal)
+    else:
+        return None
+    if target.self_attention_only:
+        out = [out[0] + out[1], np.zeros_like(out[1]), out[2]]
+    if not all(np.isfinite(a).all() for a in out):
+        return None
+    return out
 
 
 def _low_precision_features(target) -> int:
@@ -531,7 +596,8 @@ def _exact_softmax_bounds(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.nda
 
 
 def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: int = 28,
-                            g_seed: int = 29, seed: int = 0) -> list[LowPrecisionGradient]:
+                            g_seed: int = 29, seed: int = 0, *, plain_reference: bool = True
+                            ) -> list[LowPrecisionGradient]:
     """``∂L/∂(q, k, v)`` of ``L = Σ G⊙o`` in ``backend.dtype`` against float64 at the same rounded
     inputs (:func:`attention_qkv` at ``qkv_seed``, upstream ``G ~ N(0, 1)`` from ``g_seed``,
     rounded to the dtype; the target at ``seed``), with the bounds of
@@ -547,7 +613,10 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
       ``properties/attention_cases.py`` with ``u`` of the compute dtype and ``m`` the target's
       feature count (declared, measured from ``features``, else ``M_MAX``);
 
-    plus the output rounding of the dtype where the budget has it."""
+    plus the output rounding of the dtype where the budget has it. Each result also carries
+    the plain same-precision gradient of :func:`low_precision_plain` (``plain_reference``; the
+    target at ``seed``) for the same-precision criterion the property applies beside the
+    bound."""
 
     from kernel_verify.properties.attention_cases import feature_count
     from kernel_verify.properties.strategies import generator
@@ -588,10 +657,14 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
                 bounds.append(rho * ga.sum(axis=-2, keepdims=True) * np.ones_like(b64))
             else:
                 bounds.append(4 * rho * n * np.abs(b64).max() * np.ones_like(b64))
+    plain = low_precision_plain(target, q, k, v, g.numpy(), causal, seed,
+                                budget.compute_dtype) if plain_reference else None
     out = []
-    for name, a, r, bound in zip("qkv", got, ref, bounds, strict=True):
+    for i, (name, a, r, bound) in enumerate(zip("qkv", got, ref, bounds, strict=True)):
         a64, b64 = to_numpy(a), to_numpy(r)
         if budget.output_round:  # the cast back, in ulps of the half type (subnormals too)
             bound = bound + budget.output_round * ulp(np.abs(b64) + bound, dtype)
-        out.append(LowPrecisionGradient(name, a64, b64, bound))
+        out.append(LowPrecisionGradient(name, a64, b64, bound,
+                                        None if plain is None else plain[i],
+                                        budget.compute_dtype, dtype))
     return out

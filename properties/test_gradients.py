@@ -46,7 +46,15 @@ feature maps whose ``torch_fn``/``sample_fn`` take torch tensors):
   gradient at the same (rounded) inputs: ``∂L/∂v`` within ``Σ_i ρ'_i·|G_i|`` (``P_ij ≤ 1``, the
   derived bound of ``verify.gradient_bounds`` with the black-box weight error ``ρ = expm1(2δ)``
   of ``properties/attention_cases.py``), ``∂L/∂q``, ``∂L/∂k`` within ``4ρ'·n·max|∂L/∂·|₆₄`` (an
-  assumption: no cancellation beyond a factor n in the score chain); finite everywhere;
+  assumption: no cancellation beyond a factor n in the score chain); finite everywhere; and,
+  beside these bounds, the same-precision criterion of docs/math.md §13.2
+  (:mod:`kernel_verify.verify.same_precision`): each gradient's largest error against float64
+  within ``c·max(err_plain, u_c·Y + η_c) + R·(u_o·Y + η_o)``, ``err_plain`` the error of the
+  same gradient by torch autograd through a plain evaluation of the formula in the compute
+  dtype on the inputs as the target saw them (exact attention: ``softmax(qkᵀ/√d)v``; declared
+  features: the quadratic form of the features, chained through their Jacobian), ``c`` and
+  ``R`` calibrated (``kernel-verify calibrate --part same_precision``, rows "gradients");
+  targets with neither formula keep the derived bounds alone;
 * ``deterministic_backward``: two backward passes give bitwise equal gradients.
 
 **Statistics** (``unbiased`` maps declaring positive features with iid Gaussian rows): the
@@ -71,6 +79,7 @@ from hypothesis import strategies as st
 from kernel_verify.impls.attention import feature_map_attention
 from kernel_verify.impls.registry import is_registered
 from kernel_verify.properties.backends import backend_axis, to_numpy
+from kernel_verify.properties.evidence import check_same_precision
 from kernel_verify.properties.formulas import record
 from kernel_verify.properties.gradient_checks import (  # shared with the report
     KINK_SHIFT,
@@ -633,7 +642,10 @@ def test_low_precision_gradients_near_float64(target, dtype, record_property):
     """Gradients in float32/float16/bfloat16 against the float64 gradient of the same target at
     the same rounded inputs (budget: module docstring; ρ = expm1(2δ) of
     ``properties/attention_cases.py`` with the compute dtype's unit roundoff and the target's
-    feature count; exact attention, ``feature_count = 0``: the derived softmax bound)."""
+    feature count; exact attention, ``feature_count = 0``: the derived softmax bound), and,
+    beside that bound, the same-precision criterion (docs/math.md §13.2) against the gradient
+    of a plain evaluation of the same formula in the compute dtype (exact attention, or a
+    target declaring ``features``: ``gradient_checks.low_precision_plain``)."""
     from kernel_verify.properties.attention_cases import unknown_count_note
 
     _need_dtype(target, dtype)
@@ -647,12 +659,14 @@ def test_low_precision_gradients_near_float64(target, dtype, record_property):
     for causal in _modes(target):
         for r in low_precision_gradients(target, backend, causal, 28, 29):
             assert np.isfinite(r.got).all(), f"{target.name} {dtype}: ∂L/∂{r.name} not finite"
+            label = f"{target.name}: ∂L/∂{r.name} in {dtype} vs float64 (causal={causal})"
             assert_close(
-                r.got, r.ref, r.bound, inputs={},
-                label=f"{target.name}: ∂L/∂{r.name} in {dtype} vs float64 (causal={causal})",
-                how=LOW_PRECISION_HOW,
+                r.got, r.ref, r.bound, inputs={}, label=label, how=LOW_PRECISION_HOW,
                 repro=f"test_low_precision_gradients_near_float64[{target.name}-{dtype}]",
             )
+            if r.plain is not None:  # beside the derived bound, never instead of it
+                check_same_precision(r.got, r.ref, r.plain, compute=r.compute,
+                                     output=r.output, what=label)
 
 
 # ------------------------------------------------------------------------------- statistics

@@ -1,6 +1,8 @@
 """The same-precision reference criterion (verify/same_precision.py, issue #44): its allowance,
-its plain evaluations against the exact references, the evidence it gives, the switch the power
-report uses, and its calibration part on a few trials."""
+its plain evaluations against the exact references (outputs and gradients), the evidence it
+gives, the switch the power report uses, the gradient criterion of
+``test_low_precision_gradients_near_float64`` on a correct and a 0.1 %-off backward, and its
+calibration part on a few trials."""
 
 from __future__ import annotations
 
@@ -115,7 +117,8 @@ def test_evidence_names_both_errors_and_the_switch_turns_it_off():
         check_same_precision(got, exact, exact, compute="float32", output="float32", what="w")
 
 
-@pytest.mark.parametrize("name", ["attention:float32", "gated:float32", "gated:bfloat16"])
+@pytest.mark.parametrize("name", ["attention:float32", "gated:float32", "gated:bfloat16",
+                                  "gradients:float32", "gradients:float16"])
 def test_calibration_part_runs_correct_targets_without_false_alarms(name):
     from kernel_verify.calibration.same_precision import same_precision_rows, unit_names
 
@@ -156,3 +159,114 @@ def test_comba_and_rwkv7_keep_the_derived_bound_alone():
     assert {"comba", "rwkv7"}.isdisjoint(PLAIN_TRANSITIONS)
     comba = next(t for t in builtin_gated_targets() if t.transition == "comba")
     assert plain(comba, None, None, None, compute="float32") is None
+
+
+# ------------------------------------------------------------------ the gradient criterion
+def _closed_form_softmax_grads(q, k, v, g, causal):
+    """``∂L/∂(q, k, v)`` of ``softmax(qkᵀ/√d)v`` per batch element and head by the exact mpmath
+    reference (verify/references/gradients.py), float64."""
+    from kernel_verify.verify.references.gradients import softmax_attention_grads_mp
+    from kernel_verify.verify.references.mp import to_float
+
+    out = [np.empty_like(q), np.empty_like(k), np.empty_like(v)]
+    for idx in np.ndindex(*q.shape[:-2]):
+        for o, r in zip(out, softmax_attention_grads_mp(q[idx], k[idx], v[idx], g[idx],
+                                                        causal=causal), strict=True):
+            o[idx] = to_float(r)
+    return out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_gradients_plain_in_float64_are_the_exact_gradients(causal):
+    rng = np.random.default_rng(4)
+    q, k = rng.standard_normal((1, 2, 5, 3)), rng.standard_normal((1, 2, 5, 3))
+    v, g = rng.standard_normal((1, 2, 5, 2)), rng.standard_normal((1, 2, 5, 2))
+    want = _closed_form_softmax_grads(q, k, v, g, causal)
+    got = sp.softmax_attention_gradients_plain(q, k, v, g, compute="float64", causal=causal)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    lo = sp.softmax_attention_gradients_plain(q, k, v, g, compute="float32", causal=causal)
+    err = max(float(np.abs(a - b).max()) for a, b in zip(lo, want, strict=True))
+    assert 0 < err < 1e-5  # rounded in float32: off by a few of its roundings, not exact
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_feature_gradients_plain_in_float64_are_the_closed_form(causal):
+    """Against ``c_ij = G_iᵀ(v_j − o_i)/D_i``, ``∂L/∂φq_i = Σ_j c_ij φk_j``, ``∂L/∂q_i =
+    J_iᵀ∂L/∂φq_i``, ``∂L/∂v_j = Σ_i P_ij G_i`` (properties/checks/declared.py)."""
+    from kernel_verify.properties.checks.declared import exact_gradients
+
+    rng = np.random.default_rng(5)
+    fq, fk = rng.uniform(0.1, 1.0, (2, 1, 6, 4)), rng.uniform(0.1, 1.0, (2, 1, 6, 4))
+    jq, jk = rng.standard_normal((2, 1, 6, 4, 3)), rng.standard_normal((2, 1, 6, 4, 3))
+    v, g = rng.standard_normal((2, 1, 6, 2)), rng.standard_normal((2, 1, 6, 2))
+    want = exact_gradients(fq, fk, jq, jk, v, g, causal)
+    got = sp.feature_attention_gradients_plain(fq, fk, jq, jk, v, g, compute="float64",
+                                               causal=causal)
+    for a, name in zip(got, "qkv", strict=True):
+        np.testing.assert_allclose(a, want[name], rtol=1e-11, atol=1e-13)
+    lo = sp.feature_attention_gradients_plain(fq, fk, jq, jk, v, g, compute="float32",
+                                              causal=causal)
+    err = max(float(np.abs(a - want[n]).max()) for a, n in zip(lo, "qkv", strict=True))
+    assert 0 < err < 1e-5
+
+
+def test_gradient_plain_names_bad_shapes():
+    x = np.ones((1, 1, 3, 2))
+    with pytest.raises(ValueError, match="jq, jk"):
+        sp.feature_attention_gradients_plain(x, x, np.ones((1, 1, 3, 2, 2)),
+                                             np.ones((1, 1, 3, 1, 2)), x, x,
+                                             compute="float32", causal=True)
+    with pytest.raises(ValueError, match=r"q, k must have one shape .* and v"):
+        sp.softmax_attention_gradients_plain(x, x, np.ones((1, 1, 2, 2)), x,
+                                             compute="float32", causal=True)
+    with pytest.raises(ValueError, match="g must"):
+        sp.softmax_attention_gradients_plain(x, x, x, np.ones((1, 1, 3, 5)),
+                                             compute="float32", causal=True)
+    with pytest.raises(ValueError, match="compute"):
+        sp.softmax_attention_gradients_plain(x, x, x, x, compute="float8", causal=True)
+
+
+def _low_precision_property(target, dtype="float32"):
+    from kernel_verify.properties.test_gradients import test_low_precision_gradients_near_float64
+
+    test_low_precision_gradients_near_float64(target=target, dtype=dtype,
+                                              record_property=lambda *a: None)
+
+
+def test_gradient_criterion_kills_a_dk_off_by_0_1_percent_that_the_bound_lets_through():
+    """``lowp_f32_dk_times_1_001`` (kernel_verify/mutants/lowp_paths.py): the float32 ``∂L/∂k``
+    ×1.001 passes the derived bound alone and fails the criterion, whose message gives both
+    errors; its twin passes both."""
+    from kernel_verify.mutants import lowp_paths
+
+    (bad,) = lowp_paths.lowp_f32_dk_times_1_001
+    (twin,) = lowp_paths.control_lowp_taylor_f64_f32
+    with same_precision_criterion(False):
+        _low_precision_property(bad)
+    with pytest.raises(AssertionError, match=r"∂L/∂k in float32 .*same-precision reference.s "
+                                             r"error .*\(c = 128"):
+        _low_precision_property(bad)
+    _low_precision_property(twin)
+
+
+def test_self_attention_gradient_reference_collects_both_paths():
+    """A self-attention-only target (``k`` is ``q``): its ``∂L/∂q`` carries the query and the key
+    paths, and so does the plain reference; a correct one passes the criterion in float32."""
+    import dataclasses
+
+    from kernel_verify.mutants import lowp_paths
+    from kernel_verify.properties.gradient_checks import (
+        low_precision_backend,
+        low_precision_gradients,
+    )
+
+    (twin,) = lowp_paths.control_lowp_taylor_f64_f32
+    selfish = dataclasses.replace(twin, self_attention_only=True)
+    backend, void = low_precision_backend(selfish, "float32")
+    assert void is None
+    for causal in (False, True):
+        got = {r.name: r for r in low_precision_gradients(selfish, backend, causal)}
+        assert not got["k"].ref.any() and not got["k"].plain.any()
+        assert np.abs(got["q"].plain - got["q"].ref).max() < 1e-5 * np.abs(got["q"].ref).max()
+        assert all(r.same_precision().ok for r in got.values())

@@ -48,12 +48,21 @@ largest error against a float64-upcast reference to be at most twice the largest
 PyTorch implementation run in the same dtype, plus a small absolute tolerance; here the factor
 is measured on correct targets and the absolute term is one rounding of the output.
 
-The plain evaluations (:func:`causal_attention_plain`, :func:`recurrence_plain`) run in torch
-in the compute dtype, inputs rounded once to it; their result is returned uncast.
+**Gradients** (the low-precision gradient property, docs/math.md §13.2): the same comparison
+for each of ``∂L/∂q``, ``∂L/∂k``, ``∂L/∂v`` of ``L = Σ G⊙o``, ``y₆₄`` the target's float64
+gradient at the same rounded inputs, ``r`` the gradient of the same loss by torch autograd
+through a plain evaluation of the formula in the compute dtype
+(:func:`softmax_attention_gradients_plain` for exact attention,
+:func:`feature_attention_gradients_plain` for declared features with their Jacobian), the same
+``c`` and ``R`` (calibrated by the same part, rows "low-precision gradients").
+
+The plain evaluations (:func:`causal_attention_plain`, :func:`recurrence_plain`, the gradients)
+run in torch in the compute dtype, inputs rounded once to it; their result is returned uncast.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,9 +76,11 @@ __all__ = [
     "allowance",
     "causal_attention_plain",
     "compare",
+    "feature_attention_gradients_plain",
     "recurrence_chunked_plain",
     "recurrence_plain",
     "roundings",
+    "softmax_attention_gradients_plain",
 ]
 
 #: ``c`` of the criterion (module docstring): calibrated by ``kernel-verify calibrate --part
@@ -331,3 +342,82 @@ def recurrence_chunked_plain(q: np.ndarray, v: np.ndarray, lam: np.ndarray, x: n
               + (last * xc).transpose(-1, -2) @ u + (last * wc).transpose(-1, -2) @ vc)
     out = torch.cat(outs, dim=-2) if outs else torch.zeros((*tq.shape[:-1], dv), dtype=cd)
     return out.to(torch.float64).numpy()
+
+
+def _grads_in(compute: str, arrays, upstream: np.ndarray, fn) -> list[np.ndarray]:
+    """``∂(Σ G⊙fn(*arrays))/∂arrays`` by torch autograd with every array and ``G`` rounded once
+    to the ``compute`` dtype and every operation in it; float64 NumPy of the uncast results."""
+    import torch
+
+    cd = _torch_dtype(compute, "compute")
+    ts = [torch.from_numpy(np.asarray(a, dtype=np.float64)).to(cd).requires_grad_(True)
+          for a in arrays]
+    tg = torch.from_numpy(np.asarray(upstream, dtype=np.float64)).to(cd)
+    out = fn(*ts)
+    if tuple(out.shape) != tuple(tg.shape):
+        raise ValueError(f"g must have the outputs' shape {tuple(out.shape)}, got "
+                         f"{tuple(tg.shape)}")
+    grads = torch.autograd.grad((out * tg).sum(), ts, allow_unused=True)
+    return [np.zeros(np.shape(a)) if gr is None else gr.to(torch.float64).numpy()
+            for a, gr in zip(arrays, grads, strict=True)]
+
+
+def feature_attention_gradients_plain(fq: np.ndarray, fk: np.ndarray, jq: np.ndarray,
+                                      jk: np.ndarray, v: np.ndarray, g: np.ndarray, *,
+                                      compute: str, causal: bool) -> list[np.ndarray]:
+    """``[∂L/∂q, ∂L/∂k, ∂L/∂v]`` of ``L = Σ G⊙o``, ``o = (A v)/(A 1)``, ``A = φq φkᵀ``
+    (``tril`` when ``causal``), evaluated plainly in the ``compute`` dtype: the features
+    ``φq, φk (…, T, m)``, their Jacobians ``jq, jk (…, T, m, d)`` (``∂φ_f/∂x_c`` of each token),
+    ``v (…, T, d_v)`` and ``G (…, T, d_v)`` rounded once to it, ``∂L/∂(φq, φk, v)`` by torch
+    autograd through the quadratic form in it, then ``∂L/∂q_t = Σ_f (∂L/∂φq)_tf J_tf`` (the
+    chain rule through the features, in it; likewise ``k``). The reference of the gradient
+    criterion (module docstring; docs/math.md §13.2); float64 NumPy of the uncast results."""
+    fq, fk, jq, jk, v = (np.asarray(a, dtype=np.float64) for a in (fq, fk, jq, jk, v))
+    if (fq.shape != fk.shape or fq.shape[:-1] != v.shape[:-1]
+            or jq.shape != jk.shape or jq.shape[:-1] != fq.shape):
+        raise ValueError(f"fq, fk must have one shape (…, T, m), jq, jk (…, T, m, d) and v "
+                         f"(…, T, d_v), got {fq.shape}, {fk.shape}, {jq.shape}, {jk.shape}, "
+                         f"{v.shape}")
+    import torch
+
+    def out(q, k, vv):
+        w = q @ k.transpose(-1, -2)
+        if causal:
+            w = torch.tril(w)
+        return (w @ vv) / w.sum(dim=-1, keepdim=True)
+
+    gfq, gfk, gv = _grads_in(compute, (fq, fk, v), g, out)
+    cd = _torch_dtype(compute, "compute")
+
+    def chain(gf: np.ndarray, jac: np.ndarray) -> np.ndarray:
+        # Σ_f (∂L/∂φ)_f ∂φ_f/∂x in the compute dtype (both rounded once to it)
+        a, b = (torch.from_numpy(x).to(cd) for x in (gf, jac))
+        return (a[..., None] * b).sum(dim=-2).to(torch.float64).numpy()
+
+    return [chain(gfq, jq), chain(gfk, jk), gv]
+
+
+def softmax_attention_gradients_plain(q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                                      g: np.ndarray, *, compute: str,
+                                      causal: bool) -> list[np.ndarray]:
+    """``[∂L/∂q, ∂L/∂k, ∂L/∂v]`` of ``L = Σ G⊙o``, ``o = softmax(q kᵀ/√d) v`` (keys after the
+    query masked when ``causal``; the row maximum subtracted, ``torch.softmax``), by torch
+    autograd with ``q, k (…, T, d)``, ``v``, ``G (…, T, d_v)`` rounded once to the ``compute``
+    dtype and every operation in it: exact attention's reference for the gradient criterion;
+    float64 NumPy of the uncast results."""
+    import torch
+
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    if q.shape != k.shape or q.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"q, k must have one shape (…, T, d) and v (…, T, d_v), got "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+
+    def out(tq, tk, tv):
+        s = (tq @ tk.transpose(-1, -2)) / math.sqrt(tq.shape[-1])
+        if causal:
+            n = s.shape[-1]
+            future = torch.ones(n, n, dtype=torch.bool).triu(1)
+            s = s.masked_fill(future, float("-inf"))
+        return torch.softmax(s, dim=-1) @ tv
+
+    return _grads_in(compute, (q, k, v), g, out)

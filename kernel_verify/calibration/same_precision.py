@@ -22,6 +22,16 @@ One row per family × dtype (torch CPU, the backends the properties run the crit
   mpmath recurrence (its error, ~1e-16 relative, is 10⁻⁸ of the float32 allowance): the
   same comparison at a fraction of the cost.
 
+* **low-precision gradients**: every built-in attention target
+  ``test_low_precision_gradients_near_float64`` judges by the criterion on the dtype (exact
+  softmax attention and the maps declaring ``features`` that take torch float64 and the dtype),
+  and, to widen the sample of correct code, every registered map whose attention is meaningful
+  built on torch in every dtype (:func:`gradient_targets`), cycled; a trial runs the property's
+  own :func:`~kernel_verify.properties.gradient_checks.low_precision_gradients` in every mode
+  the target claims with fresh seeds for the inputs, the upstream gradient and the target (the
+  property: 28, 29, 0) and compares ``∂L/∂q``, ``∂L/∂k``, ``∂L/∂v`` (the gradient of a plain
+  evaluation in the compute dtype as reference, the target's float64 gradient as ``y₆₄``).
+
 A trial **rejects** when any of its comparisons is above the allowance at ``c``. The level is
 the stated per-example level of the model assumptions
 (:data:`~kernel_verify.calibration.certify.ASSUMPTION_LEVEL`), certified by 0 rejections in
@@ -38,7 +48,7 @@ from kernel_verify.calibration.certify import ASSUMPTION_LEVEL, Row, _seed
 
 CHECK = ("same-precision reference criterion: max|y − y64| ≤ c·max(max|plain − y64|, u_c·Y + η_c) "
          "+ R·(u_o·Y + η_o)")
-FAMILIES = ("attention", "gated")
+FAMILIES = ("attention", "gated", "gradients")
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -66,6 +76,60 @@ def gated_targets(dtype: str) -> list:
 
     return [t for t in builtin_gated_targets() if t.accepts("torch", dtype)
             and (dtype == "float32" or t.has("half_in_float32"))]
+
+
+def gradient_targets(dtype: str) -> list:
+    """Correct targets of the gradient rows on ``dtype`` (module docstring): the built-in
+    attention targets ``test_low_precision_gradients_near_float64`` applies the criterion to
+    there (differentiable on torch, taking float64 and ``dtype``, a bound that is not void, exact
+    attention or declared ``features``), then every other registered map whose attention is
+    meaningful, built on torch in every dtype (the same registry code the built-in targets run,
+    with the dtypes the test-time budget leaves out)."""
+    from kernel_verify.impls.registry import all_maps
+    from kernel_verify.properties.attention_cases import feature_count
+    from kernel_verify.properties.builtin import builtin_targets
+    from kernel_verify.properties.builtin_attention import (
+        ALL_DTYPES,
+        M_FEATURES,
+        attention_claims,
+        attention_not_meaningful,
+        registry_attention,
+    )
+    from kernel_verify.properties.gradient_checks import low_precision_backend
+    from kernel_verify.properties.protocol import AttentionTarget
+
+    def judged(t) -> bool:
+        return (isinstance(t, AttentionTarget) and t.has("differentiable")
+                and t.accepts("torch", "float64") and t.accepts("torch", dtype)
+                and (feature_count(t) == 0 or t.features is not None)
+                and low_precision_backend(t, dtype)[1] is None)
+
+    out = [t for t in builtin_targets() if judged(t)]
+    names = {t.name for t in out}
+    for entry in all_maps():
+        if f"attention:{entry.name}" in names or attention_not_meaningful(entry) is not None:
+            continue
+        t = registry_attention(entry, M_FEATURES, attention_claims(entry), ALL_DTYPES,
+                               ("torch",))
+        if judged(t):
+            out.append(t)
+    return out
+
+
+def gradient_comparisons(target, backend, rng: np.random.Generator) -> list:
+    """The criterion's comparisons of one low-precision gradient example (module docstring):
+    ``∂L/∂q, k, v`` in every mode the target claims."""
+    from kernel_verify.properties.gradient_checks import low_precision_gradients
+
+    seeds = [int(s) for s in rng.integers(0, 2**31, size=3)]
+    modes = [c for c, claim in ((False, "noncausal"), (True, "causal")) if target.has(claim)]
+    out = []
+    for causal in modes or [False]:
+        for r in low_precision_gradients(target, backend, causal, *seeds):
+            cmp = r.same_precision()
+            if cmp is not None:
+                out.append(cmp)
+    return out
 
 
 def _property_module(name: str):
@@ -179,10 +243,16 @@ def _exact64(target, backend, x, g):
     return None if out is None else out[0]
 
 
+_TARGETS = {"attention": attention_targets, "gated": gated_targets, "gradients": gradient_targets}
+_TRIALS = {"attention": attention_comparisons, "gated": gated_comparisons,
+           "gradients": gradient_comparisons}
+_WHAT = {"attention": "attention forms", "gated": "gated forms",
+         "gradients": "low-precision gradients ∂L/∂(q, k, v)"}
+
+
 def unit_names() -> list[str]:
     """``family:dtype`` of every row (one unit each)."""
-    return [f"{f}:{d}" for f in FAMILIES for d in DTYPES
-            if (attention_targets(d) if f == "attention" else gated_targets(d))]
+    return [f"{f}:{d}" for f in FAMILIES for d in DTYPES if _TARGETS[f](d)]
 
 
 def same_precision_rows(name: str, n: int, entropy: int, assumption_trials: int,
@@ -194,8 +264,10 @@ def same_precision_rows(name: str, n: int, entropy: int, assumption_trials: int,
 
     c = FACTOR if c is None else c
     family, dtype = name.split(":")
-    targets = attention_targets(dtype) if family == "attention" else gated_targets(dtype)
-    trial = attention_comparisons if family == "attention" else gated_comparisons
+    if family not in _TARGETS or dtype not in DTYPES:
+        raise ValueError(f"name must be family:dtype with family one of {FAMILIES} and dtype "
+                         f"one of {DTYPES}, got {name!r}")
+    targets, trial = _TARGETS[family](dtype), _TRIALS[family]
     backends = [_backend(t, dtype) for t in targets]
     worst: dict[str, float] = {}
     rejections = trials = 0
@@ -216,10 +288,10 @@ def same_precision_rows(name: str, n: int, entropy: int, assumption_trials: int,
     from kernel_verify.verify.same_precision import HALF_ROUNDINGS
 
     at = f" at c = {c:g}" + (f", R = {HALF_ROUNDINGS:g}" if dtype != "float32" else "")
-    return [Row(CHECK + at, f"{family} forms ({len(targets)} built-in targets)",
+    return [Row(CHECK + at, f"{_WHAT[family]} ({len(targets)} built-in targets)",
                 f"torch:cpu {dtype} vs float64", trials, (ASSUMPTION_LEVEL,), (rejections,),
                 f"stated {ASSUMPTION_LEVEL:g} per example (calibrated factor)", margin)]
 
 
-__all__ = ["CHECK", "attention_comparisons", "gated_comparisons", "same_precision_rows",
-           "unit_names"]
+__all__ = ["CHECK", "attention_comparisons", "gated_comparisons", "gradient_comparisons",
+           "gradient_targets", "same_precision_rows", "unit_names"]

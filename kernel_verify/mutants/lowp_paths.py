@@ -54,6 +54,17 @@ Defects (mutant → the property written to kill it, on its path):
 * ``lowp_f32_state_keeps_every_token``: ``stateful``/``step`` return the running sums of every
   token (the state's time axis kept) → ``test_state_size_does_not_grow_with_length``.
 
+**Taylor linear attention taking float64 and float32** (declared ``features``, no forms;
+:func:`make_float32_backward_target`): the exception to "no float64 path" above, because
+``test_low_precision_gradients_near_float64`` judges a float32 gradient against the target's
+own float64 gradient, so its mutant must have both; the defect is on the float32 path only:
+
+* ``lowp_f32_dk_times_1_001``: the float32 backward's ``∂L/∂k`` is 1.001 times the true one
+  (a fused kernel's backward off by 0.1 %), float64 right → killed by
+  ``test_low_precision_gradients_near_float64`` through its same-precision criterion
+  (docs/math.md §13.2: the gradient's error against float64 within 128 times a plain float32
+  evaluation's); its derived bound alone (``4ρ'·n·max|g₆₄|``) lets 1e-3 through.
+
 Black-box SM⁺ feature maps computing in float32 / float16 (:data:`LOWP_MAP_MUTANTS`; twin
 ``control_blackbox_positive``, the same formula in float64):
 ``blackbox_positive_float{32,16}_ignores_seed`` (``W`` from a global generator) →
@@ -78,8 +89,9 @@ from typing import Any
 
 from kernel_verify.properties.protocol import AttentionTarget, Target
 
-__all__ = ["LOWP_MAP_MUTANTS", "LOWP_PATH_CONTROLS", "LOWP_PATH_KILLERS", "LOWP_PATH_MUTANTS",
-           "make_forms_target", "make_target", "positive_map"]
+__all__ = ["DK_FACTOR", "LOWP_MAP_MUTANTS", "LOWP_PATH_CONTROLS", "LOWP_PATH_KILLERS",
+           "LOWP_PATH_MUTANTS", "make_float32_backward_target", "make_forms_target",
+           "make_target", "positive_map"]
 
 F32 = ("float32",)
 HALF = ("float16", "bfloat16")
@@ -299,6 +311,33 @@ def _running(k, v, initial_state):
     return s_run, z_run
 
 
+# ------------------------------------- Taylor attention on float64 and float32, float32 backward
+#: The factor of ``lowp_f32_dk_times_1_001``'s float32 ``∂L/∂k``.
+DK_FACTOR = 1.001
+
+
+def make_float32_backward_target(name: str, dk_factor: float = 1.0) -> AttentionTarget:
+    """Taylor linear attention (:func:`kernel_verify.mutants.gradients.taylor_forms`, declared
+    ``features``, no forms) taking torch float64 and float32, whose float32 backward multiplies
+    ``∂L/∂k`` by ``dk_factor`` (the forward and the float64 path unchanged; ``1``: the twin)."""
+    import numpy as np
+
+    from kernel_verify.mutants.gradients import _grad_scale, taylor_forms
+
+    f = taylor_forms()
+
+    def attention(q, k, v, *, causal: bool, seed: int = 0, **_: Any):
+        import torch
+
+        if (dk_factor != 1.0 and not isinstance(q, np.ndarray)
+                and q.dtype == torch.float32):
+            q, k, v = _grad_scale({"k": dk_factor})(q, k, v)
+        return f["attention"](q, k, v, causal=causal, seed=seed)
+
+    return AttentionTarget(name, attention, _CLAIMS, backends=("torch",),
+                           dtypes=("float64", "float32"), features=f["features"])
+
+
 # ------------------------------------------------ black-box SM⁺ maps computing in float32 / float16
 def positive_map(name: str, dtype: str, *, global_rng: bool = False,
                  repeated_rows: bool = False) -> list[Target]:
@@ -398,6 +437,10 @@ LOWP_PATH_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
     "lowp_f32_state_keeps_every_token": (
         "float32-only Taylor linear attention whose stateful/step state keeps every token's "
         "running sums (grows with T)", _forms("state_every_token")),
+    "lowp_f32_dk_times_1_001": (
+        "Taylor linear attention taking float64 and float32 (declared features) whose float32 "
+        "backward's ∂L/∂k is 1.001 times the true one; float64 right",
+        lambda name: [make_float32_backward_target(name, DK_FACTOR)]),
 }
 
 #: Black-box feature-map mutants (catalogue family ``feature_map``): name -> (description, make).
@@ -442,6 +485,7 @@ LOWP_PATH_KILLERS: dict[str, tuple[str, ...]] = {
     "lowp_f32_backward_unshifted": (f"{_G}attention_gradients_finite_where_outputs_are",),
     "lowp_f32_packed_state_not_reset": (f"{_F}packed_sequences_equal_separate_runs",),
     "lowp_f32_state_keeps_every_token": (f"{_F}state_size_does_not_grow_with_length",),
+    "lowp_f32_dk_times_1_001": (f"{_G}low_precision_gradients_near_float64",),
     "blackbox_positive_float32_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_float16_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_float32_repeated_rows": (f"{_B}random_features_are_distinct",),
@@ -456,6 +500,8 @@ LOWP_PATH_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     "lowp_f32_exact_custom_backward": lambda: [
         make_target("control:lowp_f32_exact_custom_backward", "custom", F32)],
     "lowp_f32_taylor_varlen": lambda: [make_forms_target("control:lowp_f32_taylor_varlen")],
+    "lowp_taylor_f64_f32": lambda: [
+        make_float32_backward_target("control:lowp_taylor_f64_f32")],
 }
 
 
