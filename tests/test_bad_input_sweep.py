@@ -150,6 +150,15 @@ def _api(**kw: object) -> Callable[[], object]:
     return call
 
 
+
+def _label(kw: dict) -> str:
+    """A row's label from its keyword arguments, with callables by name, not by address (the
+    test ids must be the same in every pytest-xdist worker)."""
+    def show(v) -> str:
+        return f"<function {getattr(v, '__name__', '?')}>" if callable(v) else repr(v)
+    return "{" + ", ".join(f"{k!r}: {show(v)}" for k, v in kw.items()) + "}"
+
+
 API = [
     Case("api", "targets=42", _api(targets=42), TypeError, ("targets", "int")),
     Case("api", "targets=[]", _api(targets=[]), TypeError, ("targets", "empty list")),
@@ -269,7 +278,7 @@ _GATED_FIELDS = [
     ({"fixed_log_gates": lambda h: np.zeros(h)}, ValueError,
      ("fixed_log_gates", "scalar_fixed", "'scalar'")),
 ]
-GATED_FIELDS = [Case("gated", f"GatedAttentionTarget {c}", (lambda c=c: R(_gated(), **c)),
+GATED_FIELDS = [Case("gated", f"GatedAttentionTarget {_label(c)}", (lambda c=c: R(_gated(), **c)),
                      exc, words) for c, exc, words in _GATED_FIELDS] + [
     Case("gated", "delta: gate_input='mamba' with gates='none'",
          lambda: R(_delta("delta"), gate_input="mamba"), ValueError,
@@ -486,7 +495,7 @@ _MODEL_FIELDS = [
     ({"copy_cache": lambda c: c, "extend": None}, ValueError, ("copy_cache", "extend")),
     ({"padded": None}, ValueError, ("claims", "padding", "padded")),
 ]
-MODEL = [Case("model", f"ModelTarget {c}", (lambda c=c: R(_model(), **c)), exc, words)
+MODEL = [Case("model", f"ModelTarget {_label(c)}", (lambda c=c: R(_model(), **c)), exc, words)
          for c, exc, words in _MODEL_FIELDS]
 
 
