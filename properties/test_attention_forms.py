@@ -1,44 +1,38 @@
 """The forms of causal attention and their state (docs/math.md §13) on attention targets that
 offer them (the forms protocol of :class:`~kernel_verify.properties.protocol.
-AttentionTarget`), over every backend and dtype the target accepts.
+AttentionTarget`), over every backend and dtype the target accepts: the identity transition of
+the one set of recurrent forms properties (:mod:`kernel_verify.properties.checks.
+transition_forms`, whose bodies these tests call; the gated and delta-rule transitions are
+``properties/test_gated_forms.py``'s).
 
 Hypothesis draws the batch, heads, length ``T``, widths ``d`` and ``d_v`` (``H ≠ T``,
 ``d_v ≠ d`` in most draws: non-square layouts), the chunk size ``C`` and the split point; the
 lengths always include ``T ∈ {1, C − 1, C, C + 1}`` and the chunk sizes ``1``, ``T`` and
-non-divisors of ``T`` (:func:`form_cases`), besides free draws. Before any draw, every property
+non-divisors of ``T`` (:func:`form_shapes`), besides free draws. Before any draw, every property
 runs the fixed layouts around the target's chunk boundaries (:mod:`kernel_verify.properties.
 layouts`: its declared ``chunk_sizes``, else 4 and 16; ``T ∈ {1, C − 1, C, C + 1, 2C + 1}``,
 split points at ``C − 1``, ``C``, ``C + 1``, packed boundaries and padded lengths at ``C − 1``,
 ``C``, ``C + 1``, with and without initial states): Hypothesis explicit examples, which a
-target's ``call_seconds`` never cuts. Properties, each for the
-targets offering the forms it needs (else skipped with the field that would add it):
+target's ``call_seconds`` never cuts. A property needing a form the target does not offer is
+skipped naming the field that would add it.
 
-* the forms agree with each other: ``attention(causal=True)``, ``stateful``, ``chunked`` at the
-  drawn ``C`` and the recurrence one token at a time (``step``), outputs within ``2ε``;
-* the forms meet the exact mpmath recurrence (:mod:`kernel_verify.verify.references.forms`) within
-the derived
-  bounds (:mod:`kernel_verify.verify.forms_bounds`), outputs and final state — white-box targets
-  (``features``, ``state_sums``), float64 and float32;
-* split invariance: running ``[0, t₀)`` and continuing from its final state equals the full run,
-  at every split point drawn, outputs and state (bitwise under ``state_bitwise``);
-* the final state equals the recurrence for every ``T``: the state after a chunked run and the
-  state after ``T`` steps continue a probe sequence identically;
-* packed sequences (``varlen``, ``cu_seqlens``) equal separate runs, with and without initial
-  states (the state resets at each boundary);
-* padding (``padded``, right or left, garbage values at padded positions) changes neither the
-  valid outputs nor the state; with ``differentiable``, padded inputs get zero gradient;
-* prefill then decode (``step``) equals the causal prefix of the full run;
-* the state's size does not grow with ``T``;
-* gradients (``differentiable``, torch float64) flow through the final state: the outputs after
-  the split point, as a function of the prefix inputs (which reach them only through the
-  state), have the gradient float64 finite differences give.
+The judge (:class:`ByTheForms`) is relative, for black-box targets too: the forms
+(``stateful``, ``chunked`` at the drawn ``C``, ``step``) agree with ``attention(causal=True)``;
+split, packed, padded and decoded runs equal the target's own full run; two states agree when
+the probe continues identically from both — within ``2ε`` of
+:func:`~kernel_verify.properties.attention_cases.output_error_bound` for the inputs as the
+target saw them (it covers any evaluation order, a state carried between calls included), or
+the derived bound of the declared features (:func:`tol`), plus the same-precision criterion on
+float32 and half types for a target declaring ``features``. Besides the shared bodies:
 
-States are opaque: two states are compared through their continuations — the same probe tokens
-run from each (by the target's own form) must give outputs within ``2ε``; a white-box target's
-``state_sums`` are also compared with the exact state. Tolerances: ``ε`` of
-:func:`~kernel_verify.properties.attention_cases.output_error_bound` for the inputs as the target
-saw them (it covers any evaluation order, a state carried between calls included), and the derived
-bounds of :mod:`kernel_verify.verify.forms_bounds` for the exact comparison.
+* the forms meet the exact mpmath recurrence (:mod:`kernel_verify.verify.references.forms`)
+  within the derived bounds of the declared features, outputs and ``state_sums`` — white-box
+  targets, float64 and float32;
+* the final state equals the recurrence for every ``T``: the states after a chunked run and
+  after ``T`` steps continue a probe identically;
+* with ``differentiable``, padded inputs get zero gradient, and gradients flow through the
+  final state: the outputs after the split point, as a function of the prefix inputs, have the
+  gradient float64 finite differences give (torch float32: the declared formula's).
 """
 
 from __future__ import annotations
@@ -62,7 +56,22 @@ from kernel_verify.properties.checks.forms import (  # shared with kernel-verify
     padding_mask,
     state_gradient_check,
 )
-from kernel_verify.properties.checks.forms import chunk_size as _chunk
+from kernel_verify.properties.checks.recurrent import run as run_form
+from kernel_verify.properties.checks.recurrent import run_steps as steps_of
+from kernel_verify.properties.checks.transition_forms import (
+    NO_GATES,
+    Expected,
+    check_state_sums,
+    every_form,
+    packed_sequences,
+    padded_rows,
+    prefill_then_decode,
+    recurrent_view,
+    split_invariance,
+    state_sizes,
+    where,
+)
+from kernel_verify.properties.checks.transition_forms import steps_tail as shared_steps_tail
 from kernel_verify.properties.evidence import (
     check_same_precision,
     check_within,
@@ -80,7 +89,7 @@ from kernel_verify.properties.layouts import (
     with_layouts,
 )
 from kernel_verify.properties.layouts import chunks_of as _chunks_of
-from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows, seeds
+from kernel_verify.properties.strategies import QKV, generator, qkv_join, seeds
 from kernel_verify.properties.targets import attentions_with, missing_form_param, none_param
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.references.forms import causal_recurrence_mp
@@ -220,6 +229,9 @@ def same_precision(x: QKV, backend: Backend, target, seed: int):
     return y64, plain
 
 
+_same_precision = same_precision  # the judge's methods call it by this name
+
+
 def check_same(got: np.ndarray, sp, backend: Backend, what: str, start: int = 0) -> None:
     """The criterion on ``got`` (rows ``start…`` of the outputs ``sp`` describes); nothing
     when ``sp`` is None."""
@@ -233,31 +245,18 @@ def check_same(got: np.ndarray, sp, backend: Backend, what: str, start: int = 0)
 # ------------------------------------------------------------------ calling the forms
 def run(target, backend: Backend, x: QKV, *, seed: int, chunk: int | None = None,
         state=None, form: str | None = None):
-    """``(out float64 (B, H, T, d_v), state)`` of the target's ``chunked`` (at ``chunk``) or
-    ``stateful`` form, in its layout, from ``state``."""
-    t = target.to_layout
-    q, k, v = (t(backend.from_numpy(a)) for a in (x.q, x.k, x.v))
+    """``(out float64 (B, H, T, d_v), state)`` of the target's ``chunked`` (at ``chunk``, else
+    at ``T``) or ``stateful`` form, in its layout, from ``state``: the shared call of
+    :func:`~kernel_verify.properties.checks.recurrent.run` on the identity transition."""
     form = form or ("chunked" if chunk is not None and target.offers("chunked") else
                     "stateful" if target.offers("stateful") else "chunked")
-    if form == "chunked":
-        c = _chunk(target, chunk if chunk is not None else max(x.q.shape[-2], 1))
-        out, st_ = target.chunked(q, k, v, chunk_size=c, initial_state=state, seed=seed)
-    else:
-        out, st_ = target.stateful(q, k, v, initial_state=state, seed=seed)
-    out = backend.to_numpy(t(out))
-    want = (*x.q.shape[:-1], x.v.shape[-1])
-    assert out.shape == want, f"{target.name} {form}: output shape {out.shape}, expected {want}"
-    return out, st_
+    return run_form(recurrent_view(target), backend, x, NO_GATES, form=form, seed=seed,
+                    chunk=chunk if chunk is not None else max(x.q.shape[-2], 1), state=state)
 
 
 def run_steps(target, backend: Backend, x: QKV, *, seed: int, state=None):
     """The recurrence one token at a time: ``(outputs (B, H, T, d_v), final state)``."""
-    outs = []
-    for i in range(x.q.shape[-2]):
-        q, k, v = (backend.from_numpy(np.ascontiguousarray(a[..., i, :])) for a in (x.q, x.k, x.v))
-        state, o = target.step(state, q, k, v, seed=seed)
-        outs.append(backend.to_numpy(o))
-    return np.stack(outs, axis=-2), state
+    return steps_of(recurrent_view(target), backend, x, NO_GATES, seed=seed, state=state)
 
 
 #: The recurrence one token at a time runs over at most this many final tokens of a sequence
@@ -270,23 +269,10 @@ MAX_STEPS = 17
 
 
 def steps_tail(target, backend: Backend, x: QKV, *, seed: int):
-    """``(start, outputs of rows start…T−1, final state)`` of the recurrence one token at a time:
-    from the empty state (``start = 0``) when ``T ≤`` :data:`MAX_STEPS` or the target has no
-    full-sequence form with a state, else over the last :data:`MAX_STEPS` tokens from the state
-    the target's own ``stateful``/``chunked`` form reached after the first ``T − MAX_STEPS``."""
-    n = x.q.shape[-2]
-    if n <= MAX_STEPS or not (target.offers("stateful") or target.offers("chunked")):
-        out, state = run_steps(target, backend, x, seed=seed)
-        return 0, out, state
-    start = n - MAX_STEPS
-    _, state = run(target, backend, qkv_rows(x, 0, start), seed=seed)
-    out, state = run_steps(target, backend, qkv_rows(x, start, n), seed=seed, state=state)
-    return start, out, state
-
-
-def _steps_name(start: int, n: int) -> str:
-    return "step × T" if not start else (f"step × {n - start} (from the full-sequence form's "
-                                         f"state after {start} tokens)")
+    """``(start, outputs of rows start…T−1, final state)`` of the recurrence one token at a time
+    over at most the last :data:`MAX_STEPS` tokens (:func:`~kernel_verify.properties.checks.
+    transition_forms.steps_tail`)."""
+    return shared_steps_tail(target, backend, x, NO_GATES, seed=seed, tokens=MAX_STEPS)
 
 
 def continuation(target, backend, state, probe: QKV, seed: int) -> np.ndarray:
@@ -308,18 +294,54 @@ def same_state(target, backend, a, b, probe: QKV, context: QKV, seed: int, what:
     return got_a, got_b
 
 
-def where(target, backend, shape: Shape) -> str:
-    return (f"{target.name} on {backend.id} (B={shape.b}, H={shape.h}, T={shape.t}, "
-            f"d={shape.d}, d_v={shape.dv}, C={_chunk(target, shape.chunk)}, "
-            f"t0={shape.cut}, seed={shape.seed})")
-
-
 def probe_for(shape: Shape) -> QKV:
     return draw_inputs(shape, t=PROBE, stream="probe")
 
 
-def _size(state) -> list[tuple[int, ...]]:
-    return [tuple(s.shape) for s in state]
+class ByTheForms:
+    """The judge of the plain forms properties (:class:`~kernel_verify.properties.checks.
+    transition_forms.Judge`): a run against the target's own full-sequence form (:func:`run`)
+    or ``attention(causal=True)``, within ``2ε`` of the whole input (:func:`tol`); a state
+    against the reference run's final state through the probe continued from both
+    (:func:`same_state`); on float32 and half types, for a target declaring ``features``, also
+    the same-precision criterion (:func:`same_precision`)."""
+
+    relative = True  # the reference is the target's own full run
+
+    def __init__(self, target, backend: Backend, seed: int) -> None:
+        self.target, self.backend, self.seed = target, backend, seed
+
+    def whole(self, x: QKV, g=NO_GATES, *, context=None, state=None, chunk: int | None = None,
+              form: str | None = None) -> Expected:
+        if form == "attention":
+            out, st_ = call(self.target, self.backend, x, causal=True, seed=self.seed), None
+        else:
+            out, st_ = run(self.target, self.backend, x, seed=self.seed, chunk=chunk, state=state)
+        cx = x if context is None else context[0]
+        return Expected(out, tol(cx, self.backend, self.target, self.seed), (cx, NO_GATES), st_)
+
+    def outputs(self, got: np.ndarray, want: Expected, what: str, start: int = 0) -> None:
+        text = nonfinite(got) or observed(got, tol=want.bound, expected=want.out[..., start:, :])
+        if text:
+            raise AssertionError(f"{what}: differs from the reference run: {text}")
+
+    def state(self, state, want: Expected, probe, what: str, same_precision: bool = False) -> None:
+        cx = want.context[0]
+        got, _ = same_state(self.target, self.backend, state, want.state, probe[0], cx,
+                            self.seed, what)
+        if same_precision:
+            check_same(got, _same_precision(qkv_join(cx, probe[0]), self.backend, self.target,
+                                            self.seed),
+                       self.backend, f"{what}: the probe continued from it", start=cx.q.shape[-2])
+
+    def same_precision(self, got: np.ndarray, want: Expected, what: str, start: int = 0) -> None:
+        if "same" not in want.extra:  # computed once per expectation
+            want.extra["same"] = _same_precision(want.context[0], self.backend, self.target,
+                                                 self.seed)
+        check_same(got, want.extra["same"], self.backend, what, start)
+
+    def continuation(self, state, probe) -> np.ndarray:
+        return continuation(self.target, self.backend, state, probe[0], self.seed)
 
 
 # ------------------------------------------------------------------ the forms agree
@@ -331,25 +353,15 @@ def test_forms_agree_with_each_other(target, backend, shape):
     and half types, a target declaring ``features`` also has every output within the
     same-precision reference criterion (:func:`same_precision`)."""
     x = draw_inputs(shape)
-    ref = call(target, backend, x, causal=True, seed=shape.seed)
-    outs = {}
-    if target.offers("stateful"):
-        outs["stateful"] = (run(target, backend, x, seed=shape.seed, form="stateful")[0], 0)
-    if target.offers("chunked"):
-        outs[f"chunked(C={_chunk(target, shape.chunk)})"] = (run(
-            target, backend, x, seed=shape.seed, chunk=shape.chunk, form="chunked")[0], 0)
-    if target.offers("step"):
-        start, steps, _ = steps_tail(target, backend, x, seed=shape.seed)
-        outs[_steps_name(start, shape.t)] = (steps, start)
-    bound = tol(x, backend, target, shape.seed)
-    for name, (out, start) in outs.items():
-        text = nonfinite(out) or observed(out, tol=bound, expected=ref[..., start:, :])
-        if text:
-            raise AssertionError(f"{where(target, backend, shape)}: {name} differs from "
-                                 f"attention(causal=True): {text}")
-    sp = same_precision(x, backend, target, shape.seed)
-    for name, (out, start) in {"attention(causal=True)": (ref, 0), **outs}.items():
-        check_same(out, sp, backend, f"{where(target, backend, shape)}: {name}", start)
+    judge = ByTheForms(target, backend, shape.seed)
+    want = judge.whole(x, form="attention")
+    w = where(target, backend, shape)
+    outs = every_form(target, backend, x, NO_GATES, seed=shape.seed, chunks=(shape.chunk,),
+                      step_tokens=MAX_STEPS)
+    for name, (out, _, start) in outs.items():
+        judge.outputs(out, want, f"{w}: {name} vs attention(causal=True)", start)
+    for name, (out, _, start) in {"attention(causal=True)": (want.out, None, 0), **outs}.items():
+        judge.same_precision(out, want, f"{w}: {name}", start)
 
 
 # ------------------------------------------------------------------ the exact recurrence
@@ -379,28 +391,13 @@ def test_forms_meet_the_exact_recurrence(target, backend, shape):
     u = backend.budget.u_compute
     out_b, s_b, z_b = _exact_bounds(fq, fk, x.v, u, _feature_error(x, fq.shape[-1], u))
     outs = {"attention(causal=True)": (call(target, backend, x, causal=True, seed=shape.seed),
-                                       None, 0)}
-    if target.offers("stateful"):
-        outs["stateful"] = (*run(target, backend, x, seed=shape.seed, form="stateful"), 0)
-    if target.offers("chunked"):
-        outs["chunked"] = (*run(target, backend, x, seed=shape.seed, chunk=shape.chunk,
-                                form="chunked"), 0)
-    if target.offers("step"):
-        start, steps, state = steps_tail(target, backend, x, seed=shape.seed)
-        outs[_steps_name(start, shape.t)] = (steps, state, start)
+                                       None, 0),
+            **every_form(target, backend, x, NO_GATES, seed=shape.seed, chunks=(shape.chunk,),
+                         step_tokens=MAX_STEPS)}
+    w = where(target, backend, shape)
     for name, (out, state, start) in outs.items():
-        check_within(out, ref[..., start:, :], out_b[..., start:, :],
-                     f"{where(target, backend, shape)}: {name} output")
-        if state is None or target.state_sums is None:
-            continue
-        s, z = target.state_sums(state)
-        for label, got, want, bound in (("S", s, s_ref, s_b), ("z", z, z_ref, z_b)):
-            if got is None:
-                continue
-            e = np.abs(np.asarray(got, dtype=np.float64) - want)
-            assert (e <= bound).all(), (
-                f"{where(target, backend, shape)}: {name} final state {label} differs from the "
-                f"exact recurrence by {e.max():.3e} (bound {bound.flat[np.argmax(e)]:.3e})")
+        check_within(out, ref[..., start:, :], out_b[..., start:, :], f"{w}: {name} output")
+        check_state_sums(target, state, (s_ref, z_ref), (s_b, z_b), f"{w}: {name}", z=True)
 
 
 # ------------------------------------------------------------------ split invariance
@@ -412,37 +409,8 @@ def test_split_invariance(target, backend, shape):
     ``state_bitwise``); on float32 and half types, a target declaring ``features`` also has the
     split outputs and the probe continued from the split run's state within the same-precision
     reference criterion (:func:`same_precision`)."""
-    x = draw_inputs(shape)
-    cut = min(shape.cut, shape.t)
-    full, s_full = run(target, backend, x, seed=shape.seed, chunk=shape.chunk)
-    first, s_first = run(target, backend, qkv_rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
-    if cut < shape.t:
-        second, s_split = run(target, backend, qkv_rows(x, cut, shape.t), seed=shape.seed,
-                              chunk=shape.chunk, state=s_first)
-        split = np.concatenate([first, second], axis=-2)
-    else:
-        split, s_split = first, s_first
-    w = where(target, backend, shape)
-    if target.has("state_bitwise"):
-        assert np.array_equal(split, full), (f"{w}: split at {cut} is not bitwise equal to the "
-                                             "full run (the target claims state_bitwise)")
-        probe = probe_for(shape)
-        a = continuation(target, backend, s_split, probe, shape.seed)
-        b = continuation(target, backend, s_full, probe, shape.seed)
-        assert np.array_equal(a, b), f"{w}: the two final states continue differently (bitwise)"
-        return
-    text = observed(split, tol=tol(x, backend, target, shape.seed), expected=full)
-    if text:
-        raise AssertionError(f"{w}: running [0, {cut}) and continuing from its state differs "
-                             f"from the full run: {text}")
-    probe = probe_for(shape)
-    got_split, _ = same_state(target, backend, s_split, s_full, probe, x, shape.seed,
-                              f"{w}: final state of the split run vs the full run")
-    sp = same_precision(x, backend, target, shape.seed)
-    check_same(split, sp, backend, f"{w}: split at {cut}")
-    spj = same_precision(qkv_join(x, probe), backend, target, shape.seed)
-    check_same(got_split, spj, backend, f"{w}: the probe continued from the split run's final "
-               "state", start=shape.t)
+    split_invariance(ByTheForms(target, backend, shape.seed), draw_inputs(shape), NO_GATES, shape,
+                     where(target, backend, shape))
 
 
 # ------------------------------------------------------------------ final state = recurrence
@@ -492,35 +460,9 @@ def test_packed_sequences_equal_separate_runs(target, backend, shape, data):
         prefix = draw_inputs(Shape(n_seq, shape.h, 2, shape.d, shape.dv, 1, 1, shape.seed),
                              stream="prefix")
         init = run(target, backend, prefix, seed=shape.seed)[1]
-    packed = qkv_join(*seqs)
-    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    t = target.to_layout
-    q, k, v = (t(backend.from_numpy(a)) for a in (packed.q, packed.k, packed.v))
-    out, states = target.varlen(q, k, v, cu_seqlens=_index_array(cu, backend), initial_state=init,
-                                seed=shape.seed)
-    out = backend.to_numpy(t(out))
     w = f"{where(target, backend, shape)} lengths {lengths}, initial states {with_state}"
-    for i, x in enumerate(seqs):
-        st_i = None if init is None else tuple(s[i:i + 1] for s in init)
-        ref, s_ref = run(target, backend, x, seed=shape.seed, state=st_i)
-        context = x if prefix is None else qkv_join(
-            qkv_rows(QKV(*(getattr(prefix, f)[i:i + 1] for f in "qkv"), 0.5), 0, 2), x)
-        got = out[..., cu[i]:cu[i + 1], :]
-        text = observed(got, tol=tol(context, backend, target, shape.seed), expected=ref)
-        if text:
-            raise AssertionError(f"{w}: sequence {i} packed differs from its separate run: "
-                                 f"{text}")
-        same_state(target, backend, tuple(s[i:i + 1] for s in states), s_ref,
-                   probe_for(one), context, shape.seed,
-                   f"{w}: final state of sequence {i} packed vs separate")
-
-
-def _index_array(a: np.ndarray, backend: Backend):
-    if backend.library == "numpy":
-        return a
-    import torch
-
-    return torch.as_tensor(a, device=backend.device)
+    packed_sequences(ByTheForms(target, backend, shape.seed), seqs, [NO_GATES] * n_seq, init,
+                     None if prefix is None else (prefix, NO_GATES), shape, w)
 
 
 # ------------------------------------------------------------------ padding
@@ -542,39 +484,17 @@ def test_padding_changes_neither_valid_outputs_nor_state(target, backend, shape,
     positions get exactly zero gradient."""
     mask, padding = padding_mask(data, shape)
     x = draw_inputs(shape)
-    rng = generator(shape.seed, "padding")
-    garbage = {f: 30.0 * rng.standard_normal(getattr(x, f).shape) for f in "qkv"}
-    px = QKV(*(np.where(mask[:, None, :, None], getattr(x, f), garbage[f]) for f in "qkv"), 0.5)
-    t = target.to_layout
-    arrays = [backend.from_numpy(a) for a in (px.q, px.k, px.v)]
     grad = target.has("differentiable") and backend.library == "torch"
-    if grad:
-        arrays = [a.detach().requires_grad_(True) for a in arrays]
-    out, state = target.padded(*(t(a) for a in arrays), mask=_index_array(mask, backend),
-                               seed=shape.seed)
-    out_np = backend.to_numpy(t(out.detach() if grad else out))
     w = f"{where(target, backend, shape)}, {padding}"
-    for b in range(shape.b):
-        idx = np.flatnonzero(mask[b])
-        xb = QKV(*(getattr(x, f)[b:b + 1][..., idx, :] for f in "qkv"), 0.5)
-        ref, s_ref = run(target, backend, xb, seed=shape.seed)
-        text = observed(out_np[b:b + 1][..., idx, :], tol=tol(xb, backend, target, shape.seed),
-                        expected=ref)
-        if text:
-            raise AssertionError(f"{w}: row {b}: valid outputs changed by padding: {text}")
-        if state is not None:
-            one = Shape(1, shape.h, shape.t, shape.d, shape.dv, shape.chunk, shape.cut,
-                        shape.seed)
-            same_state(target, backend, tuple(s[b:b + 1] for s in state), s_ref,
-                       probe_for(one), xb, shape.seed,
-                       f"{w}: row {b}: final state with padding vs the valid part alone")
+    out, arrays = padded_rows(ByTheForms(target, backend, shape.seed), x, NO_GATES, mask, shape,
+                              w, grad=grad)
     if grad:
         import torch
 
         weights = torch.as_tensor(generator(shape.seed, "cotangent").standard_normal(
-            out_np.shape), dtype=out.dtype, device=out.device)
+            tuple(out.shape)), dtype=out.dtype, device=out.device)
         keep = torch.as_tensor(mask, device=out.device)[:, None, :, None]
-        loss = (t(out) * weights * keep).sum()
+        loss = (out * weights * keep).sum()
         grads = torch.autograd.grad(loss, arrays, allow_unused=True)
         for name, g in zip("qkv", grads, strict=True):
             if g is None:
@@ -592,17 +512,9 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
     """Prefill ``[0, t₀)`` with the full-sequence form, then decode ``t₀ … T−1`` one token at a
     time from its state (from the empty state when ``T = 1``): the decoded outputs equal the
     full causal run's."""
-    x = draw_inputs(shape)
     cut = shape.cut if shape.cut < shape.t else 0  # T = 1: decode from the empty state
-    state = None
-    if cut:
-        _, state = run(target, backend, qkv_rows(x, 0, cut), seed=shape.seed, chunk=shape.chunk)
-    decoded, _ = run_steps(target, backend, qkv_rows(x, cut, shape.t), seed=shape.seed, state=state)
-    full = call(target, backend, x, causal=True, seed=shape.seed)
-    text = observed(decoded, tol=tol(x, backend, target, shape.seed), expected=full[..., cut:, :])
-    if text:
-        raise AssertionError(f"{where(target, backend, shape)}: decoding after a prefill of "
-                             f"{cut} tokens differs from the causal run: {text}")
+    prefill_then_decode(ByTheForms(target, backend, shape.seed), draw_inputs(shape), NO_GATES,
+                        cut, shape.chunk, where(target, backend, shape))
 
 
 # ------------------------------------------------------------------ state size
@@ -611,16 +523,9 @@ def test_prefill_then_decode_equals_the_causal_prefix(target, backend, shape):
 def test_state_size_does_not_grow_with_length(target, backend, shape):
     """The state after T tokens and after 2T + 5 tokens has the same arrays and shapes (and
     the step's state equals the full-sequence form's in layout)."""
-    short = draw_inputs(shape)
     long = draw_inputs(shape, t=2 * shape.t + 5, stream="long")
-    sizes = []
-    for x in (short, long):
-        if target.offers("stateful") or target.offers("chunked"):
-            sizes.append(_size(run(target, backend, x, seed=shape.seed, chunk=shape.chunk)[1]))
-        if target.offers("step"):
-            sizes.append(_size(run_steps(target, backend, qkv_rows(x, 0, 2), seed=shape.seed)[1]))
-    assert all(s == sizes[0] for s in sizes), (
-        f"{where(target, backend, shape)}: state shapes differ between lengths/forms: {sizes}")
+    state_sizes(target, backend, [(draw_inputs(shape), NO_GATES), (long, NO_GATES)], shape.seed,
+                shape.chunk, where(target, backend, shape))
 
 
 # ------------------------------------------------------------------ gradients through the state

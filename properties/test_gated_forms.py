@@ -1,14 +1,17 @@
-"""Gated (decayed) causal linear attention in all its forms (docs/math.md §16), on every
-:class:`~kernel_verify.properties.gated_protocol.GatedAttentionTarget` (built-in, or
-``kernel-verify check module:attr``) over every backend × dtype it accepts.
+"""Gated (decayed) and delta-rule causal linear attention in all its forms (docs/math.md §16,
+§23), on every :class:`~kernel_verify.properties.gated_protocol.GatedAttentionTarget`
+(built-in, or ``kernel-verify check module:attr``) over every backend × dtype it accepts: the
+gated transitions of the one set of recurrent forms properties (:mod:`kernel_verify.properties.
+checks.transition_forms`, whose bodies these tests call; the identity transition is
+``properties/test_attention_forms.py``'s).
 
-Every form is compared with the **exact** gated recurrence of the target's own features
-(:mod:`kernel_verify.verify.references.gated`, mpmath, log-gates summed exactly) within the
-derived bound of :mod:`kernel_verify.verify.gated_bounds` for the compute dtype (plus the cast
-back of a half type), on the inputs and gates as the target saw them (rounded to its dtype).
-Comparing each form with the truth, not with each other, is the stronger check: two forms with
-the same defect agree with each other. Continuations are compared with the exact run of the
-whole sequence, so opaque states are judged by what they do.
+The judge (:class:`~kernel_verify.properties.checks.recurrent.ByTheTruth`) compares every form
+with the **exact** recurrence of the target's transition and features
+(:mod:`kernel_verify.verify.references.gated`, ``recurrence``: mpmath, log-gates summed
+exactly) within the derived bound of :mod:`kernel_verify.verify.gated_bounds` (``recurrence_
+bounds``) for the compute dtype (plus the cast back of a half type), on the inputs and gates as
+the target saw them: two forms with the same defect agree with each other, not with the truth.
+Continuations are compared with the exact run of the whole sequence.
 
 Hypothesis draws the layout (:class:`~kernel_verify.properties.checks.forms.Shape`: batch,
 heads, ``T ∈ {C + 1, C, C − 1, 1}`` with ``C ∈ {3, 4, 5}`` (the simplest example: ``T = 4``
@@ -18,26 +21,13 @@ attention), near 0 (``g`` down to the target's ``min_log_gate``), mixed, long ru
 decay (half the sequence at ``min_log_gate``: ``e^(G_t)`` of the run underflows float32, so a
 form that forms ``e^(G_t)`` and ``e^(−G_s)`` separately breaks), and an underflow run (the
 sequence lengthened until a run at ``min_log_gate`` sums below −760: ``e^(G_t)`` underflows
-float64 too; 26 tokens at the default −30). A target with fixed
-``chunk_sizes`` (a kernel's own chunk, e.g. 64) also gets ``T ∈ {C − 1, C + 1, 2C + 1}``: every
-property crosses its chunk boundary.
-
-Properties (a missing form skips naming the protocol field):
-
-* every form meets the exact recurrence (parallel, stateful, chunked at the drawn C, step × T),
-  outputs and, with ``state_sums``, the final state;
-* split invariance: ``[0, t₀)`` then ``[t₀, T)`` from its state, and a probe continued from the
-  final state, meet the exact run of the whole sequence;
-* prefill then decode one token at a time (``step``) meets the exact run;
-* packed sequences (``varlen``, ``cu_seqlens``, gates packed with them) meet each sequence's
-  exact run from its own initial state (no decay carries across a boundary);
-* padding (``padded``, right or left, garbage values *and gates* at padded positions) leaves
-  the valid outputs and the state those of the valid part alone;
-* the state's size does not grow with T;
-* gradients (``differentiable``, torch float64) through the state (the continuation as a
-  function of the prefix's inputs and gates) and with respect to the gates, against float64
-  central differences (``torch.autograd.gradcheck``, step and tolerance of
-  ``properties/test_gradients.py``).
+float64 too; 26 tokens at the default −30); β and q/k norm regimes for a delta rule. A target
+with fixed ``chunk_sizes`` (a kernel's own chunk, e.g. 64) also gets ``T ∈ {C − 1, C + 1,
+2C + 1}``: every property crosses its chunk boundary. A missing form skips naming the protocol
+field. Besides the shared bodies: every output before ``t₀`` is bitwise unchanged by the future
+(causality), and with ``differentiable`` (torch) the gradients through the state and with
+respect to the gates and transition inputs meet float64 central differences, and those of the
+decay transition the float64 closed forms (:func:`reference_gradients`).
 """
 
 from __future__ import annotations
@@ -51,14 +41,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.backends import backend_param
-from kernel_verify.properties.checks.forms import F64_TOL, Shape, draw_inputs, padding_mask
+from kernel_verify.properties.checks.forms import Shape, draw_inputs, gradcheck_f64, padding_mask
 from kernel_verify.properties.checks.recurrent import (  # shared with the report's pages
     FULL,
     REGIMES,
     STATEFUL,
+    ByTheTruth,
+    call_tensors,
     check_plain,
     chunk_of,
-    draw_betas,
+    continuation_gradcheck,
+    differentiable_parts,
     draw_gate_parameters,
     draw_token_inputs,
     exact,
@@ -66,19 +59,30 @@ from kernel_verify.properties.checks.recurrent import (  # shared with the repor
     gate_shape,
     plain,
     raw_gate_input,
+    rebuild_inputs,
     run,
     run_any,
-    run_split,
     run_steps,
     seen_gates,
     seen_inputs,
     underflow_run_length,
 )
+from kernel_verify.properties.checks.transition_forms import (
+    check_state_sums,
+    every_form,
+    packed_sequences,
+    padded_rows,
+    prefill_then_decode,
+    split_invariance,
+    state_sizes,
+    where,
+)
+from kernel_verify.properties.checks.transition_forms import probe_for as shared_probe
 from kernel_verify.properties.evidence import check_within
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
 from kernel_verify.properties.targets import missing_form_param, none_param, of_kind, provides_none
 from kernel_verify.properties.token_inputs import TokenInputs
-from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.backends import AXIS
 from kernel_verify.verify.gated_bounds import smallest_normal
 
 #: Examples per (property, target, backend): each runs several forms and an mpmath reference.
@@ -150,15 +154,6 @@ def draw_shape(data, target, max_t: int = 10) -> Shape:
     return Shape(b, h, t, d, dv, chunk, cut, data.draw(st.integers(0, 2**32 - 1), label="seed"))
 
 
-def where(target, backend, shape: Shape, regime: str) -> str:
-    kind = "" if target.transition == "decay" else f"{target.transition} "
-    if target.gate_input != "log":
-        kind += f"gate input {target.gate_input}, "
-    return (f"{target.name} on {backend.id} (B={shape.b}, H={shape.h}, T={shape.t}, d={shape.d}, "
-            f"d_v={shape.dv}, C={chunk_of(target, shape.chunk)}, t0={shape.cut}, "
-            f"{kind}gates {regime}, seed={shape.seed})")
-
-
 #: β regimes of a transition with β (the first is what the simplest example draws).
 BETA_REGIMES = ("uniform", "edges")
 #: Norms of q and k of a delta-rule transition (the features normalise them: the ε convention
@@ -212,30 +207,11 @@ def _draw_regime(regime: str) -> str:
     return regime.split(", q/k norms")[0]
 
 
-def probe_for(target, backend, shape: Shape, regime: str, b: int | None = None):
-    one = replace(shape, b=shape.b if b is None else b)
-    x = seen_inputs(draw_inputs(one, t=PROBE, stream="probe"), backend)
-    return x, seen_gates(draw_token_inputs(target, one, _draw_regime(regime), t=PROBE,
-                                           stream="probe gates"), backend)
-
-
-def check_state(target, backend, state, x: QKV, g: TokenInputs, probe, what: str,
-                seed: int, same_precision: bool = False) -> None:
-    """``state`` (after ``x``) continues the probe as the exact run of ``x + probe`` does
-    (within the derived bound; with ``same_precision``, on float32 and half types, also within
-    the same-precision reference criterion, :func:`~kernel_verify.properties.checks.recurrent.
-    plain`)."""
-    px, pg = probe
-    if g.fixed:  # one decay per head: the probe's is the sequence's
-        pg = TokenInputs(g.g, True, pg.extra)
-    xj, gj = qkv_join(x, px), TokenInputs.join(g, pg)
-    ref, _, bound, _ = exact(target, backend, xj, gj)
-    got, _ = run_any(target, backend, px, pg, seed=seed, state=state)
-    check_within(got, ref[..., x.q.shape[-2]:, :], bound[..., x.q.shape[-2]:, :],
-                 f"{what}: the probe continued from the state")
-    if same_precision:
-        check_plain(got, ref, plain(target, backend, xj, gj), backend,
-                    f"{what}: the probe continued from the state", start=x.q.shape[-2])
+def probe_for(target, backend, shape: Shape, regime: str | None = None, b: int | None = None):
+    """The probe that reads a state (:func:`~kernel_verify.properties.checks.transition_forms.
+    probe_for`: the ``read`` regime whatever the sequence's ``regime``, which is accepted for
+    the callers' convenience and not used)."""
+    return shared_probe(target, backend, shape, b=b)
 
 
 # ------------------------------------------------------------------ every form = exact
@@ -271,42 +247,17 @@ def test_gated_forms_meet_the_exact_recurrence(target, backend, data):
 
 
 def _forms_meet_exact(target, backend, shape, regime, x, g) -> None:
-    ref, (s_ref, z_ref), bound, (s_b, z_b) = exact(target, backend, x, g)
+    ref, s_ref, bound, s_b = exact(target, backend, x, g)
     w = where(target, backend, shape, regime)
-    outs = {}
-    for form in ("parallel", "stateful"):
-        if getattr(target, form) is not None:
-            outs[form] = run(target, backend, x, g, form=form, seed=shape.seed)
-    if target.chunked is not None:  # the drawn C, and C = 1 and 2: every row at a boundary
-        sizes: dict[int, int] = {}
-        for c in (shape.chunk, 1, 2):
-            sizes.setdefault(chunk_of(target, c), c)
-        for size, c in sizes.items():
-            outs[f"chunked(C={size})"] = run(target, backend, x, g, form="chunked",
-                                             seed=shape.seed, chunk=c)
-    head = 0
-    if target.step is not None:  # long sequences: prefill, then the last STEP_TOKENS one by one
-        stateful = any(getattr(target, f) is not None for f in STATEFUL)
-        head = max(shape.t - STEP_TOKENS, 0) if stateful else 0
-        state0 = None
-        if head:
-            state0 = run_any(target, backend, qkv_rows(x, 0, head), g.rows(0, head),
-                             seed=shape.seed)[1]
-        outs[f"step × {shape.t - head}"] = run_steps(
-            target, backend, qkv_rows(x, head, shape.t), g.rows(head, shape.t),
-            seed=shape.seed, state=state0)
     same = plain(target, backend, x, g)
-    for name, (out, state) in outs.items():
-        off = head if name.startswith("step") else 0
+    # the drawn C, and C = 1 and 2: every row at a boundary; long sequences: the last
+    # STEP_TOKENS one by one after a prefill
+    for name, (out, state, off) in every_form(target, backend, x, g, seed=shape.seed,
+                                              chunks=(shape.chunk, 1, 2),
+                                              step_tokens=STEP_TOKENS, prefill_chunk=1).items():
         check_within(out, ref[..., off:, :], bound[..., off:, :], f"{w}: {name}")
         check_plain(out, ref, same, backend, f"{w}: {name}", start=off)
-        if target.state_sums is None or state is None:
-            continue
-        s, z = target.state_sums(state)
-        check_within(np.asarray(s, dtype=np.float64), s_ref, s_b, f"{w}: {name} final state S")
-        if z is not None and target.has("normalised"):
-            check_within(np.asarray(z, dtype=np.float64), z_ref, z_b,
-                         f"{w}: {name} final state z")
+        check_state_sums(target, state, s_ref, s_b, f"{w}: {name}", z=target.has("normalised"))
 
 
 # ------------------------------------------------------------------ split invariance
@@ -320,17 +271,8 @@ def test_gated_split_invariance(target, backend, data):
     same-precision reference criterion (issue #44: the plain recurrence in the same
     precision)."""
     shape, regime, x, g = setup(target, backend, data)
-    w = where(target, backend, shape, regime)
-    ref, _, bound, _ = exact(target, backend, x, g)
-    cut, split, state = run_split(target, backend, x, g, shape)
-    check_within(split, ref, bound, f"{w}: split at {cut}")
-    check_plain(split, ref, plain(target, backend, x, g), backend, f"{w}: split at {cut}")
-    if target.has("state_bitwise"):
-        form = "chunked" if target.chunked is not None else "stateful"
-        full, _ = run(target, backend, x, g, form=form, seed=shape.seed, chunk=shape.chunk)
-        assert np.array_equal(split, full), f"{w}: split at {cut} not bitwise equal (claimed)"
-    check_state(target, backend, state, x, g, probe_for(target, backend, shape, regime),
-                f"{w}: split run's final state", shape.seed, same_precision=True)
+    split_invariance(ByTheTruth(target, backend, shape.seed), x, g, shape,
+                     where(target, backend, shape, regime))
 
 
 # ------------------------------------------------------------------ causality
@@ -383,26 +325,11 @@ def test_gated_prefill_then_decode(target, backend, data):
     shape, regime, x, g = setup(target, backend, data)
     cut = shape.cut if shape.cut < shape.t else 0
     cut = max(cut, shape.t - STEP_TOKENS)  # decode at most STEP_TOKENS tokens
-    state = None
-    if cut:
-        _, state = run_any(target, backend, qkv_rows(x, 0, cut), g.rows(0, cut),
-                           seed=shape.seed, chunk=shape.chunk)
-    decoded, _ = run_steps(target, backend, qkv_rows(x, cut, shape.t),
-                           g.rows(cut, shape.t), seed=shape.seed, state=state)
-    ref, _, bound, _ = exact(target, backend, x, g)
-    check_within(decoded, ref[..., cut:, :], bound[..., cut:, :],
-                 f"{where(target, backend, shape, regime)}: decoding after a prefill of {cut}")
+    prefill_then_decode(ByTheTruth(target, backend, shape.seed), x, g, cut, shape.chunk,
+                        where(target, backend, shape, regime))
 
 
 # ------------------------------------------------------------------ packed sequences
-def _index(a: np.ndarray, backend: Backend):
-    if backend.library == "numpy":
-        return a
-    import torch
-
-    return torch.as_tensor(a, device=backend.device)
-
-
 @pytest.mark.parametrize(("target", "backend"), gated_cases("varlen"))
 @settings(max_examples=GATED_EXAMPLES)
 @given(data=st.data())
@@ -433,32 +360,9 @@ def test_gated_packed_sequences_equal_separate_runs(target, backend, data):
               seen_gates(draw_token_inputs(target, pshape, _draw_regime(regime),
                                            stream="prefix gates"), backend))
         init = run_any(target, backend, prefix, pg, seed=shape.seed)[1]
-    packed = qkv_join(*seqs)
-    g_packed = TokenInputs.join(*gates)
-    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    t = target.to_layout
-    q, k, v = (t(backend.from_numpy(a)) for a in (packed.q, packed.k, packed.v))
-    gg, kw = g_packed.arguments(target, backend.from_numpy)
-    out, states = target.varlen(q, k, v, gg, cu_seqlens=_index(cu, backend),
-                                initial_state=init, seed=shape.seed, **kw)
-    out = backend.to_numpy(t(out))
     w = f"{where(target, backend, shape, regime)} lengths {lengths}, initial states {with_state}"
-    for i, x in enumerate(seqs):
-        gi = g_packed if fixed else gates[i]
-        if prefix is not None:
-            px = QKV(*(getattr(prefix, f)[i:i + 1] for f in "qkv"), prefix.scale)
-            pgi = pg if fixed else pg.batch(i, i + 1)
-            ctx, cg = qkv_join(px, x), TokenInputs.join(pgi, gi)
-        else:
-            ctx, cg = x, gi
-        ref, _, bound, _ = exact(target, backend, ctx, cg)
-        off = ctx.q.shape[-2] - x.q.shape[-2]
-        check_within(out[..., cu[i]:cu[i + 1], :], ref[..., off:, :], bound[..., off:, :],
-                     f"{w}: sequence {i} packed")
-        if states is not None:
-            check_state(target, backend, tuple(s[i:i + 1] for s in states), ctx, cg,
-                        probe_for(target, backend, one, regime),
-                        f"{w}: sequence {i}'s final state", shape.seed)
+    packed_sequences(ByTheTruth(target, backend, shape.seed), seqs, gates, init,
+                     None if prefix is None else (prefix, pg), shape, w)
 
 
 # ------------------------------------------------------------------ padding
@@ -471,34 +375,8 @@ def test_gated_padding_changes_neither_valid_outputs_nor_state(target, backend, 
     continues a probe as that run does."""
     shape, regime, x, g = setup(target, backend, data)
     mask, padding = padding_mask(data, shape)
-    rng = generator(shape.seed, "padding")
-    m4 = mask[:, None, :, None]
-    px = QKV(*(backend.seen(np.where(m4, getattr(x, f), 30 * rng.standard_normal(
-        getattr(x, f).shape))) for f in "qkv"), x.scale)
-    pgates = g
-    if target.gates not in ("scalar_fixed", "none") or g.extra:
-        junk_g = None if g.g is None or g.fixed else rng.uniform(target.min_log_gate, 0.0,
-                                                                 g.g.shape)
-        junk_extra = {n: 30 * rng.standard_normal(a.shape) if n != "beta" else
-                      draw_betas(target, a.shape, "uniform", rng) for n, a in g.extra.items()}
-        junk = seen_gates(TokenInputs(junk_g, g.fixed, junk_extra, raw=g.raw), backend)
-        pgates = g.where(mask, junk)
-    t = target.to_layout
-    gg, kw = pgates.arguments(target, backend.from_numpy)
-    out, state = target.padded(*(t(backend.from_numpy(getattr(px, f))) for f in "qkv"), gg,
-                               mask=_index(mask, backend), seed=shape.seed, **kw)
-    out = backend.to_numpy(t(out))
-    w = f"{where(target, backend, shape, regime)}, {padding}"
-    for b in range(shape.b):
-        idx = np.flatnonzero(mask[b])
-        xb = QKV(*(getattr(x, f)[b:b + 1][..., idx, :] for f in "qkv"), x.scale)
-        gb = g.select(b, idx)
-        ref, _, bound, _ = exact(target, backend, xb, gb)
-        check_within(out[b:b + 1][..., idx, :], ref, bound, f"{w}: row {b} valid outputs")
-        if state is not None:
-            check_state(target, backend, tuple(s[b:b + 1] for s in state), xb, gb,
-                        probe_for(target, backend, shape, regime, b=1),
-                        f"{w}: row {b} final state", shape.seed)
+    padded_rows(ByTheTruth(target, backend, shape.seed), x, g, mask, shape,
+                f"{where(target, backend, shape, regime)}, {padding}")
 
 
 # ------------------------------------------------------------------ state size
@@ -512,17 +390,8 @@ def test_gated_state_size_does_not_grow_with_length(target, backend, data):
     long_x = seen_inputs(draw_inputs(shape, t=n, stream="long"), backend)
     long_g = seen_gates(draw_token_inputs(target, shape, _draw_regime(regime), t=n,
                                           stream="long"), backend)
-    sizes = []
-    for xx, gg in ((x, g), (long_x, long_g)):
-        if any(getattr(target, f) is not None for f in STATEFUL):
-            sizes.append([tuple(s.shape) for s in run_any(target, backend, xx, gg,
-                                                          seed=shape.seed, chunk=shape.chunk)[1]])
-        if target.step is not None:
-            st_ = run_steps(target, backend, qkv_rows(xx, 0, 2), gg.rows(0, 2),
-                            seed=shape.seed)[1]
-            sizes.append([tuple(s.shape) for s in st_])
-    assert all(s == sizes[0] for s in sizes), (
-        f"{where(target, backend, shape, regime)}: state shapes differ with the length: {sizes}")
+    state_sizes(target, backend, [(x, g), (long_x, long_g)], shape.seed, shape.chunk,
+                where(target, backend, shape, regime))
 
 
 # ------------------------------------------------------------------ gradients
@@ -533,13 +402,7 @@ def _differentiable_f64(target, backend) -> None:
                     "float64")
 
 
-def _gradcheck(fn, inputs) -> bool:
-    import torch
-
-    scale = max(1.0, float(fn(*inputs).detach().abs().max()))
-    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in inputs))
-    return bool(torch.autograd.gradcheck(fn, tuple(inputs), eps=h, atol=F64_TOL * scale,
-                                         rtol=F64_TOL, fast_mode=True, raise_exception=False))
+_gradcheck = gradcheck_f64
 
 
 def _grad_gates(target, shape: Shape) -> np.ndarray:
@@ -585,34 +448,6 @@ def _grad_qkv(target, shape: Shape) -> QKV:
     return QKV(rows(x.q), rows(x.k), x.v, x.scale)
 
 
-def _differentiable_parts(ti: TokenInputs) -> list[str]:
-    """The token inputs gradients are taken w.r.t.: the gates (unless fixed) and every
-    transition input."""
-    return ([] if ti.g is None or ti.fixed else ["g"]) + list(ti.extra)
-
-
-def _rebuild(ti: TokenInputs, names: list[str], arrays) -> TokenInputs:
-    parts = dict(zip(names, arrays, strict=True))
-    extra = {n: parts.get(n, a) for n, a in ti.extra.items()}
-    return TokenInputs(parts.get("g", ti.g), ti.fixed, extra, ti.params, ti.raw)
-
-
-def _call_full(target, form: str, shape: Shape, q, k, v, ti_t, state=None):
-    """A full-sequence form on torch tensors (BHTD) and token inputs given as tensors."""
-    t = target.to_layout
-    ga = None if ti_t.g is None else (ti_t.g if ti_t.fixed else t(ti_t.g))
-    import torch
-
-    params = {n: torch.as_tensor(a, dtype=q.dtype, device=q.device)
-              for n, a in ti_t.params.items()}
-    kw = {**{n: t(a) for n, a in ti_t.extra.items()}, **params}
-    if form == "chunked":
-        return target.chunked(t(q), t(k), t(v), ga, chunk_size=chunk_of(target, shape.chunk),
-                              initial_state=state, seed=shape.seed, **kw)
-    return getattr(target, form)(t(q), t(k), t(v), ga, initial_state=state, seed=shape.seed,
-                                 **kw)
-
-
 @pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=FULL))
 @settings(max_examples=GATED_EXAMPLES)
 @given(data=st.data())
@@ -626,7 +461,7 @@ def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
     t = target.to_layout
     arrays = [backend.from_numpy(a).requires_grad_(True) for a in (x.q, x.k, x.v)]
     ti = _grad_inputs(target, shape)
-    names = _differentiable_parts(ti)
+    names = differentiable_parts(ti)
     fixed_g = None if ti.g is None or not ti.fixed else backend.from_numpy(ti.g)
     if fixed_g is not None:  # one decay per head: differentiated like the others
         names = ["g", *names]
@@ -635,8 +470,8 @@ def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
     form = full_form(target)
 
     def fn(q, k, v, *tok):
-        tt = _rebuild(ti, names, tok)
-        return t(_call_full(target, form, shape, q, k, v, tt)[0])
+        tt = rebuild_inputs(ti, names, tok)
+        return t(call_tensors(target, form, shape, q, k, v, tt)[0])
 
     assert _gradcheck(fn, [*arrays, *parts]), (
         f"{where(target, backend, shape, 'gradient')}: autograd's gradient w.r.t. the gates, "
@@ -653,37 +488,12 @@ def test_gated_gradients_flow_through_the_state(target, backend, data):
     graph fails."""
     _differentiable_f64(target, backend)
     shape = draw_shape(data, target, max_t=6)
-    if shape.t < 2:
-        return
-    cut = min(shape.cut, shape.t - 1)
-    x = _grad_qkv(target, shape)
-    ti = _grad_inputs(target, shape)
-    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
-    ti_post = ti.rows(cut, shape.t).map(lambda a: backend.from_numpy(np.ascontiguousarray(a)),
-                                        fixed_too=True)
-    pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
-           for a in (x.q, x.k, x.v)]
-    ti_pre = ti.rows(0, cut)
-    names = _differentiable_parts(ti_pre)
-    if ti_pre.fixed:  # one decay per head, the same tensor before and after the split
-        names = ["g", *names]
-    parts = [backend.from_numpy(np.ascontiguousarray(ti_pre.g if n == "g" else
-                                                     ti_pre.extra[n])).requires_grad_(True)
-             for n in names]
-    form = full_form(target)
-    as_t = ti_pre.map(lambda a: backend.from_numpy(np.ascontiguousarray(a)), fixed_too=True)
-
-    def continued(q, k, v, *tok):
-        tt = _rebuild(as_t, names, tok)
-        _, state = _call_full(target, form, shape, q, k, v, tt)
-        after = TokenInputs(tt.g, True, ti_post.extra) if tt.fixed else ti_post
-        return target.to_layout(_call_full(target, form, shape, *post, after, state)[0])
-
-    assert _gradcheck(continued, [*pre, *parts]), (
+    ok = continuation_gradcheck(target, backend, shape, _grad_qkv(target, shape),
+                                _grad_inputs(target, shape), full_form(target))
+    assert ok is not False, (
         f"{where(target, backend, shape, 'gradient')}: the gradient of the continuation w.r.t. "
-        f"the prefix inputs and {names} (through the final state) disagrees with finite "
+        "the prefix inputs and token inputs (through the final state) disagrees with finite "
         "differences")
-
 
 
 # ------------------------------------------------------------------ gradients vs float64

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from kernel_verify.properties.strategies import QKV, generator
 from kernel_verify.verify.backends import Backend
 
-__all__ = ["F64_TOL", "Shape", "chunk_size", "draw_inputs", "random_shape", "state_form",
-           "state_gradient_check"]
+__all__ = ["F64_TOL", "Shape", "chunk_size", "draw_inputs", "gradcheck_f64", "random_shape",
+           "state_form", "state_gradient_check"]
 
 
 @dataclass(frozen=True)
@@ -114,24 +114,22 @@ def state_gradient_check(target, backend: Backend, shape: Shape) -> bool | None:
     ``h = u₆₄^(1/3)·s``, ``atol = F64_TOL·F``, ``rtol = F64_TOL``) agree with autograd for the
     outputs after the split point, continued from the prefix's final state, as a function of
     the prefix inputs; ``None`` when the sequence has no split point (``T = 1``)."""
+    from kernel_verify.properties.checks.recurrent import continuation_gradcheck, split_form
+    from kernel_verify.properties.checks.transition_forms import NO_GATES, recurrent_view
+
+    view = recurrent_view(target)
+    return continuation_gradcheck(view, backend, shape, draw_inputs(shape), NO_GATES,
+                                  split_form(view))
+
+
+def gradcheck_f64(fn, inputs) -> bool:
+    """Whether float64 central differences agree with autograd for ``fn`` at ``inputs``
+    (``torch.autograd.gradcheck``, fast mode; step ``h = u₆₄^(1/3)·max(1, max|x|)``,
+    ``atol = F64_TOL·max(1, max|fn|)``, ``rtol = F64_TOL``): the gradient check of the forms
+    properties, plain and gated."""
     import torch
 
-    if shape.t < 2:
-        return None  # no split point inside a sequence of one token
-    x = draw_inputs(shape)
-    cut = min(shape.cut, shape.t - 1)
-    t = target.to_layout
-    post = [backend.from_numpy(np.ascontiguousarray(a[..., cut:, :])) for a in (x.q, x.k, x.v)]
-    pre = [backend.from_numpy(np.ascontiguousarray(a[..., :cut, :])).requires_grad_(True)
-           for a in (x.q, x.k, x.v)]
-
-    form = state_form(target, shape)
-
-    def continued(q, k, v):
-        _, state = form(q, k, v)
-        return t(form(*post, state=state)[0])
-
-    f_scale = max(1.0, float(continued(*pre).detach().abs().max()))
-    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in pre))
-    return bool(torch.autograd.gradcheck(continued, tuple(pre), eps=h, atol=F64_TOL * f_scale,
+    scale = max(1.0, float(fn(*inputs).detach().abs().max()))
+    h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in inputs))
+    return bool(torch.autograd.gradcheck(fn, tuple(inputs), eps=h, atol=F64_TOL * scale,
                                          rtol=F64_TOL, fast_mode=True, raise_exception=False))

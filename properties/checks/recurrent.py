@@ -35,6 +35,15 @@ REGIMES = ("mixed", "strong_runs", "near_zero", "near_one", "underflow_run")
 #: The cumulative log-gate an ``underflow_run`` passes: below float64's smallest subnormal
 #: (``e^(−745) → 0``), so a product of decays formed in linear space underflows even in float64.
 UNDERFLOW_LOG = 760.0
+#: The regime of the probe tokens that read a state (issue #44): a transition within
+#: :data:`READ_FRACTION` of the identity — log-gates in ``[−10⁻³, 0]`` (decays near 1), β, comba's
+#: ``p`` and RWKV-7's in-context rate ``c`` in at most ``READ_FRACTION`` of their range — whatever
+#: the regime of the sequence before it, so that the probe reads the state nearly undiminished
+#: (its first output sees ``S₀`` through a transition within ``READ_FRACTION·β_max`` of the
+#: identity, times a decay ``≥ e^(−10⁻³)``). In the sequence's own regime a probe after decays
+#: near 0 (log-gates down to −30) reads ``e^(−30)·S₀``: a wrong state passes.
+READ = "read"
+READ_FRACTION = 0.125
 #: The longest run of strongest decay drawn for it (a target meant for weak decays only, whose
 #: ``min_log_gate`` needs more tokens, draws ``strong_runs`` instead).
 UNDERFLOW_MAX_RUN = 40
@@ -54,14 +63,15 @@ def gate_shape(target, b: int, h: int, t: int, d: int) -> tuple[int, ...]:
 
 def draw_gates(target, shape: Shape, regime: str, t: int | None = None,
                stream: str = "gates", b: int | None = None) -> np.ndarray:
-    """Log-gates ``≤ 0`` of the regime (module docstring), float64, in BHTD."""
+    """Log-gates ``≤ 0`` of the regime (module docstring; :data:`READ`: as ``near_one``),
+    float64, in BHTD."""
     n = shape.t if t is None else t
     if target.fixed_log_gates is not None:  # the target's own decay (RetNet's γ_h)
         return np.asarray(target.fixed_log_gates(shape.h), dtype=np.float64)
     size = gate_shape(target, shape.b if b is None else b, shape.h, n, shape.d)
     rng = generator(shape.seed, f"{stream}:{regime}")
     lo = float(target.min_log_gate)
-    if regime == "near_one":
+    if regime in ("near_one", READ):
         g = -rng.uniform(0.0, 1e-3, size)
     elif regime == "near_zero":
         g = rng.uniform(lo, lo / 2, size)
@@ -99,9 +109,12 @@ def draw_betas(target, size: tuple[int, ...], beta_regime: str,
                rng: np.random.Generator) -> np.ndarray:
     """β of the regime (:data:`BETA_REGIMES`): uniform in ``[0, β_max]``, or each token at an
     edge ``{0, 1}`` (and 2 with ``negative_eigenvalues``), ``β_max`` 2 with that claim, else 1;
-    returned as the logit when the target takes β through a sigmoid (edges then ±8)."""
+    :data:`READ`: uniform in ``[0, READ_FRACTION·β_max]``; returned as the logit when the target
+    takes β through a sigmoid (edges then ±8)."""
     top = 2.0 if target.has("negative_eigenvalues") else 1.0
-    if beta_regime == "edges":
+    if beta_regime == READ:
+        beta = rng.uniform(0.0, READ_FRACTION * top, size)
+    elif beta_regime == "edges":
         beta = rng.choice(np.array([0.0, 1.0, top]), size)
     else:
         beta = rng.uniform(0.0, top, size)
@@ -168,8 +181,12 @@ def draw_token_inputs(target, shape: Shape, regime: str, t: int | None = None,
     (``"<gate regime>"`` or ``"<gate regime>, β <β regime>"``), float64, BHTD: β
     (:func:`draw_betas`), comba's ``p`` (unit directions scaled by U[0, 1]), RWKV-7's
     ``a = −κ̂``, ``b = κ̂ ⊙ c`` (``κ̂`` a unit direction, ``c ∈ [0, 1]^d``: RWKV-7's in-context
-    learning rate)."""
+    learning rate). :data:`READ` (a probe reading a state): every input near the identity
+    transition (β, ``p``'s scale and ``c`` in ``[0, READ_FRACTION]`` of their range)."""
     gate_regime, _, beta_regime = regime.partition(", β ")
+    reach = READ_FRACTION if gate_regime == READ else 1.0
+    if gate_regime == READ:
+        beta_regime = READ
     g = None if target.gates == "none" else draw_gates(target, shape, gate_regime, t, stream, b)
     names = target.token_inputs()
     extra: dict[str, np.ndarray] = {}
@@ -181,11 +198,11 @@ def draw_token_inputs(target, shape: Shape, regime: str, t: int | None = None,
             extra["beta"] = draw_betas(target, (bb, shape.h, n), beta_regime or "uniform", rng)
         vec = (bb, shape.h, n, shape.d)
         if "p" in names:
-            extra["p"] = _unit_rows(rng, vec) * rng.uniform(0.0, 1.0, (*vec[:-1], 1))
+            extra["p"] = _unit_rows(rng, vec) * rng.uniform(0.0, reach, (*vec[:-1], 1))
         if "a" in names:
             kappa = _unit_rows(rng, vec)
             extra["a"] = -kappa
-            extra["b"] = kappa * rng.uniform(0.0, 1.0, vec)
+            extra["b"] = kappa * rng.uniform(0.0, reach, vec)
     params = draw_gate_parameters(target, shape) if g is not None else {}
     raw = g is not None and target.gate_input != "log"
     if raw:
@@ -250,6 +267,12 @@ def run(target, backend, x: QKV, g: TokenInputs, *, form: str, seed: int, chunk:
     return out, s
 
 
+def split_form(target) -> str:
+    """The form a state is carried by in the split, prefill and packed-prefix runs: ``chunked``
+    where the target offers it (at the drawn chunk size), else ``stateful``."""
+    return "chunked" if target.chunked is not None else "stateful"
+
+
 def run_split(target, backend, x: QKV, g: TokenInputs, shape: Shape):
     """``(cut, outputs float64 (B, H, T, d_v), final state)`` of the target's chunked form (its
     stateful form where it has no chunked one) run on tokens ``[0, cut)`` and then, from that
@@ -257,7 +280,7 @@ def run_split(target, backend, x: QKV, g: TokenInputs, shape: Shape):
     from kernel_verify.properties.strategies import qkv_rows
 
     cut = min(shape.cut, shape.t)
-    form = "chunked" if target.chunked is not None else "stateful"
+    form = split_form(target)
     first, state = run(target, backend, qkv_rows(x, 0, cut), g.rows(0, cut), form=form,
                        seed=shape.seed, chunk=shape.chunk)
     if cut == shape.t:
@@ -434,3 +457,137 @@ def check_plain(got: np.ndarray, ref: np.ndarray, same, backend, what: str,
 
     check_same_precision(got, ref[..., start:, :], [s[..., start:, :] for s in same],
                          compute=backend.budget.compute_dtype, output=backend.dtype, what=what)
+
+
+# ------------------------------------------------------------------ the gated judge
+def check_state(target, backend, state, x: QKV, g: TokenInputs, probe, what: str,
+                seed: int, same_precision: bool = False) -> None:
+    """``state`` (after ``x``) continues the probe ``(inputs, token inputs)`` as the exact run of
+    ``x + probe`` does (within the derived bound; with ``same_precision``, on float32 and half
+    types, also within the same-precision reference criterion, :func:`plain`). A fixed per-head
+    decay is the sequence's in the probe too."""
+    from kernel_verify.properties.evidence import check_within
+    from kernel_verify.properties.strategies import qkv_join
+
+    px, pg = probe
+    if g.fixed:  # one decay per head: the probe's is the sequence's
+        pg = TokenInputs(g.g, True, pg.extra)
+    xj, gj = qkv_join(x, px), TokenInputs.join(g, pg)
+    ref, _, bound, _ = exact(target, backend, xj, gj)
+    got, _ = run_any(target, backend, px, pg, seed=seed, state=state)
+    check_within(got, ref[..., x.q.shape[-2]:, :], bound[..., x.q.shape[-2]:, :],
+                 f"{what}: the probe continued from the state")
+    if same_precision:
+        check_plain(got, ref, plain(target, backend, xj, gj), backend,
+                    f"{what}: the probe continued from the state", start=x.q.shape[-2])
+
+
+class ByTheTruth:
+    """The judge of the gated forms properties
+    (:class:`~kernel_verify.properties.checks.transition_forms.Judge`): every run against the
+    exact recurrence of the target's transition and features (:func:`exact`) within its derived
+    bound; a state by the probe continued from it against the exact run of the context and the
+    probe (:func:`check_state`); on float32 and half types also the same-precision criterion
+    (:func:`plain`, :func:`check_plain`)."""
+
+    relative = False
+
+    def __init__(self, target, backend, seed: int) -> None:
+        self.target, self.backend, self.seed = target, backend, seed
+
+    def whole(self, x: QKV, g: TokenInputs, *, context=None, **_):
+        from kernel_verify.properties.checks.transition_forms import Expected
+
+        cx, cg = (x, g) if context is None else context
+        ref, _, bound, _ = exact(self.target, self.backend, cx, cg)
+        off = cx.q.shape[-2] - x.q.shape[-2]
+        return Expected(ref[..., off:, :], bound[..., off:, :], (cx, cg),
+                        extra={"ref": ref, "off": off})
+
+    def outputs(self, got, want, what: str, start: int = 0) -> None:
+        from kernel_verify.properties.evidence import check_within
+
+        check_within(got, want.out[..., start:, :], want.bound[..., start:, :], what)
+
+    def state(self, state, want, probe, what: str, same_precision: bool = False) -> None:
+        cx, cg = want.context
+        check_state(self.target, self.backend, state, cx, cg, probe, what, self.seed,
+                    same_precision=same_precision)
+
+    def same_precision(self, got, want, what: str, start: int = 0) -> None:
+        if "same" not in want.extra:  # computed once per expectation
+            want.extra["same"] = plain(self.target, self.backend, *want.context)
+        check_plain(got, want.extra["ref"], want.extra["same"], self.backend, what,
+                    start=want.extra["off"] + start)
+
+    def continuation(self, state, probe):
+        px, pg = probe
+        return run_any(self.target, self.backend, px, pg, seed=self.seed, state=state)[0]
+
+
+# ------------------------------------------------------------------ gradients through the state
+def differentiable_parts(ti: TokenInputs) -> list[str]:
+    """The token inputs gradients are taken w.r.t.: the gates (unless fixed) and every
+    transition input."""
+    return ([] if ti.g is None or ti.fixed else ["g"]) + list(ti.extra)
+
+
+def rebuild_inputs(ti: TokenInputs, names: list[str], arrays) -> TokenInputs:
+    """``ti`` with the parts ``names`` replaced by ``arrays`` (in that order)."""
+    parts = dict(zip(names, arrays, strict=True))
+    extra = {n: parts.get(n, a) for n, a in ti.extra.items()}
+    return TokenInputs(parts.get("g", ti.g), ti.fixed, extra, ti.params, ti.raw)
+
+
+def call_tensors(target, form: str, shape: Shape, q, k, v, ti_t, state=None):
+    """A full-sequence form on torch tensors (BHTD) and token inputs given as tensors."""
+    import torch
+
+    t = target.to_layout
+    ga = None if ti_t.g is None else (ti_t.g if ti_t.fixed else t(ti_t.g))
+    params = {n: torch.as_tensor(a, dtype=q.dtype, device=q.device)
+              for n, a in ti_t.params.items()}
+    kw = {**{n: t(a) for n, a in ti_t.extra.items()}, **params}
+    if form == "chunked":
+        return target.chunked(t(q), t(k), t(v), ga, chunk_size=chunk_of(target, shape.chunk),
+                              initial_state=state, seed=shape.seed, **kw)
+    return getattr(target, form)(t(q), t(k), t(v), ga, initial_state=state, seed=shape.seed,
+                                 **kw)
+
+
+def continuation_gradcheck(target, backend, shape: Shape, x: QKV, ti: TokenInputs,
+                           form: str) -> bool | None:
+    """Whether float64 central differences agree with autograd
+    (:func:`~kernel_verify.properties.checks.forms.gradcheck_f64`) for the outputs after the
+    split point ``min(shape.cut, T − 1)``, continued by ``form`` from the prefix's final state,
+    as a function of the prefix's q, k, v and differentiable token inputs (gates, unless one
+    fixed decay per head is shared with the rest, and the transition's inputs): they reach the
+    outputs only through the state, so a state detached from the graph fails. None when the
+    sequence has no split point (``T = 1``)."""
+    from kernel_verify.properties.checks.forms import gradcheck_f64
+
+    if shape.t < 2:
+        return None
+    cut = min(shape.cut, shape.t - 1)
+
+    def tensors(a):
+        return backend.from_numpy(np.ascontiguousarray(a))
+
+    post = [tensors(a[..., cut:, :]) for a in (x.q, x.k, x.v)]
+    ti_post = ti.rows(cut, shape.t).map(tensors, fixed_too=True)
+    pre = [tensors(a[..., :cut, :]).requires_grad_(True) for a in (x.q, x.k, x.v)]
+    ti_pre = ti.rows(0, cut)
+    names = differentiable_parts(ti_pre)
+    if ti_pre.fixed:  # one decay per head, the same tensor before and after the split
+        names = ["g", *names]
+    parts = [tensors(ti_pre.g if n == "g" else ti_pre.extra[n]).requires_grad_(True)
+             for n in names]
+    as_t = ti_pre.map(tensors, fixed_too=True)
+
+    def continued(q, k, v, *tok):
+        tt = rebuild_inputs(as_t, names, tok)
+        _, state = call_tensors(target, form, shape, q, k, v, tt)
+        after = TokenInputs(tt.g, True, ti_post.extra) if tt.fixed else ti_post
+        return target.to_layout(call_tensors(target, form, shape, *post, after, state)[0])
+
+    return gradcheck_f64(continued, [*pre, *parts])
