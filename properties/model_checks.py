@@ -17,6 +17,12 @@ defect passes at every scale of the ladder the verdict is ``not credited: cannot
 init`` (the examples still run, at the largest scale). The correct model is checked at every
 scale of the ladder up to the credited one.
 
+**The reference** (:func:`reference`): the full forward of an input, computed once per built
+model and input and shared by the tolerance, the check with and without its defect, and the
+other properties meeting the same input (the controls' fixed cases); likewise the full
+forward's gradients. A forward is a pure function of the weights and the input (the same-seed
+property calls it twice to check exactly that); the routes under test are never memoised.
+
 **Tolerances** (:func:`tolerance`). With the claim ``float64`` (the same weights in float64):
 the float32 full forward's observed error ``e = max|f₃₂ − f₆₄|`` over the case sets the scale,
 ``tol₃₂ = K·e + 4u₃₂·max|f₆₄|`` with ``K =`` :data:`ROUTE_FACTOR` (the stated assumption: each of
@@ -56,19 +62,48 @@ FINITE_SWEEP = (1.0, 8.0, 64.0, 512.0)
 
 
 # ----------------------------------------------------------------------------- models
-_BUILT: dict[tuple, tuple[ModelTarget, Any]] = {}
-_BUILT_MAX = 8
+_BUILT: dict[tuple, tuple[ModelTarget, Any, dict]] = {}
+_BUILT_MAX = 16
+
+
+def _entry(target: ModelTarget, seed: int, scale: float, dtype: str) -> tuple:
+    """``(target, model, memo)`` of the model at ``seed``, ``scale`` and ``dtype`` (built on
+    first use; the last few built are kept, each with its memo of reference computations)."""
+    key = (id(target), int(seed), float(scale), dtype)
+    if key not in _BUILT:
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = (target, target.build(int(seed), init_scale=float(scale), dtype=dtype),
+                       {})
+    return _BUILT[key]
 
 
 def model(target: ModelTarget, seed: int, scale: float, dtype: str) -> Any:
     """The target's model at ``seed``, ``scale`` and ``dtype`` (the last few built are kept;
     targets are keyed by identity: a target holds mappings, so it is not hashable)."""
-    key = (id(target), int(seed), float(scale), dtype)
-    if key not in _BUILT:
-        if len(_BUILT) >= _BUILT_MAX:
-            _BUILT.pop(next(iter(_BUILT)))
-        _BUILT[key] = (target, target.build(int(seed), init_scale=float(scale), dtype=dtype))
-    return _BUILT[key][1]
+    return _entry(target, seed, scale, dtype)[1]
+
+
+def _memo(target: ModelTarget, seed: int, scale: float, dtype: str, what: str,
+          ids: torch.Tensor, compute: Callable[[Any], Any]) -> Any:
+    """``compute(model)`` once per built model and input ``ids`` (kept with the model)."""
+    _, m, memo = _entry(target, seed, scale, dtype)
+    key = (what, tuple(ids.shape), ids.to(torch.int64).numpy().tobytes())
+    if key not in memo:
+        memo[key] = compute(m)
+    return memo[key]
+
+
+def reference(target: ModelTarget, seed: int, scale: float, dtype: str,
+              ids: torch.Tensor) -> torch.Tensor:
+    """The full forward of ``ids`` (no grad) by the model at ``seed``, ``scale``, ``dtype``:
+    the reference every other route is compared with and the scale of the tolerance. Computed
+    once per built model and input and then shared by the tolerance, the check with and
+    without its planted defect, and every property that meets the same input (the power
+    controls' fixed cases): a forward is a pure function of the weights and ``ids``, which
+    ``test_same_seed_and_input_give_the_same_output`` checks by calling it twice. Read only."""
+    return _memo(target, seed, scale, dtype, "logits", ids,
+                 lambda m: logits_of(target, m, ids))
 
 
 def dtypes(target: ModelTarget) -> list[str]:
@@ -109,9 +144,9 @@ def _scale_tol(target: ModelTarget, dtype: str, e32: float | None, ref_max: floa
 def tolerance(target: ModelTarget, dtype: str, seed: int, scale: float,
               ids: torch.Tensor) -> Tolerance:
     """The logits tolerance of a case (module docstring)."""
-    f32 = _np(logits_of(target, model(target, seed, scale, "float32"), ids))
+    f32 = _np(reference(target, seed, scale, "float32", ids))
     if target.has("float64"):
-        f64 = _np(logits_of(target, model(target, seed, scale, "float64"), ids))
+        f64 = _np(reference(target, seed, scale, "float64", ids))
         e32, ref = float(np.max(np.abs(f32 - f64))), float(np.max(np.abs(f64)))
         assert e32 <= FLOAT64_CLAIM_BOUND * max(1.0, ref), (
             f"{target.name} claims float64, but its float64 model does not compute its float32 "
@@ -181,8 +216,8 @@ def decode(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bo
     m = model(target, case.seed, scale, dtype)
     ids = case.tensor()
     tol = tolerance(target, dtype, case.seed, scale, ids)
+    full = reference(target, case.seed, scale, dtype, ids)
     with torch.no_grad():
-        full = target.forward(m, ids)
         logits, cache = target.prefill(m, ids[:, :case.split])
         problem = differ(logits, full[:, :case.split], tol, f"prefill of {case.split} tokens "
                          "vs the full forward")
@@ -223,7 +258,7 @@ def generate(target: ModelTarget, dtype: str, scale: float, case: Case, defect: 
                 scores[:, i] = target.forward(m, tokens[:, i - 1:i])[:, -1]
         seq = prompt
         for i in range(n):
-            want = target.forward(m, seq)[:, -1]
+            want = reference(target, case.seed, scale, dtype, seq)[:, -1]
             problem = differ(scores[:, i], want, tol, f"scores of generated token {i + 1} "
                              f"(prompt {case.split}) vs the full forward of the prefix")
             if problem:
@@ -256,7 +291,7 @@ def packed(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bo
     cu = _cu(case.lengths)
     with torch.no_grad():
         got = target.forward(m, row) if defect else target.packed(m, row, cu)
-        want = torch.cat([target.forward(m, row[:, a:b])
+        want = torch.cat([reference(target, case.seed, scale, dtype, row[:, a:b])
                           for a, b in zip(cu[:-1].tolist(), cu[1:].tolist(), strict=True)], 1)
     return differ(got, want, tol, f"packed sequences of lengths {list(case.lengths)} vs "
                   "separate runs")
@@ -290,7 +325,7 @@ def _padded(target: ModelTarget, dtype: str, scale: float, case: Case, defect: b
         for r in range(b):
             valid = mask[r].bool()
             alone = ids[r:r + 1, valid]
-            want = target.forward(m, alone)[0]
+            want = reference(target, case.seed, scale, dtype, alone)[0]
             tol = tolerance(target, dtype, case.seed, scale, alone)
             problems.append(differ(got[r, valid], want, tol, f"row {r} {side}-padded by "
                                    f"{int((~valid).sum())} of {t} vs the row unpadded"))
@@ -343,12 +378,21 @@ def _flat(gs: list[torch.Tensor]) -> np.ndarray:
     return np.concatenate([_np(g).reshape(-1) for g in gs])
 
 
+def _full_grads(target: ModelTarget, seed: int, scale: float, dtype: str,
+                ids: torch.Tensor) -> np.ndarray:
+    """The full forward's parameter gradients of ``ids`` (flat), once per built model and input
+    (as :func:`reference`: with and without the planted defect the gradient check compares
+    with the same gradients)."""
+    return _memo(target, seed, scale, dtype, "grads", ids,
+                 lambda m: _flat(_grads(target, m, ids, None)))
+
+
 def _grad_tol(target: ModelTarget, dtype: str, seed: int, scale: float,
               ids: torch.Tensor) -> tuple[Tolerance, np.ndarray]:
     """The gradient tolerance and the full forward's gradients in ``dtype``."""
-    g32 = _flat(_grads(target, model(target, seed, scale, "float32"), ids, None))
+    g32 = _full_grads(target, seed, scale, "float32", ids)
     if target.has("float64"):
-        g64 = _flat(_grads(target, model(target, seed, scale, "float64"), ids, None))
+        g64 = _full_grads(target, seed, scale, "float64", ids)
         tol = _scale_tol(target, dtype, float(np.max(np.abs(g32 - g64))),
                          float(np.max(np.abs(g64))), ids.shape[1])
         return tol, (g64 if dtype == "float64" else g32)
@@ -414,7 +458,7 @@ def batch_independent(target: ModelTarget, dtype: str, scale: float, case: Case,
         for r in range(ids.shape[0]):
             alone = ids[r:r + 1]
             tol = tolerance(target, dtype, case.seed, scale, alone)
-            want = target.forward(m, alone)[0]
+            want = reference(target, case.seed, scale, dtype, alone)[0]
             row = got[r]
             if defect and r > 0:
                 row = target.forward(m, torch.cat([ids[r - 1:r], alone], 1))[0, case.length:]
@@ -458,10 +502,8 @@ def finite(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bo
     ids = case.tensor()
     for k in FINITE_SWEEP:
         s = scale * k
-        m = target.build(case.seed, init_scale=s, dtype=dtype)
-        try:
-            with torch.no_grad():
-                logits = target.forward(m, ids)
+        try:  # (the check with its defect takes the log-softmax of the same logits)
+            logits = reference(target, case.seed, s, dtype, ids)
         except (ValueError, FloatingPointError) as err:
             # a layer's own input check refusing a NaN/Inf made upstream (the project's forms
             # validate their inputs) is the same finding as non-finite logits
@@ -601,8 +643,8 @@ def chunked_prefill(target: ModelTarget, dtype: str, scale: float, case: Serving
     m = model(target, case.seed, scale, dtype)
     ids = case.tensor()
     tol = _seq_tol(target, dtype, case, scale, ids)
+    full = reference(target, case.seed, scale, dtype, ids)
     with torch.no_grad():
-        full = target.forward(m, ids)
         outs, cache, start = [], None, 0
         for end in case.cuts:
             out, cache = target.extend(m, None if defect else cache, ids[:, start:end])
@@ -631,8 +673,8 @@ def restore(target: ModelTarget, dtype: str, scale: float, case: ServingCase, de
     ids, b = case.tensor(), case.save
     tol = _seq_tol(target, dtype, case, scale, ids)
     ends = [c for c in case.cuts if c < b] + [b]
+    full = reference(target, case.seed, scale, dtype, ids)
     with torch.no_grad():
-        full = target.forward(m, ids)
         _, cache = _extend_from(target, m, None, ids[:, :b], ends)
         if defect:
             saved = (None if b == 1 else
@@ -665,7 +707,8 @@ def continuations(target: ModelTarget, dtype: str, scale: float, case: ServingCa
     ids, b = case.tensor(), case.save
     other = case.spliced(b)
     with torch.no_grad():
-        full, full_other = target.forward(m, ids), target.forward(m, other)
+        full = reference(target, case.seed, scale, dtype, ids)
+        full_other = reference(target, case.seed, scale, dtype, other)
         _, cache = target.extend(m, None, ids[:, :b])
         saved = target.copy_cache(cache)
         first, after = target.extend(m, cache, ids[:, b:])
@@ -703,7 +746,8 @@ def speculative(target: ModelTarget, dtype: str, scale: float, case: ServingCase
     keep = j + 1 if defect and j < k else j
     seq = case.spliced(b + j)
     with torch.no_grad():
-        full, full_seq = target.forward(m, ids), target.forward(m, seq)
+        full = reference(target, case.seed, scale, dtype, ids)
+        full_seq = reference(target, case.seed, scale, dtype, seq)
         _, cache = target.extend(m, None, ids[:, :b])
         saved = None if target.rollback is not None else target.copy_cache(cache)
         drafted, cache = target.extend(m, cache, ids[:, b:b + k])
@@ -752,7 +796,7 @@ def padded_decode(target: ModelTarget, dtype: str, scale: float, case: ServingCa
         for r in range(n):
             valid = mask[r].bool()
             alone = torch.cat([ids[r:r + 1, :length][:, valid], ids[r:r + 1, length:]], 1)
-            want = target.forward(m, alone)[0]
+            want = reference(target, case.seed, scale, dtype, alone)[0]
             tol = _seq_tol(target, dtype, case, scale, alone)
             pad = int((~valid).sum())
             problem = (differ(logits[r, valid], want[:length - pad], tol, f"row {r} of a "

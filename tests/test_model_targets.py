@@ -146,6 +146,11 @@ def test_fla_delta_families_are_declared_and_not_run_is_disjoint():
     assert not set(fm.NOT_RUN) & set(fm.FAMILIES)
     assert "does not support float32" in fm.NOT_RUN["gated_deltaproduct"]
     assert all(fm.family_target(f).max_len == fm.DELTA_MAX_LEN for f in _DELTA)
+    # one layer for the delta families; the others keep two (one cache entry per layer)
+    layers = {f: fm.FAMILIES[f][2].get("num_hidden_layers", 2) for f in fm.FAMILIES}
+    assert {layers[f] for f in _DELTA} == {fm.DELTA_LAYERS} == {1}
+    assert {n for f, n in layers.items() if f not in _DELTA} == {2}
+    assert set(fm.DECODE_MASK) == {"retnet"}
     # DeltaNet's constant-state backward is declared on the gradient property, and only there
     grad = "test_gradients_through_the_cache_equal_full_forward"
     assert set(fm.CONSTANT_STATE_BACKWARD) == {"delta_net"}

@@ -5,7 +5,7 @@ kernels run under Triton's interpreter on a CPU with the workarounds of
 :mod:`kernel_verify.adapters._triton_interpreter` (see :mod:`kernel_verify.adapters.fla`).
 
 ``kernel-verify check kernel_verify.adapters.fla_models:targets``. Each family is built from its
-own config class with ``hidden_size=32``, 2 layers, ``vocab_size=64`` and its
+own config class with ``hidden_size=32``, 2 layers (the delta families 1), ``vocab_size=64`` and its
 ``initializer_range`` default, through :func:`kernel_verify.adapters.hf_models.hf_model_target`:
 ``model(input_ids, past_key_values=cache, use_cache=True)`` for prefill and one-token decoding,
 ``generate`` (fla's ``FLAGenerationMixin``), packed input through the ``cu_seqlens`` keyword fla's
@@ -15,8 +15,9 @@ accumulate in float32 (tolerances: the stated float32 assumption of
 :mod:`kernel_verify.properties.model_checks`).
 
 Families (:data:`FAMILIES`): linear attention, GLA, RetNet, HGRN2, Mamba2, RWKV7 and the delta
-rule's DeltaNet, Gated DeltaNet, KDA and Comba (hidden 32, 2 layers, 2 heads of 16, sequences up
-to :data:`DELTA_MAX_LEN`; :data:`DELTA_MODES` says which kernel each layer runs on which call) —
+rule's DeltaNet, Gated DeltaNet, KDA and Comba (hidden 32, :data:`DELTA_LAYERS` layer, 2 heads
+of 16 with value heads of 16, sequences up to :data:`DELTA_MAX_LEN`; :data:`DELTA_MODES` says
+which kernel each layer runs on which call) —
 and which fla families do not run here, with the reason (:data:`NOT_RUN`). The delta families'
 cached backward reaches fla's ``causal_conv1d`` backward with an initial state, which needs one
 more interpreter workaround (:func:`_patch_mask_dtype`).
@@ -37,6 +38,13 @@ from kernel_verify.properties.model_protocol import ModelTarget
 if "triton" not in sys.modules:  # before anything imports triton (the check's subprocess)
     interp.enable()
 
+#: Layers of the delta families' models (the others have hf_models.LAYERS = 2). One layer: their
+#: gradient properties backpropagate through fla's ``causal_conv1d`` with an initial state at
+#: every cached step, the bulk of their check's time under the interpreter (Gated DeltaNet,
+#: 2 layers: 353 of 564 CPU seconds in the two gradient properties); what a second layer adds,
+#: one cache entry per layer kept apart (fla's ``Cache`` by ``layer_idx``, the same
+#: ``get_layer_cache``/``update_layer_cache`` in every layer), is checked on the 2-layer families.
+DELTA_LAYERS = 1
 #: Family → (config class, model class, extra config fields) in ``fla.models``.
 FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "linear_attn": ("LinearAttentionConfig", "LinearAttentionForCausalLM", {"num_heads": 2}),
@@ -47,12 +55,19 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
                                                      "state_size": 16, "expand": 2,
                                                      "n_groups": 1, "chunk_size": 8}),
     "rwkv7": ("RWKV7Config", "RWKV7ForCausalLM", {"head_dim": 16}),
-    # The delta rule (fla.layers; each layer picks its kernel by the call, see DELTA_MODES).
-    "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM", {"num_heads": 2}),
+    # The delta rule (fla.layers; each layer picks its kernel by the call, see DELTA_MODES), at
+    # DELTA_LAYERS layers; expand_v=1 (fla's default for GatedDeltaNet and Comba is 2): value
+    # heads of 16, as KDA's and DeltaNet's, still two of the fused recurrent kernels' value
+    # blocks of 8, half their grid under the interpreter.
+    "delta_net": ("DeltaNetConfig", "DeltaNetForCausalLM",
+                  {"num_heads": 2, "num_hidden_layers": DELTA_LAYERS}),
     "gated_deltanet": ("GatedDeltaNetConfig", "GatedDeltaNetForCausalLM",
-                       {"num_heads": 2, "head_dim": 16}),
-    "kda": ("KDAConfig", "KDAForCausalLM", {"num_heads": 2, "head_dim": 16}),
-    "comba": ("CombaConfig", "CombaForCausalLM", {"num_heads": 2, "head_dim": 16}),
+                       {"num_heads": 2, "head_dim": 16, "expand_v": 1,
+                        "num_hidden_layers": DELTA_LAYERS}),
+    "kda": ("KDAConfig", "KDAForCausalLM", {"num_heads": 2, "head_dim": 16,
+                                            "num_hidden_layers": DELTA_LAYERS}),
+    "comba": ("CombaConfig", "CombaForCausalLM", {"num_heads": 2, "head_dim": 16, "expand_v": 1,
+                                                   "num_hidden_layers": DELTA_LAYERS}),
 }
 #: fla model families that do not run here, and why (measured with fla 0.6.0, triton 3.9.0).
 NOT_RUN: dict[str, str] = {
@@ -88,6 +103,15 @@ NO_SERVING: dict[str, str] = {
               "single new token per step.` (fla/layers/mamba2.py, torch_forward) on a "
               "multi-token call with a cache: a documented refusal, not a wrong value",
 }
+#: Families whose steps after a masked prefill take the running mask (hf_models'
+#: ``decode_mask``), as ``generate`` passes it: the state leaves the pads out, but the positions
+#: count them. Measured with fla 0.6.0: fla.layers.MultiScaleRetention rotates q and k at
+#: ``seqlen_offset = cache length`` (pads included), corrected per row only by the mask it is
+#: given; decoded without the mask, rows left-padded by 2 differ from the unpadded rows by 0.105
+#: (the suite's control case), with it by 6e-8 (``padded_prefill_positions``).
+DECODE_MASK: dict[str, str] = {
+    "retnet": "RetNet's rotary positions after a left-padded prefill are corrected by the "
+              "attention mask of each step (fla.layers.multiscale_retention)"}
 #: Declared chunk sizes where the serving properties cut (fla's chunk kernels use 64, longer
 #: than the suite's sequences; the layers' short convolutions have window 4 where present).
 SERVING_CHUNKS: dict[str, tuple[int, ...]] = {}
@@ -97,9 +121,11 @@ CALL_SECONDS = {"rwkv7": 2.0}
 #: The longest sequence drawn (each decoded token is a kernel launch under the interpreter).
 MAX_LEN = 8
 #: The delta families' (their gradient checks run the chunk kernels forward and backward at
-#: every decoded token: Gated DeltaNet's gradient property took 146 s at MAX_LEN on the shared
-#: 2-core machine).
-DELTA_MAX_LEN = 6
+#: every decoded token, through fla's ``causal_conv1d`` with an initial state): 5 still crosses
+#: the short convolution's window of 4 (a state of 3 tokens; cut points up to 3). Gated
+#: DeltaNet's check (``kernel-verify check kernel_verify.adapters.fla_models:target_gated_deltanet
+#: --profile ci``, 2-core machine at load ~1): 224 s wall at 6 tokens, 152 s at 5.
+DELTA_MAX_LEN = 5
 #: The init-scale ladder of the power controls (a short one: every rung costs calls).
 INIT_SCALES = (1.0, 4.0, 16.0)
 #: fla's RWKV7 initialises its output projection and feed-forward value matrix to zero (a fresh
@@ -217,6 +243,7 @@ def family_target(family: str) -> ModelTarget:
                            init_scales=INIT_SCALES, zero_std=ZERO_STD,
                            known_failures=known_failures(family),
                            serving=family not in NO_SERVING, padded_prefill=True,
+                           decode_mask=family in DECODE_MASK,
                            chunk_sizes=SERVING_CHUNKS.get(family, ()))
 
 
@@ -261,6 +288,51 @@ def constant_state_backward(quick: bool = False) -> str:
     return "\n".join(lines)
 
 
+def padded_prefill_positions(family: str = "retnet") -> str:
+    """Why :data:`DECODE_MASK`: the model of ``family`` at seed 0, the serving control case (two
+    rows of 8 tokens, a prefill of 6 left-padded by 2): ``max |steps − unpadded row|`` of the
+    one-token steps after the masked prefill, without a mask and with the mask extended by
+    ones at every step (as ``generate`` passes it); the prefill's own rows for comparison.
+    Needs ``TRITON_INTERPRET=1`` (this module sets it when triton is not yet imported)."""
+    import torch
+
+    from kernel_verify.properties import model_checks as mc
+
+    t = family_target(family)
+    case = mc.serving_control_case(t)
+    m = t.build(case.seed)
+    ids, length = case.tensor(), case.length - 2
+    mask = torch.ones(ids.shape[0], length, dtype=torch.int64)
+    for r, p in enumerate(case.pads):
+        mask[r, :min(p, length - 1)] = 0
+    lines = []
+    with torch.no_grad():
+        for with_mask in (False, True):
+            out = m(input_ids=ids[:, :length], attention_mask=mask, use_cache=True)
+            cache, running, steps = out.past_key_values, mask, []
+            for s in range(length, case.length):
+                kw = {}
+                if with_mask:
+                    running = torch.cat([running, torch.ones_like(running[:, :1])], 1)
+                    kw["attention_mask"] = running
+                o = m(input_ids=ids[:, s:s + 1], past_key_values=cache, use_cache=True, **kw)
+                cache = o.past_key_values
+                steps.append(o.logits[:, -1])
+            got = torch.stack(steps, 1)
+            for r in range(ids.shape[0]):
+                valid = mask[r].bool()
+                alone = torch.cat([ids[r:r + 1, :length][:, valid], ids[r:r + 1, length:]], 1)
+                want = m(input_ids=alone, use_cache=False).logits[0]
+                pad = int((~valid).sum())
+                lines.append(
+                    f"  {family} row {r} (left-padded by {pad} of {length}), steps "
+                    f"{'with the running mask' if with_mask else 'without a mask'}: max|steps - "
+                    f"unpadded| = {float((got[r] - want[length - pad:]).abs().max()):.3g} "
+                    f"(prefill rows: "
+                    f"{float((out.logits[r, valid] - want[:length - pad]).abs().max()):.3g})")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------- the library's record
 # What is known about the library (kernel_verify.adapters.library): the conformance page's text,
 # the confirmed findings (its known failures derive from them) and their measurements.
@@ -273,7 +345,8 @@ _RIGHT = (
     "forward's and a second backward through the same graph runs; rows of a batch are "
     "independent; the same seed gives the same logits. GLA, RetNet, HGRN2 and RWKV7 pass "
     "`cu_seqlens` to their layers and reset the state at every boundary. The delta rule's "
-    "DeltaNet, Gated DeltaNet, KDA and Comba models (2 heads of 16, sequences up to 6 tokens) "
+    "DeltaNet, Gated DeltaNet, KDA and Comba models (one layer, 2 heads of 16 with value heads "
+    "of 16, sequences up to 5 tokens; the other families have 2 layers) "
     "run in float32: each layer runs its `fused_recurrent_*` kernel without grad and, Gated "
     "DeltaNet, KDA and Comba, its `chunk_*` kernel with grad (DeltaNet its fused recurrent "
     "kernel both ways, at T ≤ 64), so the gradient properties exercise the chunk kernels' "
@@ -285,7 +358,9 @@ _RIGHT = (
     "prefilled in chunks at drawn cut points = one prefill; a cache saved with `copy.deepcopy` "
     "and restored continues as if never stopped, twice from one copy; k drafts verified in one "
     "call then rolled back to j accepted; a left-padded masked prefill decoded without the "
-    "mask) run on every family but Mamba2, whose layer refuses a multi-token call with a "
+    "mask, RetNet with the mask extended by ones at every step as `generate` passes it, since "
+    "its rotary positions are the cache's length corrected per row by that mask) run on every "
+    "family but Mamba2, whose layer refuses a multi-token call with a "
     "cache (`ValueError: Mamba2 cached decoding only supports a single new token per step.`).")
 _MINOR = (
     "Versions. fla 0.6.0 is the only flash-linear-attention release for fla-core 0.6.0 (the "

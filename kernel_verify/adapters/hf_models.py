@@ -59,12 +59,12 @@ def tiny_model_maker(library: Callable[[], Any], config: str, model: str,
                      fields: Mapping[str, Any]) -> Callable[[], Any]:
     """``make()`` for :func:`hf_model_target`: ``library()`` (the module, imported when the model
     is first built) ``.<model>(<config>(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-    vocab_size=VOCAB, **fields))``, randomly initialised."""
+    vocab_size=VOCAB, **fields))``, randomly initialised (``fields`` may override the three)."""
 
     def make():
         lib = library()
-        cfg = getattr(lib, config)(hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-                                   vocab_size=VOCAB, **fields)
+        cfg = getattr(lib, config)(**{"hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+                                      "vocab_size": VOCAB, **fields})
         return getattr(lib, model)(cfg)
 
     return make
