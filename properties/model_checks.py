@@ -165,12 +165,14 @@ def differ(got: Any, want: Any, tol: Tolerance, what: str) -> str | None:
     bad = ~np.isfinite(g) | ~np.isfinite(w)
     if bad.any():
         i = tuple(int(j) for j in np.argwhere(bad)[0])
-        return f"{what}: {int(bad.sum())} non-finite values (first at {i}: {g[i]!r} vs {w[i]!r})"
+        return (f"{what}: {int(bad.sum())} non-finite values (first at {i}: {float(g[i])!r} vs "
+                f"{float(w[i])!r})")
     diff = np.abs(g - w)
     if not (diff > tol.value).any():
         return None
     i = tuple(int(j) for j in np.unravel_index(int(np.argmax(diff)), diff.shape))
-    return (f"{what}: max |difference| {diff[i]:.3g} at {i} ({g[i]!r} vs {w[i]!r}), "
+    return (f"{what}: max |difference| {diff[i]:.3g} at {i} ({float(g[i])!r} vs "
+            f"{float(w[i])!r}), "
             f"{int((diff > tol.value).sum())} of {diff.size} values beyond the tolerance "
             f"{tol.value:.3g} ({tol.how}); max |reference| {np.max(np.abs(w)):.3g}")
 
@@ -845,7 +847,8 @@ def _climb(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> P
     for scale in target.init_scales:
         problem = check(target, dtype, scale, case, False)
         if problem:
-            return Power(None, scale, "", f"init scale {scale:g}, control case: {problem}")
+            return Power(None, scale, "", f"the model fails this check on its power control's "
+                         f"fixed input (init scale {scale:g}, {dtype}): {problem}")
         control = check(target, dtype, scale, case, True)
         if control:
             return Power(scale, scale, f"power control at init scale {scale:g} ({dtype}): the "
