@@ -409,7 +409,8 @@ def _check_sequences(t: GatedAttentionTarget, step: bool, names: tuple[str, ...]
 
 def _check_gated_result(t: GatedAttentionTarget, form: str, result: Any) -> None:
     """What a form returned: ``(out, final_state)`` (``step``: ``(state, o_t)``), the state a
-    tuple of arrays (None entries allowed; ``parallel`` and ``padded`` may return no state), so
+    tuple of arrays (None entries allowed; ``parallel``, ``varlen`` and ``padded`` may return
+    no state: a kernel without final states, whose packed outputs are still judged), so
     that a form returning the wrong tuple is named at its own call, not met as an unpacking
     error inside a property about another form."""
     want = "(state, o_t)" if form == "step" else "(out, final_state)"
@@ -425,7 +426,7 @@ def _check_gated_result(t: GatedAttentionTarget, form: str, result: Any) -> None
                         "tuple): (o_t, state) swapped?")
         state, out, optional = first, second, False
     else:
-        out, state, optional = first, second, form in ("parallel", "padded")
+        out, state, optional = first, second, form in ("parallel", "varlen", "padded")
     if not _is_array(out):
         what = "o_t" if form == "step" else "out"
         raise _fail(TypeError, t.name, form, f"must return {want} with {what} an array, got "

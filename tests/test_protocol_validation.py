@@ -382,3 +382,20 @@ def test_the_suite_calls_a_target_only_inside_its_contract() -> None:
     with pytest.raises(pytest.skip.Exception, match="d_v = 2 ≠ d = 3"):  # outside Hypothesis
         declared(np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 2)),
                  causal=True)
+
+
+def test_a_gated_form_without_final_states_may_return_none_for_them():
+    """parallel, varlen and padded may return ``(out, None)`` (fla's parallel kernels' varlen
+    does: the packed property then judges the outputs alone); stateful and chunked may not."""
+    import numpy as np
+
+    from kernel_verify.properties.builtin_gated import builtin_gated_targets
+    from kernel_verify.properties.gated_protocol import _check_gated_result
+
+    t = builtin_gated_targets()[0]
+    out = np.zeros((1, 1, 2, 2))
+    for form in ("parallel", "varlen", "padded"):
+        _check_gated_result(t, form, (out, None))
+    for form in ("stateful", "chunked"):
+        with pytest.raises(TypeError, match=f"{form} must return its state as a tuple"):
+            _check_gated_result(t, form, (out, None))
