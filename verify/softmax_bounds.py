@@ -270,7 +270,11 @@ def softmax_gradient_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, g:
         out[0][idx], out[1][idx], out[2][idx] = (bq + bk if self_attention else bq), bk, bv
     # a void weight error (ρ = ∞) times a zero factor is NaN: the bound is void there too
     q_b, k_b, v_b = (np.where(np.isnan(a), np.inf, a) for a in out)
-    return q_b, k_b, v_b
+    # gradual underflow: each of the ≤ T + d + 4 roundings that form one gradient entry (the
+    # products with q, k, v and G, the sums over keys or queries, the scaling) may add an
+    # absolute u·λ where its result is subnormal (Higham, Accuracy and Stability, §2.1)
+    eta = (k.shape[-2] + q.shape[-1] + 4) * u * lam_min
+    return q_b + eta, k_b + eta, v_b + eta
 
 
 def format_tiny(dtype: str) -> float:
