@@ -35,7 +35,7 @@ import numpy as np
 from kernel_verify.impls.validation import dtype_name, is_torch
 
 __all__ = ["check_cu_seqlens", "check_mask", "check_nonempty_lead", "check_not_meta",
-           "check_packed_batch", "check_state_count"]
+           "check_packed_batch", "check_qkv_call", "check_state_count"]
 
 _INT_KINDS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
@@ -46,6 +46,42 @@ def check_not_meta(name: str, x: Any) -> None:
     if is_torch(x) and getattr(getattr(x, "device", None), "type", None) == "meta":
         raise ValueError(f"{name} is a tensor on the 'meta' device (a shape without data): the "
                          "forms compute with values; pass a tensor on a real device (cpu, cuda)")
+
+
+def check_qkv_call(names: tuple[str, str, str], got: dict[str, Any], *, step: bool,
+                   axes: str) -> Any:
+    """The queries, keys and values of one call of a sequence form (``got``: the call's
+    arguments by name; ``names``: the names of q, k and v in it): arrays of one backend, off
+    the meta device, of rank 4 (rank 3 for a ``step``'s ``q_t``; ``axes`` names them in the
+    target's layout, e.g. ``"(B, H, T, d)"``), ``k`` of ``q``'s shape, ``v`` of ``q``'s leading
+    shape. Returns ``q``, or None when a name is missing from the call (the form's own signature
+    error then names it)."""
+    if not all(n in got for n in names):
+        return None
+    rank = 3 if step else 4
+    q_name, k_name, v_name = names
+    q = got[q_name]
+    for n in names:
+        x = got[n]
+        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+            raise TypeError(f"{n} must be an array {axes} (a numpy.ndarray or torch.Tensor), "
+                            f"got {type(x).__name__}")
+        if is_torch(x) != is_torch(q):
+            raise TypeError(f"{n} must be of the queries' backend "
+                            f"({'torch' if is_torch(q) else 'numpy'}), got "
+                            f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
+        check_not_meta(n, x)
+        if len(x.shape) != rank:
+            raise ValueError(f"{n} must have {rank} dimensions {axes}, got shape "
+                             f"{tuple(x.shape)}")
+    k, v = got[k_name], got[v_name]
+    if tuple(k.shape) != tuple(q.shape):
+        raise ValueError(f"{k_name} must have the shape of {q_name} {tuple(q.shape)}, got shape "
+                         f"{tuple(k.shape)}")
+    if tuple(v.shape[:-1]) != tuple(q.shape[:-1]):
+        raise ValueError(f"{v_name} must have shape {(*tuple(q.shape[:-1]), 'd_v')} (the leading "
+                         f"axes of {q_name}), got shape {tuple(v.shape)}")
+    return q
 
 
 def check_nonempty_lead(name: str, x: Any, n_lead: int) -> None:

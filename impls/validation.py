@@ -291,6 +291,42 @@ def target_error(kind: type[Exception], name: object, field_name: str, problem: 
     return kind(f"target {name!r}: {field_name} {problem}")
 
 
+def check_form_result(name: object, form: str, result: Any, *, state_optional: bool = False,
+                      none_entries: bool = False, state_name: str = "final_state") -> None:
+    """What a sequence form returned: a pair ``(out, state)`` (``form == "step"``:
+    ``(state, o_t)``), the output an array and the state a tuple of arrays (``none_entries``:
+    None entries allowed; ``state_optional``: the state itself may be None, a form without
+    final states; ``state_name``: its name in the messages), else a ``TypeError`` naming the
+    target and the form, so that a form returning the wrong tuple is named at its own call, not
+    met as an unpacking error inside a property about another form."""
+    def is_array(x: Any) -> bool:
+        return hasattr(x, "shape") and hasattr(x, "dtype")
+
+    want = "(state, o_t)" if form == "step" else f"(out, {state_name})"
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        got = ("one array" if is_array(result) else
+               f"a {type(result).__name__} of length {len(result)}"
+               if isinstance(result, tuple | list) else type(result).__name__)
+        raise target_error(TypeError, name, form, f"must return a pair {want}, got {got}")
+    first, second = result
+    if form == "step" and is_array(first) and isinstance(second, tuple | list):
+        raise target_error(TypeError, name, "step", "must return (state, o_t), got (array, "
+                           "tuple): (o_t, state) swapped?")
+    state, out = (first, second) if form == "step" else (second, first)
+    if not is_array(out):
+        raise target_error(TypeError, name, form, f"must return {want} with "
+                           f"{'o_t' if form == 'step' else 'out'} an array, got "
+                           f"{type(out).__name__}")
+    if state is None and state_optional:
+        return
+    if not isinstance(state, tuple | list) or not all(
+            is_array(s) or (none_entries and s is None) for s in state):
+        got = "an array" if is_array(state) else type(state).__name__
+        raise target_error(TypeError, name, form, f"must return its state as a tuple of "
+                           f"arrays, got {got}"
+                           + (" (are (o_t, state) swapped?)" if form == "step" else ""))
+
+
 def check_target_name(name: object) -> None:
     """A target's name is a non-empty str."""
     if not isinstance(name, str) or not name.strip():
@@ -446,6 +482,7 @@ __all__ = [
     "check_config",
     "check_count_field",
     "check_finite_result",
+    "check_form_result",
     "check_known_failures",
     "check_last_dim",
     "check_one_backend",

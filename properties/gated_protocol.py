@@ -99,6 +99,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kernel_verify.impls.recurrence_conventions import L2_CONVENTIONS
+from kernel_verify.impls.sequence_validation import check_qkv_call
 from kernel_verify.impls.systems import GATE_INPUTS, SYSTEM_CLAIMS, TARGET_CLAIM_WORDS, TRANSITIONS
 from kernel_verify.impls.systems import GATE_KINDS as _GATE_KINDS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
@@ -107,6 +108,7 @@ from kernel_verify.impls.validation import check_callable_field as _check_callab
 from kernel_verify.impls.validation import check_choice_field as _check_choice
 from kernel_verify.impls.validation import check_chunk_sizes as _check_chunk_sizes
 from kernel_verify.impls.validation import check_claim_set as _check_claims
+from kernel_verify.impls.validation import check_form_result
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import check_ulps_field as _check_ulps
@@ -372,39 +374,10 @@ def _check_gated_call(t: GatedAttentionTarget, form: str, args: tuple, kwargs: d
 
 def _check_sequences(t: GatedAttentionTarget, step: bool, names: tuple[str, ...],
                      got: dict[str, Any]) -> Any:
-    """The queries, keys and values of one call: arrays of one backend, off the meta device,
-    ``q`` of rank 4 (``(B, H, T, d)`` in the target's layout; a step's ``q_t``: rank 3,
-    ``(B, H, d)``), ``k`` of ``q``'s shape, ``v`` of ``q``'s leading shape; returns ``q``, or
-    None when a name is missing from the call (the form's own signature error names it)."""
-    if not all(n in got for n in names):
-        return None
-    rank = 3 if step else 4
+    """The queries, keys and values of one call in the target's layout
+    (:func:`~kernel_verify.impls.sequence_validation.check_qkv_call`); ``q`` or None."""
     axes = "(B, H, d)" if step else "(B, H, T, d)" if t.layout == "BHTD" else "(B, T, H, d)"
-    q = got[names[0]]
-    for n in names:
-        x = got[n]
-        if not _is_array(x):
-            raise TypeError(f"{n} must be an array {axes} (a numpy.ndarray or torch.Tensor), "
-                            f"got {type(x).__name__}")
-        if _is_torch(x) != _is_torch(q):
-            raise TypeError(f"{n} must be of the queries' backend "
-                            f"({'torch' if _is_torch(q) else 'numpy'}), got "
-                            f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
-        if _is_torch(x) and getattr(x.device, "type", None) == "meta":
-            raise ValueError(f"{n} is a tensor on the 'meta' device (a shape without data): "
-                             "pass a tensor with values")
-        if len(x.shape) != rank:
-            raise ValueError(f"{n} must have {rank} dimensions {axes} in layout {t.layout}, "
-                             f"got shape {tuple(x.shape)}")
-    q_name, k_name, v_name = names
-    k, v = got[k_name], got[v_name]
-    if tuple(k.shape) != tuple(q.shape):
-        raise ValueError(f"{k_name} must have the shape of {q_name} {tuple(q.shape)}, got shape "
-                         f"{tuple(k.shape)}")
-    if tuple(v.shape[:-1]) != tuple(q.shape[:-1]):
-        raise ValueError(f"{v_name} must have shape {(*tuple(q.shape[:-1]), 'd_v')} (the leading "
-                         f"axes of {q_name}), got shape {tuple(v.shape)}")
-    return q
+    return check_qkv_call(tuple(names), got, step=step, axes=f"{axes} in layout {t.layout}")
 
 
 def _check_gated_result(t: GatedAttentionTarget, form: str, result: Any) -> None:
@@ -413,30 +386,8 @@ def _check_gated_result(t: GatedAttentionTarget, form: str, result: Any) -> None
     no state: a kernel without final states, whose packed outputs are still judged), so
     that a form returning the wrong tuple is named at its own call, not met as an unpacking
     error inside a property about another form."""
-    want = "(state, o_t)" if form == "step" else "(out, final_state)"
-    if not isinstance(result, tuple | list) or len(result) != 2:
-        got = ("one array" if _is_array(result) else
-               f"a {type(result).__name__} of length {len(result)}"
-               if isinstance(result, tuple | list) else type(result).__name__)
-        raise _fail(TypeError, t.name, form, f"must return a pair {want}, got {got}")
-    first, second = result
-    if form == "step":
-        if _is_array(first) and isinstance(second, tuple | list):
-            raise _fail(TypeError, t.name, "step", "must return (state, o_t), got (array, "
-                        "tuple): (o_t, state) swapped?")
-        state, out, optional = first, second, False
-    else:
-        out, state, optional = first, second, form in ("parallel", "varlen", "padded")
-    if not _is_array(out):
-        what = "o_t" if form == "step" else "out"
-        raise _fail(TypeError, t.name, form, f"must return {want} with {what} an array, got "
-                    f"{type(out).__name__}")
-    if state is None and optional:
-        return
-    if not isinstance(state, tuple | list) or not all(s is None or _is_array(s) for s in state):
-        got = "an array" if _is_array(state) else type(state).__name__
-        raise _fail(TypeError, t.name, form, f"must return its state as a tuple of arrays, "
-                    f"got {got}")
+    check_form_result(t.name, form, result, none_entries=True,
+                      state_optional=form in ("parallel", "varlen", "padded"))
 
 
 def _checked_gated_form(t: GatedAttentionTarget, form: str) -> Callable[..., Any]:

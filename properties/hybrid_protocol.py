@@ -32,15 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from kernel_verify.impls.sequence_validation import check_qkv_call
 from kernel_verify.impls.systems import SYSTEM_CLAIMS
 from kernel_verify.impls.validation import check_backends_and_dtypes as _check_backends_and_dtypes
 from kernel_verify.impls.validation import check_callable_field as _check_callable
 from kernel_verify.impls.validation import check_claim_set as _check_claims
+from kernel_verify.impls.validation import check_form_result, check_scalar
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
-from kernel_verify.impls.validation import check_scalar
 from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import check_ulps_field as _check_ulps
-from kernel_verify.impls.validation import is_torch as _is_torch
 from kernel_verify.impls.validation import target_error as _fail
 from kernel_verify.properties import protocol as _protocol  # noqa: F401  (known_failures check)
 
@@ -115,53 +115,11 @@ def _is_array(x: Any) -> bool:
 def _check_hybrid_inputs(step: bool, args: tuple, kwargs: dict) -> None:
     names = ("q_t", "k_t", "v_t") if step else ("q", "k", "v")
     got = dict(zip(names, args[1:] if step else args, strict=False)) | kwargs
-    if not all(n in got for n in names):
-        return  # the form's own signature error names the missing one
-    rank, axes = (3, "(B, H, d)") if step else (4, "(B, H, T, d)")
-    q = got[names[0]]
-    for n in names:
-        x = got[n]
-        if not _is_array(x):
-            raise TypeError(f"{n} must be an array {axes} (a numpy.ndarray or torch.Tensor), "
-                            f"got {type(x).__name__}")
-        if _is_torch(x) != _is_torch(q):
-            raise TypeError(f"{n} must be of the queries' backend "
-                            f"({'torch' if _is_torch(q) else 'numpy'}), got "
-                            f"{type(x).__module__.split('.')[0]}.{type(x).__name__}")
-        if _is_torch(x) and getattr(x.device, "type", None) == "meta":
-            raise ValueError(f"{n} is a tensor on the 'meta' device (a shape without data): "
-                             "pass a tensor with values")
-        if len(x.shape) != rank:
-            raise ValueError(f"{n} must have {rank} dimensions {axes}, got shape "
-                             f"{tuple(x.shape)}")
-    k, v = got[names[1]], got[names[2]]
-    if tuple(k.shape) != tuple(q.shape):
-        raise ValueError(f"{names[1]} must have the shape of {names[0]} {tuple(q.shape)}, got "
-                         f"shape {tuple(k.shape)}")
-    if tuple(v.shape[:-1]) != tuple(q.shape[:-1]):
-        raise ValueError(f"{names[2]} must have shape {(*tuple(q.shape[:-1]), 'd_v')} (the "
-                         f"leading axes of {names[0]}), got shape {tuple(v.shape)}")
+    check_qkv_call(names, got, step=step, axes="(B, H, d)" if step else "(B, H, T, d)")
 
 
 def _check_hybrid_result(t: HybridAttentionTarget, form: str, result: Any) -> None:
-    want = "(state, o_t)" if form == "step" else "(out, state)"
-    if not isinstance(result, tuple | list) or len(result) != 2:
-        got = ("one array" if _is_array(result) else
-               f"a {type(result).__name__} of length {len(result)}"
-               if isinstance(result, tuple | list) else type(result).__name__)
-        raise _fail(TypeError, t.name, form, f"must return a pair {want}, got {got}")
-    first, second = result
-    if form == "step" and _is_array(first) and isinstance(second, tuple | list):
-        raise _fail(TypeError, t.name, "step", "must return (state, o_t), got (array, tuple): "
-                    "(o_t, state) swapped?")
-    out, state = (second, first) if form == "step" else (first, second)
-    if not _is_array(out):
-        raise _fail(TypeError, t.name, form, f"must return {want} with "
-                    f"{'o_t' if form == 'step' else 'out'} an array, got {type(out).__name__}")
-    if not isinstance(state, tuple | list) or not all(s is None or _is_array(s) for s in state):
-        got = "an array" if _is_array(state) else type(state).__name__
-        raise _fail(TypeError, t.name, form, f"must return its state as a tuple of arrays, "
-                    f"got {got}")
+    check_form_result(t.name, form, result, none_entries=True, state_name="state")
 
 
 def _checked_hybrid_form(t: HybridAttentionTarget, form: str) -> Callable[..., Any]:

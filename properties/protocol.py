@@ -74,6 +74,7 @@ from kernel_verify.impls.validation import check_choice_field as _check_choice
 from kernel_verify.impls.validation import check_chunk_sizes as _check_chunk_sizes
 from kernel_verify.impls.validation import check_claim_set as _check_claims
 from kernel_verify.impls.validation import check_count_field as _check_count
+from kernel_verify.impls.validation import check_form_result
 from kernel_verify.impls.validation import check_known_failures as _check_known_failures
 from kernel_verify.impls.validation import check_target_name as _check_name
 from kernel_verify.impls.validation import set_known_property_check as _set_known_check
@@ -151,15 +152,6 @@ def _is_array(x: Any) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-def _check_state_value(name: object, form: str, state: Any, *, optional: bool) -> None:
-    if state is None and optional:
-        return
-    if not isinstance(state, tuple | list) or not all(_is_array(s) for s in state):
-        got = type(state).__name__ if not _is_array(state) else "an array"
-        raise _fail(TypeError, name, form, f"must return its state as a tuple of arrays, got "
-                    f"{got}" + (" (are (o, state) swapped?)" if form == "step" else ""))
-
-
 def _contract_of_call(t: AttentionTarget, form: str, args: tuple, kwargs: dict) -> None:
     """Keep a form's call to the target's shape contract (``shape_contract``)."""
     if not t._has_contract():
@@ -198,26 +190,7 @@ def _checked_form(t: AttentionTarget, form: str) -> Callable[..., Any]:
     def checked(*args: Any, **kwargs: Any) -> Any:
         _contract_of_call(t, form, args, kwargs)
         result = fn(*args, **kwargs)
-        want = "(state, o_t)" if form == "step" else "(out, final_state)"
-        if not isinstance(result, tuple | list) or len(result) != 2:
-            got = ("one array" if _is_array(result) else
-                   f"a {type(result).__name__} of length {len(result)}"
-                   if isinstance(result, tuple | list) else type(result).__name__)
-            raise _fail(TypeError, t.name, form, f"must return a pair {want}, got {got}")
-        first, second = result
-        if form == "step":
-            if _is_array(first) and isinstance(second, tuple | list):
-                raise _fail(TypeError, t.name, "step", "must return (state, o_t), got (array, "
-                            "tuple): (o_t, state) swapped?")
-            _check_state_value(t.name, form, first, optional=False)
-            if not _is_array(second):
-                raise _fail(TypeError, t.name, "step", f"must return (state, o_t) with o_t an "
-                            f"array, got {type(second).__name__}")
-        else:
-            if not _is_array(first):
-                raise _fail(TypeError, t.name, form, f"must return {want} with out an array, "
-                            f"got {type(first).__name__}")
-            _check_state_value(t.name, form, second, optional=form == "padded")
+        check_form_result(t.name, form, result, state_optional=form == "padded")
         return result
 
     checked._kv_unchecked = fn  # type: ignore[attr-defined]
