@@ -497,6 +497,119 @@ def test_gated_gradients_flow_through_the_state(target, backend, data):
 
 
 # ------------------------------------------------------------------ gradients vs float64
+@pytest.mark.parametrize(("target", "backend"), gated_cases(any_of=FULL))
+@settings(max_examples=GATED_EXAMPLES)
+@given(data=st.data())
+def test_gated_low_precision_gradients_near_float64(target, backend, data):
+    """``differentiable`` torch targets in float32 whose gradients no float64 closed form
+    covers (the delta transitions, features that are not ``φ(x) = c·x``): autograd's
+    gradients of ``Σ w·o`` (random cotangent ``w``) w.r.t. q, k, v, the log-gates and the
+    transition's inputs (β, p) against the float64 reference gradient — autograd through the
+    token recurrence in float64 (:func:`~kernel_verify.verify.recurrence_gradients.recurrence_vjp`)
+    chained through the declared features' float64 Jacobian, at the inputs as the target saw
+    them — within the same-precision criterion (docs/math.md §13.2): ``c`` times the error of
+    the same gradients by the same loop in float32, plus one rounding. The check a
+    float32-only kernel's backward gets; finite differences need float64."""
+    if not (target.has("differentiable") and backend.library == "torch"
+            and backend.dtype == "float32"):
+        pytest.skip("low-precision gradients of the recurrence: differentiable gated targets on "
+                    "torch float32")
+    if target.gate_input != "log" or target.has("normalised"):
+        pytest.skip("the float64 gradient of the recurrence is w.r.t. log-gates, without a "
+                    "normaliser; gate inputs and normalised forms are checked against float64 "
+                    "finite differences (test_gated_gradients_with_respect_to_the_gates)")
+    if target.transition in ("comba", "rwkv7"):
+        pytest.skip(f"the {target.transition} transition's chunked evaluations may err up to "
+                    "172 times a plain token loop (correct kernels, measured): no plain "
+                    "float32 evaluation bounds their gradients; declare float64 too for "
+                    "finite differences")
+    import torch
+
+    from kernel_verify.properties.checks.declared import feature_jacobian
+    from kernel_verify.verify.recurrence_gradients import recurrence_vjp
+    from kernel_verify.verify.same_precision import compare
+    from kernel_verify.verify.tolerance import gamma
+
+    shape = draw_shape(data, target, max_t=8)
+    x0 = _grad_qkv(target, shape)
+    if target.transition == "decay" and _linear_scale(target, x0.q, "q") is not None \
+            and _linear_scale(target, x0.k, "k") is not None:
+        pytest.skip("a decay with linear features: its float32 gradients meet the float64 "
+                    "closed forms (test_gated_gradients_meet_the_float64_reference)")
+    ti0 = _grad_inputs(target, shape)
+
+    def seen(a: np.ndarray) -> np.ndarray:  # the values the target receives, in float64
+        return backend.to_numpy(backend.from_numpy(np.ascontiguousarray(a)))
+
+    q, k, v = (seen(a) for a in (x0.q, x0.k, x0.v))
+    ti = ti0.map(seen, fixed_too=True)
+    arrays = [backend.from_numpy(a).requires_grad_(True) for a in (q, k, v)]
+    names = differentiable_parts(ti)
+    if ti.g is not None and ti.fixed:
+        names = ["g", *names]
+    parts = [backend.from_numpy(np.ascontiguousarray(ti.g if n == "g" else ti.extra[n]))
+             .requires_grad_(True) for n in names]
+    w = generator(shape.seed, "cotangent").standard_normal((*q.shape[:-1], v.shape[-1]))
+    w = seen(w)
+    out = call_tensors(target, full_form(target), shape, *arrays,
+                       rebuild_inputs(ti.map(backend.from_numpy, fixed_too=True), names,
+                                      parts))[0]
+    out = target.to_layout(out)
+    loss = (out * torch.as_tensor(w, dtype=out.dtype, device=out.device)).sum()
+    got = torch.autograd.grad(loss, [*arrays, *parts], allow_unused=True)
+    got = {n: np.zeros(np.shape(a)) if gr is None else backend.to_numpy(gr)  # all BHTD
+           for n, a, gr in zip(["q", "k", "v", *names],
+                               [q, k, v, *[ti.g if n == "g" else ti.extra[n] for n in names]],
+                               got, strict=True)}
+    b, _, n, _ = q.shape
+    gg = ti.per_token_gates(b, n)
+    extra = dict(ti.extra)
+    fq = np.asarray(target.features(q, "q"), dtype=np.float64)
+    fk = np.asarray(target.features(k, "k"), dtype=np.float64)
+    jq = feature_jacobian(lambda a, _s: target.features(a, "q"), q, 0)[0]
+    jk = feature_jacobian(lambda a, _s: target.features(a, "k"), k, 0)[0]
+    transition = target.transition
+    if transition == "decay" and gg is None:
+        transition = "identity"
+
+    def vjp(dtype: str) -> dict[str, np.ndarray]:
+        r = recurrence_vjp(fq, fk, v, w, transition=transition, dtype=dtype, g=gg,
+                           inputs=extra, beta_logit=target.beta == "sigmoid")
+        cd = getattr(torch, dtype)
+
+        def chain(gf: np.ndarray, jac: np.ndarray) -> np.ndarray:
+            a_, j_ = (torch.from_numpy(np.ascontiguousarray(z)).to(cd) for z in (gf, jac))
+            return (a_[..., None] * j_).sum(dim=-2).to(torch.float64).numpy()
+
+        r["q"], r["k"] = chain(r["fq"], jq), chain(r["fk"], jk)
+        if "g" in r and ti.fixed:  # one decay per head: the sum over batch and time
+            r["g"] = r["g"].sum(axis=(0, 2))
+        return r
+
+    ref, plain = vjp("float64"), vjp("float32")
+    # The chain rule through the features in float32 (autograd's JVP of φ at x): for a
+    # normalising map (φ = s·x/n, homogeneous of degree 0: J·x = 0) its terms s·g_c/n and
+    # s·x_c(gᵀx)/n³ cancel, each rounded within γ_(d+4) of its size ≤ ‖g‖₁·‖φ‖/‖x‖; a plain
+    # evaluation chained through the float64 Jacobian has no such cancellation, so this
+    # rounding is allowed on top of the criterion: η = 2γ_(d+4)·max_rows ‖∂L/∂φ‖₁·‖φ‖/‖x‖
+    # (for φ = c·x it is the JVP's own rounding, γ_(d+4)·‖g‖₁·c).
+    u32 = 2.0 ** -24
+    floor = {}
+    for name, f, a in (("q", fq, q), ("k", fk, k)):
+        xn = np.maximum(np.linalg.norm(a, axis=-1), np.finfo(np.float64).tiny)
+        row = np.abs(ref["f" + name]).sum(-1) * np.linalg.norm(f, axis=-1) / xn
+        floor[name] = 2 * gamma(a.shape[-1] + 4, u32) * float(row.max(initial=0.0))
+    w_ = where(target, backend, shape, "gradient")
+    for name, gnp in got.items():
+        c = compare(gnp, ref[name], [plain[name]], compute="float32", output="float32")
+        eta = floor.get(name, 0.0)
+        assert c.err <= c.allowed + eta, (
+            f"{w_}: d(Σ w·o)/d{name} in float32 against the float64 gradient of the "
+            f"recurrence: less accurate than {c.c:g}× the same gradient by a plain float32 "
+            f"token loop (same-precision criterion): {c.text()}"
+            + (f"; plus the features' chain rounding η = {eta:.3e}" if eta else ""))
+
+
 def _linear_scale(target, x: np.ndarray, role: str) -> float | None:
     """``c`` when the target's declared features are ``φ(x) = c·x`` on ``x`` (checked), else
     None: the float64 route needs the features' Jacobian, which is then ``c·I``."""

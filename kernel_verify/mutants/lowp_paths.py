@@ -65,6 +65,16 @@ own float64 gradient, so its mutant must have both; the defect is on the float32
   (docs/math.md §13.2: the gradient's error against float64 within 128 times a plain float32
   evaluation's); its derived bound alone (``4ρ'·n·max|g₆₄|``) lets 1e-3 through.
 
+**A float32-only Gated DeltaNet** (the built-in torch recurrence of
+``properties/builtin_delta.py``, declared L2 features, claiming ``differentiable``;
+:func:`make_float32_delta_target`, twin ``control_lowp_f32_delta``): finite differences need
+float64, so its backward meets only ``test_gated_low_precision_gradients_near_float64`` (the
+float64 gradient of the recurrence, the same-precision criterion):
+
+* ``lowp_f32_delta_dk_times_1_001``: the backward's ``∂L/∂k`` is 1.001 times the true one in
+  its full-sequence forms (a fused kernel's backward off by 0.1 %) → killed by
+  ``gated_forms::test_gated_low_precision_gradients_near_float64``.
+
 Black-box SM⁺ feature maps computing in float32 / float16 (:data:`LOWP_MAP_MUTANTS`; twin
 ``control_blackbox_positive``, the same formula in float64):
 ``blackbox_positive_float{32,16}_ignores_seed`` (``W`` from a global generator) →
@@ -338,6 +348,30 @@ def make_float32_backward_target(name: str, dk_factor: float = 1.0) -> Attention
                            dtypes=("float64", "float32"), features=f["features"])
 
 
+# ------------------------------------------------ a float32-only Gated DeltaNet, float32 backward
+def make_float32_delta_target(name: str, dk_factor: float = 1.0):
+    """The built-in torch Gated DeltaNet (``properties/builtin_delta.py``) on torch float32
+    only, whose full-sequence forms (``parallel``, ``stateful``, ``chunked``) multiply the
+    backward's ``∂L/∂k`` by ``dk_factor`` (the forward unchanged; ``1``: the twin)."""
+    import dataclasses
+
+    from kernel_verify.mutants.gradients import _grad_scale
+    from kernel_verify.properties.builtin_delta import delta_target
+
+    t = delta_target("gated_delta", backends=("torch",), dtypes=("float32",), name=name)
+
+    def scaled(form):
+        def run(q, k, v, *args, **kw):
+            if dk_factor != 1.0:
+                q, k, v = _grad_scale({"k": dk_factor})(q, k, v)
+            return form(q, k, v, *args, **kw)
+
+        return run
+
+    return dataclasses.replace(t, **{f: scaled(getattr(t, f))
+                                     for f in ("parallel", "stateful", "chunked")})
+
+
 # ------------------------------------------------ black-box SM⁺ maps computing in float32 / float16
 def positive_map(name: str, dtype: str, *, global_rng: bool = False,
                  repeated_rows: bool = False) -> list[Target]:
@@ -441,6 +475,10 @@ LOWP_PATH_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
         "Taylor linear attention taking float64 and float32 (declared features) whose float32 "
         "backward's ∂L/∂k is 1.001 times the true one; float64 right",
         lambda name: [make_float32_backward_target(name, DK_FACTOR)]),
+    "lowp_f32_delta_dk_times_1_001": (
+        "float32-only Gated DeltaNet (torch, declared L2 features) whose backward's ∂L/∂k is "
+        "1.001 times the true one",
+        lambda name: [make_float32_delta_target(name, DK_FACTOR)]),
 }
 
 #: Black-box feature-map mutants (catalogue family ``feature_map``): name -> (description, make).
@@ -486,6 +524,8 @@ LOWP_PATH_KILLERS: dict[str, tuple[str, ...]] = {
     "lowp_f32_packed_state_not_reset": (f"{_F}packed_sequences_equal_separate_runs",),
     "lowp_f32_state_keeps_every_token": (f"{_F}state_size_does_not_grow_with_length",),
     "lowp_f32_dk_times_1_001": (f"{_G}low_precision_gradients_near_float64",),
+    "lowp_f32_delta_dk_times_1_001": (
+        "gated_forms::test_gated_low_precision_gradients_near_float64",),
     "blackbox_positive_float32_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_float16_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_float32_repeated_rows": (f"{_B}random_features_are_distinct",),
@@ -502,6 +542,7 @@ LOWP_PATH_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     "lowp_f32_taylor_varlen": lambda: [make_forms_target("control:lowp_f32_taylor_varlen")],
     "lowp_taylor_f64_f32": lambda: [
         make_float32_backward_target("control:lowp_taylor_f64_f32")],
+    "lowp_f32_delta": lambda: [make_float32_delta_target("control:lowp_f32_delta")],
 }
 
 
