@@ -140,10 +140,12 @@ def check_within(got: np.ndarray, ref: np.ndarray, bound: np.ndarray, what: str)
 def check_same_precision(got: np.ndarray, exact: np.ndarray, plain, *, compute: str,
                          output: str, what: str) -> None:
     """The same-precision reference criterion (:mod:`kernel_verify.verify.same_precision`,
-    issue #44): ``max|got − exact| ≤ c·max(max|plain − exact|, u_c·Y) + u_o·Y``, else an
-    ``AssertionError`` naming ``what`` with both errors, ``c`` and the allowance. ``exact`` the
-    float64 value, ``plain`` the formula evaluated plainly in the same precision (an array or a
-    sequence of arrays: the largest error counts)."""
+    issue #44): ``max|got − exact| ≤ c·max(max|plain − exact|, u_c·Y) + c_G·max|plain_G −
+    exact| + u_o·Y``, else an ``AssertionError`` naming ``what`` with the errors, ``c`` and the
+    allowance. ``exact`` the float64 value, ``plain`` the formula evaluated plainly in the same
+    precision (an array or a sequence of arrays: the largest error counts; ``plain_G`` those
+    marked :func:`~kernel_verify.verify.same_precision.cumulative`, decays from running sums of
+    log-gates, whose error counts ``c_G`` times)."""
     from kernel_verify.verify.same_precision import compare
 
     if not _SAME_PRECISION[0]:

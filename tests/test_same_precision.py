@@ -270,3 +270,30 @@ def test_self_attention_gradient_reference_collects_both_paths():
         assert not got["k"].ref.any() and not got["k"].plain.any()
         assert np.abs(got["q"].plain - got["q"].ref).max() < 1e-5 * np.abs(got["q"].ref).max()
         assert all(r.same_precision().ok for r in got.values())
+
+
+# ------------------------------------------------------------------ the running-sum evaluation
+def test_running_sum_error_counts_c_G_times_never_looser_than_c():
+    """``allowed = min(c·B + c_G·e_G, c·max(B, e_G)) + R·u_o·Y`` (module docstring): with the
+    token loop's error 1e-7 and the running-sum loop's 1e-5 the second term is c_G·1e-5, not
+    c·1e-5; with both equal the old allowance c·B is kept."""
+    exact = np.ones((1, 1, 4, 2))
+    u = 2.0 ** -24
+    r = exact + 1e-7
+    r_g = sp.cumulative(exact + 1e-5)
+    c = sp.compare(exact, exact, [r, r_g], compute="float32", output="float32")
+    b = max(1e-7, u)
+    want = min(sp.FACTOR * b + sp.CUMULATIVE_FACTOR * 1e-5, sp.FACTOR * max(b, 1e-5)) + u
+    assert c.allowed == pytest.approx(want, rel=1e-6)
+    assert c.allowed < sp.FACTOR * 1e-5  # tighter than counting the running sums c times
+    same = sp.compare(exact, exact, [r, sp.cumulative(r)], compute="float32", output="float32")
+    plain = sp.compare(exact, exact, [r], compute="float32", output="float32")
+    assert same.allowed == pytest.approx(plain.allowed, rel=1e-12)
+
+
+def test_cumulative_marker_survives_slicing_and_is_not_enough_alone():
+    r_g = sp.cumulative(np.zeros((1, 1, 3, 2)))
+    assert isinstance(r_g[..., 1:, :], type(r_g))
+    with pytest.raises(ValueError, match="not marked cumulative"):
+        sp.compare(np.zeros((1, 1, 3, 2)), np.zeros((1, 1, 3, 2)), [r_g], compute="float32",
+                   output="float32")

@@ -419,14 +419,21 @@ def plain(target, backend, x: QKV, g: TokenInputs, compute: str | None = None):
     (:mod:`kernel_verify.verify.same_precision`): the target's recurrence (its transition, its
     features of ``x``, its gates and transition inputs, already as the target saw them) run
     plainly in the backend's compute dtype (``compute`` overrides it): token by token with the
-    decays multiplied one by one and formed from the running sum of log-gates, and by the
-    chunked (UT-transform) algorithm at the target's largest declared chunk size (else one
-    chunk); a tuple of float64 ``(B, H, T, d_v)`` arrays (the criterion takes the largest
-    error). None on float64
+    decays multiplied one by one, by the chunked (UT-transform) algorithm at the target's
+    largest declared chunk size (else one chunk; its decays from float64 chunk-local sums,
+    rounded once), and token by token with the decays formed from the running sum of log-gates
+    in the dtype (marked by :func:`~kernel_verify.verify.same_precision.cumulative`: its error,
+    the gates' running sums', counts ``c_G`` times, not ``c``); a tuple of float64
+    ``(B, H, T, d_v)`` arrays (the criterion takes the largest error of each kind; the first
+    is the token-by-token one). None on float64
     (the criterion is for float32 and half types; ``compute`` given: run anyway), for a
     transition outside :data:`PLAIN_TRANSITIONS`, or when a plain run is not finite (nothing to
     judge against)."""
-    from kernel_verify.verify.same_precision import recurrence_chunked_plain, recurrence_plain
+    from kernel_verify.verify.same_precision import (
+        cumulative,
+        recurrence_chunked_plain,
+        recurrence_plain,
+    )
 
     if (compute is None and backend.dtype == "float64") or (
             target.transition not in PLAIN_TRANSITIONS):
@@ -434,15 +441,17 @@ def plain(target, backend, x: QKV, g: TokenInputs, compute: str | None = None):
     fq, fk, lam, xx, yy, ww = plain_terms(target, x, g)
     normalise = target.transition == "decay" and target.has("normalised")
     cd = compute or backend.budget.compute_dtype
-    outs = tuple(recurrence_plain(fq, x.v, lam, xx, yy, ww, compute=cd,
-                                  normalise_k=fk if normalise else None, cumulative=cum)
-                 for cum in (False, True))
+    step, cum = (recurrence_plain(fq, x.v, lam, xx, yy, ww, compute=cd,
+                                  normalise_k=fk if normalise else None, cumulative=c)
+                 for c in (False, True))
+    outs = (step,)
     if not normalise:  # the chunked (UT-transform) order, at the target's largest chunk
         n = x.q.shape[-2]
         chunk = max(target.chunk_sizes) if target.chunk_sizes else max(n, 1)
         chunked = recurrence_chunked_plain(fq, x.v, lam, xx, yy, ww, compute=cd, chunk=chunk)
         if chunked is not None:
             outs = (*outs, chunked)
+    outs = (*outs, cumulative(cum))
     return outs if all(np.isfinite(o).all() for o in outs) else None
 
 
