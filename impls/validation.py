@@ -123,7 +123,7 @@ def check_same_dtype(names: tuple[str, ...], *xs: Any) -> None:
 def check_positive_int(name: str, value: Any, *, minimum: int = 1) -> int:
     """An integer (not a bool) ``>= minimum``, returned as ``int``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
@@ -139,7 +139,7 @@ def check_scalar(
 ) -> float:
     """A finite real scalar, optionally > 0, >= 0 or < ``below``."""
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     v = float(value)
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {v}")

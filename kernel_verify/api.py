@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import os
 import sys
 import tempfile
@@ -428,10 +427,9 @@ def _check_arguments(*, jobs: object, profile: object, keyword: object, shrink_s
                      timeout: object) -> None:
     """:func:`check`'s arguments besides the targets: a TypeError for the wrong type, a
     ValueError for a value out of range, each naming the argument (issue #45)."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int):
-        raise TypeError(f"jobs must be an int >= 1, got {type(jobs).__name__} {jobs!r}")
-    if jobs < 1:
-        raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+    from kernel_verify.impls.validation import check_positive_int, check_scalar
+
+    check_positive_int("jobs", jobs)
     if profile is not None:
         from kernel_verify.properties.profiles import PROFILES
 
@@ -446,17 +444,10 @@ def _check_arguments(*, jobs: object, profile: object, keyword: object, shrink_s
                         f"{type(keyword).__name__} {keyword!r}")
     if keyword is not None and not keyword.strip():
         raise ValueError(f"keyword must be a non-empty pytest -k expression, got {keyword!r}")
-    for name, value, zero_ok in (("shrink_seconds", shrink_seconds, True),
-                                 ("timeout", timeout, False)):
-        bound = ">= 0" if zero_ok else "> 0"
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"{name} must be a number of seconds {bound} or None, got "
-                            f"{type(value).__name__} {value!r}")
-        if not (value >= 0 if zero_ok else value > 0) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number of seconds {bound} or None, got "
-                             f"{value!r}")
+    if shrink_seconds is not None:
+        check_scalar("shrink_seconds", shrink_seconds, nonnegative=True)
+    if timeout is not None:
+        check_scalar("timeout", timeout, positive=True)
 
 
 def check(targets: object, *, profile: str | None = None, keyword: str | None = None,
@@ -479,9 +470,10 @@ def check(targets: object, *, profile: str | None = None, keyword: str | None = 
     ``dtype``), before any property runs."""
     _check_arguments(jobs=jobs, profile=profile, keyword=keyword,
                      shrink_seconds=shrink_seconds, timeout=timeout)
+    from kernel_verify.impls.validation import check_bool
+
     for name, flag in (("progress", progress), ("probe", probe)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
+        check_bool(name, flag)
     spec, root, loaded = _resolve(targets)
     if probe:
         from kernel_verify.probe import probe_targets
