@@ -300,6 +300,23 @@ def gradient_defect(eps: float, low_only: bool):
 
 
 DELTA = "gated_attention:gated_delta_rule"
+#: target name -> whether each call of a planted Gated DeltaNet defect changed anything
+#: visible: the output, state or next row it scales or leaks above :data:`VISIBLE_SHARE` of the
+#: values' scale ``max|v|``. A trial where no call did is not applicable: an all-zero exact
+#: output (T = 1 with q/k norms at the tiny end) hides ``(1 + ε)·o`` for every ε, and a state
+#: erased by decays near 0 after a last token written with β = 0 (``~e^(−30)·|v|``) hides
+#: ``(1 + ε)·S`` below any float32 rounding of the outputs; counted as misses they set the
+#: cell near the range's top whatever the property's power elsewhere.
+_VISIBLE: dict[str, list[bool]] = {}
+#: The share of ``max|v|`` below which a defect's object counts as invisible (2⁻²⁰ ≈ 1e-6: a
+#: few float32 roundings of outputs of the values' scale).
+VISIBLE_SHARE = 2.0 ** -20
+
+
+def _seen(name: str, x, v) -> None:
+    big = float(v.detach().abs().max()) if v.numel() else 0.0
+    top = float(x.detach().abs().max()) if x.numel() else 0.0
+    _VISIBLE.setdefault(name, []).append(top > VISIBLE_SHARE * big)
 
 
 def _delta_base():
@@ -313,14 +330,17 @@ def delta_output_defect(eps: float):
     correct."""
     base = _delta_base()
 
+    name = f"power:delta_output_x(1+{eps:.3g})"
+
     def wrap(fn):
         def form(*args, **kw):
             out, state = fn(*args, **kw)
+            _seen(name, out, args[2])
             return _scaled(out, eps), state
 
         return form
 
-    return dataclasses.replace(base, name=f"power:delta_output_x(1+{eps:.3g})",
+    return dataclasses.replace(base, name=name,
                                **{f: wrap(getattr(base, f))
                                   for f in ("parallel", "stateful", "chunked")})
 
@@ -330,14 +350,38 @@ def delta_state_defect(eps: float):
     forms."""
     base = _delta_base()
 
+    name = f"power:delta_state_x(1+{eps:.3g})"
+
     def wrap(fn):
         def form(*args, **kw):
             out, state = fn(*args, **kw)
+            _seen(name, state[0], args[2])
             return out, (_scaled(state[0], eps),)
 
         return form
 
-    return dataclasses.replace(base, name=f"power:delta_state_x(1+{eps:.3g})",
+    return dataclasses.replace(base, name=name,
+                               **{f: wrap(getattr(base, f))
+                                  for f in ("parallel", "stateful", "chunked")})
+
+
+def delta_gradient_defect(eps: float):
+    """The Gated DeltaNet target's full-sequence forms with the backward's ``∂L/∂v`` multiplied
+    by ``1 + ε`` (the forward unchanged): the defect of a float32 kernel's backward that only
+    ``test_gated_low_precision_gradients_near_float64`` can see. (``∂L/∂v``, not ``∂L/∂k``:
+    at d = 1 an L2-normalised key is ±1 whatever its input, so ``∂L/∂k`` is ~0 and a scaled
+    one is invisible in that layout; the mutant ``lowp_f32_delta_dk_times_1_001`` covers ``k``.)"""
+    from kernel_verify.mutants.attention import scale_gradient
+
+    base = _delta_base()
+
+    def wrap(fn):
+        def form(q, k, v, *args, **kw):
+            return fn(q, k, scale_gradient(v, 1.0 + eps) if eps else v, *args, **kw)
+
+        return form
+
+    return dataclasses.replace(base, name=f"power:delta_dv_x(1+{eps:.3g})",
                                **{f: wrap(getattr(base, f))
                                   for f in ("parallel", "stateful", "chunked")})
 
@@ -349,9 +393,12 @@ def delta_future_defect(eps: float):
 
     base = _delta_base()
 
+    name = f"power:delta_future_leak({eps:.3g})"
+
     def wrap(fn):
         def form(*args, **kw):
             out, state = fn(*args, **kw)
+            _seen(name, out[:, :, 1:], args[2])
             if eps == 0 or out.shape[2] < 2:
                 return out, state
             wide = out.float() if out.dtype in (torch.float16, torch.bfloat16) else out
@@ -360,7 +407,7 @@ def delta_future_defect(eps: float):
 
         return form
 
-    return dataclasses.replace(base, name=f"power:delta_future_leak({eps:.3g})",
+    return dataclasses.replace(base, name=name,
                                **{f: wrap(getattr(base, f))
                                   for f in ("parallel", "stateful", "chunked")})
 
@@ -368,7 +415,8 @@ def delta_future_defect(eps: float):
 def gated_trial(name: str, min_t: int = 1):
     """One random layout and input regime of ``properties/test_gated_forms.py``'s property
     ``name`` (its own strategies, drawn by ``properties.checks.recurrent.RandomDraws``); fewer
-    than ``min_t`` tokens are not applicable."""
+    than ``min_t`` tokens are not applicable, and so is a trial in which the planted defect
+    changed nothing (:data:`_VISIBLE`)."""
     from kernel_verify.properties.checks.recurrent import RandomDraws
 
     body = _inner("test_gated_forms", name)
@@ -385,7 +433,12 @@ def gated_trial(name: str, min_t: int = 1):
             if t < min_t:
                 rng.integers(2)  # move on: the next trial draws another layout
                 return None
-        return _outcome(lambda: body(target=target, backend=backend, data=RandomDraws(rng)))
+        _VISIBLE[target.name] = []
+        got = _outcome(lambda: body(target=target, backend=backend, data=RandomDraws(rng)))
+        calls = _VISIBLE.pop(target.name, [])
+        if calls and not any(calls):  # the planted defect changed nothing: not applicable
+            return None
+        return got
 
     return trial
 
@@ -515,6 +568,10 @@ def _cells(dtypes: tuple[str, ...]) -> list[Cell]:
         out.append(Cell("gated_forms::test_gated_outputs_are_causal_bitwise",
                         "next token's output leaked ×ε, Gated DeltaNet", dt, delta_future_defect,
                         gated_trial("test_gated_outputs_are_causal_bitwise", min_t=2)))
+        if dt == "float32":  # the property runs on float32 only
+            out.append(Cell("gated_forms::test_gated_low_precision_gradients_near_float64",
+                            "∂L/∂v ×(1+ε), Gated DeltaNet", dt, delta_gradient_defect,
+                            gated_trial("test_gated_low_precision_gradients_near_float64")))
     return out
 
 
