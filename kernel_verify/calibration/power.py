@@ -306,7 +306,9 @@ DELTA = "gated_attention:gated_delta_rule"
 #: output (T = 1 with q/k norms at the tiny end) hides ``(1 + ε)·o`` for every ε, and a state
 #: erased by decays near 0 after a last token written with β = 0 (``~e^(−30)·|v|``) hides
 #: ``(1 + ε)·S`` below any float32 rounding of the outputs; counted as misses they set the
-#: cell near the range's top whatever the property's power elsewhere.
+#: cell near the range's top whatever the property's power elsewhere. A state defect needs
+#: every returned state visible (the split run's state at the cut, which the probe reads, is
+#: one of several).
 _VISIBLE: dict[str, list[bool]] = {}
 #: The share of ``max|v|`` below which a defect's object counts as invisible (2⁻²⁰ ≈ 1e-6: a
 #: few float32 roundings of outputs of the values' scale).
@@ -436,7 +438,10 @@ def gated_trial(name: str, min_t: int = 1):
         _VISIBLE[target.name] = []
         got = _outcome(lambda: body(target=target, backend=backend, data=RandomDraws(rng)))
         calls = _VISIBLE.pop(target.name, [])
-        if calls and not any(calls):  # the planted defect changed nothing: not applicable
+        # not applicable: the planted defect changed nothing visible; a scaled state must be
+        # visible in every state returned (the probe reads the one at the split point)
+        seen = all if target.name.startswith("power:delta_state") else any
+        if calls and not seen(calls):
             return None
         return got
 
