@@ -308,7 +308,8 @@ DELTA = "gated_attention:gated_delta_rule"
 #: ``(1 + ε)·S`` below any float32 rounding of the outputs; counted as misses they set the
 #: cell near the range's top whatever the property's power elsewhere. A state defect needs
 #: every returned state visible (the split run's state at the cut, which the probe reads, is
-#: one of several).
+#: one of several); a leak of the next row is visible where leaking the whole row changes a bit
+#: of the output in its dtype.
 _VISIBLE: dict[str, list[bool]] = {}
 #: The share of ``max|v|`` below which a defect's object counts as invisible (2⁻²⁰ ≈ 1e-6: a
 #: few float32 roundings of outputs of the values' scale).
@@ -400,11 +401,16 @@ def delta_future_defect(eps: float):
     def wrap(fn):
         def form(*args, **kw):
             out, state = fn(*args, **kw)
-            _seen(name, out[:, :, 1:], args[2])
-            if eps == 0 or out.shape[2] < 2:
+            if out.shape[2] < 2:
+                _VISIBLE.setdefault(name, []).append(False)
                 return out, state
             wide = out.float() if out.dtype in (torch.float16, torch.bfloat16) else out
             nxt = torch.cat([wide[:, :, 1:], torch.zeros_like(wide[:, :, :1])], dim=2)
+            # visible: a whole next row leaked (ε = 1) changes a bit of the output in its dtype
+            # (in bfloat16 a next row below 2⁻⁹ of the current one rounds away at any ε ≤ 1)
+            _VISIBLE.setdefault(name, []).append(bool(((wide + nxt).to(out.dtype) != out).any()))
+            if eps == 0:
+                return out, state
             return (wide + eps * nxt).to(out.dtype), state
 
         return form
