@@ -115,7 +115,8 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "deterministic_backward": "two backward passes on the same inputs give bitwise equal "
                               "gradients",
     "half_in_float32": "float16/bfloat16 inputs are computed in float32 and the output is "
-                       "rounded once to the input dtype: the half-precision bounds assume that "
+                       "rounded once to the input dtype (a state returned stays float32): "
+                       "the half-precision bounds assume that "
                        "(without it every operation may round to the half type, the identities' "
                        "bounds are void there and those cases are reported as not credited)",
     # models

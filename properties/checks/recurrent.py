@@ -304,6 +304,14 @@ def full_form(target) -> str:
     return next(f for f in ("stateful", "chunked", "parallel") if getattr(target, f) is not None)
 
 
+def full_forms(target, among: tuple[str, ...] = ("stateful", "chunked", "parallel")
+               ) -> list[str]:
+    """Every full-sequence form of ``among`` the target offers, in :func:`full_form`'s order:
+    the gradient properties differentiate each (a chunked kernel's backward is its own code,
+    not the token loop's)."""
+    return [f for f in among if getattr(target, f) is not None]
+
+
 def run_any(target, backend, x, g, *, seed, chunk=1, state=None):
     """The first full-sequence form with a state the target offers (else the steps)."""
     if any(getattr(target, f) is not None for f in STATEFUL):

@@ -1,0 +1,54 @@
+"""What ``kernel-verify check`` says it cannot reach, and the hint a half-type failure carries
+(properties/test_gated_forms.py)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from kernel_verify.api import DRAWN_TOKENS, _scope_note
+from kernel_verify.properties.builtin_gated import builtin_gated_targets
+
+
+def _delta():
+    return next(t for t in builtin_gated_targets() if t.name.endswith(":gated_delta_rule"))
+
+
+def test_a_target_with_its_own_block_and_no_chunk_sizes_is_told_the_drawn_lengths():
+    t = replace(_delta(), chunked=None)
+    note = _scope_note([t])
+    assert t.name in note and f"at most {DRAWN_TOKENS} tokens" in note and "chunk_sizes" in note
+
+
+def test_no_scope_note_where_the_suite_chooses_the_chunk_or_sizes_are_declared():
+    t = _delta()
+    assert _scope_note([t]) == ""  # a chunked form: the suite gives it the chunk size
+    assert _scope_note([replace(t, chunked=None, chunk_sizes=(64,))]) == ""
+
+
+def test_a_half_state_failure_names_the_state_dtype():
+    import torch
+
+    from kernel_verify.properties.checks.forms import Shape, draw_inputs
+    from kernel_verify.properties.token_inputs import TokenInputs
+    from kernel_verify.verify.backends import get_backend
+    from properties.test_gated_forms import naming_a_half_state
+
+    base = next(t for t in builtin_gated_targets() if t.name.endswith(":gated_scalar"))
+
+    def stateful(q, k, v, g, *, initial_state=None, seed=0, **kw):
+        out, s = base.stateful(q, k, v, g, initial_state=initial_state, seed=seed, **kw)
+        return out, tuple(p.to(torch.bfloat16) for p in s)  # (S, z) rounded to the half type
+
+    t = replace(base, stateful=stateful, chunked=None)
+    backend = get_backend("torch:cpu-bfloat16")
+    shape = Shape(1, 1, 3, 2, 2, 1, 1, 0)
+    x = draw_inputs(shape)
+    g = TokenInputs(np.full((1, 1, 3), -0.1))
+    with pytest.raises(AssertionError, match=r"returns its state in torch\.bfloat16"):
+        with naming_a_half_state(t, backend, x, g, 0):
+            raise AssertionError("the property's failure")
+    with pytest.raises(AssertionError, match=r"^the property's failure$"):  # float32: unchanged
+        with naming_a_half_state(t, get_backend("torch:cpu-float32"), x, g, 0):
+            raise AssertionError("the property's failure")
