@@ -464,12 +464,25 @@ def _scope_note(loaded: list) -> str:
              if type(t).__name__ == "GatedAttentionTarget" and t.chunk_sizes is None
              and getattr(t, "chunked", None) is None
              and any(getattr(t, f, None) is not None for f in ("stateful", "parallel"))]
-    if not names:
-        return ""
-    return (f"scope: no chunk_sizes declared ({', '.join(names)}), and no chunked form to be "
+    from kernel_verify.properties.layouts import DEFAULT_CHUNKS
+
+    plain = [t.name for t in loaded
+             if type(t).__name__ == "AttentionTarget" and t.chunk_sizes is None]
+    notes = []
+    if names:
+        notes.append(
+            f"scope: no chunk_sizes declared ({', '.join(names)}), and no chunked form to be "
             f"given a chunk size: the forms properties draw sequences of at most {DRAWN_TOKENS} "
             "tokens, so a block of the target's own longer than that (a kernel's fixed chunk) "
             "is never crossed; declare chunk_sizes=(C, ...) to have every drawn layout cross C")
+    if plain:
+        big = max(DEFAULT_CHUNKS)
+        notes.append(
+            f"scope: no chunk_sizes declared ({', '.join(plain)}): the fixed layouts cross "
+            f"blocks of {' and '.join(map(str, DEFAULT_CHUNKS))} tokens (lengths up to "
+            f"{2 * big + 1}); a kernel that works in longer blocks (a flash-style kernel's 64 "
+            "keys) declares chunk_sizes=(64,) to have its boundaries crossed")
+    return "\n".join(notes)
 
 
 def check(targets: object, *, profile: str | None = None, keyword: str | None = None,

@@ -261,9 +261,54 @@ def _in_layout(t: Any, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 # ------------------------------------------------------------------------- feature maps
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return bool(np.allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64),
+                                rtol=1e-12, atol=0.0))
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _check_kernel_params(t: Any, p: _Probe) -> None:
+    """``kernel_params`` names only parameters the declared kernel takes, and agrees with a
+    ``config`` entry of the same name (a map drawn at ``config["sigma"] = 3`` checked against the
+    kernel at its default ``sigma = 1`` fails every statistical property for no fault of the
+    map's)."""
+    from kernel_verify.verify.references.kernels import MP_KERNELS
+
+    fn = MP_KERNELS.get(t.kernel)
+    if fn is None:
+        return
+    try:
+        params = t.kernel_args(4)
+    except Exception as err:  # a callable kernel_params that raises: say so, here
+        p.add("kernel_params", f"kernel_params(config, d=4) raised {type(err).__name__}: {err}")
+        return
+    sig = inspect.signature(fn)
+    named = {n: prm for n, prm in sig.parameters.items() if prm.kind is prm.KEYWORD_ONLY}
+    if not any(prm.kind is prm.VAR_KEYWORD for prm in sig.parameters.values()):
+        unknown = sorted(set(params) - set(named))
+        if unknown:
+            takes = ", ".join(sorted(named)) or "no parameters"
+            p.add("kernel_params", f"the kernel {t.kernel!r} takes {takes}; got {unknown}")
+    for key in sorted(set(named) & set(t.config)):
+        if isinstance(t.config[key], bool) or not isinstance(t.config[key], int | float):
+            continue  # a scalar hyperparameter only (learned maps keep None there: drawn)
+        declared = params.get(key, named[key].default)
+        if declared is inspect.Parameter.empty or _same_value(declared, t.config[key]):
+            continue
+        how = (f"{key}={declared!r}" if key in params
+               else f"its default {key}={declared!r} (kernel_params gives no {key!r})")
+        p.add("kernel_params", f"config[{key!r}] = {t.config[key]!r}, but the kernel "
+              f"{t.kernel!r} is declared with {how}: the map is drawn at the config's value and "
+              f"checked against the kernel's; give kernel_params={{{key!r}: "
+              f"{t.config[key]!r}}} (or a callable (config, d) -> mapping)")
+
+
 def _probe_feature_map(t: Any, p: _Probe) -> None:
     from kernel_verify.impls.descriptor import _features_expected
 
+    _check_kernel_params(t, p)
     if t.sample_fn is not None:
         p.binds("sample_fn", t.sample_fn, 2, (), "sample_fn(x, seed)")
     if t.draw is not None:

@@ -512,7 +512,16 @@ def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
             out = call(target, backend, sx, causal=causal, seed=seed)
             text = nonfinite(out)
             assert text is None, (f"{describe(target, backend, causal, seed, sx)}: {text} at "
-                                  f"input scale {scale}")
+                                  f"input scale {scale}{_WHY_NONFINITE if 'NaN' in text else ''}")
+
+
+#: What a NaN at a large input scale usually means, and the fixes (the failure's last line).
+_WHY_NONFINITE = (
+    " — a NaN here is most often 0/0: every feature of a row's query or keys rounded to 0 "
+    "(elu+1 is exactly 0 below x ≈ −36.7 in float64), so the normaliser is 0; a denominator "
+    "that cannot round to zero (an ε, or the features evaluated as exp(x) for x < 0) or a "
+    "stabilised exponential fixes it; if the target means to return NaN there, declare it "
+    "in known_failures")
 
 
 def _antipodal_inputs(seed: int, d: int, scale: float, self_attention: bool):

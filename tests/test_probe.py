@@ -85,6 +85,16 @@ def _twice(x, seed):  # 2m features where m are declared
     return np.concatenate([_positive(x, seed), _positive(x, seed + 1)], axis=-1)
 
 
+def _rff(x, seed):  # [cos, sin] pairs of a Gaussian kernel at lengthscale 3
+    w = np.random.default_rng(seed).standard_normal((x.shape[-1], 8)) / 3.0
+    return np.concatenate([np.cos(x @ w), np.sin(x @ w)], -1) / np.sqrt(8)
+
+
+def _rff_target(name, **kw):
+    return FeatureMapTarget(name, "gaussian", frozenset({"unbiased", "bounded"}), sample_fn=_rff,
+                            m=8, output_dim=lambda d, m: 2 * m, **kw)
+
+
 def _softmax(q, k, v, *, causal, seed=0):
     s = q @ k.swapaxes(-1, -2)
     if causal:
@@ -115,6 +125,10 @@ def _bad_targets() -> list[tuple[object, str, str]]:
     calls = tiny_lm_calls()
     build = calls["build"]
     return [
+        (_rff_target("rff_config_not_kernel", formula="rff_pairs", config={"sigma": 3.0}),
+         "kernel_params", "its default sigma=1"),
+        (_rff_target("rff_unknown_kernel_param", kernel_params={"lengthscale": 3.0}),
+         "kernel_params", "takes sigma; got ['lengthscale']"),
         (FeatureMapTarget("map_2m", "softmax", frozenset({"unbiased", "positive"}),
                           sample_fn=_twice, m=8, formula="softmax_positive"),
          "m", "16"),
@@ -191,6 +205,8 @@ def test_a_correct_variant_of_each_bad_target_passes():
 
     good = [FeatureMapTarget("map_m", "softmax", frozenset({"unbiased", "positive"}),
                              sample_fn=_positive, m=8, formula="softmax_positive"),
+            _rff_target("rff_ok", formula="rff_pairs", config={"sigma": 3.0},
+                        kernel_params={"sigma": 3.0}),
             AttentionTarget("attention_ok", _softmax, frozenset({"noncausal", "causal"})),
             AttentionTarget("forms_ok", lf.attention, frozenset({"causal", "noncausal"}),
                             stateful=lf.stateful, step=lf.step, chunked=lf.chunked,
@@ -226,7 +242,7 @@ def test_every_problem_of_every_target_is_listed_at_once():
 
 
 def test_check_refuses_before_any_property_runs():
-    target = BAD[0][0]
+    target = next(t for t, _, _ in BAD if t.name == "map_2m")
     start = time.monotonic()
     with pytest.raises(DeclarationError, match="'map_2m': m: does not match sample_fn"):
         check([target], profile="ci")

@@ -52,3 +52,18 @@ def test_a_half_state_failure_names_the_state_dtype():
     with pytest.raises(AssertionError, match=r"^the property's failure$"):  # float32: unchanged
         with naming_a_half_state(t, get_backend("torch:cpu-float32"), x, g, 0):
             raise AssertionError("the property's failure")
+
+
+def test_an_attention_target_without_chunk_sizes_is_told_the_blocks_crossed():
+    from kernel_verify import AttentionTarget
+    from kernel_verify.properties.layouts import DEFAULT_CHUNKS
+
+    def softmax(q, k, v, *, causal, seed=0):
+        s = q @ k.swapaxes(-1, -2)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return (w / w.sum(-1, keepdims=True)) @ v
+
+    t = AttentionTarget("sm", softmax, frozenset({"noncausal"}))
+    note = _scope_note([t])
+    assert "sm" in note and f"lengths up to {2 * max(DEFAULT_CHUNKS) + 1}" in note
+    assert _scope_note([replace(t, chunk_sizes=(64,))]) == ""
