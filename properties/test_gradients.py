@@ -134,7 +134,8 @@ torch = pytest.importorskip("torch")
 
 ALL_DTYPES = ("float64", "float32", "float16", "bfloat16")
 FEW = max(3, settings.default.max_examples // 5)
-NO_CLAIM = "claims no `differentiable` (add the claim to get the gradient tests)"
+NO_CLAIM = ("no feature map claims `differentiable` (add the claim to a map to get its gradient "
+            "tests)")
 
 
 def _torch_backends(dtypes: tuple[str, ...]) -> list:

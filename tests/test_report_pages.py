@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.systems import get_system
+from kernel_verify.properties.checks.recurrent import full_form
 from kernel_verify.properties.claim_tests import targets_of
 from kernel_verify.report import mappage, summaries
 from kernel_verify.report import system_pages as sp
@@ -141,7 +142,7 @@ def test_gated_truth_and_forms_equal_the_propertys_own(system, backend):
         ref, bound = sc.gated_exact(target, b, x, g)
         ref_p, _, bound_p, _ = gf.exact(target, b, x, g)
         assert np.array_equal(ref, ref_p) and np.array_equal(bound, bound_p)
-        form = gf.full_form(target)
+        form = full_form(target)
         got = sc.gated_run(target, b, x, g, form=form, seed=seed, chunk=3)
         assert np.array_equal(got, gf.run(target, b, x, g, form=form, seed=seed, chunk=3)[0])
         if target.step is not None:

@@ -31,9 +31,9 @@ def test_a_half_state_failure_names_the_state_dtype():
     import torch
 
     from kernel_verify.properties.checks.forms import Shape, draw_inputs
+    from kernel_verify.properties.test_gated_forms import naming_a_half_state
     from kernel_verify.properties.token_inputs import TokenInputs
     from kernel_verify.verify.backends import get_backend
-    from properties.test_gated_forms import naming_a_half_state
 
     base = next(t for t in builtin_gated_targets() if t.name.endswith(":gated_scalar"))
 
