@@ -450,31 +450,28 @@ def _check_arguments(*, jobs: object, profile: object, keyword: object, shrink_s
         check_scalar("timeout", timeout, positive=True)
 
 
-#: The longest sequence the forms properties draw for a target without ``chunk_sizes``
-#: (``properties/test_gated_forms.py::draw_shape``; underflow runs are longer, at strong decay).
-DRAWN_TOKENS = 10
-
-
 def _scope_note(loaded: list) -> str:
     """What the forms properties cannot reach for these targets, said once: a gated (recurrent)
     target with no ``chunked`` form (whose chunk size the suite would choose) and no declared
-    ``chunk_sizes`` is run on at most :data:`DRAWN_TOKENS` tokens, so a block of its own longer
-    than that (a kernel's fixed chunk of 64) is never crossed."""
+    ``chunk_sizes`` is run on at most
+    :data:`~kernel_verify.properties.layouts.GATED_MAX_TOKENS` tokens, so a block of its own
+    longer than that (a kernel's fixed chunk of 64) is never crossed."""
+    from kernel_verify.properties.layouts import DEFAULT_CHUNKS, GATED_MAX_TOKENS
+
     names = [t.name for t in loaded
              if type(t).__name__ == "GatedAttentionTarget" and t.chunk_sizes is None
              and getattr(t, "chunked", None) is None
              and any(getattr(t, f, None) is not None for f in ("stateful", "parallel"))]
-    from kernel_verify.properties.layouts import DEFAULT_CHUNKS
-
     plain = [t.name for t in loaded
              if type(t).__name__ == "AttentionTarget" and t.chunk_sizes is None]
     notes = []
     if names:
         notes.append(
             f"scope: no chunk_sizes declared ({', '.join(names)}), and no chunked form to be "
-            f"given a chunk size: the forms properties draw sequences of at most {DRAWN_TOKENS} "
-            "tokens, so a block of the target's own longer than that (a kernel's fixed chunk) "
-            "is never crossed; declare chunk_sizes=(C, ...) to have every drawn layout cross C")
+            "given a chunk size: the forms properties draw sequences of at most "
+            f"{GATED_MAX_TOKENS} tokens, so a block of the target's own longer than that (a "
+            "kernel's fixed chunk) is never crossed; declare chunk_sizes=(C, ...) to have every "
+            "drawn layout cross C")
     if plain:
         big = max(DEFAULT_CHUNKS)
         notes.append(

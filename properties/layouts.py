@@ -46,6 +46,10 @@ from kernel_verify.properties.strategies import QKV, generator
 #: Chunk sizes assumed for a target that declares none: the blocks of a small blocked kernel
 #: (4) and of a typical tiled one (16); lengths up to ``2·16 + 1 = 33``.
 DEFAULT_CHUNKS = (4, 16)
+#: The longest sequence the gated forms properties draw for a target without ``chunk_sizes``
+#: (``properties/test_gated_forms.py::draw_shape``; runs that reach a gate's underflow are
+#: longer, at strong decay).
+GATED_MAX_TOKENS = 10
 #: Widths of every layout (small: a layout is about lengths, and fla's Taylor features have
 #: ``1 + d + d(d+1)/2`` entries).
 HEADS, D, DV = 2, 2, 3

@@ -83,6 +83,7 @@ from kernel_verify.properties.checks.transition_forms import (
 )
 from kernel_verify.properties.checks.transition_forms import probe_for as shared_probe
 from kernel_verify.properties.evidence import check_same_precision, check_within
+from kernel_verify.properties.layouts import GATED_MAX_TOKENS
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
 from kernel_verify.properties.targets import missing_form_param, none_param, of_kind, provides_none
 from kernel_verify.properties.token_inputs import TokenInputs
@@ -167,7 +168,7 @@ def naming_a_half_state(target, backend, x: QKV, g: TokenInputs, seed: int):
 
 
 # ------------------------------------------------------------------ layouts and gates
-def draw_shape(data, target, max_t: int = 10) -> Shape:
+def draw_shape(data, target, max_t: int = GATED_MAX_TOKENS) -> Shape:
     """The layout (module docstring); crosses a fixed chunk size of the target."""
     c0 = data.draw(st.integers(3, 5), label="C")  # simplest: T = 4 across C = 3
     if target.chunk_sizes is not None and max(target.chunk_sizes) > max_t:
@@ -204,7 +205,7 @@ def _scale_rows(x: QKV, regime: str, seed: int) -> QKV:
     return QKV(x.q * sq, x.k * sk, x.v, x.scale)
 
 
-def setup(target, backend, data, max_t: int = 10):
+def setup(target, backend, data, max_t: int = GATED_MAX_TOKENS):
     shape = draw_shape(data, target, max_t)
     # a slow target (few examples): its simplest example already has a run of strong decay
     order = REGIMES if target.call_seconds is None else ("strong_runs", *REGIMES[:1],

@@ -7,8 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kernel_verify.api import DRAWN_TOKENS, _scope_note
+from kernel_verify.api import _scope_note
 from kernel_verify.properties.builtin_gated import builtin_gated_targets
+from kernel_verify.properties.layouts import GATED_MAX_TOKENS
 
 
 def _delta():
@@ -18,7 +19,7 @@ def _delta():
 def test_a_target_with_its_own_block_and_no_chunk_sizes_is_told_the_drawn_lengths():
     t = replace(_delta(), chunked=None)
     note = _scope_note([t])
-    assert t.name in note and f"at most {DRAWN_TOKENS} tokens" in note and "chunk_sizes" in note
+    assert t.name in note and f"at most {GATED_MAX_TOKENS} tokens" in note and "chunk_sizes" in note
 
 
 def test_no_scope_note_where_the_suite_chooses_the_chunk_or_sizes_are_declared():
