@@ -58,6 +58,17 @@ along a
   features coincide at 8 random inputs — rows with a continuous law never repeat, so repeated
   columns mean fewer random rows than m (duplicated rows, antithetic ``±w`` inside ``cos``). Exact,
   no false alarm for a continuous row law.
+* **the frequency rows' law** (claim ``unbiased`` or ``gaussian_rows``; declared
+  ``matrix='iid'``/``'orthogonal'`` and a formula among ``softmax_positive``,
+  ``softmax_hyperbolic``, ``rff_pairs``, ``softmax_trig``): the rows of 1000 independent draws —
+  a white-box draw's ``W``; a black-box map's read off its outputs at ``0, h·e₁, …, h·e_d``
+  (:mod:`kernel_verify.properties.checks.frequencies`) — whitened by the kernel's σ, are
+  ``N(0, I_d)`` at every row position (the row-law checks of the random-matrix properties) and
+  their squared norms, pooled, are i.i.d. ``χ²_d`` (exact χ² sum; DKW–Massart). Derived
+  false-alarm rates at the run's α. Power: a frequency scale of 1.05 moves the χ² sum by 13
+  standard deviations at d = 2, m = 16; fixed-norm rows are ≥ 0.26 from ``χ²_d`` in law —
+  defects that hide in the mean tests' Monte Carlo noise (an unbounded exponential estimator's
+  variance grows as ``e^(2‖x+y‖²)``).
 * **orthogonal rows** (claims ``orthogonal`` + ``bounded``, declared ``matrix='orthogonal'``):
   one-sided variance test ``Var ≤ exact ORF variance`` (Bernstein on ``(X − μ)² ∈ [0, R]``,
   derived, run's α) at d = 8, ‖x − y‖ = 1.5, m = 64, 20000 draws. Power: the iid variance of
@@ -100,7 +111,18 @@ from kernel_verify.properties.checks.estimates import (
     random_pair,
     range_bound,
 )
+from kernel_verify.properties.checks.frequencies import DRAWS as ROW_DRAWS
+from kernel_verify.properties.checks.frequencies import (
+    FAMILY_KERNEL,
+    N_POOLED_CHECKS,
+    NotReadable,
+    kernel_length,
+    pooled_norm_checks,
+    readable,
+    whitened_rows,
+)
 from kernel_verify.properties.checks.reference import has_twin, inner_bound
+from kernel_verify.properties.checks.row_law import N_ROW_CHECKS, orthonormal_pair, row_law_checks
 from kernel_verify.properties.formulas import records
 from kernel_verify.properties.kernel_scale import scale_for
 from kernel_verify.properties.protocol import FeatureMapTarget
@@ -110,6 +132,7 @@ from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
 from kernel_verify.verify.references.kernels import gram_mp
 from kernel_verify.verify.references.mp import to_float
+from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.tolerance import U64, reference_rounding
 
 #: Assumed relative error of each returned feature of a correct float64 map (module docstring).
@@ -380,6 +403,46 @@ def test_orthogonal_claim_has_the_orthogonal_variance(target):
                          f"‖x−y‖={ORTHO_DIST})"),
                   seed=4242, repro=f"estimates(target, x, y, m={m}, seed=4242, "
                   f"draws={ORTHO_DRAWS})").check()
+
+
+# -------------------------------------------------- the frequency rows have the declared law
+def _rows_readable(t: FeatureMapTarget) -> bool:
+    return readable(t) is None and (t.has("unbiased") or t.has("gaussian_rows"))
+
+
+@pytest.mark.statistical(assertions=N_ROW_CHECKS + N_POOLED_CHECKS)
+@pytest.mark.parametrize("target", feature_maps(
+    predicate=_rows_readable,
+    none_reason=("no unbiased or gaussian_rows map declares matrix 'iid' or 'orthogonal' with "
+                 f"one of the formulas {sorted(FAMILY_KERNEL)} (whose rows can be read)")))
+@settings(max_examples=FEW)
+@given(seed=seeds, d=st.integers(2, 6))
+def test_frequency_rows_have_the_declared_law(target, seed, d):
+    """The rows the map draws — its draw's ``W`` (white-box), or read off its outputs through the
+    declared family (black-box, :mod:`kernel_verify.properties.checks.frequencies`) — over
+    :data:`ROW_DRAWS` independent seeds, whitened by the kernel's bandwidth, are ``N(0, I_d)``
+    at every row position (the nine checks of ``row_law_checks``) and their squared norms,
+    pooled, are i.i.d. ``χ²_d`` (exact χ² sum, DKW): what ``matrix='iid'``/``'orthogonal'``
+    declares and the family's unbiasedness rests on. A bandwidth a few percent off, or
+    orthogonal rows of one fixed norm ``√d`` claimed unbiased, fail here where the mean tests'
+    Monte Carlo noise hides them."""
+    draws = child_seeds(seed, ROW_DRAWS, "frequency_rows")
+    try:
+        stack = [whitened_rows(target, s, d) for s in draws]
+    except NotReadable as why:
+        pytest.skip(f"{target.name} (declared formula {target.formula!r}, seed {seed}, d {d}): "
+                    f"its rows cannot be read off its outputs: {why}")
+    alpha = per_assertion()
+    label = f"{target.name} (matrix {target.matrix!r}, d {d}, {ROW_DRAWS} draws)"
+    results = pooled_norm_checks(np.concatenate(stack), d, alpha=alpha, label=label, seed=seed)
+    if len({w.shape for w in stack}) == 1:
+        z1, z2 = orthonormal_pair(seed, d)
+        results += row_law_checks(np.stack(stack), z1, z2, alpha=alpha, seed=seed, name=label)
+    failures = [r for r in results if not r.ok]
+    assert not failures, (
+        f"{target.name}: the frequency rows (σω, σ = {kernel_length(target, d):g}) are not "
+        f"N(0, I_{d}) as matrix {target.matrix!r} declares (seed {seed}):\n"
+        + "\n".join(r.explain() for r in failures))
 
 
 # ------------------------------------------------------------ an m that is what it says

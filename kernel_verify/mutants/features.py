@@ -406,17 +406,18 @@ _BLACKBOX_CLAIMS = frozenset({"unbiased", "positive", "gaussian_rows", "psd_kern
 
 
 def blackbox_positive(name: str, *, global_rng: bool = False,
-                      dtype: type = np.float64) -> list[Target]:
+                      dtype: type = np.float64, row_scale: float = 1.0) -> list[Target]:
     """A black-box SM⁺ map ``φ(x) = exp(Wx − ‖x‖²/2)/√m`` (``sample_fn`` only, ``W ~ N(0, I)``
     drawn from the seed, m = :data:`BLACKBOX_M`), as an adapter of a library that exposes no
     parameters would be. Defects: ``global_rng`` draws ``W`` from a generator the seed does not
     reach (a library's global random state); ``dtype`` computes and returns the features in that
-    type (float32: a float64 input comes back narrower)."""
+    type (float32: a float64 input comes back narrower); ``row_scale`` multiplies every row (the
+    rows' variance ``row_scale²``: a temperature or bandwidth applied twice, a wrong √d)."""
 
     def sample_fn(x, seed: int) -> np.ndarray:
         x = np.asarray(x)
         rng = np.random.default_rng() if global_rng else seeds.rng(seed)
-        w = rng.standard_normal((BLACKBOX_M, x.shape[-1])).astype(dtype)
+        w = (row_scale * rng.standard_normal((BLACKBOX_M, x.shape[-1]))).astype(dtype)
         xw = x.astype(dtype)
         return np.exp(xw @ w.T - _half_sq(xw)) / dtype(np.sqrt(BLACKBOX_M))
 
@@ -448,6 +449,17 @@ FEATURE_MUTANTS.update({
         "black-box SM⁺ map computing in float32 and returning float32 features for float64 "
         "input",
         named(blackbox_positive, dtype=np.float32)),
+    "blackbox_positive_rows_scaled_1_05": (
+        "black-box SM⁺ map whose Gaussian rows are scaled by 1.05 (their variance 10 % high): a "
+        "bias of a few percent, inside the mean tests' Monte Carlo noise at m = 16",
+        named(blackbox_positive, row_scale=1.05)),
+    "softmax_positive_orthogonal_fixed_norm_claimed_unbiased": (
+        "SM⁺ (FAVOR+) claiming unbiased orthogonal rows (matrix 'orthogonal') whose rows have "
+        "the fixed norm √d (the regularising row-norm option left on): biased for the softmax "
+        "kernel",
+        named(feature_mutant, "softmax_positive[orthogonal]", np_rf.softmax_positive,
+              log_fn=np_rf.log_softmax_positive,
+              draw_from="softmax_positive[orthogonal_fixed_norm]")),
     "blackbox_nofamily_rff_phase_missing_sqrt2": (
         "black-box random-phase RFF claiming unbiased, no family declared, scaled by √(1/m) "
         "instead of √(2/m) (estimates k/2)",
@@ -503,6 +515,9 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "blackbox_positive_ignores_seed": (f"{_B}same_seed_gives_the_same_draw",),
     "blackbox_positive_returns_float32": (f"{_B}float64_input_gives_float64_output",),
     "blackbox_nofamily_rff_phase_missing_sqrt2": (f"{_B}unbiased_without_declared_family",),
+    "blackbox_positive_rows_scaled_1_05": (f"{_B}frequency_rows_have_the_declared_law",),
+    "softmax_positive_orthogonal_fixed_norm_claimed_unbiased": (
+        f"{_B}frequency_rows_have_the_declared_law",),
     "rff_pairs_fixed_norm_unit_rows": ("feature_unbiased::test_biased_mean_is_mean_kernel",),
     "rff_pairs_fixed_norm_rows_not_fixed": (
         "feature_unbiased::test_bias_is_visible_where_theory_says_it_is_large",),
