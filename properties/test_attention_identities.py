@@ -614,7 +614,10 @@ def test_large_scale_keeps_the_argmax_value(target, backend, seed, d):
                     continue
                 visible = v[: i + 1] if causal else v
                 if not np.any(out[i]):
-                    kind = "the output is exactly 0 (no key got any weight: underflow)"
+                    kind = ("the output is exactly 0 (no key got any weight: every feature "
+                            "exp(wᵀx − ‖x‖²/2) underflowed; the usual fix subtracts from the "
+                            "exponents one stabiliser shared by every key of the row, e.g. "
+                            "max over keys and features, and cancels it in the normaliser)")
                 elif (np.any(out[i] < visible.min(axis=0) - 1e-9)
                       or np.any(out[i] > visible.max(axis=0) + 1e-9)):
                     kind = ("the output lies outside the hull of the visible values (weights "
