@@ -470,7 +470,8 @@ def attention_qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: 
 
 #: How the bounds of :func:`low_precision_gradients` come about (one line, for the report).
 LOW_PRECISION_HOW = ("exact attention (feature_count 0): attention_grad_bound with "
-                     "softmax_weight_error (derived); else ∂L/∂v: Σ_i ρ'|G_i| (derived), "
+                     "softmax_weight_error (derived; + stored_output_gradient_term on a half "
+                     "type); else ∂L/∂v: Σ_i ρ'|G_i| (derived), "
                      "∂L/∂q,k: 4ρ'·n·max|g₆₄| (stated assumption), ρ' over n + m features "
                      "(m declared or measured, else M_MAX)")
 #: The inputs of ``test_low_precision_gradients_near_float64``: ``(b, h, n, d)``.
@@ -645,6 +646,13 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
         if target.self_attention_only:  # ∂L/∂q collects both the query and the key paths
             ours[0], theirs[0] = ours[0] + ours[1], theirs[0] + theirs[1]
         bounds = [a + c for a, c in zip(ours, theirs, strict=True)]
+        if budget.u > u_c:  # a backward may read the output as stored in the half type (FA-2)
+            from kernel_verify.verify.softmax_bounds import stored_output_gradient_term
+
+            stored = stored_output_gradient_term(q, k, v, g.numpy(), causal=causal,
+                                                 u_io=budget.u,
+                                                 self_attention=target.self_attention_only)
+            bounds = [a + c for a, c in zip(bounds, stored, strict=True)]
     else:
         m = _low_precision_features(target)
         xn = max(np.linalg.norm(q, axis=-1).max(), np.linalg.norm(k, axis=-1).max()) * d**-0.25

@@ -72,6 +72,7 @@ __all__ = [
     "softmax_gradient_error_bound",
     "softmax_gradients_reference",
     "softmax_log_weight_error",
+    "stored_output_gradient_term",
     "weight_underflow",
 ]
 
@@ -275,6 +276,29 @@ def softmax_gradient_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, g:
     # absolute u·λ where its result is subnormal (Higham, Accuracy and Stability, §2.1)
     eta = (k.shape[-2] + q.shape[-1] + 4) * u * lam_min
     return q_b + eta, k_b + eta, v_b + eta
+
+
+def stored_output_gradient_term(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, *,
+                                causal: bool, u_io: float, scale: float | None = None,
+                                self_attention: bool = False
+                                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The extra gradient error of a backward that reads the forward's output *as stored in the
+    input/output type* (unit roundoff ``u_io``), as FlashAttention-2's does for
+    ``D_i = Σ_c dO_ic·O_ic`` (Dao 2023, Algorithm 2): with ``Ô = O(1 + δ)``, ``|δ| ≤ u_io``,
+
+        |ΔD_i| ≤ u_io·Σ_c |g_ic||o_ic|,   dS_ij = P_ij(dP_ij − D_i)  ⇒  |ΔdS_ij| ≤ P_ij|ΔD_i|,
+        |Δ∂L/∂q_i| ≤ s·|ΔD_i|·Σ_j P_ij|k_j|,   |Δ∂L/∂k_j| ≤ s·Σ_i P_ij|ΔD_i||q_i|,   Δ∂L/∂v = 0
+
+    (first order in ``u_io``; ``s`` the score scale). A backward that keeps the output in the
+    compute type adds nothing; this term is the allowance for one that does not — a correct
+    and common choice when the I/O type is a half type. ``self_attention``: ``∂L/∂q`` collects
+    both paths."""
+    sc = _check(q, k, v, causal, u_io, 1.0, scale)
+    o, p = softmax_attention_reference(q, k, v, causal=causal, scale=sc)
+    dd = u_io * np.sum(np.abs(g) * np.abs(o), axis=-1, keepdims=True)  # (..., n, 1)
+    bq = sc * dd * (p @ np.abs(k))
+    bk = sc * np.swapaxes(p, -1, -2) @ (dd * np.abs(q))
+    return (bq + bk if self_attention else bq), bk, np.zeros(v.shape)
 
 
 def format_tiny(dtype: str) -> float:
