@@ -18,10 +18,12 @@ from the inputs as the target saw them (rounded to its dtype):
   same at ``u₆₄``, and the cast back to a half type (half an ulp, subnormals included).
 
 Until this file, a float32-only exact-attention target (no float64 path to compare with) had
-its gradients checked only by float32 finite differences. Inputs: ``b, h ≤ 2``, ``T ≤ 12``
-(gradients ``T ≤ 8``), ``d ≤ 6``, ``d_v ≤ 3`` (the target's shape contract kept), entries of
-``q, k`` in ``[−2, 2]·scale`` with ``scale ∈ {0.1, 0.5, 1, 3, 30}`` (scale 30: scores in the
-thousands, where an unshifted exponential overflows), ``v`` and ``G`` in ``[−2, 2]``. A
+its gradients checked only by float32 finite differences. Besides the drawn inputs, the outputs
+are compared at fixed lengths around the target's blocks (``test_exact_attention_outputs_at_
+block_boundaries``: its ``chunk_sizes``, else 4, 16, 64 and 128 keys). Inputs: ``b, h ≤ 2``,
+``T ≤ 12`` (gradients ``T ≤ 8``), ``d ≤ 6``, ``d_v ≤ 3`` (the target's shape contract kept),
+entries of ``q, k`` in ``[−2, 2]·scale`` with ``scale ∈ {0.1, 0.5, 1, 3, 30}`` (scale 30: scores
+in the thousands, where an unshifted exponential overflows), ``v`` and ``G`` in ``[−2, 2]``. A
 gradient draw whose derived bound is void (scores in the thousands rounded to a half type
 without ``half_in_float32``: the weights' relative error is unbounded) is discarded, not judged.
 Credit: an output example whose bound is at least the spread of its values cannot fail for an
@@ -39,7 +41,8 @@ from hypothesis import strategies as st
 from kernel_verify.properties.attention_cases import call, credit_case, for_target, modes, seen
 from kernel_verify.properties.backends import backend_param, to_numpy
 from kernel_verify.properties.gradient_checks import attention_fn, half_cast, vjp
-from kernel_verify.properties.shape_contract import keep_to_contract
+from kernel_verify.properties.layouts import DEFAULT_CHUNKS, chunks_of, lengths, qkv_at
+from kernel_verify.properties.shape_contract import keep_to_contract, refusal
 from kernel_verify.properties.strategies import QKV, qkv_sets
 from kernel_verify.properties.targets import attentions_with, none_param
 from kernel_verify.verify.backends import AXIS, Backend
@@ -116,6 +119,58 @@ def test_exact_attention_outputs_match_float64_softmax(target, backend, data, re
     causal = data.draw(st.sampled_from(modes(target)), label="causal")
     x = seen(data.draw(_inputs(target, 12), label="x"), backend)
     assume(_half_range_ok(x, backend))
+    _compare_outputs(target, backend, x, causal, request)
+
+
+#: Input scales of the fixed lengths: weights spread over many keys, and nearly one-hot.
+BOUNDARY_SCALES = (0.5, 3.0)
+#: Key blocks of flash-style kernels, crossed besides the default blocks when a target declares
+#: no ``chunk_sizes``.
+FLASH_BLOCKS = (64, 128)
+
+
+@pytest.mark.parametrize(("target", "backend"), OUTPUT_CASES)
+def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
+    """The comparison of :func:`test_exact_attention_outputs_match_float64_softmax` at the fixed
+    lengths around the target's blocks (its ``chunk_sizes``, else 4, 16, 64 and 128:
+    ``T ∈ {1, C − 1, C, C + 1, 2C + 1}``, :func:`~kernel_verify.properties.layouts.lengths`),
+    each mode, at input scales 0.5 and 3: a tiled kernel's partial last tile, its running-max
+    rescaling across tiles and its mask inside a tile are all exercised, causal-only targets
+    included (the drawn lengths stop at 12)."""
+    step = max(1, int(getattr(target, "length_multiple_of", 1) or 1))
+    least = max(1, int(getattr(target, "min_length", 1) or 1))
+    self_att = bool(target.self_attention_only)
+    dv = 2 if getattr(target, "dv_equals_d", False) else 3
+    ran = 0
+    # undeclared: the default blocks and a flash-style kernel's 64 and 128 keys (one forward
+    # at T ≤ 257 is cheap for exact attention, and no scope is left to a declaration)
+    chunks = chunks_of(target) if getattr(target, "chunk_sizes", None) else (*DEFAULT_CHUNKS,
+                                                                              *FLASH_BLOCKS)
+    for i, t in enumerate(lengths(chunks)):
+        if t % step or t < least:
+            continue
+        for causal in modes(target):
+            for scale in BOUNDARY_SCALES:
+                x = seen(qkv_at(t, dv=dv, seed=i, scale=scale, self_attention=self_att),
+                         backend)
+                if not _half_range_ok(x, backend) or refusal(
+                        target, t=t, d=x.q.shape[-1], dv=x.v.shape[-1]) is not None:
+                    continue
+                _compare_outputs(
+                    target, backend, x, causal, request,
+                    repro=(f"causal={causal}; fixed layout T={t}: kernel_verify.properties."
+                           f"layouts.qkv_at({t}, dv={dv}, seed={i}, scale={scale})"))
+                ran += 1
+    if not ran:
+        pytest.skip(f"{target.name}: none of the lengths {lengths(chunks)} meets "
+                    f"its shape contract (length_multiple_of={step}, min_length={least}, "
+                    "and its other limits)")
+
+
+def _compare_outputs(target, backend: Backend, x: QKV, causal: bool, request,
+                     repro: str | None = None) -> None:
+    """``|ô − o| ≤ softmax_attention_error_bound`` (compute dtype, cast back) ``+`` the same at
+    ``u₆₄`` for the inputs as the target saw them."""
     got = call(target, backend, x, causal=causal, seed=0)
     ref, _ = softmax_attention_reference(x.q, x.k, x.v, causal=causal)
     b = backend.budget
@@ -132,7 +187,7 @@ def test_exact_attention_outputs_match_float64_softmax(target, backend, data, re
               f"(causal={causal}, scale={x.scale})",
         how="softmax_attention_error_bound (docs/math.md §9) in the compute dtype of "
             f"{b.describe()} + the float64 reference's own bound",
-        repro=f"causal={causal}; q, k, v: the Hypothesis draws, shape {x.shape}",
+        repro=repro or f"causal={causal}; q, k, v: the Hypothesis draws, shape {x.shape}",
     )
 
 
