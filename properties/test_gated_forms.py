@@ -168,6 +168,12 @@ def naming_a_half_state(target, backend, x: QKV, g: TokenInputs, seed: int):
 
 
 # ------------------------------------------------------------------ layouts and gates
+#: Chunk sizes past the short draws, for a chunked form that takes any size, and the lengths
+#: that cross them.
+LONG_CHUNKS = (16, 32)
+LONG_CHUNK_LENGTHS = (17, 33)
+
+
 def draw_shape(data, target, max_t: int = GATED_MAX_TOKENS) -> Shape:
     """The layout (module docstring); crosses a fixed chunk size of the target."""
     c0 = data.draw(st.integers(3, 5), label="C")  # simplest: T = 4 across C = 3
@@ -175,11 +181,19 @@ def draw_shape(data, target, max_t: int = GATED_MAX_TOKENS) -> Shape:
         big = max(target.chunk_sizes)
         # the first (simplest) example already crosses the block boundary
         t = data.draw(st.sampled_from([big + 1, 2 * big + 1, big - 1, 3]), label="T")
+    elif target.chunk_sizes is None and target.chunked is not None:
+        # a chunked form that takes any chunk size: besides the short draws, chunks of 16 and
+        # 32 (a UT/WY solve blocked in 16s, a fixed inner tile) at T = 17 and 33
+        t = data.draw(st.one_of(st.sampled_from([c0 + 1, c0, c0 - 1, 1]),
+                                st.integers(3, max_t), st.sampled_from(LONG_CHUNK_LENGTHS)),
+                      label="T")
     else:
         t = data.draw(st.one_of(st.sampled_from([c0 + 1, c0, c0 - 1, 1]),
                                 st.integers(3, max_t)), label="T")
     non_divisors = [c for c in range(2, t) if t % c]
-    chunk = data.draw(st.sampled_from([c0, 1, t, *non_divisors[:2]]), label="chunk size")
+    longer = [c for c in LONG_CHUNKS if c < t] if target.chunk_sizes is None else []
+    chunk = data.draw(st.sampled_from([c0, 1, t, *non_divisors[:2], *longer]),
+                      label="chunk size")
     cut = data.draw(st.integers(1, max(t - 1, 1)), label="split point")
     b, h = data.draw(st.integers(1, 2), label="B"), data.draw(st.integers(1, 3), label="H")
     # mostly small, sometimes past a kernel's tile of 4 or 8 along d (a partial last tile)
@@ -379,7 +393,16 @@ def test_gated_packed_sequences_equal_separate_runs(target, backend, data):
     big = max(target.chunk_sizes or (0,))
     top = max(shape.t, 1) if big <= 10 else big + 1
     n_seq = data.draw(st.sampled_from([2, 3, 1]), label="sequences")  # simplest: 2
-    lengths = [data.draw(st.integers(1, top), label=f"length {i}") for i in range(n_seq)]
+    # the first sequence crosses the target's block (its own varlen chunk may differ from the
+    # chunked form's: a sequence longer than C must be drawn, not left to chance)
+    if big > 10:
+        first = st.sampled_from([big + 1, big - 1])
+    elif target.chunk_sizes is None:
+        first = st.one_of(st.integers(1, top), st.sampled_from(LONG_CHUNK_LENGTHS))
+    else:
+        first = st.integers(1, top)
+    lengths = [data.draw(first, label="length 0")] + [
+        data.draw(st.integers(1, top), label=f"length {i}") for i in range(1, n_seq)]
     with_state = data.draw(st.booleans(), label="initial states") and any(
         getattr(target, f) is not None for f in ("stateful", "chunked", "step"))
     one = replace(shape, b=1)
