@@ -133,3 +133,18 @@ def gradcheck_f64(fn, inputs) -> bool:
     h = (2.0**-53) ** (1 / 3) * max(1.0, max(float(a.detach().abs().max()) for a in inputs))
     return bool(torch.autograd.gradcheck(fn, tuple(inputs), eps=h, atol=F64_TOL * scale,
                                          rtol=F64_TOL, fast_mode=True, raise_exception=False))
+
+
+def gradcheck_culprits(fn, inputs, names) -> list[str]:
+    """After a failed :func:`gradcheck_f64`: the names of the inputs whose gradient alone
+    disagrees with central differences (each checked with the others held fixed), so that a
+    failure says which gradient is wrong."""
+    out = []
+    for i, name in enumerate(names):
+
+        def one(a, i=i):
+            return fn(*inputs[:i], a, *inputs[i + 1:])
+
+        if not gradcheck_f64(one, [inputs[i]]):
+            out.append(name)
+    return out
