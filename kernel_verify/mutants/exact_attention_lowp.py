@@ -9,7 +9,12 @@ hand-written backward (the closed form ``dV = PᵀG``, ``dS = P ⊙ (G Vᵀ − 
   defect of the forward: relative error ``2^-9`` on every score, far beyond float32's bound);
 * ``exact_lowp_dq_scaled``: ``∂L/∂q`` × 1.01 in the backward (forward right);
 * ``exact_lowp_backward_no_inv_sqrt_d``: the ``1/√d`` forgotten in the backward only
-  (``∂L/∂q``, ``∂L/∂k`` × ``√d``).
+  (``∂L/∂q``, ``∂L/∂k`` × ``√d``);
+* ``exact_lowp_tiled_drops_partial_tile``: a causal-only flash-style forward (tiles of
+  :data:`TILE` keys, running max and sum) that skips the partial last tile of keys once there is
+  a full one: every output row is still a convex combination of visible values, so only a
+  comparison with softmax attention at a length past a tile boundary sees it (its twin
+  ``exact_lowp_tiled_correct`` visits every tile).
 
 Each is meant to be killed by ``properties/test_exact_attention_lowp.py`` on its float32 and half
 paths; the correct twin ``exact_lowp_correct`` (every defect off) must pass the whole suite.
@@ -32,6 +37,33 @@ CLAIMS = frozenset({"causal", "noncausal", "positive_weights", "differentiable",
                     "deterministic_backward", "half_in_float32"})
 _OUT = "exact_attention_lowp::test_exact_attention_outputs_match_float64_softmax"
 _GRAD = "exact_attention_lowp::test_exact_attention_gradients_match_closed_form"
+_BLOCKS = "exact_attention_lowp::test_exact_attention_outputs_at_block_boundaries"
+#: Keys per tile of the flash-style forward.
+TILE = 16
+
+
+def _tiled_softmax_attention(s, v, drop_partial: bool):
+    """``softmax(s)v`` tile by tile over the keys (online softmax: running max ``m``, sum ``l``
+    and accumulator rescaled by ``exp(m_old − m_new)``), in the dtype of ``s``; with
+    ``drop_partial`` the partial last tile is skipped when a full one exists."""
+    import torch
+
+    n_keys = s.shape[-1]
+    starts = list(range(0, n_keys, TILE))
+    if drop_partial and n_keys % TILE and len(starts) > 1:
+        starts = starts[:-1]
+    m = torch.full((*s.shape[:-1], 1), float("-inf"), dtype=s.dtype)
+    total = torch.zeros_like(m)
+    acc = torch.zeros((*s.shape[:-1], v.shape[-1]), dtype=s.dtype)
+    for j in starts:
+        sj, vj = s[..., j:j + TILE], v[..., j:j + TILE, :]
+        m_new = torch.maximum(m, sj.max(dim=-1, keepdim=True).values)
+        alpha = torch.nan_to_num(torch.exp(m - m_new), nan=0.0)  # -inf − -inf: nothing yet
+        pj = torch.nan_to_num(torch.exp(sj - m_new), nan=0.0)
+        total = total * alpha + pj.sum(dim=-1, keepdim=True)
+        acc = acc * alpha + pj @ vj
+        m = m_new
+    return acc / total
 
 
 def _function(defect: str):
@@ -55,6 +87,9 @@ def _function(defect: str):
             p = torch.softmax(s, dim=-1)
             ctx.save_for_backward(q32, k32, v32, p)
             ctx.dtypes = (q.dtype, k.dtype, dtype)
+            if defect in ("tiled", "tiled_drops_partial_tile"):
+                out = _tiled_softmax_attention(s, v32, defect == "tiled_drops_partial_tile")
+                return out.to(dtype)
             return (p @ v32).to(dtype)
 
         @staticmethod
@@ -77,7 +112,8 @@ def _function(defect: str):
 
 
 def make_target(name: str, defect: str = "none") -> AttentionTarget:
-    """The torch target (float32, float16, bfloat16; ``feature_count = 0``) with ``defect``."""
+    """The torch target (float32, float16, bfloat16; ``feature_count = 0``) with ``defect``; the
+    tiled ones are causal only."""
     fn = _function(defect)
 
     def attention(q, k, v, *, causal: bool, seed: int = 0, **_: Any):
@@ -87,7 +123,8 @@ def make_target(name: str, defect: str = "none") -> AttentionTarget:
                                  f"{tuple(x.shape)}")
         return fn.apply(q, k, v, causal)
 
-    return AttentionTarget(name, attention, CLAIMS, backends=("torch",), dtypes=DTYPES,
+    claims = CLAIMS - {"noncausal"} if defect.startswith("tiled") else CLAIMS
+    return AttentionTarget(name, attention, claims, backends=("torch",), dtypes=DTYPES,
                            feature_count=0)
 
 
@@ -103,6 +140,10 @@ EXACT_LOWP_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
     "exact_lowp_backward_no_inv_sqrt_d": (
         "float32 exact attention (float32/half only) whose backward forgets the 1/√d of the "
         "scores (∂L/∂q, ∂L/∂k × √d)", lambda name: [make_target(name, "no_inv_sqrt_d")]),
+    "exact_lowp_tiled_drops_partial_tile": (
+        "causal flash-style exact attention (tiles of 16 keys, online softmax) that skips the "
+        "partial last tile of keys once a full one exists",
+        lambda name: [make_target(name, "tiled_drops_partial_tile")]),
 }
 
 #: The property each is written for (``family::test``).
@@ -110,11 +151,14 @@ EXACT_LOWP_KILLERS: dict[str, tuple[str, ...]] = {
     "exact_lowp_scores_bf16": (_OUT,),
     "exact_lowp_dq_scaled": (_GRAD,),
     "exact_lowp_backward_no_inv_sqrt_d": (_GRAD,),
+    "exact_lowp_tiled_drops_partial_tile": (_BLOCKS,),
 }
 
 #: The correct twin: the same code with every defect off.
 EXACT_LOWP_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     "exact_lowp_correct": lambda: [make_target("control:exact_lowp_correct")],
+    "exact_lowp_tiled_correct": lambda: [make_target("control:exact_lowp_tiled_correct",
+                                                     "tiled")],
 }
 
 
