@@ -118,9 +118,11 @@ def where(target: Any, backend: Any, shape: Shape, regime: str | None = None) ->
         if target.gate_input != "log":
             drawn += f"gate input {target.gate_input}, "
         drawn += f"gates {regime}, "
+    # the chunk size is a layout fact only for a target with a chunked form
+    chunk = (f"C={chunk_of(target, shape.chunk)}, "
+             if getattr(target, "chunked", None) is not None else "")
     return (f"{target.name} on {backend.id} (B={shape.b}, H={shape.h}, T={shape.t}, d={shape.d}, "
-            f"d_v={shape.dv}, C={chunk_of(target, shape.chunk)}, t0={shape.cut}, {drawn}"
-            f"seed={shape.seed})")
+            f"d_v={shape.dv}, {chunk}t0={shape.cut}, {drawn}seed={shape.seed})")
 
 
 def recurrent_view(target: Any) -> Any:
