@@ -113,12 +113,21 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
     def back(out: Any, v: Any) -> Any:
         return out.to(v.dtype) if is_torch(v) else out.astype(v.dtype, copy=False)
 
+    def upcast(x: Any) -> Any:
+        """Half inputs computed in float32 (the claim ``half_in_float32``: the state a form
+        returns stays float32, the output is cast back once)."""
+        if is_torch(x) and str(x.dtype) in ("torch.float16", "torch.bfloat16"):
+            import torch
+
+            return x.to(torch.float32)
+        return x
+
     def chunked(q, k, v, *, chunk_size, initial_state=None, seed=0):
         check_one_backend(("q", "k", "v"), q, k, v)
         check_attention_inputs(q, k, v, causal=True, names=("q", "k", "v"),
                                backend="torch" if is_torch(q) else "numpy")
         params = params_for(q, seed)
-        fq, fk = phi(q, params), phi(k, params)
+        fq, fk = phi(upcast(q), params), phi(upcast(k), params)
         mod = _forms_module(q)
         fn = mod.log_linear_attention_chunked if log else mod.linear_attention_chunked
         out, state = fn(fq, fk, as_work(v, fq), chunk_size=chunk_size,
@@ -133,7 +142,7 @@ def registry_forms(entry: FeatureMap, m: int) -> dict[str, Any]:
         check_step_inputs(q_t, k_t, v_t, names=("q_t", "k_t", "v_t"),
                           backend="torch" if is_torch(q_t) else "numpy")
         params = params_for(q_t, seed)
-        fq, fk = phi(q_t, params), phi(k_t, params)
+        fq, fk = phi(upcast(q_t), params), phi(upcast(k_t), params)
         mod = _forms_module(q_t)
         fn = mod.log_linear_attention_step if log else mod.linear_attention_step
         state, out = fn(state, fq, fk, as_work(v_t, fq))

@@ -220,3 +220,45 @@ def orthogonal_rows(name: str, n: int, entropy: int, assumption_trials: int) -> 
                                            alternative="greater").ok
     return [ladder_row("blackbox_maps: orthogonal claim, Var ≤ exact ORF variance (Bernstein)",
                        t.name, NUMPY64, trials, counts)]
+
+
+def frequency_rows_controls() -> tuple[str, ...]:
+    """The black-box controls (:func:`blackbox_controls`) whose rows can be read off their
+    outputs (:func:`kernel_verify.properties.checks.frequencies.readable`)."""
+    from kernel_verify.properties.checks.frequencies import readable
+
+    return tuple(name for name in blackbox_controls()
+                 if readable(_control_pair(name)[0]) is None)
+
+
+def frequency_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
+    """The frequency-row law (``properties/test_blackbox_maps.py::test_frequency_rows_have_the_
+    declared_law``: the rows of 1000 draws read off the outputs, the nine per-position row-law
+    checks and the two pooled ones) on one correct control wrapped black-box, at d = 3, on
+    ``max(14, n // 7)`` trials (each reads 1000 draws)."""
+    from kernel_verify.properties.checks.frequencies import DRAWS, pooled_norm_checks, whitened_rows
+    from kernel_verify.properties.checks.row_law import orthonormal_pair, row_law_checks
+    from kernel_verify.verify.seeds import child_seeds
+
+    fam, _ = _control_pair(name)
+    d = 3
+    trials = max(trials_to_certify(LADDER[0]), n // 7) if n >= MIN_SEEDS else n
+    levels = rungs(trials)
+    counts: dict[str, dict[float, int]] = {}
+    exact: set[str] = set()
+    for i in range(trials):
+        seed = _seed(entropy, "frequency_rows", name, i)
+        stack = [whitened_rows(fam, s, d) for s in child_seeds(seed, DRAWS, "frequency_rows")]
+        z1, z2 = orthonormal_pair(seed, d)
+        for a in levels:
+            results = pooled_norm_checks(np.concatenate(stack), d, alpha=a, label="rows")
+            results += row_law_checks(np.stack(stack), z1, z2, alpha=a, name="rows")
+            pooled = ("pooled Σ‖σωₖ‖² ~ χ²_(K·d), exact", "pooled ‖σωₖ‖² ~ χ²_d, DKW")
+            for j, r in enumerate(results):
+                label = pooled[j] if j < len(pooled) else r.label.split(": ", 1)[1]
+                counts.setdefault(label, dict.fromkeys(levels, 0))[a] += not r.ok
+                if "DKW" in r.test or "χ²" in r.test:
+                    exact.add(label)
+    return [ladder_row(f"blackbox_maps: frequency rows: {label}", fam.name, NUMPY64, trials, c,
+                       exact_level=label in exact)
+            for label, c in counts.items()]

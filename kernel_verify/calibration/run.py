@@ -10,7 +10,13 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from kernel_verify.calibration.blackbox import blackbox_controls, blackbox_rows, orthogonal_rows
+from kernel_verify.calibration.blackbox import (
+    blackbox_controls,
+    blackbox_rows,
+    frequency_rows,
+    frequency_rows_controls,
+    orthogonal_rows,
+)
 from kernel_verify.calibration.certify import Row, _builtin
 from kernel_verify.calibration.convergence import (
     _attention_places,
@@ -74,6 +80,7 @@ def units(parts: Sequence[str] = PARTS) -> list[Unit]:
     if "blackbox" in parts:
         out += [Unit("blackbox", name, blackbox_rows) for name in blackbox_controls()]
         out.append(Unit("blackbox", "rff_pairs[orthogonal]", orthogonal_rows))
+        out += [Unit("blackbox", name, frequency_rows) for name in frequency_rows_controls()]
     if "gradients" in parts:
         from kernel_verify.calibration.gradients import (
             GRADIENT_TARGET,
@@ -131,6 +138,8 @@ CALIBRATED = {
         "blackbox_maps: mean test, no family",
     "test_blackbox_maps.py::test_orthogonal_claim_has_the_orthogonal_variance":
         "blackbox_maps: orthogonal claim",
+    "test_blackbox_maps.py::test_frequency_rows_have_the_declared_law":
+        "blackbox_maps: frequency rows",
     "test_gradients.py::test_gradient_of_unbiased_estimator_is_unbiased":
         "gradients: median-of-means test",
     "test_sketch_law.py::test_sketch_norm_follows_its_chi_square_law":
