@@ -465,6 +465,18 @@ def _scope_note(loaded: list) -> str:
     plain = [t.name for t in loaded
              if type(t).__name__ == "AttentionTarget" and t.chunk_sizes is None]
     notes = []
+    for t in loaded:  # a model's declared boundaries past its max_len are never cut at
+        if type(t).__name__ != "ModelTarget":
+            continue
+        wanted = {p for c in t.chunk_sizes for p in (c - 1, c, c + 1, 2 * c + 1)}
+        if t.conv_window is not None:
+            wanted.add(t.conv_window - 1)
+        dropped = sorted(p for p in wanted if p > t.max_len - 2)
+        if dropped:
+            notes.append(
+                f"scope: {t.name}: the cut points {dropped} of its chunk_sizes/conv_window lie "
+                f"past max_len − 2 = {t.max_len - 2} and are not drawn; raise max_len to "
+                f"{max(dropped) + 2} to have every declared boundary crossed")
     if names:
         notes.append(
             f"scope: no chunk_sizes declared ({', '.join(names)}), and no chunked form to be "

@@ -213,8 +213,8 @@ Check = Callable[[ModelTarget, str, float, Case, bool], "str | None"]
 def decode(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
            ) -> str | None:
     """Prefill ``x[:split]``, then one-token steps: the logits of each step equal row ``t`` of
-    the full forward. Defect: the cache is dropped after the first step (``step(model, None,
-    x_t)`` from the second step on)."""
+    the full forward. Defect: the cache is dropped after the first step (from the second step
+    on, each token is run alone by ``prefill``)."""
     m = model(target, case.seed, scale, dtype)
     ids = case.tensor()
     tol = tolerance(target, dtype, case.seed, scale, ids)
@@ -227,8 +227,11 @@ def decode(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bo
             return problem
         steps = []
         for t in range(case.split, case.length):
-            if defect and t > case.split:
-                cache = None
+            if defect and t > case.split:  # the cache dropped: the token alone, by prefill (a
+                # step from None is not in the protocol: a correct step may require a cache)
+                logits_t, cache = target.prefill(m, ids[:, t:t + 1])
+                steps.append(logits_t[:, -1])
+                continue
             out, cache = target.step(m, cache, ids[:, t])
             steps.append(out)
     return differ(torch.stack(steps, 1), full[:, case.split:], tol,
@@ -741,20 +744,50 @@ def speculative(target: ModelTarget, dtype: str, scale: float, case: ServingCase
     forward's rows: the verification pass); roll back the ``k − j`` rejected (``rollback``
     where offered, else a copy saved before drafting extended by the ``j`` accepted); then a
     step and an ``extend`` with tokens ``y`` (``y_(b+j) ≠ x_(b+j)``) equal the full forward of
-    ``x[:b+j] y``. Defect (``j < k``): one rejected draft kept (``k − j − 1`` rolled back, or
-    ``j + 1`` re-extended)."""
+    ``x[:b+j] y``; with ``rollback``, again with the drafts made by ``k`` one-token steps and
+    the last one rejected (the protocol's rollback undoes at most the call that made the cache).
+    Defect (``j < k``): one rejected draft kept (``k − j − 1`` rolled back, or ``j + 1``
+    re-extended)."""
     m = model(target, case.seed, scale, dtype)
-    ids, b, k, j = case.tensor(), case.save, case.draft, case.accept
+    ids = case.tensor()
+    with torch.no_grad():
+        full = reference(target, case.seed, scale, dtype, ids)
+    # the drafts by one ``extend`` (a verification pass); with ``rollback``, also by k one-token
+    # ``step`` calls with the last one rejected: ``rollback`` undoes a step-made cache too
+    # (the protocol: n ≤ the length of the call that made the cache, 1 for a step)
+    runs = [(case.accept, False)]
+    if target.rollback is not None and case.draft >= 1:
+        runs.append((case.draft - 1, True))
+    for j, by_steps in runs:
+        problem = _speculate(target, m, case, dtype, scale, ids, full, j, defect, by_steps)
+        if problem:
+            return problem
+    return None
+
+
+def _speculate(target: ModelTarget, m: Any, case: ServingCase, dtype: str, scale: float,
+               ids: Any, full: Any, j: int, defect: bool, by_steps: bool) -> str | None:
+    """One run of :func:`speculative`: ``j`` of the ``k`` drafts accepted, the drafts made by
+    one ``extend`` or by ``k`` steps."""
+    b, k = case.save, case.draft
     keep = j + 1 if defect and j < k else j
     seq = case.spliced(b + j)
     with torch.no_grad():
-        full = reference(target, case.seed, scale, dtype, ids)
         full_seq = reference(target, case.seed, scale, dtype, seq)
         _, cache = target.extend(m, None, ids[:, :b])
         saved = None if target.rollback is not None else target.copy_cache(cache)
-        drafted, cache = target.extend(m, cache, ids[:, b:b + k])
+        if by_steps:
+            drafted = []
+            for t in range(b, b + k):
+                out, cache = target.step(m, cache, ids[:, t])
+                drafted.append(out[:, None])
+            drafted = torch.cat(drafted, 1)
+        else:
+            drafted, cache = target.extend(m, cache, ids[:, b:b + k])
+        made = f"{k} one-token steps" if by_steps else "one extend"
         problem = differ(drafted, full[:, b:b + k], _seq_tol(target, dtype, case, scale, ids),
-                         f"the logits of {k} drafts after {b} tokens vs the full forward")
+                         f"the logits of {k} drafts ({made}) after {b} tokens vs the full "
+                         "forward")
         if problem:
             return problem
         if target.rollback is not None:
@@ -770,8 +803,9 @@ def speculative(target: ModelTarget, dtype: str, scale: float, case: ServingCase
     how = "rollback" if target.rollback is not None else "a copy saved before drafting"
     return differ(torch.cat(outs, 1), full_seq[:, b + j:],
                   _seq_tol(target, dtype, case, scale, seq),
-                  f"{j} of {k} drafts after {b} tokens accepted ({how}), then continued, vs "
-                  f"the full forward of the {b + j} accepted tokens and the continuation")
+                  f"{j} of {k} drafts ({made}) after {b} tokens accepted ({how}), then "
+                  f"continued, vs the full forward of the {b + j} accepted tokens and the "
+                  "continuation")
 
 
 def padded_decode(target: ModelTarget, dtype: str, scale: float, case: ServingCase,

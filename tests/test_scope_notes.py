@@ -68,3 +68,14 @@ def test_an_attention_target_without_chunk_sizes_is_told_the_blocks_crossed():
     note = _scope_note([t])
     assert "sm" in note and f"lengths up to {2 * max(DEFAULT_CHUNKS) + 1}" in note
     assert _scope_note([replace(t, chunk_sizes=(64,))]) == ""
+
+
+def test_a_model_whose_declared_boundaries_pass_max_len_is_told_so():
+    from kernel_verify.properties.builtin_models import model_targets
+
+    base = next(t for t in model_targets() if t.chunk_sizes)
+    c = max(base.chunk_sizes)
+    short = replace(base, max_len=c + 2)  # 2c + 1 > max_len − 2: not drawn
+    note = _scope_note([short])
+    assert short.name in note and str(2 * c + 1) in note and "raise max_len" in note
+    assert "max_len" not in _scope_note([replace(base, max_len=2 * c + 3)])
