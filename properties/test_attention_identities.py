@@ -518,7 +518,8 @@ def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
 #: What a NaN at a large input scale usually means, and the fixes (the failure's last line).
 _WHY_NONFINITE = (
     " — a NaN here is most often 0/0: every feature of a row's query or keys rounded to 0 "
-    "(elu+1 is exactly 0 below x ≈ −36.7 in float64), so the normaliser is 0; a denominator "
+    "(F.elu(x) + 1 is exactly 0 below x ≈ ln u: −36.7 in float64, −16.6 in float32, −7.6 "
+    "in float16, −5.5 in bfloat16), so the normaliser is 0; a denominator "
     "that cannot round to zero (an ε, or the features evaluated as exp(x) for x < 0) or a "
     "stabilised exponential fixes it; if the target means to return NaN there, declare it "
     "in known_failures")
