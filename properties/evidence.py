@@ -158,4 +158,8 @@ def check_same_precision(got: np.ndarray, exact: np.ndarray, plain, *, compute: 
         plus = f"; plus {extra_why} {extra:.3e}" if extra else ""
         raise AssertionError(f"{what}: less accurate than {c.c:g}× a plain evaluation of the "
                              f"same formula in {compute} (same-precision reference criterion, "
-                             f"beside the derived bound): {c.text()}{plus}")
+                             f"beside the derived bound: the result against the float64 "
+                             f"evaluation of the formula the target declares — its features, "
+                             f"its recurrence or softmax — not against another of its forms; a "
+                             f"target computing another formula, e.g. another ε, fails it "
+                             f"whatever its forms do): {c.text()}{plus}")
