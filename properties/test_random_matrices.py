@@ -144,6 +144,26 @@ def test_rows_are_orthogonal_within_blocks(target, size):
         )
 
 
+@pytest.mark.parametrize("target", matrices("gaussian_rows"))
+@given(size=sizes)
+def test_rows_of_one_draw_are_distinct(target, size):
+    """No two rows of one draw coincide: rows with a continuous law repeat with probability
+    zero, so a repeated row (a block copied, ``m`` filled by tiling fewer rows) means fewer
+    random rows than ``m`` — each row still marginally ``N(0, I_d)``, the estimator built on
+    them with the variance of a smaller ``m``. Exact check (``1e-12`` relative), no
+    statistics; ``±w`` pairs are distinct rows and pass."""
+    seed, d, m = size
+    w = np.asarray(target.draw(np.random.default_rng(seed), m, d), dtype=np.float64)
+    scale = float(np.abs(w).max(initial=0.0))
+    gap = np.abs(w[:, None, :] - w[None, :, :]).max(axis=-1)
+    np.fill_diagonal(gap, np.inf)
+    i, j = np.unravel_index(np.argmin(gap), gap.shape)
+    assert m < 2 or gap[i, j] > 1e-12 * scale, (
+        f"{target.name} (seed={seed}, m={m}, d={d}): rows {min(i, j)} and {max(i, j)} of one "
+        f"draw coincide (max |Δ| = {gap[i, j]:.3g}): a construction claiming gaussian_rows "
+        "draws m distinct random rows")
+
+
 @pytest.mark.parametrize("target", matrices("simplex"))
 @given(size=sizes)
 def test_rows_form_a_regular_simplex_within_blocks(target, size):

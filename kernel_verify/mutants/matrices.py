@@ -113,6 +113,13 @@ def simplex_normalised_norms(rng: np.random.Generator, m: int, d: int) -> np.nda
     return _simplex_like(rng, m, d, simplex_directions(d), lambda k: np.full(k, np.sqrt(d)))
 
 
+def tiled_rows(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    """Gaussian rows, but only ⌈m/2⌉ of them drawn and tiled to m (a buffer filled twice): every
+    row marginally N(0, I), half of them copies."""
+    half = rng.standard_normal((-(-m // 2), d))
+    return np.concatenate([half, half])[:m]
+
+
 def _builtin(kind: str) -> Draw:
     return lambda rng, m, d: draw_matrix(kind, rng, m, d)
 
@@ -161,6 +168,9 @@ MATRIX_MUTANTS: dict[str, tuple[str, Draw, set[str]]] = {
     "simplex_normalised_norms": (
         "SimRFs with row norms fixed to √d instead of independent χ_d, claiming Gaussian rows",
         simplex_normalised_norms, {"gaussian_rows", "simplex"}),
+    "rows_tiled": (
+        "Gaussian rows of which only half are drawn and the rest copied (claims Gaussian rows)",
+        tiled_rows, {"gaussian_rows"}),
     "orthogonal_claimed_simplex": (
         "ORF (orthogonal blocks) claiming simplex blocks", _builtin("orthogonal"),
         {"gaussian_rows", "simplex"}),

@@ -66,8 +66,13 @@ def run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int):
     k_tilde, idx = target.approximate(X, kernel_fn(kernel), generator(seed, "landmarks"))
     k_tilde = np.asarray(k_tilde, dtype=np.float64)
     idx = np.asarray(idx)
-    assert k_tilde.shape == k_ref.shape, f"{target.name}: K̃ shape {k_tilde.shape}"
-    assert idx.ndim == 1 and idx.size >= 1 and len(np.unique(idx)) == idx.size
+    assert k_tilde.shape == k_ref.shape, (
+        f"{target.name}: K̃ has shape {k_tilde.shape}, the Gram matrix of the {len(X)} points "
+        f"{k_ref.shape}")
+    assert idx.ndim == 1 and idx.size >= 1 and len(np.unique(idx)) == idx.size, (
+        f"{target.name}: the landmark indices must be a non-empty 1-D array of distinct point "
+        f"indices (KernelApproxTarget.approximate returns (K̃, landmarks)); got {idx.tolist()} "
+        "— a sampler with replacement returns repeated indices: drop the repeats")
     return k_ref, k_tilde, idx
 
 
