@@ -401,6 +401,11 @@ def test_past_outputs_ignore_the_future(target, backend, data, seed, cut, scales
     got, ref = _unchanged_nonfinite(out2[..., : c + 1, :], out[..., : c + 1, :])
     text = observed(got, tol=tol, expected=ref)
     if text:
+        if not (np.isfinite(got).all() and np.isfinite(ref).all()):
+            text += (" — non-finite values in past rows that depend on the future: an overflow "
+                     "or NaN in the future tokens (features, scores) reaches the past, as a "
+                     "mask applied by multiplication does (0·∞ = NaN); mask by selection, or "
+                     "keep the future's values finite")
         _fail(target, backend, x, True, seed, out, tol, where,
               f"rows ≤ {c} changed when only positions > {c} changed", text)
     _judgeable(out[..., : c + 1, :])
@@ -519,7 +524,9 @@ def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
 _WHY_NONFINITE = (
     " — a NaN here is most often 0/0: every feature of a row's query or keys rounded to 0 "
     "(F.elu(x) + 1 is exactly 0 below x ≈ ln u: −36.7 in float64, −16.6 in float32, −7.6 "
-    "in float16, −5.5 in bfloat16), so the normaliser is 0; a denominator "
+    "in float16, −5.5 in bfloat16), so the normaliser is 0 — or an overflow: polynomial or "
+    "exponential features past the dtype's range (float16: 65504) give ∞/∞ or 0·∞; a "
+    "denominator "
     "that cannot round to zero (an ε, or the features evaluated as exp(x) for x < 0) or a "
     "stabilised exponential fixes it; if the target means to return NaN there, declare it "
     "in known_failures")
