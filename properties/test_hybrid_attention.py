@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.backends import backend_param
@@ -192,15 +192,18 @@ def test_hybrid_forms_agree_across_the_window(target, backend, seed, window):
     for lay in layouts((max(window, 1),)):
         t, cut = lay.t, min(lay.cut, lay.t)
         where = f"w={window}, T={t}, t0={cut}"
+        note(f"layout {where} (an exception below was raised by the target in this layout)")
         arrays, seen = draw_inputs(backend, seed + lay.index, t + PROBE)
         ref, bound = exact(target, backend, seen, window)
         body, probe = rows(arrays, 0, t), rows(arrays, t, t + PROBE)
         first, state = target.attention(*rows(body, 0, cut), window=window)
-        rest, _ = target.attention(*rows(body, cut, t), window=window, initial_state=state)
-        check_within(cat([first, rest]), ref[..., :t, :], bound[..., :t, :],
+        if cut < t:  # no call of zero tokens: a split needs tokens on both sides
+            rest, _ = target.attention(*rows(body, cut, t), window=window, initial_state=state)
+            first = cat([first, rest])
+        check_within(first, ref[..., :t, :], bound[..., :t, :],
                      f"{where}: [0, t0) then [t0, T) from its state")
         if target.step is not None:
-            got, _ = steps(target, state, rows(body, cut, t), window)
+            got, _ = steps(target, state, rows(body, cut, t), window) if cut < t else (None, 0)
             if got is not None:
                 check_within(got, ref[..., cut:t, :], bound[..., cut:t, :],
                              f"{where}: prefill [0, t0), then step")
