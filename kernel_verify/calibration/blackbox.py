@@ -232,9 +232,10 @@ def frequency_rows_controls() -> tuple[str, ...]:
 
 
 def frequency_rows(name: str, n: int, entropy: int, assumption_trials: int) -> list[Row]:
-    """The frequency-row law (``properties/test_blackbox_maps.py::test_frequency_rows_have_the_
-    declared_law``: the rows of 1000 draws read off the outputs, the nine per-position row-law
-    checks and the two pooled ones) on one correct control wrapped black-box, at d = 3, on
+    """The frequency-row law (the rows of 1000 draws read off the outputs, the nine per-position
+    row-law checks and the two pooled ones of
+    ``properties/test_blackbox_maps.py::test_frequency_rows_have_the_declared_law``) on one
+    correct control wrapped black-box, at d = 3, on
     ``max(14, n // 7)`` trials (each reads 1000 draws)."""
     from kernel_verify.properties.checks.frequencies import DRAWS, pooled_norm_checks, whitened_rows
     from kernel_verify.properties.checks.row_law import orthonormal_pair, row_law_checks
