@@ -66,6 +66,13 @@ UNCREDITED_PATHS: dict[tuple[str, str], str] = {
         "a variance test on float64 estimates: float32 rounding (~1e-7) cannot move a variance "
         "by the 1.2× it detects; the float32 maps here claim no orthogonal rows, and an "
         "orthogonal-claim defect is dtype-free (credited on float64)",
+    ("blackbox_maps::test_frequency_rows_have_the_declared_law", "float32"):
+        "a law of the rows a map draws (the draw's W, or rows read off float64 outputs): a map "
+        "computed in float32 or a half type reads the same rows to ~1e-6, far below what moves "
+        "a χ² or DKW statistic; a row-law defect is dtype-free and is credited on float64",
+    ("blackbox_maps::test_frequency_rows_have_the_declared_law", "half"):
+        "as its float32 path: the half path is the dtype named in the black-box SM⁺ mutants "
+        "(blackbox_positive_float16*), whose rows are right",
     ("feature_reference::test_attention_matches_estimator_reference", "half"):
         "runs on float64 and float32 backends only: " + _FLOAT16_NAME,
     # the delta mutants compute in float64 and round once to float32: the non-causal rounding
