@@ -54,3 +54,19 @@ def test_docs_block_is_replaced(tmp_path):
     text = doc.read_text(encoding="utf-8")
     assert "old" not in text and "| 1 | 2 |" in text and text.endswith("outro\n")
     assert not power.update_docs(report, tmp_path / "missing.md")
+
+
+def test_a_leak_is_visible_only_where_the_compared_row_moves():
+    """The causality cell counts a trial only where the whole next row leaked into row
+    ``cut − 1`` differs between a run and its run with the future redrawn (both runs with a
+    zero row at ``cut``: the leak cannot show, as when β = 0 on the first tokens)."""
+    import torch
+
+    from kernel_verify.calibration.power import _leak_visible
+
+    base = torch.zeros(1, 1, 4, 2, dtype=torch.float64)
+    x, y = base.clone(), base.clone()
+    y[..., 2, :] = 1.0  # the future differs from row 2 on; row 1 (cut − 1 at cut 2) does not
+    assert not _leak_visible([x, y], cut=2)
+    assert _leak_visible([x, y], cut=3)
+    assert not _leak_visible([None, None], cut=1)

@@ -308,9 +308,15 @@ DELTA = "gated_attention:gated_delta_rule"
 #: ``(1 + ε)·S`` below any float32 rounding of the outputs; counted as misses they set the
 #: cell near the range's top whatever the property's power elsewhere. A state defect needs
 #: every returned state visible (the split run's state at the cut, which the probe reads, is
-#: one of several); a leak of the next row is visible where leaking the whole row changes a bit
-#: of the output in its dtype.
+#: one of several); a leak of the next row: see :data:`_LEAKED`.
 _VISIBLE: dict[str, list[bool]] = {}
+#: target name -> the outputs of each call of the leak defect with the whole next row leaked
+#: (ε = 1), in the output's dtype. The causality property compares the rows before its cut
+#: ``c`` of a run and of the run with the future redrawn, form by form (two calls in a row):
+#: the leak is visible where the leaked row ``c − 1`` differs between the two (it does not
+#: where ``o_c`` is zero in both, e.g. β = 0 on the first tokens of both, or where the next row
+#: rounds away in the dtype).
+_LEAKED: dict[str, list] = {}
 #: The share of ``max|v|`` below which a defect's object counts as invisible (2⁻²⁰ ≈ 1e-6: a
 #: few float32 roundings of outputs of the values' scale).
 VISIBLE_SHARE = 2.0 ** -20
@@ -402,13 +408,13 @@ def delta_future_defect(eps: float):
         def form(*args, **kw):
             out, state = fn(*args, **kw)
             if out.shape[2] < 2:
-                _VISIBLE.setdefault(name, []).append(False)
+                _LEAKED.setdefault(name, []).append(None)
                 return out, state
             wide = out.float() if out.dtype in (torch.float16, torch.bfloat16) else out
             nxt = torch.cat([wide[:, :, 1:], torch.zeros_like(wide[:, :, :1])], dim=2)
-            # visible: a whole next row leaked (ε = 1) changes a bit of the output in its dtype
-            # (in bfloat16 a next row below 2⁻⁹ of the current one rounds away at any ε ≤ 1)
-            _VISIBLE.setdefault(name, []).append(bool(((wide + nxt).to(out.dtype) != out).any()))
+            # the whole next row leaked (ε = 1), in the output's dtype (in bfloat16 a next row
+            # below 2⁻⁹ of the current one rounds away at any ε ≤ 1)
+            _LEAKED.setdefault(name, []).append((wide + nxt).to(out.dtype).detach().clone())
             if eps == 0:
                 return out, state
             return (wide + eps * nxt).to(out.dtype), state
@@ -420,29 +426,44 @@ def delta_future_defect(eps: float):
                                   for f in ("parallel", "stateful", "chunked")})
 
 
+def _leak_visible(calls: list, cut: int) -> bool:
+    """Whether the whole next row leaked changes row ``cut − 1`` differently in some form's
+    run and its run with the future redrawn (consecutive calls; :data:`_LEAKED`)."""
+    pairs = zip(calls[0::2], calls[1::2], strict=False)
+    return any(a is not None and b is not None and bool((a[..., cut - 1, :] != b[..., cut - 1, :])
+                                                        .any())
+               for a, b in pairs)
+
+
 def gated_trial(name: str, min_t: int = 1):
     """One random layout and input regime of ``properties/test_gated_forms.py``'s property
     ``name`` (its own strategies, drawn by ``properties.checks.recurrent.RandomDraws``); fewer
     than ``min_t`` tokens are not applicable, and so is a trial in which the planted defect
-    changed nothing (:data:`_VISIBLE`)."""
+    changed nothing the property compares (:data:`_VISIBLE`, :data:`_LEAKED`)."""
     from kernel_verify.properties.checks.recurrent import RandomDraws
 
     body = _inner("test_gated_forms", name)
 
     def trial(target, backend, rng):
+        cut = 1
         if min_t > 1:  # peek at the layout the property will draw (the same first draws)
             import importlib
 
             draw_shape = importlib.import_module(
                 "kernel_verify.properties.test_gated_forms").draw_shape
             state = rng.bit_generator.state
-            t = draw_shape(RandomDraws(rng), target).t
+            shape = draw_shape(RandomDraws(rng), target)
             rng.bit_generator.state = state
-            if t < min_t:
+            if shape.t < min_t:
                 rng.integers(2)  # move on: the next trial draws another layout
                 return None
+            cut = max(1, min(shape.cut, shape.t - 1))  # as the causality property cuts
         _VISIBLE[target.name] = []
+        _LEAKED[target.name] = []
         got = _outcome(lambda: body(target=target, backend=backend, data=RandomDraws(rng)))
+        leaked = _LEAKED.pop(target.name, [])
+        if leaked and not _leak_visible(leaked, cut):
+            return None
         calls = _VISIBLE.pop(target.name, [])
         # not applicable: the planted defect changed nothing visible; a scaled state must be
         # visible in every state returned (the probe reads the one at the split point)
