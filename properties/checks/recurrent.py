@@ -477,6 +477,21 @@ def check_plain(got: np.ndarray, ref: np.ndarray, same, backend, what: str,
 
 
 # ------------------------------------------------------------------ the gated judge
+def check_state_sums(target: Any, state: Any, want: tuple, bound: tuple, what: str, *,
+                     z: bool) -> None:
+    """A white-box target's final state through its ``state_sums``: ``S`` (and ``z`` with
+    ``z``, where the target returns one) within the derived bounds ``bound`` of the exact
+    ``want = (S, z)``; nothing without ``state_sums`` or a state."""
+    from kernel_verify.properties.evidence import check_within
+
+    if target.state_sums is None or state is None:
+        return
+    got = target.state_sums(state)
+    for label, a, ref, b in zip("Sz", got, want, bound, strict=True):
+        if a is not None and ref is not None and (label == "S" or z):
+            check_within(np.asarray(a, dtype=np.float64), ref, b, f"{what} final state {label}")
+
+
 def check_state(target, backend, state, x: QKV, g: TokenInputs, probe, what: str,
                 seed: int, same_precision: bool = False) -> None:
     """``state`` (after ``x``) continues the probe ``(inputs, token inputs)`` as the exact run of
@@ -516,10 +531,10 @@ class ByTheTruth:
         from kernel_verify.properties.checks.transition_forms import Expected
 
         cx, cg = (x, g) if context is None else context
-        ref, _, bound, _ = exact(self.target, self.backend, cx, cg)
+        ref, s_ref, bound, s_b = exact(self.target, self.backend, cx, cg)
         off = cx.q.shape[-2] - x.q.shape[-2]
         return Expected(ref[..., off:, :], bound[..., off:, :], (cx, cg),
-                        extra={"ref": ref, "off": off})
+                        extra={"ref": ref, "off": off, "state": (s_ref, s_b)})
 
     def outputs(self, got, want, what: str, start: int = 0) -> None:
         from kernel_verify.properties.evidence import check_within
@@ -527,7 +542,15 @@ class ByTheTruth:
         check_within(got, want.out[..., start:, :], want.bound[..., start:, :], what)
 
     def state(self, state, want, probe, what: str, same_precision: bool = False) -> None:
+        """The probe continued from ``state`` (:func:`check_state`) and, for a white-box target
+        (``state_sums``), the state itself against the exact state after the context within its
+        derived bound: a state scaled by ``1 + ε`` shows at ``ε`` near the state's own bound,
+        where the probe sees only the state's share of each of its rows."""
         cx, cg = want.context
+        if "state" in want.extra:  # first: the state itself, the more direct evidence
+            s_ref, s_b = want.extra["state"]
+            check_state_sums(self.target, state, s_ref, s_b, what,
+                             z=self.target.has("normalised"))
         check_state(self.target, self.backend, state, cx, cg, probe, what, self.seed,
                     same_precision=same_precision)
 

@@ -43,6 +43,7 @@ from kernel_verify.properties.checks.forms import Shape, draw_inputs
 from kernel_verify.properties.checks.recurrent import (
     READ,
     STATEFUL,
+    check_state_sums,
     draw_token_inputs,
     run,
     run_any,
@@ -234,21 +235,6 @@ def every_form(target: Any, backend: Any, x: QKV, g: TokenInputs, *, seed: int,
                                              f"form's state after {start} tokens)")
         outs[name] = (out, state, start)
     return outs
-
-
-def check_state_sums(target: Any, state: Any, want: tuple, bound: tuple, what: str, *,
-                     z: bool) -> None:
-    """A white-box target's final state through its ``state_sums``: ``S`` (and ``z`` with
-    ``z``, where the target returns one) within the derived bounds ``bound`` of the exact
-    ``want = (S, z)``; nothing without ``state_sums`` or a state."""
-    from kernel_verify.properties.evidence import check_within
-
-    if target.state_sums is None or state is None:
-        return
-    got = target.state_sums(state)
-    for label, a, ref, b in zip("Sz", got, want, bound, strict=True):
-        if a is not None and ref is not None and (label == "S" or z):
-            check_within(np.asarray(a, dtype=np.float64), ref, b, f"{what} final state {label}")
 
 
 def split_invariance(judge: Judge, x: QKV, g: TokenInputs, shape: Shape, where: str) -> None:
