@@ -456,12 +456,18 @@ def _scope_note(loaded: list) -> str:
     ``chunk_sizes`` is run on at most
     :data:`~kernel_verify.properties.layouts.GATED_MAX_TOKENS` tokens, so a block of its own
     longer than that (a kernel's fixed chunk of 64) is never crossed."""
-    from kernel_verify.properties.layouts import DEFAULT_CHUNKS, GATED_MAX_TOKENS
+    from kernel_verify.properties.layouts import (
+        DEFAULT_CHUNKS,
+        GATED_MAX_TOKENS,
+        LONG_CHUNK_LENGTHS,
+        LONG_CHUNKS,
+    )
 
-    names = [t.name for t in loaded
-             if type(t).__name__ == "GatedAttentionTarget" and t.chunk_sizes is None
-             and getattr(t, "chunked", None) is None
-             and any(getattr(t, f, None) is not None for f in ("stateful", "parallel"))]
+    undeclared = [t for t in loaded
+                  if type(t).__name__ == "GatedAttentionTarget" and t.chunk_sizes is None
+                  and any(getattr(t, f, None) is not None for f in ("stateful", "parallel"))]
+    names = [t.name for t in undeclared if getattr(t, "chunked", None) is None]
+    chunked = [t.name for t in undeclared if getattr(t, "chunked", None) is not None]
     plain = [t.name for t in loaded
              if type(t).__name__ == "AttentionTarget" and t.chunk_sizes is None]
     notes = []
@@ -484,6 +490,14 @@ def _scope_note(loaded: list) -> str:
             f"{GATED_MAX_TOKENS} tokens, so a block of the target's own longer than that (a "
             "kernel's fixed chunk) is never crossed; declare chunk_sizes=(C, ...) to have every "
             "drawn layout cross C")
+    if chunked:
+        longest = max(LONG_CHUNK_LENGTHS)
+        notes.append(
+            f"scope: no chunk_sizes declared ({', '.join(chunked)}): the chunked form is given "
+            f"chunks up to {max(LONG_CHUNKS)} on sequences of up to {longest} tokens, and the "
+            f"full-sequence forms see the same sequences, so a block of their own longer than "
+            f"{longest} tokens (a kernel's fixed chunk of 64) is never crossed; declare "
+            "chunk_sizes=(C, ...) to have every drawn layout cross C")
     if plain:
         big = max(DEFAULT_CHUNKS)
         notes.append(

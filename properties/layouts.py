@@ -50,6 +50,11 @@ DEFAULT_CHUNKS = (4, 16)
 #: (``properties/test_gated_forms.py::draw_shape``; runs that reach a gate's underflow are
 #: longer, at strong decay).
 GATED_MAX_TOKENS = 10
+#: The longer chunks a gated target with a ``chunked`` form and no ``chunk_sizes`` is also
+#: given, on sequences one token past them (``draw_shape``): a suite-chosen chunk of 16 or 32
+#: crossed as well as the short ones.
+LONG_CHUNKS = (16, 32)
+LONG_CHUNK_LENGTHS = (17, 33)
 #: Widths of every layout (small: a layout is about lengths, and fla's Taylor features have
 #: ``1 + d + d(d+1)/2`` entries).
 HEADS, D, DV = 2, 2, 3

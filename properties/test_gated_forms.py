@@ -91,7 +91,11 @@ from kernel_verify.properties.checks.transition_forms import (
 from kernel_verify.properties.checks.transition_forms import probe_for as shared_probe
 from kernel_verify.properties.evidence import check_same_precision, check_within
 from kernel_verify.properties.gated_protocol import l2_features
-from kernel_verify.properties.layouts import GATED_MAX_TOKENS
+from kernel_verify.properties.layouts import (
+    GATED_MAX_TOKENS,
+    LONG_CHUNK_LENGTHS,
+    LONG_CHUNKS,
+)
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, qkv_rows
 from kernel_verify.properties.targets import missing_form_param, none_param, of_kind, provides_none
 from kernel_verify.properties.token_inputs import TokenInputs
@@ -176,12 +180,6 @@ def naming_a_half_state(target, backend, x: QKV, g: TokenInputs, seed: int):
 
 
 # ------------------------------------------------------------------ layouts and gates
-#: Chunk sizes past the short draws, for a chunked form that takes any size, and the lengths
-#: that cross them.
-LONG_CHUNKS = (16, 32)
-LONG_CHUNK_LENGTHS = (17, 33)
-
-
 def draw_shape(data, target, max_t: int = GATED_MAX_TOKENS) -> Shape:
     """The layout (module docstring); crosses a fixed chunk size of the target."""
     c0 = data.draw(st.integers(3, 5), label="C")  # simplest: T = 4 across C = 3

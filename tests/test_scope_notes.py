@@ -9,7 +9,7 @@ import pytest
 
 from kernel_verify.api import _scope_note
 from kernel_verify.properties.builtin_gated import builtin_gated_targets
-from kernel_verify.properties.layouts import GATED_MAX_TOKENS
+from kernel_verify.properties.layouts import GATED_MAX_TOKENS, LONG_CHUNK_LENGTHS
 
 
 def _delta():
@@ -22,9 +22,17 @@ def test_a_target_with_its_own_block_and_no_chunk_sizes_is_told_the_drawn_length
     assert t.name in note and f"at most {GATED_MAX_TOKENS} tokens" in note and "chunk_sizes" in note
 
 
-def test_no_scope_note_where_the_suite_chooses_the_chunk_or_sizes_are_declared():
+def test_a_chunked_form_without_chunk_sizes_is_told_the_longest_sequence():
+    """Its chunked form is given the suite's chunks, but a full-sequence form blocking
+    internally (a fixed 64) is crossed by no drawn length: said, with the longest one."""
     t = _delta()
-    assert _scope_note([t]) == ""  # a chunked form: the suite gives it the chunk size
+    note = _scope_note([t])
+    assert t.name in note and f"up to {max(LONG_CHUNK_LENGTHS)} tokens" in note
+
+
+def test_no_scope_note_where_sizes_are_declared():
+    t = _delta()
+    assert _scope_note([replace(t, chunk_sizes=(64,))]) == ""
     assert _scope_note([replace(t, chunked=None, chunk_sizes=(64,))]) == ""
 
 
