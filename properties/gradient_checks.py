@@ -597,8 +597,8 @@ def _exact_softmax_bounds(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.nda
 
 
 def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: int = 28,
-                            g_seed: int = 29, seed: int = 0, *, plain_reference: bool = True
-                            ) -> list[LowPrecisionGradient]:
+                            g_seed: int = 29, seed: int = 0, *, plain_reference: bool = True,
+                            formula_reference: bool = False) -> list[LowPrecisionGradient]:
     """``∂L/∂(q, k, v)`` of ``L = Σ G⊙o`` in ``backend.dtype`` against float64 at the same rounded
     inputs (:func:`attention_qkv` at ``qkv_seed``, upstream ``G ~ N(0, 1)`` from ``g_seed``,
     rounded to the dtype; the target at ``seed``), with the bounds of
@@ -614,7 +614,11 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
       ``properties/attention_cases.py`` with ``u`` of the compute dtype and ``m`` the target's
       feature count (declared, measured from ``features``, else ``M_MAX``);
 
-    plus the output rounding of the dtype where the budget has it. Each result also carries
+    plus the output rounding of the dtype where the budget has it. ``formula_reference`` (a
+    target that accepts no float64): the float64 reference is the gradient of the formula the
+    target declares — exact softmax attention, or its declared ``features`` — evaluated in
+    float64 (:func:`low_precision_plain` at float64), not the target's own float64 run; the
+    bounds are the same (they charge the float64 reference's own error). Each result also carries
     the plain same-precision gradient of :func:`low_precision_plain` (``plain_reference``; the
     target at ``seed``) for the same-precision criterion the property applies beside the
     bound."""
@@ -633,7 +637,15 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
     g_lo = g.to(getattr(torch, dtype))
     g = g_lo.double()
     got = vjp((fn(*lo) * g_lo).sum(), lo)
-    ref = vjp((fn(*hi) * g).sum(), hi)
+    if formula_reference:
+        ref64 = low_precision_plain(target, *(a.detach().numpy() for a in hi), g.numpy(),
+                                    causal, seed, "float64")
+        if ref64 is None:
+            raise ValueError(f"{target.name}: no declared formula (feature_count = 0 or "
+                             "features) to take a float64 reference gradient from")
+        ref = [torch.from_numpy(a) for a in ref64]
+    else:
+        ref = vjp((fn(*hi) * g).sum(), hi)
     u_c = budget.u_compute
     q, k, v = (a.detach().numpy() for a in hi)
     ga = g.abs().numpy()
