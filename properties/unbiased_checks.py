@@ -22,6 +22,7 @@ from kernel_verify.properties import profiles
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.checks.estimates import (
     BIAS_DRAWS,
+    RANGE_ONLY_DRAWS,
     bias_point,
     estimates,
     feature_m,
@@ -123,7 +124,10 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
         # variance the point is Degenerate (no valid test there), not drawn.
         if not var >= 1e-12 * mean * mean:
             raise Degenerate(f"variance {var:.3g} at mean {mean:.3g}")
-    samples = estimates(target, x, y, m, seed, draws or default_draws())
+    n = draws or default_draws()
+    if draws is None and var is None:  # a range only: more draws (RANGE_ONLY_DRAWS)
+        n = max(n, RANGE_ONLY_DRAWS)
+    samples = estimates(target, x, y, m, seed, n)
     mean_test(samples, mean, alpha=per_assertion(), bounds=bounds, variance=var,
               label=f"{target.name}: E φ(x)ᵀφ(y) = {label}" + (f" [{how}]" if how else ""),
               seed=seed,

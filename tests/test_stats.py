@@ -36,6 +36,7 @@ from kernel_verify.verify.stats import (
     AlphaBudget,
     bernstein_threshold,
     hoeffding_threshold,
+    empirical_bernstein_threshold,
     mean_test,
     median_of_means_threshold,
     rejection_rate_interval,
@@ -262,6 +263,8 @@ def _not_above_alpha(result, alpha: float) -> tuple[bool, str]:
 CAL_CASES = {
     "hoeffding mean": lambda rng: mean_test(
         rff_samples(rng, (N_CAL, 60), m=4), rff_k(1, 1), alpha=CAL_ALPHA, bounds=(-1, 1)),
+    "hoeffding or empirical Bernstein mean, small spread": lambda rng: mean_test(
+        rff_samples(rng, (N_CAL, 400), m=64), rff_k(1, 1), alpha=CAL_ALPHA, bounds=(-1, 1)),
     "bernstein mean": lambda rng: mean_test(
         rff_samples(rng, (N_CAL, 60)), rff_k(1, 1), alpha=CAL_ALPHA, bounds=(-1, 1),
         variance=rff_moments(1, 1, 1)[1]),
@@ -298,6 +301,17 @@ def test_calibration(case):
     assert ok, f"{case}: {text}; seed {seed}\n{result.explain()}"
 
 
+def test_empirical_bernstein_threshold_formula():
+    """√(2·V_n·L/n) + 7·w·L/(3(n − 1)), L = log(2/α_side) (Maurer & Pontil 2009, Thm 4)."""
+    x = np.array([0.0, 1.0, 0.0, 1.0])
+    t = empirical_bernstein_threshold(x, 0.1, 2.0)  # two-sided: α_side = 0.05
+    big_l = math.log(2 / 0.05)
+    want = math.sqrt(2 * x.var(ddof=1) * big_l / 4) + 7 * 2.0 * big_l / (3 * 3)
+    assert t == pytest.approx(want, rel=1e-14)
+    with pytest.raises(ValueError, match="n >= 2"):
+        empirical_bernstein_threshold(np.array([0.5]), 0.1, 2.0)
+
+
 def test_calibration_check_has_teeth():
     """An anti-conservative threshold (a third of Bernstein's) fails the calibration check,
     so the check above can fail."""
@@ -330,6 +344,11 @@ POWER_CASES = {
     "mean, σ 1.1 vs 1 (bounded)": lambda rng: mean_test(
         rff_samples(rng, (N_POW, 15_000), sigma=1.1), K1, alpha=POWER_ALPHA, bounds=(-1, 1),
         variance=VAR1),
+    # no exact variance, a range only: the empirical Bernstein bound sees the small spread
+    # (Hoeffding alone, at the range [−1, 1], would need σ off by ~3 at this n)
+    "mean, σ 1.1 vs 1 (range only, m = 64)": lambda rng: mean_test(
+        rff_samples(rng, (N_POW, 4_000), m=64, sigma=1.1), K1, alpha=POWER_ALPHA,
+        bounds=(-1, 1)),
     "mean ×1.05 (median of means)": lambda rng: mean_test(
         1.05 * pos_samples(rng, (N_POW, 100_000)), PMU, alpha=POWER_ALPHA, variance=PVAR),
     "mean ×√2 (median of means)": lambda rng: mean_test(
