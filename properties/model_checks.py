@@ -577,7 +577,8 @@ def serving_control_case(target: ModelTarget) -> ServingCase:
     at every declared cut point (:meth:`ModelTarget.cut_points`; with fewer than two, a third
     and two thirds of T as well), the state saved just past the first chunk size (``c + 1``;
     else at ``T // 2``), three drafts with one accepted (a rejected draft to keep), pads of a
-    third and a quarter."""
+    third, and of all but ``window − 2`` tokens (a row shorter than the declared convolution
+    window; without one, a quarter)."""
     t = target.max_len
     g = seeded_rng(20261205)
     ids = [[int(v) for v in g.integers(0, target.vocab_size, t)] for _ in range(2)]
@@ -590,13 +591,26 @@ def serving_control_case(target: ModelTarget) -> ServingCase:
     draft = min(3, t - 1 - save)
     accept = 1 if draft > 1 else 0
     return _serving_case(ids, alt, target.vocab_size, cuts, save, draft, accept,
-                         (t // 3, max(1, t // 4)))
+                         (t // 3, _short_row_pads(target, t) or max(1, t // 4)))
+
+
+def _short_row_pads(target: ModelTarget, t: int, valid: int | None = None) -> int | None:
+    """Left pads of a padded prefill of ``T − 2`` tokens (:func:`padded_decode`) leaving a row
+    ``valid`` tokens (default: ``window − 2``, at least 1): shorter than the convolution's
+    window, where a conv cache taken from the padded row (pads in it) differs from the
+    unpadded row's; None without a declared ``conv_window`` or when it does not fit."""
+    if target.conv_window is None:
+        return None
+    v = max(1, target.conv_window - 2) if valid is None else valid
+    pads = t - 2 - v
+    return pads if 1 <= pads <= t - 3 else None
 
 
 def serving_cases(target: ModelTarget, min_len: int = 4):
     """Hypothesis strategy of :class:`ServingCase` for ``target``: lengths up to ``max_len``
     (half the time ``max_len`` itself), and every chunk end and save point half the time one of
-    the target's declared cut points (:meth:`ModelTarget.cut_points`) that fits, else any."""
+    the target's declared cut points (:meth:`ModelTarget.cut_points`) that fits, else any; the
+    pads of a row half the time leaving it 1, ``window − 2`` or ``window − 1`` valid tokens."""
     from hypothesis import strategies as st
 
     vocab, top = target.vocab_size, target.max_len
@@ -618,7 +632,10 @@ def serving_cases(target: ModelTarget, min_len: int = 4):
         save = point(draw, 1, t - 2)
         draft = draw(st.integers(1, min(4, t - 1 - save)))
         accept = draw(st.integers(0, draft))
-        pads = [draw(st.integers(1, t - 3)) for _ in range(b)]
+        short = [p for v in {1, (target.conv_window or 2) - 2, (target.conv_window or 2) - 1}
+                 if v >= 1 and (p := _short_row_pads(target, t, v)) is not None]
+        pad = st.one_of(st.integers(1, t - 3), *([st.sampled_from(short)] if short else []))
+        pads = [draw(pad) for _ in range(b)]
         return _serving_case(ids, alt, vocab, cuts, save, draft, accept, pads)
 
     return cases()
@@ -671,7 +688,8 @@ def restore(target: ModelTarget, dtype: str, scale: float, case: ServingCase, de
             ) -> str | None:
     """Restoring a state saved at ``b`` and continuing = never having stopped: a chunked
     prefill to ``b`` (the chunks of ``cuts`` below ``b``), ``saved = copy_cache(cache)``; the
-    live cache goes on one token per ``extend`` (the full forward's rows), then the saved
+    live cache goes on one token at a time, by ``step`` and ``extend`` alternately (the full
+    forward's rows: a copy sharing a tensor either call writes in place is seen), then the saved
     state is continued with one ``extend`` of the rest (the same rows). Defect: the state saved
     one token early (at ``b − 1``), continued from ``b``."""
     m = model(target, case.seed, scale, dtype)
@@ -687,17 +705,31 @@ def restore(target: ModelTarget, dtype: str, scale: float, case: ServingCase, de
         else:
             saved = target.copy_cache(cache)
         live = []
-        for t in range(b, case.length):
-            out, cache = target.extend(m, cache, ids[:, t:t + 1])
+        for t in range(b, case.length):  # a step then an extend, alternately: either may
+            # write the live cache in place, which must not reach the saved copy
+            if target.step is not None and (t - b) % 2 == 0:
+                out, cache = target.step(m, cache, ids[:, t])
+                out = out[:, None]
+            else:
+                out, cache = target.extend(m, cache, ids[:, t:t + 1])
             live.append(out)
-        problem = differ(torch.cat(live, 1), full[:, b:], tol, f"one-token extends after a "
-                         f"chunked prefill to {b} (chunks ending at {ends}) vs the full forward")
+        problem = differ(torch.cat(live, 1), full[:, b:], tol, f"one-token steps and extends "
+                         f"after a chunked prefill to {b} (chunks ending at {ends}) vs the full "
+                         "forward")
         if problem:
             return problem
+        if saved is not None:  # a one-token extend of a restored copy, which may write it
+            # in place (a copy sharing a tensor with the saved state must not see it)
+            first, _ = target.extend(m, target.copy_cache(saved), ids[:, b:b + 1])
+            problem = differ(first, full[:, b:b + 1], tol, f"a one-token extend of a state "
+                             f"saved at {b} and restored vs the full forward")
+            if problem:
+                return problem
         restored, _ = target.extend(m, None if saved is None else target.copy_cache(saved),
                                     ids[:, b:])
     return differ(restored, full[:, b:], tol, f"a state saved at {b} of {case.length} (after "
-                  "the live cache went on), restored and continued, vs the full forward")
+                  "the live cache went on, and a restored copy went one token on), restored "
+                  "and continued, vs the full forward")
 
 
 def continuations(target: ModelTarget, dtype: str, scale: float, case: ServingCase,
@@ -744,8 +776,9 @@ def speculative(target: ModelTarget, dtype: str, scale: float, case: ServingCase
     forward's rows: the verification pass); roll back the ``k − j`` rejected (``rollback``
     where offered, else a copy saved before drafting extended by the ``j`` accepted); then a
     step and an ``extend`` with tokens ``y`` (``y_(b+j) ≠ x_(b+j)``) equal the full forward of
-    ``x[:b+j] y``; with ``rollback``, again with the drafts made by ``k`` one-token steps and
-    the last one rejected (the protocol's rollback undoes at most the call that made the cache).
+    ``x[:b+j] y``; for the drawn ``j`` and for ``j = 0`` and ``j = k``; with ``rollback``,
+    again with the drafts made by ``k`` one-token steps and the last one rejected (the
+    protocol's rollback undoes at most the call that made the cache).
     Defect (``j < k``): one rejected draft kept (``k − j − 1`` rolled back, or ``j + 1``
     re-extended)."""
     m = model(target, case.seed, scale, dtype)
@@ -755,7 +788,10 @@ def speculative(target: ModelTarget, dtype: str, scale: float, case: ServingCase
     # the drafts by one ``extend`` (a verification pass); with ``rollback``, also by k one-token
     # ``step`` calls with the last one rejected: ``rollback`` undoes a step-made cache too
     # (the protocol: n ≤ the length of the call that made the cache, 1 for a step)
-    runs = [(case.accept, False)]
+    # j = 0 and j = k by one extend in every case, beside the drawn j: the ends of the range,
+    # where an index into the draft history is off (``hist[:-0]`` is empty), are not left to
+    # the draw
+    runs = [(j, False) for j in dict.fromkeys((case.accept, 0, case.draft))]
     if target.rollback is not None and case.draft >= 1:
         runs.append((case.draft - 1, True))
     for j, by_steps in runs:
