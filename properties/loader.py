@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
 
 from kernel_verify.properties.protocol import Target
 
@@ -19,6 +18,38 @@ def _as_target(obj: object, where: str) -> Target:
         f"{where} is a {type(obj).__name__}; expected one of {', '.join(_TARGET_TYPES)} (a "
         "registry FeatureMap is a FeatureMapTarget), or a list of them"
     )
+
+
+def _call_factory(obj: object, spec: str) -> object:
+    """``obj()`` for a factory of targets (a callable taking no arguments); a clear error for a
+    class (a target kind itself, or the user's own class), for a function that needs arguments
+    (a feature map or attention function named in place of its target) and for a factory that
+    raises."""
+    import inspect
+
+    if isinstance(obj, type):
+        if obj.__name__ in _TARGET_TYPES:
+            raise TypeError(f"target {spec!r} is the class {obj.__name__} itself; name an "
+                            f"instance (t = {obj.__name__}(...)) or a list of them")
+        raise TypeError(f"target {spec!r} is the class {obj.__name__}; expected a target "
+                        f"({', '.join(_TARGET_TYPES)}), a list of them, or a function taking no "
+                        "arguments that returns them")
+    try:
+        required = [p.name for p in inspect.signature(obj).parameters.values()
+                    if p.default is p.empty
+                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):  # no signature to read (a builtin): call it
+        required = []
+    if required:
+        raise TypeError(f"target {spec!r} is a function that takes arguments "
+                        f"({', '.join(required)}): name the target that wraps it (e.g. "
+                        "FeatureMapTarget(..., features=...)), a list of targets, or a factory "
+                        "taking no arguments")
+    try:
+        return obj()
+    except Exception as err:  # the factory's own code failed
+        raise ValueError(f"target {spec!r}: calling the factory raised "
+                         f"{type(err).__name__}: {err}") from err
 
 
 def load_targets(spec: str) -> list[Target]:
@@ -42,9 +73,11 @@ def load_targets(spec: str) -> list[Target]:
                              f"{attr_path!r}")
         obj = getattr(obj, part)
     if callable(obj) and type(obj).__name__ not in _TARGET_TYPES:
-        obj = obj()
-    items: Iterable[object] = obj if isinstance(obj, list | tuple) else [obj]
-    targets = [_as_target(o, f"{spec}[{i}]") for i, o in enumerate(items)]
+        obj = _call_factory(obj, spec)
+    if isinstance(obj, list | tuple):
+        targets = [_as_target(o, f"{spec}[{i}]") for i, o in enumerate(obj)]
+    else:
+        targets = [_as_target(obj, spec)]
     if not targets:
         raise ValueError(f"{spec} names no targets")
     names = [t.name for t in targets]
