@@ -111,19 +111,34 @@ class CheckResult:
     @property
     def exit_code(self) -> int:
         """The command line's exit status: 0 all held, 1 a property failed (or a known failure
-        is stale), 2 the suite could not run or a worker crashed."""
+        is stale), 2 the suite could not run or a worker crashed, 5 nothing was verified (no
+        property passed or reproduced a known failure: every one skipped, e.g. an optional
+        dependency missing or no declared dtype this machine runs; as pytest's 5, "no tests")."""
         if self.crashed:
             return 2
         c = self.counts
         if c["fail"] or c["stale"]:
             return 1
-        return 2 if c["crash"] else 0
+        if c["crash"]:
+            return 2
+        return 0 if self.verified else 5
+
+    @property
+    def verified(self) -> bool:
+        """Whether any property exercised the targets (passed, or reproduced a known failure);
+        a run in which everything skipped (or passed only uncredited) verified nothing."""
+        c = self.counts
+        return bool(c["pass"] or c.get("known", 0))
 
     def summary_line(self) -> str:
         from kernel_verify.properties.verdicts import count_line
 
-        line = (f"{count_line(self.counts)} — properties that exercised your target "
+        line = (f"{count_line(self.counts)} — properties run against your targets "
                 f"({self.seconds:.0f} s; profile {self.profile})")
+        if not self.crashed and not self.verified and not self.counts["fail"]:
+            line += ("\nNOTHING VERIFIED: no property exercised your targets (each skipped, "
+                     "for the reasons above; an optional dependency, a declared dtype or "
+                     "backend this machine lacks, or a -k that matched none): exit status 5")
         if self.counts["not credited"]:
             line += ("\nnot credited: passed only in cases that could not fail for this target "
                      "(the reason is beside each); never counted as a pass")

@@ -120,3 +120,18 @@ def test_a_spec_and_the_objects_it_names_give_the_same_verdicts():
 def test_bad_arguments_are_clear_errors(targets, kwargs, exc, words):
     with pytest.raises(exc, match=words):
         check(targets, **kwargs)
+
+
+def test_a_run_that_verified_nothing_exits_5_and_says_so():
+    """Every property skipped (an optional dependency missing, no declared dtype this machine
+    runs): not a pass — exit status 5 and a NOTHING VERIFIED line; one pass makes it 0."""
+    from kernel_verify.api import CheckResult
+    from kernel_verify.properties.verdicts import Verdict
+
+    skipped = [Verdict("f", "p", "t", "skip", "scikit-learn is not installed")]
+    nothing = CheckResult("m:t", ("t",), "ci", 1.0, 0, verdicts=skipped)
+    assert nothing.exit_code == 5 and not nothing.verified
+    assert "NOTHING VERIFIED" in nothing.summary_line()
+    one = CheckResult("m:t", ("t",), "ci", 1.0, 0,
+                      verdicts=[*skipped, Verdict("f", "q", "t", "pass")])
+    assert one.exit_code == 0 and "NOTHING" not in one.summary_line()
