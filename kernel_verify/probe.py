@@ -27,7 +27,9 @@ target declares:
 Only a contradiction of the declaration is a problem. A call that raises its own error on the
 probe's input is *not* one (a target may refuse a shape it never promised to take; the
 properties report what it does with their inputs), except the errors of the protocol's own
-checks (``target 'name': field …``), which name a broken declaration. A target whose every call
+checks (``target 'name': field …``), which name a broken declaration, and a call that ran on the
+first declared pair and raises on another declared CPU (library, dtype) pair with the same
+input: that pair contradicts ``backends``/``dtypes`` (attention, gated and hybrid targets). A target whose every call
 is slow (``call_seconds`` ≥ :data:`PROBE_MAX_CALL_SECONDS`, e.g. Triton kernels under the
 interpreter) gets the signature checks only. All problems of all targets are raised together as
 one :class:`DeclarationError` (a ``ValueError``), one line per target and field; ``check()`` and
@@ -119,12 +121,19 @@ def _protocol_error(err: BaseException, name: str) -> bool:
     return isinstance(err, TypeError | ValueError) and str(err).startswith(f"target {name!r}")
 
 
+def _is_skip(err: BaseException) -> bool:
+    """Whether ``err`` is pytest's skip (``pytest.skip`` / ``importorskip`` in a target)."""
+    return any(c.__name__ == "OutcomeException" for c in type(err).__mro__)
+
+
 class _Probe:
     """The problems found for one target."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.problems: list[Problem] = []
+        #: the field and error of a call that raised its own error (not a protocol check)
+        self.raised: tuple[str, BaseException] | None = None
 
     def add(self, field_name: str, message: str) -> None:
         problem = Problem(self.name, field_name, message)
@@ -135,6 +144,10 @@ class _Probe:
               call: str) -> bool:
         """Whether ``fn`` takes ``args`` positional arguments and ``keywords``."""
         fn = getattr(fn, "_kv_unchecked", fn)
+        if isinstance(fn, type):
+            self.add(field_name, f"is the class {fn.__name__}, not a function: give an instance "
+                     f"({fn.__name__}(...), whose __call__ takes {call}) or a function")
+            return False
         try:
             sig = inspect.signature(fn)
         except (TypeError, ValueError):  # a builtin or C function: nothing to read
@@ -157,6 +170,8 @@ class _Probe:
                 named, _, message = str(err).removeprefix(f"target {self.name!r}: ").partition(
                     " ")
                 self.add(named or field_name, message)
+            elif not _is_skip(err):  # a skip (a library not installed) is no refusal
+                self.raised = (field_name, err)
             raise _Stop from err
 
     def array(self, field_name: str, what: str, x: Any, shape: tuple[int | None, ...]) -> bool:
@@ -211,12 +226,20 @@ class _Probe:
         return True
 
 
+#: The (library, dtype) the next probe run uses instead of its first choice (the other declared
+#: CPU pairs of :func:`probe_target`); None: the first choice.
+_FORCED: list[tuple[str, str] | None] = [None]
+
+
 class _Arrays:
-    """Tiny inputs of one backend and dtype (the first the target accepts, float64 first)."""
+    """Tiny inputs of one backend and dtype (the first the target accepts, float64 first; or
+    the pair :data:`_FORCED`)."""
 
     def __init__(self, backends: tuple[str, ...], dtypes: tuple[str, ...]) -> None:
         self.library = "numpy" if "numpy" in backends else backends[0]
         self.dtype = "float64" if "float64" in dtypes else dtypes[0]
+        if _FORCED[0] is not None:
+            self.library, self.dtype = _FORCED[0]
 
     def __call__(self, a: np.ndarray) -> Any:
         if self.library == "torch":
@@ -766,7 +789,46 @@ def probe_target(target: Any) -> list[Problem]:
         _PROBES[kind](target, p)
     except _Stop:
         pass
+    if not p.problems and p.raised is None and kind in _PER_DTYPE and not _slow(target):
+        _probe_other_dtypes(target, p)
     return p.problems
+
+
+#: The kinds whose every declared CPU (library, dtype) pair is probed (:func:`probe_target`).
+_PER_DTYPE = ("AttentionTarget", "GatedAttentionTarget", "HybridAttentionTarget")
+
+
+def _probe_other_dtypes(target: Any, p: _Probe) -> None:
+    """Probe again on every other CPU (library, dtype) pair the target declares, after a probe
+    on the first pair ran clean: a declared pair on which the same calls raise their own error
+    contradicts ``backends``/``dtypes`` (a kernel that refuses float32, a NumPy function given
+    a torch half tensor); one problem per pair, naming the call and its error; a pair where the
+    contract is broken (a shape, a state) is reported as on the first pair."""
+    from kernel_verify.verify.backends import AXIS
+
+    first = _Arrays(tuple(target.backends), tuple(target.dtypes))
+    pairs = [(b.library, b.dtype) for b in AXIS
+             if b.device == "cpu" and b.library in target.backends and b.dtype in target.dtypes
+             and (b.library, b.dtype) != (first.library, first.dtype)]
+    for library, dtype in pairs:
+        again = _Probe(p.name)
+        _FORCED[0] = (library, dtype)
+        try:
+            _PROBES[type(target).__name__](target, again)
+        except _Stop:
+            pass
+        finally:
+            _FORCED[0] = None
+        for problem in again.problems:
+            p.add(problem.field, f"(on {library} {dtype}) {problem.message}")
+        if again.raised is not None and not again.problems:
+            field_name, err = again.raised
+            text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            p.add("dtypes", f"declare {library} {dtype} (backends={tuple(target.backends)}, "
+                  f"dtypes={tuple(target.dtypes)}), but {field_name} raised "
+                  f"{type(err).__name__}: {text[:200]} on it (the same call ran on "
+                  f"{first.library} {first.dtype}): every property on {library} {dtype} would "
+                  "fail the same way; leave it out of the declaration")
 
 
 def probe_targets(targets: Iterable[Any]) -> None:

@@ -274,3 +274,29 @@ def test_cli_prints_the_problem_on_stderr_and_exits_2(tmp_path: Path, monkeypatc
     assert "Traceback" not in out + err and "FAIL" not in out
     assert err.startswith("kernel-verify check: error: 1 declaration problem found")
     assert "target 'bad_m': m: does not match sample_fn" in err and "returned 16" in err
+
+
+def test_a_declared_dtype_the_code_refuses_is_a_declaration_problem():
+    """Every declared CPU (library, dtype) pair is probed once the first ran clean: a form that
+    raises its own error on float32 while it ran on float64 contradicts ``dtypes`` (one line
+    naming the pair, the call and the error); the same target declaring float64 only passes."""
+    from kernel_verify.properties.builtin_gated import gated_target
+
+    base = gated_target("scalar")
+
+    def refuse_float32(fn):
+        def form(q, *args, **kw):
+            if str(getattr(q, "dtype", "")) in ("float32", "torch.float32"):
+                raise TypeError("only float64 supported")
+            return fn(q, *args, **kw)
+        return form
+
+    forms = {f: refuse_float32(getattr(base, f)) for f in ("parallel", "stateful", "chunked")
+             if getattr(base, f) is not None}
+    bad = dataclasses.replace(base, name="refuses_f32", backends=("numpy",),
+                              dtypes=("float64", "float32"), step=None, varlen=None,
+                              padded=None, **forms)
+    [p] = probe_target(bad)
+    assert p.field == "dtypes" and "numpy float32" in p.message, p
+    assert "raised TypeError: only float64 supported" in p.message, p
+    assert probe_target(dataclasses.replace(bad, dtypes=("float64",))) == []
