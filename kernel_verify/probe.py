@@ -29,11 +29,12 @@ probe's input is *not* one (a target may refuse a shape it never promised to tak
 properties report what it does with their inputs), except the errors of the protocol's own
 checks (``target 'name': field …``), which name a broken declaration, and a call that ran on the
 first declared pair and raises on another declared CPU (library, dtype) pair with the same
-input: that pair contradicts ``backends``/``dtypes`` (attention, gated and hybrid targets). A target whose every call
-is slow (``call_seconds`` ≥ :data:`PROBE_MAX_CALL_SECONDS`, e.g. Triton kernels under the
-interpreter) gets the signature checks only. All problems of all targets are raised together as
-one :class:`DeclarationError` (a ``ValueError``), one line per target and field; ``check()`` and
-``kernel-verify check`` (exit status 2) raise it before the suite starts.
+input: that pair contradicts ``backends``/``dtypes`` (attention, gated and hybrid targets).
+A target whose every call is slow (``call_seconds`` ≥ :data:`PROBE_MAX_CALL_SECONDS`, e.g.
+Triton kernels under the interpreter) gets the signature checks only. All problems of all
+targets are raised together as one :class:`DeclarationError` (a ``ValueError``), one line per
+target and field; ``check()`` and ``kernel-verify check`` (exit status 2) raise it before the
+suite starts.
 """
 
 from __future__ import annotations

@@ -220,6 +220,37 @@ def patch_autotuner() -> None:
     Autotuner.do_bench = property(lambda self: _same_time)
 
 
+def patch_bf16_dot() -> None:
+    """Make the interpreter's ``tl.dot`` read bfloat16 operands as numbers. Triton 3.9's
+    interpreter stores bfloat16 as its uint16 bit patterns and ``create_dot`` multiplies them
+    as they are (a 16×16 bfloat16 ``tl.dot`` is off by ~2e10; float16 and float32 are exact):
+    here a bfloat16 operand is converted to float32 first, as the GPU's ``tl.dot`` forms every
+    product of two bfloat16 values exactly in its float32 accumulator. Only under the
+    interpreter. Idempotent."""
+    if not interpreting():
+        raise RuntimeError(f"patch_bf16_dot is for Triton's interpreter ({ENV}=1) only")
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter as it
+
+    builder = it.InterpreterBuilder
+    if getattr(builder.create_dot, "_kv_bf16", False):
+        return
+    original = builder.create_dot
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        def wide(x):
+            if x.dtype.scalar == tl.bfloat16:
+                data = it._convert_float(x.data, tl.bfloat16, tl.float32, None).view(np.float32)
+                return it.TensorHandle(data, tl.float32)
+            return x
+
+        return original(self, wide(a), wide(b), d, input_precision, max_num_imprecise_acc)
+
+    create_dot._kv_bf16 = True
+    builder.create_dot = create_dot
+
+
 def patch_kernel_modules(prefix: str) -> list[str]:
     """:func:`patch_range` on every imported module named ``prefix…`` that defines a Triton
     kernel (an attribute that is a ``triton.runtime.jit.KernelInterface``: jit, autotune and
