@@ -252,8 +252,16 @@ def skip_summary(verdicts: list[Verdict]) -> list[str]:
         rows.append((f"no target of the kind the property tests: {listed}",
                      sum(kinds.values())))
     rows.sort(key=lambda kv: -kv[1])
-    lines.extend(f"  {n:>4} × {reason}" for reason, n in rows)
+    shown, rest = rows[:SKIP_REASONS_SHOWN], rows[SKIP_REASONS_SHOWN:]
+    lines.extend(f"  {n:>4} × {reason}" for reason, n in shown)
+    if rest:
+        lines.append(f"  {sum(n for _, n in rest):>4} × {len(rest)} other reasons, each rarer "
+                     "(every row: --verbose)")
     return lines
+
+
+#: The most frequent skip reasons the quiet table lists (the rest: one line, --verbose).
+SKIP_REASONS_SHOWN = 8
 
 
 _POWER = re.compile(r"power control at init scale (?P<scale>\S+) \((?P<dtype>[^)]+)\): the "

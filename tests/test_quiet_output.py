@@ -185,3 +185,16 @@ def test_power_controls_are_one_line_per_property_and_target_unless_verbose():
                      "first step) fails it at init scale 1 (float32), 1 (float64)"]
     loud = verdict_table(v, verbose=True).split("Power controls")[1].strip().splitlines()[1:]
     assert len(loud) == 2 and all("max |difference| 0.3" in ln for ln in loud)
+
+
+def test_rare_skip_reasons_fold_into_one_line():
+    """Past the SKIP_REASONS_SHOWN most frequent reasons, the rest is one counted line."""
+    from kernel_verify.runner import SKIP_REASONS_SHOWN
+
+    many = [Verdict("f", f"test_{i}_{j}", "", "skip", evidence=f"reason {i}")
+            for i in range(SKIP_REASONS_SHOWN + 3) for j in range(SKIP_REASONS_SHOWN + 3 - i)]
+    lines = skip_summary(many)
+    assert len(lines) == 1 + SKIP_REASONS_SHOWN + 1
+    assert lines[-1].strip() == "6 × 3 other reasons, each rarer (every row: --verbose)"
+    counts = [int(re.match(r"\s*(\d+) × ", ln).group(1)) for ln in lines[1:]]
+    assert sum(counts) == len(many)
