@@ -514,15 +514,17 @@ def finite(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bo
             # validate their inputs) is the same finding as non-finite logits
             if "nan" not in str(err).lower() and "inf" not in str(err).lower():
                 raise
-            return f"init scale {s:g}: the forward met a non-finite intermediate ({err})"
+            return (f"init scale {s:g} ({k:g} × {scale:g}, the sweep's step): the forward met a "
+                    f"non-finite intermediate ({err})")
         if not _finite(logits):
             bad = int((~torch.isfinite(logits)).sum())
-            return f"init scale {s:g}: {bad} of {logits.numel()} logits are not finite"
+            return (f"init scale {s:g} ({k:g} × {scale:g}, the sweep's step): {bad} of "
+                    f"{logits.numel()} logits are not finite")
         lsm = (torch.log(torch.exp(logits) / torch.exp(logits).sum(-1, keepdim=True))
                if defect else torch.log_softmax(logits, -1))
         if not _finite(lsm):
-            return (f"init scale {s:g}: the log-softmax of the logits is not finite (max "
-                    f"|logit| {float(logits.abs().max()):.3g})")
+            return (f"init scale {s:g} ({k:g} × {scale:g}, the sweep's step): the log-softmax "
+                    f"of the logits is not finite (max |logit| {float(logits.abs().max()):.3g})")
     return None
 
 
@@ -917,8 +919,9 @@ def _climb(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> P
     for scale in target.init_scales:
         problem = check(target, dtype, scale, case, False)
         if problem:
-            return Power(None, scale, "", f"the model fails this check on its power control's "
-                         f"fixed input (init scale {scale:g}, {dtype}): {problem}")
+            return Power(None, scale, "", f"the model itself (no defect planted) fails this "
+                         f"check on the fixed input of its power control, at init scale "
+                         f"{scale:g} ({dtype}): {problem}")
         control = check(target, dtype, scale, case, True)
         if control:
             return Power(scale, scale, f"power control at init scale {scale:g} ({dtype}): the "
