@@ -106,6 +106,8 @@ def feature_maps(*claims: str, white_box: bool = False, predicate=None,
         return (not white_box or t.white_box) and (predicate is None or predicate(t))
 
     what = f"feature map with claims {sorted(claims)}" + (" (white-box)" if white_box else "")
+    if predicate is not None:
+        what += " that meets the property's further conditions (its docstring)"
     return _params(_select(FeatureMapTarget, claims, pred), what, none_reason)
 
 

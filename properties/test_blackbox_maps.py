@@ -367,11 +367,15 @@ ORTHO_DRAWS, ORTHO_D, ORTHO_DIST = 20000, 8, 1.5
 
 
 def _ortho_bounded(t: FeatureMapTarget) -> bool:
+    """claims 'orthogonal' and declares matrix='orthogonal' (not positional)."""
     return _not_positional(t) and t.has("orthogonal") and t.matrix == "orthogonal"
 
 
 @pytest.mark.statistical(assertions=1)
-@pytest.mark.parametrize("target", feature_maps("unbiased", "bounded", predicate=_ortho_bounded))
+@pytest.mark.parametrize("target", feature_maps(
+    "unbiased", "bounded", predicate=_ortho_bounded,
+    none_reason="no feature map claims 'orthogonal' (with 'unbiased' and 'bounded') and declares "
+                "matrix='orthogonal'"))
 def test_orthogonal_claim_has_the_orthogonal_variance(target):
     """One-sided: Var φ(x)ᵀφ(y) ≤ the exact ORF variance (the null includes every smaller one).
     Bernstein for ``(X − μ)² ∈ [0, R]`` with ``Var ≤ R·σ²_ORF`` at the run's α: a derived bound.
