@@ -224,8 +224,8 @@ class GatedAttentionTarget(SequenceTarget):
             _check_callable(self.name, f, getattr(self, f), optional=True)
         if not any(getattr(self, f) is not None for f in ("parallel", "stateful", "chunked",
                                                           "step")):
-            raise _fail(ValueError, self.name, "forms", "are all None: give at least one of "
-                        "parallel, stateful, chunked, step")
+            raise _fail(ValueError, self.name, "parallel,", "stateful, chunked, step are all "
+                        "None: the target offers no form; give at least one")
         _check_backends_and_dtypes(self.name, self.backends, self.dtypes)
         _check_chunk_sizes(self.name, self.chunk_sizes)
         if isinstance(self.min_log_gate, bool) or not isinstance(self.min_log_gate,
