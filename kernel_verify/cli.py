@@ -401,7 +401,8 @@ def _cmd_reports(args: argparse.Namespace) -> int:
 def _add_reports(sub) -> None:
     """The ``reports`` command."""
     p = sub.add_parser("reports", help="which committed reports are stale; --refresh "
-                       "regenerates them")
+                       "regenerates them (in a git checkout of kernel-verify only: the "
+                       "reports are the repository's, not the installed package's)")
     p.add_argument("reports", nargs="*", metavar="REPORT",
                    help="only these reports (paths as listed, e.g. reports/power.md)")
     how = p.add_mutually_exclusive_group()
