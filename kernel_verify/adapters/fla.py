@@ -259,7 +259,10 @@ REBASED_KNOWN = {"test_partition_of_unity": REBASED_EPS,
                  "test_outputs_are_convex_combinations_of_visible_values": REBASED_EPS,
                  # the kernel's z + 1e-5 normaliser is not in its declared features
                  "test_attention_meets_declared_features": REBASED_EPS,
-                 "test_gradients_meet_declared_features": REBASED_EPS}
+                 "test_gradients_meet_declared_features": REBASED_EPS,
+                 # float32 only: its gradients are compared with the declared formula's
+                 # float64 gradient, which has no 1e-5 (∂L/∂q₀ is 0 there, the kernel's ~1e-3)
+                 "test_low_precision_gradients_near_float64": REBASED_EPS}
 #: Seconds of one kernel call under the interpreter at the suite's largest sizes (B = H = 3,
 #: T = 12, d = 6): measured 0.04–0.10 s of CPU per call (the six kernels, 2-core machine; B = H
 #: = 1 costs a fifth of it: one program per batch element and head). Declared as the target's
