@@ -118,3 +118,39 @@ def test_an_exact_attention_claiming_convergence_is_at_its_rounding_floor():
     b = get_backend("numpy-float64")
     assert convergence_failures(target, 0, 2, convert=b.from_numpy) == 40
     assert convergence_failures(target, 0, 2, convert=b.from_numpy, floor=rounding_floor(b)) == 0
+
+
+# ------------------------------------------------------------ intermediates in the subnormals
+def _taylor2(scale: float):
+    def fn(x, p, config):  # [1, z, z_i²/√2, z_i z_j], every intermediate in x's dtype
+        d = x.shape[-1]
+        z = x * d ** -0.25
+        i, j = torch.triu_indices(d, d, offset=1)
+        return torch.cat([torch.ones_like(z[..., :1]), z, z * z / math.sqrt(2) * scale,
+                          z[..., i] * z[..., j]], dim=-1)
+    return fn
+
+
+def _taylor_target(name: str, scale: float) -> FeatureMapTarget:
+    from kernel_verify.impls.descriptor import no_params
+
+    return FeatureMapTarget(name, "taylor", frozenset({"deterministic"}), m=4,
+                            config={"order": 2}, draw=no_params, torch_fn=_taylor2(scale),
+                            formula="taylor2_compressed")
+
+
+def test_products_rounded_twice_in_the_subnormals_pass():
+    """fla's ``TaylorFeatureMap`` in float16 at x = 3.75e-4 (d = 1): z² ≈ 1.4e-7 and z²/√2 are
+    both subnormal, rounded twice (error 4.0e-8 against 3.1e-8 without the underflow term)."""
+    from kernel_verify.properties.checks.reference import native_underflow
+
+    assert native_underflow("float16") == 2.0 ** -14
+    x = np.array([[0.00037503242492676]])
+    check_features(_taylor_target("taylor_fp16", 1.0), x, {}, FP16, hypothesis=False)
+
+
+def test_the_underflow_term_leaves_a_one_percent_error_visible():
+    # z²/√2 ≈ 0.35 at x = 0.84 (d = 1): 1 % is ≈ 7 float16 ulps (2^-12 spacing at 0.35)
+    with pytest.raises(AssertionError, match="FAILED"):
+        check_features(_taylor_target("taylor_fp16_scaled", 1.01), np.array([[0.84]]), {},
+                       FP16, hypothesis=False)

@@ -15,7 +15,9 @@ Tolerances (all derived, none tuned):
   ``u_c`` the unit roundoff of the *compute* dtype and ``ulps`` the largest elementary-function
   figure of :func:`kernel_verify.verify.tolerance.budget_for` — plus ``u₆₄|ref|`` for the
   reference's own rounding and, for float16/bfloat16 (computed in float32, cast back),
-  ``output_round`` ulps of the half type at ``|ref| + bound``.
+  ``output_round`` ulps of the half type at ``|ref| + bound``; a third-party map, which may
+  round every intermediate to the half type, is judged with the half type's unit roundoff and
+  the underflow term of :func:`native_underflow`.
 * **kernel estimate** ``φ(X)φ(Y)ᵀ`` (product computed by the backend in the tested dtype):
   with feature bounds ``e``, ``|fl(φ̂ψ̂ᵀ) − φψᵀ| ≤ Σ(|φ|e_ψ + e_φ|ψ| + e_φe_ψ) +
   γ_D·Σ(|φ| + e_φ)(|ψ| + e_ψ)`` (D features; Higham eq. 3.5) plus ``u₆₄|ref|``.
@@ -63,8 +65,10 @@ from kernel_verify.verify.references.features import (
 )
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.tolerance import (
+    FORMATS,
     U64,
     budget_for,
+    dtype_name,
     gamma,
     native_budget_for,
     reference_rounding,
@@ -125,9 +129,27 @@ def feature_bound(entry: FeatureMapTarget, x: np.ndarray, params: dict, backend:
     bound = feature_error_bound(entry, x, params, entry.config, budget.u_compute, ulps,
                                 positions, log=log)
     bound = bound + reference_rounding(ref)
+    if native and dtype_name(backend.dtype) in ("float16", "bfloat16"):
+        bound = bound + native_underflow(backend.dtype)
     if budget.output_round:
         bound = bound + budget.output_round * ulp(np.abs(ref) + bound, backend.dtype)
     return bound
+
+
+def native_underflow(dtype: Any) -> float:
+    """Absolute error that gradual underflow adds to a feature computed *in* a half type.
+
+    The twins' bounds use ``fl(a∘b) = (a∘b)(1+δ)``. Below the normal range the model is
+    ``fl(a∘b) = (a∘b)(1+δ) + η`` with ``|η| ≤ λu`` (λ the smallest normal, u the unit roundoff;
+    Higham, *Accuracy and Stability*, §2.1, eq. (2.8)): code that rounds every intermediate to
+    float16 (``λu = 2^-25``) adds one such η per intermediate that lands in the subnormals,
+    carried to the feature by the factors applied after it. A feature made of ``R`` roundings
+    whose later factors are at most ``A`` in magnitude is off by at most ``R·A·λu`` more, which
+    is ``≤ λ`` whenever ``R·A ≤ 1/u`` (2048 for float16: 16 roundings with factors up to 128).
+    The bound adds ``λ`` (the convention the twins already use for exp results that underflow):
+    6.1e-5 in float16, 1.2e-38 in bfloat16. The suite's own maps compute half types in float32
+    and round once, which ``output_round`` covers; this term is only for native code."""
+    return float(np.ldexp(1.0, FORMATS[dtype_name(dtype)].emin))
 
 
 def rounded_input(x64: np.ndarray, backend: Backend) -> tuple[Any, np.ndarray]:
