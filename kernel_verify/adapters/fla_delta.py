@@ -171,9 +171,12 @@ _BACKWARD = frozenset({"fused_recurrent_delta_rule", "chunk_gated_delta_rule", "
 NOT_RUNNABLE: dict[str, str] = {
     "chunk_delta_rule": (
         "refuses float32 before any launch: `AssertionError: ChunkDeltaRuleFunction does not "
-        "support float32. Please use bfloat16.` (fla.ops.delta_rule.chunk); in bfloat16 the "
-        "interpreter's tl.dot is unusable (it multiplies raw bit patterns), so DeltaNet's chunk "
-        "path needs a GPU; fused_recurrent_delta_rule is its target here"),
+        "support float32. Please use bfloat16.` (fla.ops.delta_rule.chunk). In bfloat16, with "
+        "the interpreter's tl.dot repaired (`patch_bf16_dot`), its outputs are still ~1e36 "
+        "where the exact recurrence gives ~1 (T = 65, d = d_v = 1, the gated forms properties, "
+        "2026-12-07); whether another bfloat16 path of the interpreter or the kernel is at "
+        "fault was not diagnosed, so DeltaNet's chunk path needs a GPU; "
+        "fused_recurrent_delta_rule is its target here"),
     "fused_chunk_delta_rule": (
         "`NotImplementedError: fused_chunk_delta_rule is deprecated. Please use "
         "chunk_delta_rule instead.`"),
