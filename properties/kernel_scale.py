@@ -16,10 +16,17 @@ them by :func:`kernel_scales` — the characteristic length of the declared kern
   ``e^(−1.6²/2) ≈ 0.28`` and 1 over the unit ball; 0.03–1 at the norms up to 1.2 of the mean
   tests);
 * a **spectral mixture** (Cholesky-type factors ``L`` of shape ``(C, d, d)`` with a stationary
-  kernel, checked by :func:`_stationary`): one length per component, ``ℓ_c = √d/‖L_c‖_F``, the
-  distance along a random direction ``u`` at which ``‖L_c δ‖ = ‖δ‖‖L_c‖_F/√d`` reaches 1, i.e.
-  the component ``exp(−‖L_cδ‖²/2)`` reaches ``e^(−1/2)``. A property picks one component's
-  length per example (:func:`scale_for`), so the drawn distances span every component;
+  kernel, checked by :func:`_stationary`): one frame per component. The component
+  ``exp(−‖L_cδ‖²/2)`` of a unit-scale difference ``δ_u`` is seen at the points
+  ``x = L_c⁻¹x_u`` (:func:`to_kernel_scale`): ``‖L_c δ‖ = ‖δ_u‖`` along *every* direction, so an
+  anisotropic (ARD) component with lengths 0.1 and 10 varies over the drawn points along both
+  axes, and a map that gets one axis's length wrong shows where a single length would hide it
+  (the points of norm 0.14 that ``√d/‖L_c‖_F`` gives see the long axis only at ~1 % of its
+  length). A factor too ill-conditioned to invert (condition number above 1e8) falls back to the
+  single length ``ℓ_c = √d/‖L_c‖_F``, the distance along a random direction at which the
+  component reaches ``e^(−1/2)`` on average; :func:`kernel_scales` gives these single lengths
+  (a scalar summary for messages and step sizes). A property picks one component per example
+  (:func:`scale_for`, :func:`to_kernel_scale`), so the drawn points span every component;
 * **otherwise 1**: dot-product and softmax-type kernels (``exp(xᵀy)``, arc-cosine, polynomial,
   Taylor: their scale is that of the inputs themselves, the unit scale the properties were
   written for), and learned stationary kernels whose length is not a declared parameter (the
@@ -42,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LENGTH_PARAMS", "kernel_scales", "scale_for"]
+__all__ = ["LENGTH_PARAMS", "kernel_frames", "kernel_scales", "scale_for", "to_kernel_scale"]
 
 #: Kernel parameters that are a length (a bandwidth of a stationary kernel).
 LENGTH_PARAMS = ("sigma", "lengthscale", "length_scale", "ell", "bandwidth")
@@ -77,21 +84,37 @@ def _stationary(kernel: str, params: dict[str, Any], d: int) -> bool:
     return bool(abs(float(a - b)) <= 1e-20 * (abs(float(a)) + 1e-30))
 
 
-def _compute(kernel: str, params: dict[str, Any], d: int) -> tuple[float, ...]:
+#: A factor whose condition number exceeds this is not inverted (its single length is used).
+MAX_CONDITION = 1e8
+
+Frame = float | np.ndarray
+
+
+def _compute(kernel: str, params: dict[str, Any], d: int) -> tuple[tuple[float, ...],
+                                                                     tuple[Frame, ...]]:
+    """(single lengths sorted, frames in component order)."""
     for name in LENGTH_PARAMS:
         if name in params and _length(params[name]) is not None:
-            return (_length(params[name]),)  # type: ignore[return-value]
+            v = float(_length(params[name]))  # type: ignore[arg-type]
+            return (v,), (v,)
     factors = params.get("L")
     if isinstance(factors, np.ndarray) and factors.ndim == 3 and factors.shape[1:] == (d, d):
-        if _stationary(kernel, params, d):
-            out = [math.sqrt(d) / float(np.linalg.norm(f)) for f in factors]
-            if all(math.isfinite(v) and v > 0 for v in out):
-                return tuple(sorted(set(out)))
-    return (1.0,)
+        factors = factors.astype(np.float64)
+        if np.isfinite(factors).all() and _stationary(kernel, params, d):
+            lengths = [math.sqrt(d) / float(np.linalg.norm(f)) for f in factors]
+            if all(math.isfinite(v) and v > 0 for v in lengths):
+                frames: list[Frame] = []
+                for f, single in zip(factors, lengths, strict=True):
+                    if np.linalg.cond(f) <= MAX_CONDITION:
+                        frames.append(np.linalg.inv(f))
+                    else:
+                        frames.append(single)
+                return tuple(sorted(set(lengths))), tuple(frames)
+    return (1.0,), (1.0,)
 
 
-#: (kernel, exact key of its arguments, d) -> lengths (the stationarity probe runs once).
-_CACHE: dict[tuple, tuple[float, ...]] = {}
+#: (kernel, exact key of its arguments, d) -> (lengths, frames) (the probe runs once).
+_CACHE: dict[tuple, tuple[tuple[float, ...], tuple[Frame, ...]]] = {}
 
 
 def _key(params: dict[str, Any]) -> tuple:
@@ -112,14 +135,26 @@ def kernel_scales(target: Any, d: int) -> tuple[float, ...]:
     without a length. ``target``: anything with ``kernel`` and ``kernel_args(d)``."""
     if not isinstance(d, int | np.integer) or isinstance(d, bool) or d < 1:
         raise ValueError(f"d must be a positive integer, got {d!r}")
+    return _computed(target, d)[0]
+
+
+def _computed(target: Any, d: int) -> tuple[tuple[float, ...], tuple[Frame, ...]]:
+    if not isinstance(d, int | np.integer) or isinstance(d, bool) or d < 1:
+        raise ValueError(f"d must be a positive integer, got {d!r}")
     try:
         params = dict(target.kernel_args(int(d)))
     except Exception:  # kernel arguments that fail here fail in the property
-        return (1.0,)
+        return (1.0,), (1.0,)
     key = (str(target.kernel), _key(params), int(d))
     if key not in _CACHE:
         _CACHE[key] = _compute(str(target.kernel), params, int(d))
     return _CACHE[key]
+
+
+def kernel_frames(target: Any, d: int) -> tuple[Frame, ...]:
+    """Per component of the declared kernel, the map from unit-scale points to its scale: a
+    float (multiply) or a ``(d, d)`` matrix ``L_c⁻¹`` (module docstring)."""
+    return _computed(target, d)[1]
 
 
 def scale_for(target: Any, d: int, choice: int) -> float:
@@ -128,3 +163,16 @@ def scale_for(target: Any, d: int, choice: int) -> float:
     property span every component of a mixture."""
     scales = kernel_scales(target, d)
     return scales[int(choice) % len(scales)]
+
+
+def to_kernel_scale(target: Any, d: int, choice: int, points: Any) -> np.ndarray:
+    """``points`` (``(..., d)``, drawn at unit scale) at the scale of one component of the
+    declared kernel: the ``choice``-th frame of :func:`kernel_frames` (mod their count), a
+    length times the points or ``L_c⁻¹`` applied to each point. Linear, so a difference of
+    mapped points is the mapped difference."""
+    frames = kernel_frames(target, d)
+    frame = frames[int(choice) % len(frames)]
+    x = np.asarray(points, dtype=np.float64)
+    if isinstance(frame, np.ndarray):
+        return x @ frame.T
+    return x * frame

@@ -124,7 +124,7 @@ from kernel_verify.properties.checks.frequencies import (
 from kernel_verify.properties.checks.reference import has_twin, inner_bound
 from kernel_verify.properties.checks.row_law import N_ROW_CHECKS, orthonormal_pair, row_law_checks
 from kernel_verify.properties.formulas import records
-from kernel_verify.properties.kernel_scale import scale_for
+from kernel_verify.properties.kernel_scale import scale_for, to_kernel_scale
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.properties.strategies import fixed_input, generator, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
@@ -211,7 +211,7 @@ def test_float64_input_gives_float64_output(target):
        data=st.data())
 def test_claimed_sign_of_features(target, seed, d, scale, data):
     """claim positive: every feature > 0; nonnegative: ≥ 0 (a violation is a counterexample)."""
-    x = data.draw(points((6, d), scale), label="x") * scale_for(target, d, seed)
+    x = to_kernel_scale(target, d, seed, data.draw(points((6, d), scale), label="x"))
     f = features(target, x, seed)
     strict = target.has("positive")
     bad = ~(f > 0) if strict else ~(f >= 0)
@@ -259,9 +259,9 @@ def derived_feature_bounds(target: FeatureMapTarget, X: np.ndarray, F: np.ndarra
 def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data):
     """φ(x)ᵀφ(y) = k(x, y) for a deterministic map seen through ``sample_fn`` (any seed), and
     two seeds give the same features."""
-    length = scale_for(target, d, seed)  # the declared kernel's length (kernel_scale)
-    X = data.draw(points((3, d), scale), label="X") * length
-    Y = data.draw(points((3, d), scale), label="Y") * length
+    # at the declared kernel's scale (kernel_scale)
+    X = to_kernel_scale(target, d, seed, data.draw(points((3, d), scale), label="X"))
+    Y = to_kernel_scale(target, d, seed, data.draw(points((3, d), scale), label="Y"))
     F = features(target, np.concatenate([X, Y]), seed)
     G = features(target, np.concatenate([X, Y]), seed + 1)
     tol = 2 * FEATURE_ULPS * U64 * np.maximum(np.abs(F), np.abs(G))
@@ -324,9 +324,8 @@ def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
     declared kernel's length ℓ (``properties/kernel_scale.py``), so the kernel varies over them."""
     from kernel_verify.verify.references.kernels import kernel_mp
 
-    length = scale_for(target, d, seed)
-    x = nx * length * data.draw(unit_vectors(d), label="x/‖x‖")
-    y = ny * length * data.draw(unit_vectors(d), label="y/‖y‖")
+    x = to_kernel_scale(target, d, seed, nx * data.draw(unit_vectors(d), label="x/‖x‖"))
+    y = to_kernel_scale(target, d, seed, ny * data.draw(unit_vectors(d), label="y/‖y‖"))
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()

@@ -68,7 +68,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel_verify.properties.checks.estimates import random_pair
-from kernel_verify.properties.kernel_scale import scale_for
+from kernel_verify.properties.kernel_scale import to_kernel_scale
 from kernel_verify.properties.strategies import seeds
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import (
@@ -99,8 +99,7 @@ def _mean_is(target, kernel: str, label: str, seed: int, d: int, m: int, nx: flo
     """``check_mean`` against ``kernel`` at the random pair of ``(seed, d, nx, ny)``; a pair
     where the estimator is degenerate is assumed away (module docstring). The norms are in units
     of the declared kernel's length (``properties/kernel_scale.py``)."""
-    length = scale_for(target, d, seed)
-    x, y = random_pair(seed, d, nx * length, ny * length)
+    x, y = (to_kernel_scale(target, d, seed, p) for p in random_pair(seed, d, nx, ny))
     try:
         check_mean(target, x, y, m, seed, kernel_value(target, kernel, x, y), label)
     except Degenerate:
@@ -161,6 +160,6 @@ def test_biased_mean_is_reference_mean(target, seed, d, m, nx, ny):
     missing or wrong √p scale, fewer HD stages) or whose formula differs, wherever the two means
     differ by more than the threshold. "not tested" with the reason for a target without a
     formula and construction covered there (black-box maps)."""
-    length = scale_for(target, d, seed)  # the declared kernel's length (kernel_scale)
-    x, y = random_pair(seed, d, nx * length, ny * length)
+    # at the declared kernel's scale (kernel_scale)
+    x, y = (to_kernel_scale(target, d, seed, p) for p in random_pair(seed, d, nx, ny))
     check_reference_mean(target, x, y, m, seed)

@@ -56,7 +56,7 @@ from kernel_verify.properties.checks.estimates import (
     range_bound,
     row_construction,
 )
-from kernel_verify.properties.kernel_scale import scale_for
+from kernel_verify.properties.kernel_scale import to_kernel_scale
 from kernel_verify.properties.strategies import point_pair, points, unit_vectors
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.properties.unbiased_checks import kernel_value
@@ -216,11 +216,11 @@ BOUNDED_WITH_VARIANCE = feature_maps("unbiased", "bounded")
 def test_sample_variance_matches_exact_variance(target, seed, d, m, z, data):
     """Measured variance of φ(x)ᵀφ(y) over independent draws = the exact (iid or ORF) one.
     x and the direction of x − y are drawn by Hypothesis; the estimates are the seed's
-    independent parameter draws. Points and distance in units of the declared kernel's length
+    independent parameter draws. Points and distance at the declared kernel's scale
     (``properties/kernel_scale.py``)."""
-    length = scale_for(target, d, seed)
-    x = data.draw(points((d,)), label="x") * length
-    y = x - z * length * data.draw(unit_vectors(d), label="(x − y)/‖x − y‖")
+    x = to_kernel_scale(target, d, seed, data.draw(points((d,)), label="x"))
+    y = x - to_kernel_scale(target, d, seed,
+                            z * data.draw(unit_vectors(d), label="(x − y)/‖x − y‖"))
     m = feature_m(target, min(m, d) if target.has("orthogonal") else m)
     var = exact_variance(target, x, y, m)
     if var is None:
@@ -256,10 +256,10 @@ def test_iid_variance_matches_exact_variance_by_fourth_moment(target, seed, d, m
     fourth central moment (module docstring). The only variance test of unbounded estimators
     (positive, hyperbolic, trigonometric, GERF, relu); for bounded ones (RFF) it complements the
     range-based test, which has little power at large m (the range R ≫ σ²). Detects an m that is
-    not what the map says. Norms in units of the declared kernel's length
+    not what the map says. Norms at the declared kernel's scale
     (``properties/kernel_scale.py``)."""
-    length = scale_for(target, d, seed)
-    x, y = data.draw(point_pair(d, nx * length, ny * length), label="x, y")
+    x, y = (to_kernel_scale(target, d, seed, p)
+            for p in data.draw(point_pair(d, nx, ny), label="x, y (unit scale)"))
     m = feature_m(target, m)
     moments = exact_fourth_moment(target, x, y, m)
     if moments is None:

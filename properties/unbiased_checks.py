@@ -165,12 +165,11 @@ def unbiased_on_grid(target: FeatureMapTarget) -> None:
     block); a case where the estimator is (nearly) constant and unbounded is left out. Case ``i``
     is scaled by the ``i``-th length of the declared kernel (``properties/kernel_scale.py``;
     1 for a kernel without one), so the grid sees the kernel where it varies."""
-    from kernel_verify.properties.kernel_scale import scale_for
+    from kernel_verify.properties.kernel_scale import to_kernel_scale
 
     tested = 0
     for i, (x, y) in enumerate(grid_pairs(3).values()):
-        length = scale_for(target, 3, i)
-        x, y = x * length, y * length
+        x, y = to_kernel_scale(target, 3, i, x), to_kernel_scale(target, 3, i, y)
         try:
             check_mean(target, x, y, 3, 1000 + i, kernel_value(target, target.kernel, x, y),
                        "k(x, y)")

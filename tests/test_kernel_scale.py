@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from kernel_verify.impls.registry import all_maps, get
-from kernel_verify.properties.kernel_scale import kernel_scales, scale_for
+from kernel_verify.properties.kernel_scale import (
+    MAX_CONDITION,
+    kernel_frames,
+    kernel_scales,
+    scale_for,
+    to_kernel_scale,
+)
 
 
 def test_unit_scale_maps_keep_unit_scale():
@@ -59,7 +65,7 @@ def test_scale_mutants_and_twins_are_registered():
     for name in SCALE_MUTANTS:
         m = get_mutant(name)
         (t,) = m.targets
-        assert not t.white_box and t.kernel == "gaussian"
+        assert not t.white_box and t.kernel in ("gaussian", "spectral_mixture")
         assert m.expected_killers, name
     names = {c.name for c in CONTROLS}
     for twin, sigma, family in SCALE_TWINS:
@@ -100,3 +106,48 @@ def test_blackbox_gradient_point():
     tw = unbiased_gradient_trial(white, 3, 2)
     assert np.linalg.norm(tw.x) == pytest.approx(0.8, rel=1e-14)
     assert np.linalg.norm(tw.y) == pytest.approx(0.5, rel=1e-14)
+
+
+class _Declared:
+    """Anything with ``kernel`` and ``kernel_args(d)`` has a scale."""
+
+    def __init__(self, kernel: str, args) -> None:
+        self.kernel, self._args = kernel, args
+
+    def kernel_args(self, d: int) -> dict:
+        return self._args(d)
+
+
+def test_an_anisotropic_component_is_seen_at_unit_scale_along_every_axis():
+    """Points mapped by L_c⁻¹: ‖L_c(x − y)‖ = ‖x_u − y_u‖ for every pair, so an ARD component with
+    lengths 0.1 and 10 varies along the long axes too (one length, √d/‖L₀‖_F ≈ 0.14 at d = 3,
+    sees them at 1.4 % of 10)."""
+    from kernel_verify.mutants.kernel_scale import ard_factors
+
+    t = _Declared("spectral_mixture", ard_factors)
+    rng = np.random.default_rng(0)
+    xu, yu = rng.standard_normal((2, 5, 3))
+    L = ard_factors(3)["L"]
+    for c in (0, 1):
+        x, y = to_kernel_scale(t, 3, c, xu), to_kernel_scale(t, 3, c, yu)
+        got = np.linalg.norm((x - y) @ L[c].T, axis=-1)
+        np.testing.assert_allclose(got, np.linalg.norm(xu - yu, axis=-1), rtol=1e-14)
+    assert np.ptp(np.abs(to_kernel_scale(t, 3, 0, np.eye(3))).sum(0)) > 9  # 0.1 against 10
+    assert kernel_scales(t, 3)[0] == pytest.approx(math.sqrt(3) / np.linalg.norm(L[0]))
+
+
+def test_a_length_or_no_length_multiplies_the_points_exactly():
+    x = np.random.default_rng(1).standard_normal((4, 3))
+    t = get("rff_pairs[iid]").with_config(sigma=0.2)
+    assert np.array_equal(to_kernel_scale(t, 3, 7, x), x * 0.2)
+    assert np.array_equal(to_kernel_scale(get("softmax_positive[iid]"), 3, 7, x), x)
+
+
+def test_an_ill_conditioned_factor_falls_back_to_its_single_length():
+    def args(d):
+        return {"pi": np.array([1.0]), "mu": np.zeros((1, d)),
+                "L": np.array([np.diag([1.0] + [1.0 / (10 * MAX_CONDITION)] * (d - 1))])}
+
+    t = _Declared("spectral_mixture", args)
+    (frame,) = kernel_frames(t, 3)
+    assert isinstance(frame, float) and frame == kernel_scales(t, 3)[0]

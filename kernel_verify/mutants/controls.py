@@ -43,7 +43,9 @@ from kernel_verify.mutants.features import _blackbox_of
 from kernel_verify.mutants.features import blackbox_positive as _blackbox_positive
 from kernel_verify.mutants.gradients import GRADIENT_CONTROL_ROWS, GRADIENT_CONTROLS
 from kernel_verify.mutants.hybrid_lm import CONTROLS as HYBRID_LM_CONTROLS
+from kernel_verify.mutants.kernel_scale import ARD_TWIN as _ARD_TWIN
 from kernel_verify.mutants.kernel_scale import SCALE_TWINS as _SCALE_TWINS
+from kernel_verify.mutants.kernel_scale import ard_mixture as _ard_mixture
 from kernel_verify.mutants.kernel_scale import scaled_rff_pairs as _scaled_rff_pairs
 from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
@@ -218,6 +220,9 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
        lambda name=name, sigma=sigma, fam=fam: _renamed(
            _scaled_rff_pairs(name, sigma, None, family=fam)))
       for name, sigma, fam in _SCALE_TWINS),
+    (_ARD_TWIN, "feature_map", "black-box RFF of an anisotropic spectral mixture (lengths 0.1 "
+     "and 10, no family declared), right lengths",
+     lambda: _renamed(_ard_mixture(_ARD_TWIN, False))),
     *((name, row.family, row.description, GRADIENT_CONTROLS[name])
       for name, row in GRADIENT_CONTROL_ROWS.items()),
 ]

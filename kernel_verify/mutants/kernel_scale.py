@@ -17,6 +17,15 @@ kernel ``gaussian(σ)`` follows from it), its NumPy function replaced, seen thro
 only (:func:`kernel_verify.mutants.wrap.as_black_box`), with or without the family declared. The
 correct twins (:func:`scaled_rff_pairs` with ``defect=None``, :data:`SCALE_TWINS`) run the same
 code with the declared σ; they are controls of the catalogue (``kernel_verify.mutants.controls``).
+
+**An anisotropic (ARD) spectral mixture** (:func:`ard_mixture`): the spectral mixture kernel
+``½·exp(−‖L₀δ‖²/2) + ½·exp(−‖δ‖²/2)``, ``L₀ = diag(1/0.1, 1/10, …, 1/10)`` (lengths 0.1 along the
+first axis, 10 along the others), declared through ``kernel_params`` (no estimator family), and
+its random Fourier features (``ω = L_cᵀε``, weights ``√(π_c/m_c)``); the defect uses 100 for the
+long lengths (a length squared). With one length per component (``√d/‖L₀‖_F ≈ 0.14``) the long
+axes were seen at ~1 % of their length and the defect passed every property (found by a
+new-user run, 6 passed); with the points mapped by ``L_c⁻¹`` (``properties/kernel_scale.py``) the
+pilot-variance mean test sees it. Its correct twin is a control.
 """
 
 from __future__ import annotations
@@ -27,9 +36,11 @@ from typing import Any
 import numpy as np
 
 from kernel_verify.impls.numpy import random_features as np_rf
+from kernel_verify.impls.numpy.learned_maps import gmm_frequencies
 from kernel_verify.mutants.features import feature_mutant
 from kernel_verify.mutants.wrap import as_black_box
-from kernel_verify.properties.protocol import Target
+from kernel_verify.properties.protocol import FeatureMapTarget, Target
+from kernel_verify.verify.seeds import rng as seeded
 
 #: defect -> (what the features use for σ, description)
 DEFECTS = {
@@ -88,3 +99,43 @@ SCALE_KILLERS = {
 SCALE_TWINS = (("blackbox_nofamily_rff_sigma0_05", 0.05, False),
                ("blackbox_nofamily_rff_sigma5", 5.0, False),
                ("blackbox_rff_sigma5", 5.0, True))
+
+
+# --------------------------------------------------------------- anisotropic spectral mixture
+#: The ARD component's lengths: (short axis, long axes); the defect's long length.
+ARD_LENGTHS = (0.1, 10.0)
+ARD_WRONG_LONG = 100.0
+ARD_M = 64
+
+
+def ard_factors(d: int, long_length: float = ARD_LENGTHS[1]) -> dict[str, np.ndarray]:
+    """``pi, mu, L`` of the two-component mixture of the module docstring at dimension ``d``."""
+    first = np.diag([1 / ARD_LENGTHS[0]] + [1 / long_length] * (d - 1))
+    return {"pi": np.array([0.5, 0.5]), "mu": np.zeros((2, d)), "L": np.array([first, np.eye(d)])}
+
+
+def ard_mixture(name: str, defect: bool) -> list[Target]:
+    """The black-box RFF map of the ARD spectral mixture (module docstring); ``defect``: its
+    features use the long length 100 instead of the declared 10."""
+    used = ARD_WRONG_LONG if defect else ARD_LENGTHS[1]
+
+    def sample(x: np.ndarray, seed: int) -> np.ndarray:
+        p = ard_factors(x.shape[-1], used)
+        eps = seeded(seed, "ard_mixture").standard_normal((ARD_M, x.shape[-1]))
+        omega, a2 = gmm_frequencies(eps, p["pi"], p["mu"], p["L"])
+        u, a = x @ omega.T, np.sqrt(a2)
+        return np.concatenate([a * np.cos(u), a * np.sin(u)], axis=-1)
+
+    return [FeatureMapTarget(f"mutant:{name}", "spectral_mixture",
+                             frozenset({"unbiased", "bounded", "psd_kernel"}),
+                             kernel_params=lambda config, d: ard_factors(d), m=ARD_M,
+                             output_dim=lambda d, m: 2 * m, sample_fn=sample)]
+
+
+ARD_MUTANT = "blackbox_nofamily_ard_mixture_long_length_squared"
+#: The correct twin's control name.
+ARD_TWIN = "blackbox_nofamily_ard_mixture"
+SCALE_MUTANTS[ARD_MUTANT] = (
+    "black-box RFF of an anisotropic spectral mixture (lengths 0.1 and 10, no family declared) "
+    "whose features use 100 for the long lengths", lambda n: ard_mixture(n, True))
+SCALE_KILLERS[ARD_MUTANT] = ("blackbox_maps::test_unbiased_without_declared_family",)
