@@ -196,8 +196,33 @@ class CheckResult:
     def to_json(self) -> dict[str, Any]:
         return {"target": self.spec, "targets": list(self.targets), "profile": self.profile,
                 "returncode": self.returncode, "seconds": self.seconds, "counts": self.counts,
+                "environment": environment(),
                 "verdicts": [asdict(v) for v in self.verdicts],
                 **({"note": self.note} if self.note else {})}
+
+
+#: Distributions whose versions a saved result records (those installed).
+RECORDED_DISTRIBUTIONS = ("kernel-verify", "torch", "numpy", "scipy", "mpmath", "hypothesis",
+                          "triton", "fla-core", "flash-linear-attention", "transformers")
+
+
+def environment() -> dict[str, Any]:
+    """Where a result was computed: the kernel-verify code (its commit in a checkout, with any
+    uncommitted changes, else its version), Python, the platform, and the versions of the
+    installed :data:`RECORDED_DISTRIBUTIONS` (those not installed are left out)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    from kernel_verify.provenance import code_state
+
+    versions = {}
+    for name in RECORDED_DISTRIBUTIONS:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return {"code": code_state(), "python": platform.python_version(),
+            "platform": platform.platform(), "versions": versions}
 
 
 def _default_profile() -> str:

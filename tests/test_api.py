@@ -135,3 +135,15 @@ def test_a_run_that_verified_nothing_exits_5_and_says_so():
     one = CheckResult("m:t", ("t",), "ci", 1.0, 0,
                       verdicts=[*skipped, Verdict("f", "q", "t", "pass")])
     assert one.exit_code == 0 and "NOTHING" not in one.summary_line()
+
+
+def test_a_saved_result_records_where_it_was_computed():
+    import platform
+
+    from kernel_verify.api import environment
+
+    env = environment()
+    assert env["python"] == platform.python_version()
+    assert env["versions"]["numpy"] == __import__("numpy").__version__
+    assert "kernel-verify" in env["versions"] and env["code"]
+    assert all(isinstance(v, str) for v in env["versions"].values())
