@@ -282,12 +282,18 @@ def _cosine(x_mp: np.ndarray, params: Params, config: Mapping) -> np.ndarray:
 
 # -------------------------------------------------------------- deterministic maps (§6)
 def _bound_elu_plus_one(x, params, config, u, ulps) -> np.ndarray:
-    """``x + 1`` (one rounding) for x > 0; ``exp(x)`` (one call, plus the underflow floor η of
-    the dtype) for x ≤ 0."""
-    neg = np.minimum(x, 0.0)
-    return np.where(
-        x > 0, u * (x + 1), 2 * ulps * u * np.exp(neg) + smallest_normal(u)
-    )
+    """``x + 1`` (one rounding) for x > 0. For x ≤ 0 (``E = eˣ``, ``A = 1 − E``) any of the
+    three spellings of the formula: ``exp(x)`` (one call: ``2·ulps·u·E``), ``elu(x) + 1`` with
+    ``elu(x) = expm1(x)`` (``2·ulps·u·A`` from the call, ``u·E`` from the sum: the sum cancels,
+    so the call's error, relative to ``A``, is absolute in the result) and with ``elu(x) = eˣ − 1``
+    (``(1 + u)(2·ulps·u·E + u·A) + u·E``); all three lie within
+    ``(1 + u)²·(2·ulps·u·max(A, E) + u·A) + u·E``, plus the underflow floor η of the dtype.
+    ``F.elu(x) + 1`` at x = −4 in float32 errs by 2.6e-8 (1.4e-6 relative), where ``exp(x)``
+    alone would be allowed 8.7e-9."""
+    e = np.exp(np.minimum(x, 0.0))
+    a = 1.0 - e
+    neg = (1 + u) ** 2 * (2 * ulps * u * np.maximum(a, e) + u * a) + u * e
+    return np.where(x > 0, u * (x + 1), neg + smallest_normal(u))
 
 
 def _bound_log_elu_plus_one(x, params, config, u, ulps) -> np.ndarray:
