@@ -232,6 +232,13 @@ def check_attention(target: FeatureMapTarget, q: np.ndarray, k: np.ndarray, v: n
     # unit roundoff, so it holds a fortiori). feature_map_attention takes q, k, v of one dtype,
     # so all three are widened; widening is exact, and an adapter that promotes float32 input to
     # float64 internally computes the same features from the widened input.
+    narrower = FORMATS[dtype_name(feat_dtype)].p < FORMATS[dtype_name(backend.dtype)].p
+    assert not narrower, (
+        f"{target.name}: features of {backend.dtype} input came back as "
+        f"{dtype_name(feat_dtype)} on {backend.name}: narrower than the input (features may "
+        "come back wider than their input, never narrower), so attention on them cannot keep "
+        f"the input's precision — reproduce: check_attention(target {target.name!r}, q, k, v, "
+        f"params, get_backend({backend.id!r}), causal={causal})")
     q_in, k_in, v_in = (widen_like(a, feat_dtype) for a in (q_in, k_in, v_in))
     got = feature_map_attention(target, backend.from_numpy_params(params), q_in, k_in, v_in,
                                 causal=causal, positions=pos)
