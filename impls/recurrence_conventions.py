@@ -3,12 +3,14 @@
 ``β`` and the log-gates ``g ≤ 0``. Backend-generic: each function takes a NumPy array or a torch
 tensor and returns the same kind (torch results are differentiable and on the input's device).
 
-* :func:`l2_normalise` — three conventions that agree for ``‖x‖ ≫ √ε`` and differ near 0:
+* :func:`l2_normalise` — four conventions that agree for ``‖x‖ ≫ √ε`` and differ near 0:
 
   - ``"sum_inside"``: ``x / √(Σ_i x_i² + ε)`` (flash-linear-attention's ``l2norm``, ε = 1e-6,
     applied to q and k by DeltaNet, Gated DeltaNet and KDA layers);
-  - ``"root_outside"``: ``x / (√(Σ_i x_i²) + ε)`` (ε added to the norm; like
-    ``torch.nn.functional.normalize``'s ``x / max(‖x‖, ε)`` away from 0, but smooth);
+  - ``"root_outside"``: ``x / (√(Σ_i x_i²) + ε)`` (ε added to the norm; like ``"clamp"`` away
+    from 0, but smooth);
+  - ``"clamp"``: ``x / max(√(Σ_i x_i²), ε)`` (``torch.nn.functional.normalize``, whose default
+    ε is 1e-12): exactly ``x/‖x‖`` wherever ``‖x‖ ≥ ε``;
   - ``"mean_inside"``: ``x / √(mean_i x_i² + ε)``, an RMS norm without weight (Zhang & Sennrich,
     arXiv 1910.07467): its result has norm ≈ √d, not 1.
 
@@ -49,7 +51,7 @@ __all__ = ["L2_CONVENTIONS", "RWKV7_LOWER", "beta_from_logit", "bounded_log_gate
            "l2_normalise", "mamba_log_gate"]
 
 #: The conventions of :func:`l2_normalise`.
-L2_CONVENTIONS = ("sum_inside", "root_outside", "mean_inside")
+L2_CONVENTIONS = ("sum_inside", "root_outside", "mean_inside", "clamp")
 
 #: RWKV-7's bound on the log-decay, ``−e^(−0.5)`` (:func:`bounded_log_gate`).
 RWKV7_LOWER = -math.exp(-0.5)
@@ -75,7 +77,7 @@ def _softplus(x: Any) -> Any:
 def l2_normalise(x: Any, *, eps: float = 1e-6, convention: str = "sum_inside") -> Any:
     """``x (..., d)`` normalised along its last axis by ``convention`` (module docstring):
     ``"sum_inside"`` ``x/√(Σx² + ε)``, ``"root_outside"`` ``x/(√(Σx²) + ε)``, ``"mean_inside"``
-    ``x/√(mean(x²) + ε)``. ``eps > 0``."""
+    ``x/√(mean(x²) + ε)``, ``"clamp"`` ``x/max(√(Σx²), ε)``. ``eps > 0``."""
     if not isinstance(convention, str) or convention not in L2_CONVENTIONS:
         raise ValueError(f"convention must be one of {', '.join(L2_CONVENTIONS)}, got "
                          f"{convention!r}")
@@ -95,6 +97,9 @@ def l2_normalise(x: Any, *, eps: float = 1e-6, convention: str = "sum_inside") -
         return x / sqrt(sq + eps)
     if convention == "root_outside":
         return x / (sqrt(sq) + eps)
+    if convention == "clamp":
+        norm = sqrt(sq)
+        return x / (norm.clamp_min(eps) if is_torch(x) else np.maximum(norm, eps))
     return x / sqrt(sq / x.shape[-1] + eps)
 
 

@@ -96,11 +96,13 @@ def gates_from_input(gate_input: str, a: Any, kw: dict, *, lower: float | None,
 
 
 def make_delta_forms(transition: str, *, phi, beta: str = "given", gate_input: str = "log",
-                     gate_lower: float | None = None) -> dict[str, Any]:
+                     gate_lower: float | None = None,
+                     negative_eigenvalues: bool = False) -> dict[str, Any]:
     """The forms of a delta-rule target of ``transition`` over the impls (module docstring):
     ``phi(x, role)`` the features applied to q and k on the backend; with ``gate_input`` other
     than ``"log"`` the forms take the raw gate input (and ``A_log``, ``dt_bias`` by keyword)
-    and compute the log-gates themselves (:func:`gates_from_input`)."""
+    and compute the log-gates themselves (:func:`gates_from_input`); with ``beta="sigmoid"``
+    β = σ(logit), or 2σ(logit) with ``negative_eigenvalues``."""
     gated = transition != "delta"
 
     def prepared(q, k, v, g, kw, step=False):
@@ -109,7 +111,8 @@ def make_delta_forms(transition: str, *, phi, beta: str = "given", gate_input: s
         if "beta" in inputs and beta == "sigmoid":
             from kernel_verify.impls.recurrence_conventions import beta_from_logit
 
-            inputs["beta"] = beta_from_logit(inputs["beta"])
+            inputs["beta"] = beta_from_logit(
+                inputs["beta"], allow_negative_eigenvalues=negative_eigenvalues)
         if gated:
             inputs["g"] = gates_from_input(gate_input, _up(g), kw, lower=gate_lower, step=step)
         return phi(qq, "q"), phi(kk, "k"), vv, inputs
@@ -238,7 +241,9 @@ def delta_target(transition: str, *, backends=("numpy",), dtypes=("float64",),
                                 min_log_gate=-30.0 if gate_lower is None else 0.999 * gate_lower,
                                 **make_delta_forms(transition, phi=_backend_features(convention),
                                                    beta=beta, gate_input=gate_input,
-                                                   gate_lower=gate_lower))
+                                                   gate_lower=gate_lower,
+                                                   negative_eigenvalues="negative_eigenvalues"
+                                                   in claims))
 
 
 def builtin_delta_targets() -> list[GatedAttentionTarget]:

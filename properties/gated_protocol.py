@@ -11,7 +11,8 @@ of properties over every transition, one exact reference
 form takes the transition's own per-token inputs *by keyword*, in the layout of the gates
 (``BHTD``; ``BTHD`` swaps time and heads): ``beta (B, H, T)`` (delta, gated_delta, kda, comba;
 drawn in ``[0, 1]``, ``[0, 2]`` with the claim ``negative_eigenvalues``; ``beta="sigmoid"``:
-the suite passes the logit and the target applies the sigmoid), ``p (B, H, T, d)`` (comba),
+the suite passes the logit and the target applies the sigmoid, ``β = σ(logit)``, or
+``β = 2σ(logit)`` with ``negative_eigenvalues``), ``p (B, H, T, d)`` (comba),
 ``a, b (B, H, T, d)`` (rwkv7). DeltaNet has no gate (``gates="none"``): its forms take
 ``g=None``. The transitions (the features ``φ`` applied to q and k first)::
 
@@ -133,8 +134,9 @@ def l2_features(*, eps: float = 1e-6, convention: str = "sum_inside",
                 q_scale: float | None = None) -> Callable[[np.ndarray, str], np.ndarray]:
     """Declared float64 features of a delta-rule target: q and k L2-normalised with ``eps``
     where ``convention`` puts it — ``"sum_inside"``: ``x/√(Σx² + ε)`` (fla's ``l2norm``),
-    ``"root_outside"``: ``x/(√(Σx²) + ε)`` (``torch.nn.functional.normalize``),
-    ``"mean_inside"``: ``x/√(Σx²/d + ε)`` (an RMS norm) — and q then scaled by ``q_scale``
+    ``"root_outside"``: ``x/(√(Σx²) + ε)``, ``"mean_inside"``: ``x/√(Σx²/d + ε)`` (an RMS
+    norm), ``"clamp"``: ``x/max(√(Σx²), ε)`` (``torch.nn.functional.normalize``, default
+    ε = 1e-12) — and q then scaled by ``q_scale``
     (None: ``d^(−1/2)``, the convention of DeltaNet and Gated DeltaNet; docs/math.md §23)."""
     if convention not in L2_CONVENTIONS:
         raise ValueError(f"convention must be one of {', '.join(L2_CONVENTIONS)}, got "
@@ -149,6 +151,8 @@ def l2_features(*, eps: float = 1e-6, convention: str = "sum_inside",
             y = x / np.sqrt(ss + eps)
         elif convention == "root_outside":
             y = x / (np.sqrt(ss) + eps)
+        elif convention == "clamp":
+            y = x / np.maximum(np.sqrt(ss), eps)
         else:
             y = x / np.sqrt(ss / x.shape[-1] + eps)
         if role == "q":

@@ -96,15 +96,16 @@ class TokenInputs:
             return np.broadcast_to(self.g[None, :, None], (b, self.g.shape[0], t)).copy()
         return self.g
 
-    def beta_values(self, sigmoid: bool) -> np.ndarray | None:
-        """β in float64 (the sigmoid of the stored logit with ``sigmoid``), None without β."""
+    def beta_values(self, sigmoid: bool, top: float = 1.0) -> np.ndarray | None:
+        """β in float64 (with ``sigmoid``: ``top·σ`` of the stored logit, ``top`` = 2 for a
+        target claiming ``negative_eigenvalues``), None without β."""
         if "beta" not in self.extra:
             return None
         x = self.extra["beta"]
         if not sigmoid:
             return x
-        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-np.abs(x))),
-                        np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
+        return top * np.where(x >= 0, 1.0 / (1.0 + np.exp(-np.abs(x))),
+                              np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
 
     # ------------------------------------------------------------------ calling a target
     def arguments(self, target: Any, from_numpy: Callable[[np.ndarray], Any], *,

@@ -69,3 +69,28 @@ def test_targets_without_a_reachable_underflow_keep_strong_runs():
 def test_dv_equals_d_must_be_a_bool():
     with pytest.raises(TypeError, match="dv_equals_d"):
         replace(FREE, dv_equals_d="yes")
+
+
+def test_a_sigmoid_beta_with_negative_eigenvalues_is_two_sigmoid():
+    """β through a sigmoid under ``negative_eigenvalues`` is ``2σ(logit)`` (fla's
+    ``allow_neg_eigval``): the reference reads the drawn β ∈ [0, 2] back from its logit, and the
+    built-in target computes the same (a new user's 2σ target failed against σ, error 1.06)."""
+    from kernel_verify.properties.checks.recurrent import beta_of
+    from kernel_verify.properties.checks.forms import Shape
+
+    target = delta_target("delta", beta="sigmoid")
+    assert target.has("negative_eigenvalues")
+    shape = Shape(1, 1, 12, 2, 2, 6, 3, 0)
+    ti = draw_token_inputs(target, shape, "mixed, β edges")
+    beta = beta_of(target, ti)
+    assert beta.max() <= 2.0 and beta.max() > 1.0  # the logit of β/2 read back as 2σ
+    plain = replace(target, claims=target.claims - {"negative_eigenvalues"})
+    np.testing.assert_allclose(beta_of(plain, ti), beta / 2, rtol=1e-15)
+
+
+def test_the_builtin_two_sigmoid_target_meets_the_exact_recurrence():
+    import kernel_verify
+
+    result = kernel_verify.check([delta_target("delta", beta="sigmoid")], profile="ci",
+                                 keyword="test_gated_forms_meet_the_exact_recurrence")
+    assert result.ok and result.counts["pass"] == 1, result

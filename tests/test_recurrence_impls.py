@@ -397,7 +397,7 @@ def test_l2_normalise_conventions(backend):
     sq = np.sum(x * x, axis=-1, keepdims=True)
     eps = 1e-6
     want = {"sum_inside": x / np.sqrt(sq + eps), "root_outside": x / (np.sqrt(sq) + eps),
-            "mean_inside": x / np.sqrt(sq / 6 + eps)}
+            "mean_inside": x / np.sqrt(sq / 6 + eps), "clamp": x / np.sqrt(sq)}
     for convention, ref in want.items():
         out = conv.l2_normalise(wrap(x), eps=eps, convention=convention)
         assert type(out) is type(wrap(x))
@@ -409,6 +409,10 @@ def test_l2_normalise_conventions(backend):
     b = np.linalg.norm(conv.l2_normalise(wrap(tiny), eps=eps, convention="root_outside"))
     assert abs(a - 1e-4 / math.sqrt(1e-8 + 1e-6)) < 1e-12  # ≈ 0.0995
     assert abs(b - 1e-4 / (1e-4 + 1e-6)) < 1e-12  # ≈ 0.990
+    c = conv.l2_normalise(wrap(tiny), eps=1e-3, convention="clamp")  # ‖x‖ < ε: x/ε
+    _close(c, tiny / 1e-3, tol=1e-15)
+    _close(conv.l2_normalise(wrap(x), eps=1e-12, convention="clamp"),
+           torch.nn.functional.normalize(torch.as_tensor(x), dim=-1).numpy(), tol=1e-15)
     with pytest.raises(ValueError, match="sum_inside, root_outside, mean_inside"):
         conv.l2_normalise(wrap(x), convention="rms")
     with pytest.raises(ValueError, match="eps must be > 0"):

@@ -23,7 +23,11 @@ gates.
   dtype instead of ``e^(Gl_t − Gl_s)``: exact in real arithmetic, in float32 a run of strong
   decay overflows ``e^(−Gl_s)`` (past ``e^88.7``) and gives ``0·∞`` = NaN;
 * ``gated_packed_state_not_reset``: packed sequences (``cu_seqlens``) continue from the previous
-  sequence's final state.
+  sequence's final state;
+* ``gated_parallel_drops_initial_state``: the ``parallel`` form ignores its ``initial_state``
+  (every other form honours it: the split runs the chunked form, so only a property that
+  continues the parallel form from a state sees it — a new user's parallel-plus-step target
+  with this defect passed every property before there was one).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class Switches:
     half_cumsum: bool = False
     linear_space_decay: bool = False
     packed_no_reset: bool = False
+    parallel_drops_initial_state: bool = False
 
 
 def _features(x, role):
@@ -115,6 +120,8 @@ def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> d
         return _chunked_form(sw, kind, q, k, v, g, chunk_size, initial_state)
 
     def parallel(q, k, v, g, *, initial_state=None, seed=0):
+        if sw.parallel_drops_initial_state:
+            initial_state = None
         return chunked(q, k, v, g, chunk_size=max(q.shape[-2], 1), initial_state=initial_state)
 
     def stateful(q, k, v, g, *, initial_state=None, seed=0):
@@ -191,6 +198,9 @@ GATED_MUTANTS: dict[str, tuple[str, Switches]] = {
     "gated_packed_state_not_reset": (
         "packed sequences continue from the previous sequence's final state",
         Switches(packed_no_reset=True)),
+    "gated_parallel_drops_initial_state": (
+        "the parallel form ignores its initial_state (the other forms honour it)",
+        Switches(parallel_drops_initial_state=True)),
 }
 
 #: The property each gated mutant is written for: the exact recurrence, but for the packed one.
@@ -198,6 +208,8 @@ GATED_KILLERS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(GATED_MUTANTS, ("gated_forms::test_gated_forms_meet_the_exact_recurrence",)),
     "gated_packed_state_not_reset": (
         "gated_forms::test_gated_packed_sequences_equal_separate_runs",),
+    "gated_parallel_drops_initial_state": (
+        "gated_forms::test_gated_every_form_continues_from_a_state",),
 }
 
 #: Correct twins: every switch off (scalar gates; per key dimension).

@@ -105,13 +105,25 @@ def _unit_rows(rng: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-300)
 
 
+def beta_top(target) -> float:
+    """The largest β of ``target``: 2 with the claim ``negative_eigenvalues``, else 1. A target
+    taking β through a sigmoid then computes ``β = top·σ(logit)`` (``2σ``: fla's
+    ``allow_neg_eigval``, :func:`~kernel_verify.impls.recurrence_conventions.beta_from_logit`)."""
+    return 2.0 if target.has("negative_eigenvalues") else 1.0
+
+
+def beta_of(target, g) -> np.ndarray | None:
+    """β in float64 as ``target`` computes it from the token inputs ``g``."""
+    return g.beta_values(target.beta == "sigmoid", beta_top(target))
+
+
 def draw_betas(target, size: tuple[int, ...], beta_regime: str,
                rng: np.random.Generator) -> np.ndarray:
     """β of the regime (:data:`BETA_REGIMES`): uniform in ``[0, β_max]``, or each token at an
     edge ``{0, 1}`` (and 2 with ``negative_eigenvalues``), ``β_max`` 2 with that claim, else 1;
     :data:`READ`: uniform in ``[0, READ_FRACTION·β_max]``; returned as the logit when the target
-    takes β through a sigmoid (edges then ±8)."""
-    top = 2.0 if target.has("negative_eigenvalues") else 1.0
+    takes β through a sigmoid (``top·σ``, :func:`beta_top`; edges then ±8)."""
+    top = beta_top(target)
     if beta_regime == READ:
         beta = rng.uniform(0.0, READ_FRACTION * top, size)
     elif beta_regime == "edges":
@@ -354,7 +366,7 @@ def exact(target, backend, x: QKV, g: TokenInputs):
         from kernel_verify.verify.recurrence_bounds import recurrence_error_bound
         from kernel_verify.verify.references.recurrence import recurrence_mp
 
-        inputs = {"g": gg, "beta": g.beta_values(target.beta == "sigmoid"),
+        inputs = {"g": gg, "beta": beta_of(target, g),
                   **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
         inputs = {n_: a for n_, a in inputs.items() if a is not None}
         ref, s_ref = recurrence_mp(fq, fk, x.v, transition=target.transition, **inputs)
@@ -382,7 +394,7 @@ def _charge_gate_input(target, raw, gg, params, fqkv, g: TokenInputs, bound, s_b
     the factor the perturbed gates allow."""
     delta = gate_input_error(target.gate_input, raw, u=u, exp_ulps=exp_ulps, tiny=tiny,
                              lower=target.gate_lower, **params)
-    trans = {"beta": g.beta_values(target.beta == "sigmoid"),
+    trans = {"beta": beta_of(target, g),
              **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
     trans = {n_: a for n_, a in trans.items() if a is not None}
     moved, moved_s = gate_perturbation_bound(*fqkv, transition=target.transition, g=gg,
@@ -406,7 +418,7 @@ def plain_terms(target, x: QKV, g: TokenInputs):
     if transition == "decay":
         transition, inputs = ("identity", {}) if gg is None else ("decay", {"g": gg})
     else:
-        inputs = {"g": gg, "beta": g.beta_values(target.beta == "sigmoid"),
+        inputs = {"g": gg, "beta": beta_of(target, g),
                   **{n_: a for n_, a in g.extra.items() if n_ != "beta"}}
         inputs = {n_: a for n_, a in inputs.items() if a is not None}
     lam, xx, yy, ww = dplr_terms(transition, fk, **inputs)

@@ -45,6 +45,7 @@ from kernel_verify.properties.checks.recurrent import (
     STATEFUL,
     check_state_sums,
     draw_token_inputs,
+    full_forms,
     run,
     run_any,
     run_split,
@@ -263,6 +264,34 @@ def split_invariance(judge: Judge, x: QKV, g: TokenInputs, shape: Shape, where: 
     judge.outputs(split, want, f"{where}: split at {cut} (continued from the state of [0, {cut}))")
     judge.state(state, want, probe, f"{where}: the split run's final state", same_precision=True)
     judge.same_precision(split, want, f"{where}: split at {cut}")
+
+
+def forms_left_to_split(target) -> list[str]:
+    """The full-sequence forms (``parallel``, ``stateful``, ``chunked``) that
+    :func:`split_invariance` does not run from a state: all of them when the target has no
+    ``stateful``/``chunked`` form, else every one but :func:`split_form`'s."""
+    has_split = any(getattr(target, f) is not None for f in STATEFUL)
+    return [f for f in full_forms(target) if not (has_split and f == split_form(target))]
+
+
+def every_form_from_a_state(judge: Judge, x: QKV, g: TokenInputs, shape: Shape,
+                            where: str) -> None:
+    """The state after ``[0, t₀)`` (by :func:`split_form`, else token by token) continues every
+    form of :func:`forms_left_to_split` over ``[t₀, T)``, ``t₀ = min(max(cut, 1), T − 1)``:
+    its rows meet the judge's whole run of ``[0, T)``. A form that drops its ``initial_state``
+    — a ``parallel`` form is never split otherwise — fails here."""
+    view = recurrent_view(judge.target)
+    backend = judge.backend
+    n = x.q.shape[-2]
+    cut = min(max(shape.cut, 1), n - 1) if n >= 2 else 0
+    _, state = run_any(view, backend, qkv_rows(x, 0, cut), g.rows(0, cut), seed=shape.seed,
+                       chunk=shape.chunk)
+    want = judge.whole(x, g, chunk=shape.chunk)
+    for form in forms_left_to_split(view):
+        out, _ = run(view, backend, qkv_rows(x, cut, n), g.rows(cut, n), form=form,
+                     seed=shape.seed, chunk=shape.chunk, state=state)
+        judge.outputs(out, want, f"{where}: {form} over [{cut}, {n}) continued from the state "
+                      f"of [0, {cut})", start=cut)
 
 
 def prefill_then_decode(judge: Judge, x: QKV, g: TokenInputs, cut: int, chunk: int,
