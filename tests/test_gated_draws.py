@@ -75,8 +75,8 @@ def test_a_sigmoid_beta_with_negative_eigenvalues_is_two_sigmoid():
     """β through a sigmoid under ``negative_eigenvalues`` is ``2σ(logit)`` (fla's
     ``allow_neg_eigval``): the reference reads the drawn β ∈ [0, 2] back from its logit, and the
     built-in target computes the same (a new user's 2σ target failed against σ, error 1.06)."""
-    from kernel_verify.properties.checks.recurrent import beta_of
     from kernel_verify.properties.checks.forms import Shape
+    from kernel_verify.properties.checks.recurrent import beta_of
 
     target = delta_target("delta", beta="sigmoid")
     assert target.has("negative_eigenvalues")
