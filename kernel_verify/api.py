@@ -211,16 +211,12 @@ def environment() -> dict[str, Any]:
     uncommitted changes, else its version), Python, the platform, and the versions of the
     installed :data:`RECORDED_DISTRIBUTIONS` (those not installed are left out)."""
     import platform
-    from importlib.metadata import PackageNotFoundError, version
 
+    from kernel_verify.fingerprints import _dist_version
     from kernel_verify.provenance import code_state
 
-    versions = {}
-    for name in RECORDED_DISTRIBUTIONS:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            continue
+    found = {name: _dist_version(name) for name in RECORDED_DISTRIBUTIONS}
+    versions = {name: v for name, v in found.items() if v is not None}
     return {"code": code_state(), "python": platform.python_version(),
             "platform": platform.platform(), "versions": versions}
 
