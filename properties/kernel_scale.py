@@ -133,8 +133,6 @@ def kernel_scales(target: Any, d: int) -> tuple[float, ...]:
     """The characteristic lengths of ``target``'s declared kernel at dimension ``d`` (module
     docstring): one value, or one per mixture component (sorted); ``(1.0,)`` for a kernel
     without a length. ``target``: anything with ``kernel`` and ``kernel_args(d)``."""
-    if not isinstance(d, int | np.integer) or isinstance(d, bool) or d < 1:
-        raise ValueError(f"d must be a positive integer, got {d!r}")
     return _computed(target, d)[0]
 
 

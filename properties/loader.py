@@ -3,12 +3,41 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
+import re
 
+from kernel_verify.properties import protocol
 from kernel_verify.properties.protocol import Target
 
 _TARGET_TYPES = ("FeatureMapTarget", "AttentionTarget", "RandomMatrixTarget", "KernelApproxTarget",
                  "ModelTarget", "GatedAttentionTarget", "HybridAttentionTarget")
+
+
+_UNEXPECTED = re.compile(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def _keyword_hint(err: BaseException) -> str:
+    """For a target kind constructed with a keyword it does not have (``FeatureMapTarget(…,
+    dtypes=…)``): the closest field names, or the list of its fields; else ''."""
+    found = _UNEXPECTED.search(str(err)) if isinstance(err, TypeError) else None
+    if found is None or found.group(1) not in _TARGET_TYPES:
+        return ""
+    kind = getattr(protocol, found.group(1), None)
+    if kind is None:  # the kinds defined beside the protocol module
+        from kernel_verify.properties import gated_protocol, hybrid_protocol
+
+        kind = (getattr(gated_protocol, found.group(1), None)
+                or getattr(hybrid_protocol, found.group(1), None))
+    if kind is None or not dataclasses.is_dataclass(kind):
+        return ""
+    fields = [f.name for f in dataclasses.fields(kind) if f.init]
+    close = difflib.get_close_matches(found.group(2), fields, n=3, cutoff=0.5)
+    if close:
+        return f" ({found.group(1)} has no field {found.group(2)!r}; did you mean " \
+               f"{' or '.join(map(repr, close))}?)"
+    return f" ({found.group(1)} has no field {found.group(2)!r}; its fields: {', '.join(fields)})"
 
 
 def _as_target(obj: object, where: str) -> Target:
@@ -49,7 +78,7 @@ def _call_factory(obj: object, spec: str) -> object:
         return obj()
     except Exception as err:  # the factory's own code failed
         raise ValueError(f"target {spec!r}: calling the factory raised "
-                         f"{type(err).__name__}: {err}") from err
+                         f"{type(err).__name__}: {err}{_keyword_hint(err)}") from err
 
 
 def load_targets(spec: str) -> list[Target]:
@@ -65,7 +94,7 @@ def load_targets(spec: str) -> list[Target]:
     except Exception as err:  # the adapter's own code failed (SyntaxError, NameError, …)
         where = f" (line {err.lineno})" if isinstance(err, SyntaxError) else ""
         raise ValueError(f"target module {module_name!r} failed to import{where}: "
-                         f"{type(err).__name__}: {err}") from err
+                         f"{type(err).__name__}: {err}{_keyword_hint(err)}") from err
     obj: object = module
     for part in attr_path.split("."):
         if not hasattr(obj, part):

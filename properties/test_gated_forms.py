@@ -58,6 +58,7 @@ from kernel_verify.properties.checks.recurrent import (  # shared with the repor
     REGIMES,
     STATEFUL,
     ByTheTruth,
+    beta_top,
     call_tensors,
     check_plain,
     chunk_of,
@@ -336,14 +337,17 @@ def _final_replay() -> bool:
 
 
 def l2_convention_hint(target, backend, x, g, out, off: int) -> str | None:
-    """For a target whose features are :func:`l2_features`: the first other ε convention or ε
-    value (of a few common ones) under which ``out`` *does* meet the exact recurrence within
-    its bound — the likely cause of the failure, said in the declaration's words; None when
-    none does (or the features are not ``l2_features``)."""
+    """For a target whose features are :func:`l2_features`: the other ε convention or ε value
+    (of a few common ones) under which ``out`` *does* meet the exact recurrence within its
+    bound, closest first, among those whose exact outputs differ from the declared convention's
+    by more than the bound at these inputs (else the inputs cannot tell them apart) — the likely
+    cause of the failure, said in the declaration's words; None when none does (or the features
+    are not ``l2_features``)."""
     declared = getattr(target.features, "convention", None)
     if declared is None or not _final_replay():
         return None
     conv0, eps0, q_scale = declared
+    ref0 = exact(target, backend, x, g)[0][..., off:, :]
     best = None  # (worst error/bound, convention, ε) of the closest fit
     for eps in dict.fromkeys((eps0, 1e-6, 1e-5, 1e-12, 0.0)):
         for conv in L2_CONVENTIONS:
@@ -354,7 +358,10 @@ def l2_convention_hint(target, backend, x, g, out, off: int) -> str | None:
             ref, _, bound, _ = exact(other, backend, x, g)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = float(np.max(np.abs(out - ref[..., off:, :]) / bound[..., off:, :]))
-            if ratio <= 1 and (best is None or ratio < best[0]):
+                # a convention whose truth is within the bound of the declared one's at these
+                # inputs cannot be told apart from it here: no evidence either way
+                apart = float(np.max(np.abs(ref[..., off:, :] - ref0) / bound[..., off:, :]))
+            if ratio <= 1 < apart and (best is None or ratio < best[0]):
                 best = (ratio, conv, eps)
     if best is None:
         return None
@@ -561,9 +568,8 @@ def _grad_inputs(target, shape: Shape) -> TokenInputs:
     if "beta" in extra:
         rng = generator(shape.seed, "gradient beta")
         size = extra["beta"].shape
-        top = 2.0 if target.has("negative_eigenvalues") else 1.0
         extra["beta"] = (rng.uniform(-2.0, 2.0, size) if target.beta == "sigmoid"
-                         else rng.uniform(0.1, 0.9, size) * top)
+                         else rng.uniform(0.1, 0.9, size) * beta_top(target))
     params = draw_gate_parameters(target, shape) if g is not None else {}
     raw = g is not None and target.gate_input != "log"
     return TokenInputs(raw_gate_input(target, g, params) if raw else g,
