@@ -26,7 +26,9 @@ entries of ``q, k`` in ``[−2, 2]·scale`` with ``scale ∈ {0.1, 0.5, 1, 3, 30
 in the thousands, where an unshifted exponential overflows), ``v`` and ``G`` in ``[−2, 2]``. A
 gradient draw whose derived bound is void (scores in the thousands rounded to a half type
 without ``half_in_float32``: the weights' relative error is unbounded) is discarded, not judged.
-Credit: an output example whose bound is at least the spread of its values cannot fail for an
+A fixed length whose output bound is void (``γ_K ≥ 1`` for the ``3T + 2`` roundings of a row's
+sums: bfloat16 arithmetic throughout at ``T ≥ 42``) is not judged, and the verdict's note names
+it. Credit: an output example whose bound is at least the spread of its values cannot fail for an
 output inside the values' hull and is not credited
 (:func:`~kernel_verify.properties.attention_cases.credit_case`).
 """
@@ -119,7 +121,10 @@ def test_exact_attention_outputs_match_float64_softmax(target, backend, data, re
     causal = data.draw(st.sampled_from(modes(target)), label="causal")
     x = seen(data.draw(_inputs(target, 12), label="x"), backend)
     assume(_half_range_ok(x, backend))
-    _compare_outputs(target, backend, x, causal, request)
+    try:
+        _compare_outputs(target, backend, x, causal, request)
+    except VoidBound:  # not at the drawn T ≤ 12 with the budgets here (2K·u ≤ 0.3)
+        assume(False)
 
 
 #: Input scales of the fixed lengths: weights spread over many keys, and nearly one-hot.
@@ -141,7 +146,7 @@ def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
     least = max(1, int(getattr(target, "min_length", 1) or 1))
     self_att = bool(target.self_attention_only)
     dv = 2 if getattr(target, "dv_equals_d", False) else 3
-    ran = 0
+    ran, void = 0, []
     # undeclared: the default blocks and a flash-style kernel's 64 and 128 keys (one forward
     # at T ≤ 257 is cheap for exact attention, and no scope is left to a declaration)
     chunks = chunks_of(target) if getattr(target, "chunk_sizes", None) else (*DEFAULT_CHUNKS,
@@ -156,15 +161,30 @@ def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
                 if not _half_range_ok(x, backend) or refusal(
                         target, t=t, d=x.q.shape[-1], dv=x.v.shape[-1]) is not None:
                     continue
-                _compare_outputs(
-                    target, backend, x, causal, request,
-                    repro=(f"causal={causal}; fixed layout T={t}: kernel_verify.properties."
-                           f"layouts.qkv_at({t}, dv={dv}, seed={i}, scale={scale})"))
+                try:
+                    _compare_outputs(
+                        target, backend, x, causal, request,
+                        repro=(f"causal={causal}; fixed layout T={t}: kernel_verify.properties."
+                               f"layouts.qkv_at({t}, dv={dv}, seed={i}, scale={scale})"))
+                except VoidBound:
+                    void.append(t)
+                    continue
                 ran += 1
+    void_note = ""
+    if void:
+        void_note = (f"T ∈ {sorted(set(void))} not judged on {backend.id}: the derived bound is "
+                     f"void there (the sums' γ_K ≥ 1 with every operation in "
+                     f"{backend.budget.compute_dtype}; a target computing in float32 claims "
+                     "half_in_float32)")
+        request.node.user_properties.append(("kv_note", void_note))
     if not ran:
         pytest.skip(f"{target.name}: none of the lengths {lengths(chunks)} meets "
                     f"its shape contract (length_multiple_of={step}, min_length={least}, "
-                    "and its other limits)")
+                    "and its other limits)" + (f"; {void_note}" if void_note else ""))
+
+
+class VoidBound(Exception):
+    """The derived bound is void for these inputs in this compute dtype (not a verdict)."""
 
 
 def _compare_outputs(target, backend: Backend, x: QKV, causal: bool, request,
@@ -174,9 +194,13 @@ def _compare_outputs(target, backend: Backend, x: QKV, causal: bool, request,
     got = call(target, backend, x, causal=causal, seed=0)
     ref, _ = softmax_attention_reference(x.q, x.k, x.v, causal=causal)
     b = backend.budget
-    bound = softmax_attention_error_bound(
-        x.q, x.k, x.v, causal=causal, u=b.u_compute, ulps=b.ulps["exp"], u_out=_u_out(backend),
-        tiny=format_tiny(b.compute_dtype), tiny_out=format_tiny(backend.dtype))
+    try:
+        bound = softmax_attention_error_bound(
+            x.q, x.k, x.v, causal=causal, u=b.u_compute, ulps=b.ulps["exp"],
+            u_out=_u_out(backend), tiny=format_tiny(b.compute_dtype),
+            tiny_out=format_tiny(backend.dtype))
+    except ValueError as err:  # a void bound (γ_K ≥ 1 at this length): nothing to judge by
+        raise VoidBound(str(err)) from None
     bound = bound + softmax_attention_error_bound(x.q, x.k, x.v, causal=causal, u=U64,
                                                   ulps=1.0, tiny=format_tiny("float64"))
     credit_case(request, float(bound.max()), (x.v,), backend, x.scale,

@@ -92,6 +92,16 @@ def _torch_attention(q, k, v, causal, dtype, compute):
     return (torch.softmax(s, dim=-1) @ t[2]).to(dtype).double().numpy()
 
 
+def _lse_attention(q, k, v, causal, dtype):
+    """``exp(s − logsumexp(s)) @ v``, unnormalised weights from a log-sum-exp (the log-sum-exp
+    route of the bound), every operation in torch ``dtype``."""
+    t = [torch.tensor(a, dtype=dtype) for a in (q, k, v)]
+    s = (t[0] @ t[1].transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return (torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True)) @ t[2]).double().numpy()
+
+
 def _rounded(a, dtype):
     return torch.tensor(a, dtype=dtype).double().numpy()
 
@@ -112,6 +122,10 @@ EVALUATIONS = {
     "torch-float32": (lambda q, k, v, c: _torch_attention(q, k, v, c, torch.float32,
                                                           torch.float32),
                       torch.float32, U32, EXP32, 0.0, format_tiny("float32")),
+    "torch-float32-logsumexp": (lambda q, k, v, c: _lse_attention(q, k, v, c, torch.float32),
+                                torch.float32, U32, EXP32, 0.0, format_tiny("float32")),
+    "torch-float64-logsumexp": (lambda q, k, v, c: _lse_attention(q, k, v, c, torch.float64),
+                                torch.float64, 2.0**-53, 1.0, 0.0, format_tiny("float64")),
     "torch-float16-in-float32": (lambda q, k, v, c: _torch_attention(q, k, v, c, torch.float16,
                                                                      torch.float32),
                                  torch.float16, U32, EXP32, FORMATS["float16"].u,
@@ -278,8 +292,42 @@ def test_bad_arguments_are_named(kwargs, match):
 
 
 def test_void_bound_raises():
-    """``K·u ≥ 1`` (bfloat16 arithmetic over 100 keys): no bound, a ValueError."""
+    """``2K·u ≥ 1`` (bfloat16 arithmetic over 100 keys): no bound, a ValueError."""
     q = np.ones((100, 2))
+    with pytest.raises(ValueError, match="void"):
+        softmax_attention_error_bound(q, q, q, causal=False, u=FORMATS["bfloat16"].u, ulps=1.0)
+
+
+def test_logsumexp_weights_at_large_scores_are_within_the_bound():
+    """Two keys at a score of 900 (``q = k = 30``, ``d = 1``), equal values:
+    ``exp(s − logsumexp(s)) @ v`` in float64 errs by 5.5e-14, the rounding of ``L̂`` at
+    ``|L| ≈ 900``, which the normalised route alone (1.9e-15 here) did not cover (a new user's
+    correct target failed on it)."""
+    q = np.full((1, 1, 2, 1), 30.0)
+    v = np.ones((1, 1, 2, 1))  # equal values: the normalised route's centred term is 0
+    got = _lse_attention(q, q, v, False, torch.float64)
+    ref, _ = softmax_attention_reference(q, q, v, causal=False)
+    bound = softmax_attention_error_bound(q, q, v, causal=False, u=2.0**-53, ulps=1.0,
+                                          tiny=format_tiny("float64"))
+    assert np.abs(got - ref).max() > 1.9e-15  # beyond the normalised route's bound
+    assert (np.abs(got - ref) <= bound).all()
+
+
+@pytest.mark.parametrize("t", [1, 2, 8, 33, 41])
+def test_bound_is_nonnegative_wherever_it_is_not_void(t):
+    """bfloat16 arithmetic throughout: ``γ_K < 1`` up to ``T = 41`` keys, and the bound is
+    ``≥ 0`` there; at ``T = 63`` the factor ``2γ_K/(1 − γ_K)`` was negative (a correct SDPA
+    failed on a negative bound) and now the bound is void."""
+    rng = np.random.default_rng(t)
+    q, k, v = (rng.uniform(-1, 1, (1, 1, t, 3)) for _ in range(3))
+    bound = softmax_attention_error_bound(q, k, v, causal=False, u=FORMATS["bfloat16"].u,
+                                          ulps=1.0, tiny=format_tiny("bfloat16"))
+    assert np.isfinite(bound).all() and (bound >= 0).all()
+
+
+@pytest.mark.parametrize("t", [42, 63, 65])
+def test_bound_is_void_once_gamma_k_reaches_one(t):
+    q = np.ones((1, 1, t, 2))
     with pytest.raises(ValueError, match="void"):
         softmax_attention_error_bound(q, q, q, causal=False, u=FORMATS["bfloat16"].u, ulps=1.0)
 

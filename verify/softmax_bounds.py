@@ -33,6 +33,13 @@ Per row ``i`` with ``T_i`` visible keys (the derivation: docs/math.md):
   most ``K_i = 3T_i + 2`` roundings (a product, the reduction, one product and one addition per
   rescaling, a division when the weights are normalised first), so ``N̂/D̂`` is within
   ``2γ_K/(1 − γ_K)·Σ_j P̃_ij|v_jc| ≤ 2γ_K/(1 − γ_K)·e^{2τ_i}·Σ_j P_ij|v_jc|`` of ``N/D``;
+* or the **log-sum-exp route**: the weights formed unnormalised as ``P̂_ij = exp(fl(ŝ_ij −
+  L̂_i))`` from a computed log-sum-exp ``L̂_i`` (``torch.exp(s − torch.logsumexp(s))``, the
+  ``P = exp(S − LSE)`` of blocked kernels): the common error ``|L̂_i − L_i|`` (below) does not
+  cancel, so ``|P̂_ij − P_ij| ≤ expm1(ℓ_i)·P_ij`` with ``ℓ_i`` the recomputed weights' log-error
+  of the backward paragraph, and the weighted sum of ``T_i`` terms adds ``γ_(T_i)·e^{ℓ_i}·Σ_j
+  P_ij|v_jc|``. The bound is the larger of the two routes (at ``|s| ≈ 900`` in float64 the
+  log-sum-exp route's ``u·|L|`` is ~1e-13, where the normalised route's is ~1e-15);
 * the shift by the computed maximum makes one weight exactly ``e^0 = 1``, so ``D̂ ≥ 1``: the
   underflow terms move the output by at most ``T_i·2(T_i + 2)·u·λ·2·max|v|`` plus ``T_i`` more
   ``u·λ`` from the products and sums;
@@ -42,7 +49,8 @@ Per row ``i`` with ``T_i`` visible keys (the derivation: docs/math.md):
 The bound is computed from the inputs as the code saw them (rounded to its dtype): input
 rounding is no error. A shift other than the row maximum (no shift at all, a constant) is not
 covered (its denominator may underflow). Void — :func:`softmax_attention_error_bound` raises
-``ValueError`` — when ``K·u ≥ 1``.
+``ValueError`` — when ``γ_K ≥ 1``, i.e. ``2K·u ≥ 1`` (the quotient's ``2γ_K/(1 − γ_K)``
+changes sign there: bfloat16 arithmetic throughout is void from ``T = 42`` keys).
 
 **Weights reused by the backward** (:func:`softmax_backward_weight_error`): the backward either
 reuses the forward's normalised weights ``P̂ = fl(ŵ/D̂)`` (``|log P̂ − log P| ≤ 2τ +
@@ -169,10 +177,27 @@ def softmax_log_weight_error(q: np.ndarray, k: np.ndarray, *, causal: bool, u: f
 
 
 def _gamma_k(t: np.ndarray, u: float) -> np.ndarray:
+    """``γ_K``, ``K = 3T_i + 2``, per row; void (``ValueError``) unless ``γ_K < 1`` for every
+    row, i.e. ``2K·u < 1``: the quotient's factor ``2γ_K/(1 − γ_K)`` and ``log(1 − γ_K)`` need
+    it (with ``1/2 ≤ K·u < 1``, ``γ_K`` is defined but ``≥ 1`` and that factor negative)."""
     kk = 3 * int(t.max()) + 2
-    if kk * u >= 1:
-        raise ValueError(f"the sums' γ_K over K = 3T + 2 = {kk} roundings is void (K·u ≥ 1)")
+    if 2 * kk * u >= 1:
+        raise ValueError(f"the sums' γ_K over K = 3T + 2 = {kk} roundings is void (γ_K ≥ 1: "
+                         f"2K·u = {2 * kk * u:.3g} ≥ 1)")
     return np.vectorize(lambda ti: gamma(3 * int(ti) + 2, u))(t)
+
+
+def _lse_log_error(dmax: np.ndarray, spread: np.ndarray, top: np.ndarray, t: np.ndarray,
+                   gk: np.ndarray, u: float, ulps: float) -> np.ndarray:
+    """The log-error bound of a weight formed as ``exp(fl(ŝ_ij − L̂_i))`` from a log-sum-exp
+    ``L̂_i = fl(m̂_i + fl(log D̂_i))`` (module docstring: ``|L̂ − L|`` plus the score's ``Δ``,
+    the subtraction's rounding at ``|ŝ − L̂|`` and the exponential's ``λ_e``)."""
+    lam = _lam(u, ulps)
+    tau = dmax + 2 * u * (spread + 2 * dmax) + (t + 1) * lam
+    logt = np.log(t)
+    lse = (tau - np.log1p(-gk) + (1 + 2 * ulps) * u * (logt + tau + 1)
+           + u * (top + dmax + logt + tau + 1))
+    return dmax + lse + u * (spread + 2 * dmax + logt + lse) + lam
 
 
 def softmax_attention_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool,
@@ -188,10 +213,14 @@ def softmax_attention_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, *
     sc = _check(q, k, v, causal, u, ulps, scale)
     lam_min = 2.0**-126 if tiny is None else float(tiny)
     _, p = softmax_attention_reference(q, k, v, causal=causal, scale=sc)
-    _, dmax, spread, _, t = _row_terms(q, k, sc, u, causal)
+    _, dmax, spread, top, t = _row_terms(q, k, sc, u, causal)
     tau = dmax + 2 * u * (spread + 2 * dmax) + (t + 1) * _lam(u, ulps)
     rho = np.expm1(2 * tau)
     gk = _gamma_k(t, u)
+    # the log-sum-exp route: unnormalised weights exp(ŝ − L̂), whose common error |L̂ − L| does
+    # not cancel (module docstring); their weighted sum of T_i terms rounds within γ_(T_i)
+    ell = _lse_log_error(dmax, spread, top, t, gk, u, ulps)
+    gt = np.vectorize(lambda ti: gamma(int(ti), u))(t)
     vis = p > 0  # visible keys (P > 0 exactly where not masked, in float64 at these sizes)
     vb = np.broadcast_to(v[..., None, :, :], (*p.shape, v.shape[-1]))
     vis4 = vis[..., None]
@@ -203,7 +232,9 @@ def softmax_attention_error_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, *
     o = np.abs(p @ v)
     vmax = np.abs(v).max(axis=(-2, -1), keepdims=True) * np.ones_like(o)
     under = (4 * t * (t + 2) + t) * u * lam_min * np.maximum(vmax, 1.0)
-    err = rho * centred + 2 * gk / (1 - gk) * np.exp(2 * tau) * a + under
+    normalised = rho * centred + 2 * gk / (1 - gk) * np.exp(2 * tau) * a
+    from_lse = (np.expm1(ell) + gt * np.exp(ell)) * a
+    err = np.maximum(normalised, from_lse) + under
     err = err + u * (o + err) + u * lam_min
     if u_out:
         err = err + u_out * (o + err) + u_out * (lam_min if tiny_out is None else tiny_out)
@@ -217,14 +248,10 @@ def softmax_backward_weight_error(q: np.ndarray, k: np.ndarray, *, causal: bool,
     :func:`~kernel_verify.verify.gradient_bounds.attention_grad_bound`."""
     sc = _check(q, k, None, causal, u, ulps, scale)
     _, dmax, spread, top, t = _row_terms(q, k, sc, u, causal)
-    lam = _lam(u, ulps)
-    tau = dmax + 2 * u * (spread + 2 * dmax) + (t + 1) * lam
+    tau = dmax + 2 * u * (spread + 2 * dmax) + (t + 1) * _lam(u, ulps)
     gk = _gamma_k(t, u)
     saved = 2 * tau + np.log((1 + gk) * (1 + u) / (1 - gk))
-    logt = np.log(t)
-    lse = (tau - np.log1p(-gk) + (1 + 2 * ulps) * u * (logt + tau + 1)
-           + u * (top + dmax + logt + tau + 1))
-    recomputed = dmax + lse + u * (spread + 2 * dmax + logt + lse) + lam
+    recomputed = _lse_log_error(dmax, spread, top, t, gk, u, ulps)
     return np.expm1(np.maximum(saved, recomputed))
 
 
