@@ -30,6 +30,7 @@ from kernel_verify.properties.attention_cases import modes
 from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.declared import (
     declared_gradient_check,
+    denominator_eps_hint,
     direct_extra,
     feature_error,
     inputs,
@@ -111,7 +112,8 @@ def test_attention_meets_declared_features(target, backend, seed):
                 raise AssertionError(
                     f"{_where(target, backend, layout, seed, causal)}: output {got[i]!r} at {i}, "
                     f"the declared features give {ref[i]!r}: error {err[i]:.3e} > derived bound "
-                    f"{bound[i]:.3e} (worst error/bound {float(np.max(err / bound)):.3g})")
+                    f"{bound[i]:.3e} (worst error/bound {float(np.max(err / bound)):.3g})"
+                    + denominator_eps_hint(fq, fk, x.v, got, causal, bound))
 
 
 @pytest.mark.parametrize(("target", "backend"),

@@ -128,6 +128,37 @@ def exact_attention(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, causal: bool)
     return (a @ v) / a.sum(axis=-1, keepdims=True)
 
 
+def denominator_eps_hint(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, got: np.ndarray,
+                         causal: bool, bound: np.ndarray) -> str:
+    """A diagnosis for outputs that miss linear attention on the declared features: when they
+    equal ``(a v)/(a 1 + ε)`` for one ε > 0 — each output gives ``ε = (a v)_ic/ô_ic − (a 1)_i``;
+    the estimates of every entry with ``|ô| > 1e-3·max|ô|`` agree within 10 % and that ε
+    reproduces every output within the bound — the text names it (an ε added to the normaliser,
+    which makes the weights sum to ``s/(s + ε) < 1``); else ''."""
+    a, _ = _weights(fq, fk, causal)
+    num, den = a @ v, a.sum(axis=-1, keepdims=True)
+    if not np.isfinite(got).all():
+        return ""
+    big = np.abs(got) > 1e-3 * float(np.abs(got).max(initial=0.0))
+    if not big.any():
+        return ""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = (num / got - den)[big]
+    est = est[np.isfinite(est)]
+    if not est.size:
+        return ""
+    eps = float(np.median(est))
+    if not (eps > 0 and np.all(np.abs(est - eps) <= 0.1 * eps)):
+        return ""
+    if not (np.abs(num / (den + eps) - got) <= bound).all():
+        return ""
+    return (f" — these outputs equal linear attention on the declared features with ε ≈ "
+            f"{eps:.3g} added to the normaliser, o = Σ_j w_ij v_j / (Σ_j w_ij + ε): the weights "
+            "then sum to less than 1 (such an ε is a deviation of relative size ε/Σ_j w_ij from "
+            "the declared formula, the size of a float32 evaluation in a float64 result; the "
+            "float32 and half-type bounds absorb it where it is below their rounding)")
+
+
 def output_bound(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, out64: np.ndarray, u: float,
                  eta: float, extra: int, causal: bool) -> np.ndarray:
     """The target's bound (:func:`exact_bounds`) plus the float64 evaluation's own
