@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LENGTH_PARAMS", "kernel_frames", "kernel_scales", "scale_for", "to_kernel_scale"]
+__all__ = ["LENGTH_PARAMS", "curvature_length", "kernel_frames", "kernel_scales", "scale_for",
+           "to_kernel_scale"]
 
 #: Kernel parameters that are a length (a bandwidth of a stationary kernel).
 LENGTH_PARAMS = ("sigma", "lengthscale", "length_scale", "ell", "bandwidth")
@@ -153,6 +154,47 @@ def kernel_frames(target: Any, d: int) -> tuple[Frame, ...]:
     """Per component of the declared kernel, the map from unit-scale points to its scale: a
     float (multiply) or a ``(d, d)`` matrix ``L_c⁻¹`` (module docstring)."""
     return _computed(target, d)[1]
+
+
+#: (kernel, exact key of its arguments, d) -> curvature length or None.
+_CURVATURE: dict[tuple, float | None] = {}
+
+
+def curvature_length(target: Any, d: int) -> float | None:
+    """The length over which the features of ``target``'s declared stationary kernel vary:
+    ``ℓ_κ = √(d·k(0)/(−Δk(0)))``. For ``k(δ) = E cos(ωᵀδ)`` (Bochner), ``−Δk(0) = E‖ω‖²·k(0)``,
+    so ``ℓ_κ = √d/ω_rms``: ``σ`` for a Gaussian of bandwidth σ, but much shorter than the
+    kernel's decay length for a spectral-mixture component whose mean frequency ``μ`` is far
+    from 0 (``ω_rms² = ‖μ‖² + tr Σ``), whose features oscillate at ``|μ|`` inside an envelope of
+    length ℓ. Computed in mpmath (40 digits) by ``k(0) − k(h·e_i) = h²·E ω_i²/2 + O(h⁴)`` at
+    ``h = 10⁻¹²``; None for a kernel that is not stationary, cannot be evaluated, or has no
+    finite curvature."""
+    try:
+        params = dict(target.kernel_args(int(d)))
+    except Exception:
+        return None
+    key = (str(target.kernel), _key(params), int(d))
+    if key not in _CURVATURE:
+        _CURVATURE[key] = _curvature(str(target.kernel), params, int(d))
+    return _CURVATURE[key]
+
+
+def _curvature(kernel: str, params: dict[str, Any], d: int) -> float | None:
+    from kernel_verify.verify.references.kernels import kernel_mp
+
+    if not _stationary(kernel, params, d):
+        return None
+    h, zero = 1e-12, np.zeros(d)
+    try:
+        k0 = kernel_mp(kernel, zero, zero, dps=40, **params)
+        total = sum(k0 - kernel_mp(kernel, h * np.eye(d)[i], zero, dps=40, **params)
+                    for i in range(d))
+        ratio = float(2 * total / (h * h * k0))  # E‖ω‖²
+    except Exception:  # a kernel that cannot be evaluated here has no curvature length
+        return None
+    if not (math.isfinite(ratio) and ratio > 0):
+        return None
+    return math.sqrt(d / ratio)
 
 
 def scale_for(target: Any, d: int, choice: int) -> float:

@@ -52,13 +52,18 @@ def estimates(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
 
 
 def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: float,
-                            points: int = 3, length: float = 1.0) -> float:
+                            points: int = 3, length: float = 1.0,
+                            step_length: float | None = None) -> float:
     """The float64-accuracy statistic (module docstring). Its points and directions are a
     statistical sample (the level's false-alarm rate is measured over them by ``kernel-verify
     calibrate``), drawn from the seed's stream ``"fourth_difference.points"`` — not from
     ``default_rng(seed)``, the stream the target's own parameter draw uses. ``length``: the
     declared kernel's length (``properties/kernel_scale.py``): point norm and step are scaled
-    by it, so a map of bandwidth ℓ is differenced as a unit map is (``∂⁴`` grows as ``ℓ⁻⁴``)."""
+    by it, so a map of bandwidth ℓ is differenced as a unit map is (``∂⁴`` grows as ``ℓ⁻⁴``).
+    ``step_length`` (default ``length``): the step's own length, where the features oscillate
+    faster than the kernel decays (:func:`~kernel_verify.properties.kernel_scale.
+    curvature_length`: a spectral peak far from 0)."""
+    step = length if step_length is None else step_length
     rng = seeded_rng(seed, "fourth_difference.points")
     ratios = []
     for _ in range(points):
@@ -66,7 +71,7 @@ def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: f
         x *= length * norm / np.linalg.norm(x)
         e = rng.standard_normal(d)
         e /= np.linalg.norm(e)
-        grid = x + length * STEP * np.arange(-2, 3)[:, None] * e
+        grid = x + step * STEP * np.arange(-2, 3)[:, None] * e
         f = target.features(grid, seed=seed)
         delta4 = f[4] - 4 * f[3] + 6 * f[2] - 4 * f[1] + f[0]
         scale = np.abs(f).max(axis=0)
