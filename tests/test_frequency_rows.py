@@ -83,3 +83,42 @@ def test_pooled_checks_reject_what_they_are_for(scale, fixed_norm, rejected):
     results = pooled_norm_checks(_rows(scale, fixed_norm), 2, alpha=1e-5, label="rows")
     got = {("χ²" if "χ²" in r.test else "DKW") for r in results if not r.ok}
     assert got == rejected
+
+
+def test_phase_rows_are_the_drawn_rows_up_to_one_sign_each():
+    """``a·cos(ωᵀx + b)`` (rff_phase): the rows read from the outputs are the drawn rows of the
+    columns with ``|cos b| ≥ ½ max``, each times ±1 (the sign of ``sin b``), to 1e-7."""
+    from kernel_verify.properties.checks.frequencies import rows_keep_positions
+
+    white = _entry("rff_phase[iid]")
+    black = as_black_box(white)
+    assert readable(black) is None and not rows_keep_positions(black)
+    for d in (2, 5):
+        drawn = whitened_rows(white, 11, d)
+        read = whitened_rows(black, 11, d)
+        assert 0 < len(read) <= len(drawn)
+        for row in read:  # every read row is ± one drawn row
+            gap = np.minimum(np.abs(drawn - row).max(axis=1), np.abs(drawn + row).max(axis=1))
+            assert gap.min() <= 1e-7 * np.abs(drawn).max()
+
+
+def test_a_phase_map_five_percent_off_in_bandwidth_is_rejected():
+    """The rows of 300 draws of a phase map whose features use 1.05σ (the kernel's σ
+    declared): pooled Σ‖σω‖² is rejected; the correct map's is not (fixed seeds)."""
+    white = _entry("rff_phase[iid]")
+    black = as_black_box(white)
+    off = replace(black, sample_fn=lambda x, seed: black.sample_fn(x / 1.05, seed))
+    for target, rejected in ((black, False), (off, True)):
+        rows = np.concatenate([whitened_rows(target, s, 3)
+                               for s in seeds.child_seeds(9, 300, "phase_rows")])
+        chi2 = pooled_norm_checks(rows, 3, alpha=1e-6, label="rows")[0]
+        assert chi2.ok is not rejected, chi2.label
+
+
+def test_features_of_another_form_declared_as_phase_are_refused():
+    """``exp(a·cos(ωᵀx + b))`` declared ``rff_phase`` misses the check at ``±2h``. (The cosine
+    columns of a ``[cos, sin]`` map are phase features with ``b = 0`` and read as such.)"""
+    black = as_black_box(_entry("rff_phase[iid]"))
+    other = replace(black, sample_fn=lambda x, seed: np.exp(4 * black.sample_fn(x, seed)))
+    with pytest.raises(NotReadable, match="not a·cos"):
+        whitened_rows(other, 0, 3)

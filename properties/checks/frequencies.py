@@ -24,6 +24,17 @@ the family's twin divides by σ itself). A black-box map's are recovered from it
   ``h·ωᵢⱼ = N(0,1)/16`` leaves ``(−π, π)`` with probability below ``e^(−1200)``: no aliasing for a
   correct map.
 
+* the phase family (``rff_phase``: ``a·cos(ωᵀx + b)``, ``b`` uniform, ``a = √(2/m)``): at
+  ``0, ±h·eⱼ`` each column gives ``cos(h·ωᵢⱼ) = (φᵢ(h·eⱼ) + φᵢ(−h·eⱼ))/(2φᵢ(0))`` (``a`` and
+  ``b`` cancel), so ``|ωᵢⱼ| = arccos(…)/h``, with the sign of ``φᵢ(−h·eⱼ) − φᵢ(h·eⱼ)``, which
+  is ``sign(ωᵢⱼ)·sign(a·sin b)``: the row times a random sign independent of it, of the same
+  (symmetric) law. Read only from the columns with ``|φᵢ(0)| ≥ ½·max|φ(0)|`` (``|cos b|``
+  not small: the quotient is then well conditioned; the choice depends on ``b`` alone, so the
+  kept rows have the law of all of them), and checked at ``±2h·eⱼ``, where the sum must be
+  ``2φᵢ(0)(2c² − 1)`` (to 1e-5 of the largest feature): columns of another form fail that and
+  are reported. The number of rows kept varies per draw, so only the pooled checks below run
+  (:func:`rows_keep_positions`).
+
 Rounding: the recovered rows carry an absolute error of a few ``u₆₄·|log φ|/h`` (≲ 1e-13),
 which moves the statistics below by far less than their thresholds' resolution; a map whose
 outputs cannot be read this way (a non-positive exponential feature, columns that do not pair)
@@ -53,9 +64,10 @@ from kernel_verify.verify.stats import StatResult
 #: The families whose rows can be read off, and how.
 EXPONENTIAL = ("softmax_positive", "softmax_hyperbolic")
 TRIGONOMETRIC = ("rff_pairs", "softmax_trig")
+PHASE = ("rff_phase",)
 #: The kernel each family estimates (another declared kernel: the rows are not read).
 FAMILY_KERNEL = {"softmax_positive": "softmax", "softmax_hyperbolic": "softmax",
-                 "softmax_trig": "softmax", "rff_pairs": "gaussian"}
+                 "softmax_trig": "softmax", "rff_pairs": "gaussian", "rff_phase": "gaussian"}
 #: Declared constructions whose rows are marginally Gaussian with independent norms.
 GAUSSIAN_MATRICES = ("iid", "orthogonal")
 #: Independent draws per example, and the step (in units of the kernel's length).
@@ -97,6 +109,13 @@ def kernel_length(target, d: int) -> float:
     return float(target.kernel_args(d).get("sigma", 1.0))
 
 
+def rows_keep_positions(target) -> bool:
+    """Whether :func:`whitened_rows` returns every row at its position (one shape per draw, so
+    the per-position checks apply): not for a black-box phase-family map, whose readable
+    columns vary per draw (module docstring)."""
+    return target.white_box or target.formula not in PHASE
+
+
 def whitened_rows(target, seed: int, d: int) -> np.ndarray:
     """The rows ``σω`` (K, d) of the draw of ``seed`` (module docstring); raises
     :class:`NotReadable` when the outputs lack the family's structure."""
@@ -105,6 +124,8 @@ def whitened_rows(target, seed: int, d: int) -> np.ndarray:
         return w.reshape(-1, d)
     length = kernel_length(target, d)
     h = STEP * length
+    if target.formula in PHASE:
+        return _phases(target, seed, d, h) * length
     x = np.vstack([np.zeros((1, d)), h * np.eye(d)])
     f = target.features(x, seed=seed)
     if f.ndim != 2 or f.shape[0] != d + 1 or not np.all(np.isfinite(f)):
@@ -141,6 +162,32 @@ def _angles(f: np.ndarray, h: float) -> np.ndarray:
         raise NotReadable("the k-th cosine and k-th sine columns do not have one c² + s² at "
                           "every point: not pairs of one angle")
     return (np.arctan2(s[1:], c[1:]) / h).T  # (m, d)
+
+
+def _phases(target, seed: int, d: int, h: float) -> np.ndarray:
+    """The rows of a phase-family map, up to one random sign per row (module docstring)."""
+    e = np.eye(d)
+    x = np.vstack([np.zeros((1, d)), h * e, -h * e, 2 * h * e, -2 * h * e])
+    f = target.features(x, seed=seed)
+    if f.ndim != 2 or f.shape[0] != 4 * d + 1 or not np.all(np.isfinite(f)):
+        raise NotReadable(f"features of {4 * d + 1} points have shape {f.shape} or are not "
+                          "finite")
+    at0 = f[0]
+    big = float(np.abs(f).max(initial=0.0))
+    keep = np.abs(at0) >= 0.5 * np.abs(at0).max(initial=0.0)
+    if big == 0 or not keep.any():
+        raise NotReadable("every feature is 0 at x = 0 and ±h·eⱼ")
+    f0 = at0[keep]
+    plus, minus = f[1:d + 1][:, keep], f[d + 1:2 * d + 1][:, keep]
+    plus2, minus2 = f[2 * d + 1:3 * d + 1][:, keep], f[3 * d + 1:][:, keep]
+    c = (plus + minus) / (2 * f0)  # (d, kept): cos(h·ω)
+    want = 2 * f0 * (2 * c * c - 1)
+    off_form = np.abs(plus2 + minus2 - want) > PAIR_LEVEL * big
+    if off_form.any() or np.any(np.abs(c) > 1 + 1e-6):
+        raise NotReadable("the features are not a·cos(ωᵀx + b) along the axes: φ(2h·eⱼ) + "
+                          "φ(−2h·eⱼ) ≠ 2φ(0)(2c² − 1) with c = (φ(h·eⱼ) + φ(−h·eⱼ))/(2φ(0))")
+    angle = np.arccos(np.clip(c, -1.0, 1.0)) / h
+    return (angle * np.where(minus - plus >= 0, 1.0, -1.0)).T  # (kept, d)
 
 
 def pooled_norm_checks(rows: np.ndarray, d: int, *, alpha: float, label: str,
