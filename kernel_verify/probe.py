@@ -316,6 +316,9 @@ def _check_kernel_params(t: Any, p: _Probe) -> None:
             takes = ", ".join(sorted(named)) or "no parameters"
             p.add("kernel_params", f"the kernel {t.kernel!r} takes {takes}; got {unknown}")
     for key in sorted(set(named) & set(t.config)):
+        if isinstance(t.config[key], np.ndarray):
+            _check_array_param(t, p, key)
+            continue
         if isinstance(t.config[key], bool) or not isinstance(t.config[key], int | float):
             continue  # a scalar hyperparameter only (learned maps keep None there: drawn)
         declared = params.get(key, named[key].default)
@@ -327,6 +330,29 @@ def _check_kernel_params(t: Any, p: _Probe) -> None:
               f"{t.kernel!r} is declared with {how}: the map is drawn at the config's value and "
               f"checked against the kernel's; give kernel_params={{{key!r}: "
               f"{t.config[key]!r}}} (or a callable (config, d) -> mapping)")
+
+
+def _check_array_param(t: Any, p: _Probe, key: str) -> None:
+    """An array in ``config`` (a spectral mixture's ``pi``, ``mu``, ``L``) equals the kernel's
+    parameter of the same name at the dimension the array is made for (its last axis): the map
+    is drawn from the config's arrays and checked against the kernel's."""
+    value = t.config[key]
+    if value.ndim == 0 or value.size == 0 or not np.issubdtype(value.dtype, np.number):
+        return
+    d = int(value.shape[-1])
+    try:
+        declared = t.kernel_args(d).get(key)
+    except Exception:  # kernel_params that raise at this d: reported by the d = 4 call
+        return
+    if declared is None:
+        return
+    declared = np.asarray(declared)
+    if declared.shape == value.shape and _same_value(declared, value):
+        return
+    p.add("kernel_params", f"config[{key!r}] (shape {value.shape}) differs from the kernel "
+          f"{t.kernel!r}'s {key!r} at d = {d} (shape {declared.shape}): the map is drawn from "
+          "the config's arrays and checked against the kernel's; make kernel_params give the "
+          "same arrays (a callable (config, d) -> mapping can read them from config)")
 
 
 def _probe_feature_map(t: Any, p: _Probe) -> None:

@@ -300,3 +300,36 @@ def test_a_declared_dtype_the_code_refuses_is_a_declaration_problem():
     assert p.field == "dtypes" and "numpy float32" in p.message, p
     assert "raised TypeError: only float64 supported" in p.message, p
     assert probe_target(dataclasses.replace(bad, dtypes=("float64",))) == []
+
+
+def test_config_arrays_that_differ_from_the_kernels_are_one_declaration_error():
+    """A spectral-mixture map drawn from ``config`` arrays (``pi``, ``mu``, ``L``) but checked
+    against a kernel declared with others: refused before any property runs (a new user's ARD
+    map declared ``config['L'] = 100·I`` against lengths 0.3–10 and passed 6/0)."""
+    import numpy as np
+
+    from kernel_verify import FeatureMapTarget
+    from kernel_verify.probe import probe_target
+
+    d = 4
+    lengths = np.array([0.3, 3.0, 1.0, 10.0])
+
+    def kernel_params(config, dim):
+        return {"pi": np.array([1.0]), "mu": np.zeros((1, dim)),
+                "L": np.diag(1.0 / np.resize(lengths, dim))[None]}
+
+    def fn(x, seed):
+        w = np.random.default_rng(seed).standard_normal((8, x.shape[-1])) / lengths[:x.shape[-1]]
+        return np.concatenate([np.cos(x @ w.T), np.sin(x @ w.T)], axis=-1) / np.sqrt(8)
+
+    def target(L):
+        return FeatureMapTarget("ard", "spectral_mixture", frozenset({"unbiased"}),
+                                kernel_params=kernel_params, sample_fn=fn, m=8,
+                                formula="gmm_rks", matrix="iid",
+                                config={"init_seed": 0, "n_components": 1, "pi": np.array([1.0]),
+                                        "mu": np.zeros((1, d)), "L": L})
+
+    bad = [str(p) for p in probe_target(target(100 * np.eye(d)[None]))]
+    assert any("config['L']" in p and "differs from the kernel" in p for p in bad), bad
+    good = [str(p) for p in probe_target(target(kernel_params(None, d)["L"]))]
+    assert not any("config[" in p for p in good), good

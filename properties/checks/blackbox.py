@@ -144,11 +144,16 @@ def pilot_mean_tests(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, see
     samples, absprod = estimates_and_products(target, x, y, seed, DRAWS)
     var = max(pilot_variance(target, x, y, seed), rounding_variance(float(absprod.max()), mean,
                                                                     alphas))
+    spread = float(np.ptp(samples))
+    same = ("" if spread > 1e-12 * float(np.abs(samples).max(initial=0.0)) else
+            f" — every one of the {len(samples)} seeds gave the same estimate (spread "
+            f"{spread:.2g}): the map ignores its seed (one fixed draw), or is deterministic; "
+            "either way its mean over seeds is that one value")
     return [mean_test(
         samples, mean, alpha=alpha, variance=var,
         label=(f"{target.name}: E φ(x)ᵀφ(y) = {target.kernel}(x, y) [ASSUMPTION: variance ≤ "
                f"{INFLATION:g}× a {PILOT}-draw pilot variance; no family declared — declare "
-               "formula=/matrix= for the exact-variance test]"),
+               f"formula=/matrix= for the exact-variance test]{same}"),
         seed=seed, repro=f"pilot_mean_test(target, x={x.tolist()}, y={y.tolist()}, seed={seed})")
         for alpha in alphas]
 
