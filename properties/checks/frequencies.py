@@ -207,7 +207,9 @@ def pooled_norm_checks(rows: np.ndarray, d: int, *, alpha: float, label: str,
         label=f"{label}: Σ‖σωₖ‖² ~ χ²_{dof} over {k} rows (E = {dof}; observed {total:.6g}, "
               f"ratio {total / dof:.4f}, so the frequencies are scaled by "
               f"≈{math.sqrt(total / dof):.4f})",
-        claimed=float(dof), statistic=np.asarray(total), threshold=float(hi), alpha=alpha,
+        # the half-width on the side observed: "|stat − claimed| > threshold" reads true
+        claimed=float(dof), statistic=np.asarray(total),
+        threshold=float(dof - lo if total < dof else hi - dof), alpha=alpha,
         alternative="two-sided", n_samples=k,
         rejected=np.asarray(not ok), method=f"accept [{lo:.6g}, {hi:.6g}] (χ² quantiles at α/2)",
         seed=seed, repro="")
