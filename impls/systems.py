@@ -132,7 +132,8 @@ SYSTEM_CLAIMS: dict[str, str] = {
     "biased": "rows are not Gaussian: estimators built on them are biased",
     # kernel approximations
     "psd": "K̃ is positive semi-definite for a PSD kernel",
-    "schur_residual": "K − K̃ is PSD (Nyström's residual is a Schur complement)",
+    "schur_residual": "K − K̃ is PSD and rank K̃ ≤ |S| (Nyström's K̃ = C W⁺ Cᵀ: its residual is "
+                      "the Schur complement of W)",
     "exact_on_landmarks": "K̃[:, S] equals K[:, S]",
     "optimal_rank": "the smallest 2-norm error of any rank-r matrix (Eckart–Young)",
     "pinv_iteration": "Z ≈ A⁺ by the order-7 iteration with E_(j+1) = ¼E_j³(3I + E_j)",

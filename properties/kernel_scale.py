@@ -10,11 +10,10 @@ them by :func:`kernel_scales` — the characteristic length of the declared kern
 
 * a **declared length parameter** (:data:`LENGTH_PARAMS`: ``sigma``, ``lengthscale``,
   ``length_scale``, ``ell``, ``bandwidth``; a positive scalar): that value. For a stationary
-  kernel ``k_ℓ(x, y) = k_1(x/ℓ, y/ℓ)`` (Gaussian ``exp(−‖δ‖²/(2σ²))`` and its fixed-norm mean; any
-  stationary kernel of bandwidth ℓ a later release adds), so ``k_ℓ(ℓx, ℓy) = k_1(x, y)``: the scaled points
-  see the kernel exactly where a unit-scale kernel is seen at the unit points (``k`` between
-  ``e^(−1.6²/2) ≈ 0.28`` and 1 over the unit ball; 0.03–1 at the norms up to 1.2 of the mean
-  tests);
+  kernel ``k_ℓ(x, y) = k_1(x/ℓ, y/ℓ)`` (Gaussian ``exp(−‖δ‖²/(2σ²))`` and its fixed-norm mean),
+  so ``k_ℓ(ℓx, ℓy) = k_1(x, y)``: the scaled points see the kernel exactly where a unit-scale
+  kernel is seen at the unit points (``k`` between ``e^(−1.6²/2) ≈ 0.28`` and 1 over the unit
+  ball; 0.03–1 at the norms up to 1.2 of the mean tests);
 * a **spectral mixture** (Cholesky-type factors ``L`` of shape ``(C, d, d)`` with a stationary
   kernel, checked by :func:`_stationary`): one frame per component. The component
   ``exp(−‖L_cδ‖²/2)`` of a unit-scale difference ``δ_u`` is seen at the points

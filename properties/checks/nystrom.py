@@ -60,8 +60,11 @@ def point_set(seed: int, n: int, d: int, scale: float) -> np.ndarray:
     return scale * generator(seed, "point_set").standard_normal((n, d))
 
 
-def run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int):
-    """``(K (rounded exact Gram), K̃, landmark indices)``."""
+def run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int, *,
+        landmarks: bool = True):
+    """``(K (rounded exact Gram), K̃, landmark indices)``; ``landmarks=False``: an empty index
+    array is accepted (a landmark-free approximation, for the properties that read ``K̃``
+    alone)."""
     k_ref = kernel_fn(kernel)(X, X)
     k_tilde, idx = target.approximate(X, kernel_fn(kernel), generator(seed, "landmarks"))
     k_tilde = np.asarray(k_tilde, dtype=np.float64)
@@ -69,6 +72,8 @@ def run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int):
     assert k_tilde.shape == k_ref.shape, (
         f"{target.name}: K̃ has shape {k_tilde.shape}, the Gram matrix of the {len(X)} points "
         f"{k_ref.shape}")
+    if not landmarks and idx.ndim == 1 and idx.size == 0:
+        return k_ref, k_tilde, idx
     assert idx.ndim == 1 and idx.size >= 1 and len(np.unique(idx)) == idx.size, (
         f"{target.name}: the landmark indices must be a non-empty 1-D array of distinct point "
         f"indices (KernelApproxTarget.approximate returns (K̃, landmarks)); got {idx.tolist()} "
@@ -135,12 +140,30 @@ def case_examples() -> int:
     return max(3, settings.default.max_examples)
 
 
-def bounded_run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int
+#: The most terms a landmark-free approximation's entries are assumed to sum (its features).
+M_MAX_TERMS = 4096
+
+
+def landmark_free_bound(k_tilde: np.ndarray) -> np.ndarray:
+    """The entry error allowed to a landmark-free ``K̃`` (no ``W`` to bound from): computed as
+    ``Z Zᵀ`` over at most :data:`M_MAX_TERMS` terms, ``|ΔK̃_ij| ≤ γ_m·(|Z||Z|ᵀ)_ij ≤
+    γ_m·√(K̃_ii·K̃_jj)`` (Higham 3.5; Cauchy–Schwarz: ``(|Z||Z|ᵀ)_ij ≤ ‖z_i‖‖z_j‖`` and
+    ``‖z_i‖² = K̃_ii`` up to the same rounding) — with ``|K̃_ii|`` for a diagonal that rounds
+    below 0. ASSUMPTION: the approximation is a Gram of at most 4096 terms, or as accurate."""
+    diag = np.abs(np.diag(k_tilde)) * (1 + gamma(M_MAX_TERMS, U64))
+    return gamma(M_MAX_TERMS, U64) * np.sqrt(np.outer(diag, diag))
+
+
+def bounded_run(target: KernelApproxTarget, X: np.ndarray, kernel: str, seed: int, *,
+                landmarks: bool = True
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`run` and the bound on its entries (:func:`nystrom_error_bound`), ``(K, K̃, S,
     bound)``; an example whose bound is uninformative (``η ≥ ½``, module docstring) is assumed
-    away (Hypothesis ``assume``)."""
-    k_ref, k_tilde, idx = run(target, X, kernel, seed)
+    away (Hypothesis ``assume``). ``landmarks=False``: a landmark-free ``K̃`` (empty ``S``) is
+    taken, with :func:`landmark_free_bound`."""
+    k_ref, k_tilde, idx = run(target, X, kernel, seed, landmarks=landmarks)
+    if idx.size == 0:
+        return k_ref, k_tilde, idx, landmark_free_bound(k_tilde)
     bound, eta = nystrom_error_bound(k_ref, idx)
     assume(eta < 0.5)
     return k_ref, k_tilde, idx, bound
