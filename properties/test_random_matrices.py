@@ -155,7 +155,9 @@ def test_rows_of_one_draw_are_distinct(target, size):
     zero, so a repeated row (a block copied, ``m`` filled by tiling fewer rows) means fewer
     random rows than ``m`` — each row still marginally ``N(0, I_d)``, the estimator built on
     them with the variance of a smaller ``m``. Exact check (``1e-12`` relative), no
-    statistics; ``±w`` pairs are distinct rows and pass."""
+    statistics; ``±w`` pairs are distinct rows and pass. Nor do two rows point the same way
+    (``cos = 1`` to ``1e-12``, ``d ≥ 2``): one direction with two norms, as when one orthogonal
+    block is reused with fresh χ norms (antithetic ``−w`` still passes)."""
     seed, d, m = size
     w = np.asarray(target.draw(np.random.default_rng(seed), m, d), dtype=np.float64)
     scale = float(np.abs(w).max(initial=0.0))
@@ -166,6 +168,16 @@ def test_rows_of_one_draw_are_distinct(target, size):
         f"{target.name} (seed={seed}, m={m}, d={d}): rows {min(i, j)} and {max(i, j)} of one "
         f"draw coincide (max |Δ| = {gap[i, j]:.3g}): a construction claiming gaussian_rows "
         "draws m distinct random rows")
+    if d >= 2 and m >= 2:  # one direction with two norms: also probability zero (d ≥ 2)
+        norms = np.linalg.norm(w, axis=1)
+        cos = (w @ w.T) / np.outer(norms, norms)
+        np.fill_diagonal(cos, -np.inf)
+        i, j = np.unravel_index(np.argmax(cos), cos.shape)
+        assert cos[i, j] < 1 - 1e-12, (
+            f"{target.name} (seed={seed}, m={m}, d={d}): rows {min(i, j)} and {max(i, j)} of "
+            f"one draw point the same way (cos = {cos[i, j]:.15g}, norms {norms[i]:.6g} and "
+            f"{norms[j]:.6g}): one direction drawn twice — e.g. one orthogonal block reused "
+            "with fresh χ norms — so fewer random directions than m")
 
 
 @pytest.mark.parametrize("target", matrices("simplex"))

@@ -120,6 +120,14 @@ def tiled_rows(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
     return np.concatenate([half, half])[:m]
 
 
+def reused_block(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
+    """ORF whose one Haar block is reused for every block of ``m > d`` rows, each row with a
+    fresh χ_d norm: every row marginally N(0, I), but rows ``i`` and ``i + d`` point the same
+    way (fewer random directions than m)."""
+    q = haar_orthogonal(rng, d)
+    return _stack_blocks(m, d, lambda: q) * np.sqrt(rng.chisquare(d, size=m))[:, None]
+
+
 def _builtin(kind: str) -> Draw:
     return lambda rng, m, d: draw_matrix(kind, rng, m, d)
 
@@ -171,6 +179,9 @@ MATRIX_MUTANTS: dict[str, tuple[str, Draw, set[str]]] = {
     "rows_tiled": (
         "Gaussian rows of which only half are drawn and the rest copied (claims Gaussian rows)",
         tiled_rows, {"gaussian_rows"}),
+    "orf_reused_block": (
+        "ORF reusing one orthogonal block for every block, fresh χ_d norms (rows i and i + d "
+        "parallel)", reused_block, {"gaussian_rows", "orthogonal"}),
     "orthogonal_claimed_simplex": (
         "ORF (orthogonal blocks) claiming simplex blocks", _builtin("orthogonal"),
         {"gaussian_rows", "simplex"}),
