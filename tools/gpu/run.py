@@ -222,7 +222,7 @@ def _write_outputs(args: argparse.Namespace, meta: dict[str, Any], gate: Any,
                    rows: list[dict[str, Any]], commits: tuple[tuple[str, int], ...],
                    wall: float, final: bool) -> None:
     """asv results of the cells timed so far, ``summary.md`` and ``run.json``; before the last
-    cell the summary's title says how many of the planned cells are in it."""
+    cell both say the run is incomplete and how many of the planned cells they hold."""
     if rows:
         from tools.asv_dashboard import machine_info
 
@@ -234,12 +234,9 @@ def _write_outputs(args: argparse.Namespace, meta: dict[str, Any], gate: Any,
                                   timings, wall)
         asv_results.widen_listing(args.results_dir)
     meta = meta | {"wall": wall}
-    if not final:
-        meta["title"] += (f" (in progress: {len(rows)} of {meta['cells_planned']} cells; "
-                          "a run that stops here was stopped from outside)")
     gate_dict = None if gate is None else {**gate.__dict__, "ok": gate.ok}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.md").write_text(summary.render(meta, gate_dict, rows))
+    (args.out / "summary.md").write_text(summary.render(meta, gate_dict, rows, complete=final))
     record = {"meta": meta, "gate": gate_dict, "complete": final,
               "cells": [{k: v for k, v in r.items() if k != "cell"} for r in rows]}
     (args.out / "run.json").write_text(json.dumps(record, indent=1) + "\n")

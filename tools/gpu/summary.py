@@ -1,8 +1,19 @@
-"""The Markdown summary of a GPU run (or of its CPU rehearsal): gate, then one row per cell."""
+"""The Markdown summary of a GPU run (or of its CPU rehearsal): gate, then one row per cell.
+
+``python -m tools.gpu.summary RUN_JSON [OUT_MD]`` renders the summary again from a run's
+``run.json`` (the record the run writes beside it), e.g. after a change of this renderer.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+from pathlib import Path
 from typing import Any
+
+#: The suffix older runs appended to the title of an incomplete run (now the renderer's job).
+_OLD_PROGRESS = re.compile(r" \(in progress: .*\)$")
 
 
 def _ms(seconds: float | None) -> str:
@@ -12,16 +23,26 @@ def _ms(seconds: float | None) -> str:
 
 
 def render(meta: dict[str, Any], gate: dict[str, Any] | None,
-           rows: list[dict[str, Any]]) -> str:
+           rows: list[dict[str, Any]], complete: bool = True) -> str:
     """``meta``: device, commits, budget, rule; ``gate``: its counts (None if not run);
-    ``rows``: per cell label, base/head medians, ratio, p-values, verdict or reason."""
-    out = [f"# {meta['title']}", "",
+    ``rows``: per cell label, base/head medians, ratio, p-values, verdict or reason;
+    ``complete``: False for a run that has not (or never) reached its last cell — the title
+    then says how many of the planned cells the page holds."""
+    title = _OLD_PROGRESS.sub("", meta["title"])
+    if not complete:
+        planned = meta.get("cells_planned")
+        of = f" of {planned}" if planned is not None else ""
+        title += (f" — incomplete: {len(rows)}{of} cells timed (the run did not reach its "
+                  "last cell: stopped from outside, or still running)")
+    gate_part = ("gate not run" if gate is None else f"gate {gate['seconds']:.0f} s of it, "
+                 f"budget {meta['gate_budget']:.0f} s")
+    out = [f"# {title}", "",
            f"- device: {meta['device_name']} (`{meta['device']}`), torch {meta['torch']}, "
            f"Python {meta['python']}",
            f"- head: `{meta['head']}`; base (previous): `{meta['base']}`",
            f"- command: `{meta['command']}`",
            f"- wall time: {meta['wall']:.0f} s of a {meta['budget']:.0f} s budget "
-           f"(gate {meta['gate_budget']:.0f} s of it)",
+           f"({gate_part})",
            f"- rule: a cell is a regression iff the median paired ratio head/base exceeds "
            f"{meta['factor']} and the exact one-sided sign test over {meta['rounds']} "
            f"alternating rounds rejects at α = {meta['alpha']} (docs/benchmarks.md)", ""]
@@ -51,3 +72,26 @@ def render(meta: dict[str, Any], gate: dict[str, Any] | None,
     regressions = sum(r.get("verdict") == "regression" for r in rows)
     out += ["", f"Regressions: {regressions}."]
     return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Render ``RUN_JSON``'s summary to ``OUT_MD`` (default: ``summary.md`` beside it)."""
+    args = sys.argv[1:] if argv is None else argv
+    if not 1 <= len(args) <= 2:
+        print("usage: python -m tools.gpu.summary RUN_JSON [OUT_MD]", file=sys.stderr)
+        return 2
+    source = Path(args[0])
+    try:
+        record = json.loads(source.read_text())
+        meta, gate, cells = record["meta"], record["gate"], record["cells"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"summary: RUN_JSON {source} is not a GPU run's record: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args[1]) if len(args) == 2 else source.with_name("summary.md")
+    out.write_text(render(meta, gate, cells, complete=bool(record.get("complete", True))))
+    print(f"summary: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
