@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -76,18 +77,20 @@ def render(meta: dict[str, Any], gate: dict[str, Any] | None,
 
 def main(argv: list[str] | None = None) -> int:
     """Render ``RUN_JSON``'s summary to ``OUT_MD`` (default: ``summary.md`` beside it)."""
-    args = sys.argv[1:] if argv is None else argv
-    if not 1 <= len(args) <= 2:
-        print("usage: python -m tools.gpu.summary RUN_JSON [OUT_MD]", file=sys.stderr)
-        return 2
-    source = Path(args[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.gpu.summary",
+                                 description="render a GPU run's summary.md from its run.json")
+    ap.add_argument("run_json", type=Path, metavar="RUN_JSON", help="the run's record")
+    ap.add_argument("out_md", type=Path, nargs="?", metavar="OUT_MD",
+                    help="where to write (default: summary.md beside RUN_JSON)")
+    args = ap.parse_args(argv)
+    source = args.run_json
     try:
         record = json.loads(source.read_text())
         meta, gate, cells = record["meta"], record["gate"], record["cells"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"summary: RUN_JSON {source} is not a GPU run's record: {exc}", file=sys.stderr)
         return 2
-    out = Path(args[1]) if len(args) == 2 else source.with_name("summary.md")
+    out = args.out_md or source.with_name("summary.md")
     out.write_text(render(meta, gate, cells, complete=bool(record.get("complete", True))))
     print(f"summary: wrote {out}")
     return 0
