@@ -218,7 +218,8 @@ def short_target_reprs(evidence: str) -> tuple[str, bool]:
 def skip_summary(verdicts: list[Verdict]) -> list[str]:
     """The skipped verdicts as one line per distinct reason with its count, most frequent
     first; the skips for want of a target of the tested kind (``… provides no <what>``) as one
-    line that counts each kind (``attention``, not each set of claims asked of it), and those
+    line that counts each kind (``attention``, not each set of claims asked of it; a second line
+    for the properties that ask for a kind alone, ``… provides no model target``), and those
     of one target lacking parts of a protocol (``<target> does not offer what this property
     needs: <parts>``) as one line per target that counts each set of parts."""
     skips = [v for v in verdicts if v.outcome == "skip"]
@@ -231,8 +232,9 @@ def skip_summary(verdicts: list[Verdict]) -> list[str]:
         reason = v.evidence.splitlines()[0] if v.evidence else "(no reason given)"
         m, lack = _PROVIDES_NO.match(reason), _LACKS.match(reason)
         if m:  # one count per kind, whatever claims the property asks of it (--verbose: each)
-            kind = m["what"].split(" with claims ")[0]
-            kinds[kind] = kinds.get(kind, 0) + 1
+            kind, with_claims, _ = m["what"].partition(" with claims ")
+            key = (kind, bool(with_claims))
+            kinds[key] = kinds.get(key, 0) + 1
         elif lack:
             parts = lacks.setdefault((lack["who"], lack["doc"] or ""), {})
             parts[lack["what"]] = parts.get(lack["what"], 0) + 1
@@ -246,11 +248,16 @@ def skip_summary(verdicts: list[Verdict]) -> list[str]:
                             sorted(parts.items(), key=lambda kv: (-kv[1], kv[0])))
         rows.append((f"{who} does not offer what the property needs{doc}: {listed}",
                      sum(parts.values())))
-    if kinds:
-        listed = ", ".join(f"{what} ({n})" for what, n in
-                           sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-        rows.append((f"no target of the kind the property tests: {listed}",
-                     sum(kinds.values())))
+    # a property that asks for claims skips when no target of its kind has them all (a target of
+    # the kind may well be there, declaring fewer claims); one that asks for a kind alone skips
+    # when no target is of that kind
+    for by_claims, head in ((True, "no target of the kind has the claims the property needs"),
+                            (False, "no target of the kind the property tests")):
+        counts = {kind: n for (kind, c), n in kinds.items() if c is by_claims}
+        if counts:
+            listed = ", ".join(f"{what} ({n})" for what, n in
+                               sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+            rows.append((f"{head}: {listed}", sum(counts.values())))
     rows.sort(key=lambda kv: -kv[1])
     shown, rest = rows[:SKIP_REASONS_SHOWN], rows[SKIP_REASONS_SHOWN:]
     lines.extend(f"  {n:>4} × {reason}" for reason, n in shown)

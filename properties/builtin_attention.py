@@ -80,15 +80,17 @@ FULL_COVERAGE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 DEFAULT_COVERAGE: tuple[tuple[str, ...], tuple[str, ...]] = (("float64",), ("numpy",))
 #: Hypothesis examples per property case of a map outside :data:`FULL_COVERAGE` (ci profiles).
 EXAMPLES = MIN_EXAMPLES
-#: ``id()`` of the targets built here with the reduced budget (identity: a third-party target of
-#: the same name is never reduced).
-_REDUCED: set[int] = set()
+#: The targets built here with the reduced budget, by ``id()`` (identity: a third-party target of
+#: the same name is never reduced). The targets themselves are kept, so that no id is recycled:
+#: a set of bare ids would read a new object that CPython places where a dropped built-in target
+#: was as reduced.
+_REDUCED: dict[int, Any] = {}
 
 
 def example_budget(target: Any) -> int | None:
     """:data:`EXAMPLES` for an attention target of a map outside :data:`FULL_COVERAGE` built
     here, else None (the profile's count)."""
-    return EXAMPLES if id(target) in _REDUCED else None
+    return EXAMPLES if _REDUCED.get(id(target)) is target else None
 
 
 def _kernel_args(entry: FeatureMap, d: int = 2) -> dict[str, Any]:
@@ -172,6 +174,6 @@ def registry_attention_targets() -> list[AttentionTarget]:
         dtypes, libraries = FULL_COVERAGE.get(name, DEFAULT_COVERAGE)
         target = registry_attention(entry, M_FEATURES, attention_claims(entry), dtypes, libraries)
         if name not in FULL_COVERAGE:
-            _REDUCED.add(id(target))
+            _REDUCED[id(target)] = target
         out.append(target)
     return out
