@@ -90,7 +90,8 @@ _REDUCED: dict[int, Any] = {}
 def example_budget(target: Any) -> int | None:
     """:data:`EXAMPLES` for an attention target of a map outside :data:`FULL_COVERAGE` built
     here, else None (the profile's count)."""
-    return EXAMPLES if _REDUCED.get(id(target)) is target else None
+    reduced = target is not None and _REDUCED.get(id(target)) is target
+    return EXAMPLES if reduced else None
 
 
 def _kernel_args(entry: FeatureMap, d: int = 2) -> dict[str, Any]:

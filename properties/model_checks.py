@@ -920,8 +920,8 @@ def _climb(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> P
         problem = check(target, dtype, scale, case, False)
         if problem:
             return Power(None, scale, "", f"the model itself (no defect planted) fails this "
-                         f"check on the fixed input of its power control, at init scale "
-                         f"{scale:g} ({dtype}): {problem}")
+                         f"check on the fixed input of its power control ({dtype}, power-ladder "
+                         f"init scale {scale:g}; the failing input: {problem})")
         control = check(target, dtype, scale, case, True)
         if control:
             return Power(scale, scale, f"power control at init scale {scale:g} ({dtype}): the "

@@ -516,8 +516,11 @@ def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
         for causal in modes(target):
             out = call(target, backend, sx, causal=causal, seed=seed)
             text = nonfinite(out)
+            why = ""
+            if "NaN" in text:
+                why = _WHY_NONFINITE_EXACT if target.feature_count == 0 else _WHY_NONFINITE
             assert text is None, (f"{describe(target, backend, causal, seed, sx)}: {text} at "
-                                  f"input scale {scale}{_WHY_NONFINITE if 'NaN' in text else ''}")
+                                  f"input scale {scale}{why}")
 
 
 #: What a NaN at a large input scale usually means, and the fixes (the failure's last line).
@@ -529,6 +532,15 @@ _WHY_NONFINITE = (
     "denominator "
     "that cannot round to zero (an ε, or the features evaluated as exp(x) for x < 0) or a "
     "stabilised exponential fixes it; if the target means to return NaN there, declare it "
+    "in known_failures")
+
+
+#: The same for exact softmax attention (``feature_count=0``: no features to round to 0).
+_WHY_NONFINITE_EXACT = (
+    " — for exact softmax attention a NaN here is most often exp(scores) overflowing (∞/∞: "
+    "float64 past a score of 709.8, float32 88.7, float16 11.1) or every weight of a row "
+    "underflowing to 0 (0/0); subtracting each row's largest score before exp leaves the "
+    "softmax unchanged and fixes both; if the target means to return NaN there, declare it "
     "in known_failures")
 
 

@@ -131,7 +131,7 @@ from kernel_verify.properties.strategies import fixed_input, generator, points, 
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
-from kernel_verify.verify.references.kernels import gram_mp
+from kernel_verify.verify.references.kernels import gram_mp, kernel_formula
 from kernel_verify.verify.references.mp import to_float
 from kernel_verify.verify.seeds import child_seeds
 from kernel_verify.verify.tolerance import U64, reference_rounding
@@ -276,7 +276,8 @@ def test_deterministic_black_box_map_equals_kernel(target, seed, d, scale, data)
     bound = inner_bound(np.abs(fx) + ex, ex, np.abs(fy) + ey, ey, U64)
     bound = bound + reference_rounding(to_float(ref))
     assert_close(fx @ fy.T, ref, bound, inputs={"X": X, "Y": Y},
-                 label=f"{target.name} (black-box): φ(x)ᵀφ(y) = {target.kernel}(x, y)",
+                 label=f"{target.name} (black-box): φ(x)ᵀφ(y) = {target.kernel}(x, y) "
+                       f"[{kernel_formula(target.kernel, **target.kernel_args(d))}]",
                  how=f"{how}; propagated through the inner product + γ_D + u₆₄|ref|",
                  repro=f"seed={seed}, X={X.tolist()}, Y={Y.tolist()}")
 

@@ -75,11 +75,25 @@ def declared_cases(*claims: str, torch_only: bool = False) -> list:
 
 
 def layouts(target) -> list[tuple[int, ...]]:
+    """The fixed layouts, each moved inside the target's shape contract
+    (:mod:`kernel_verify.properties.shape_contract`): ``d_v = d`` for a target declaring
+    ``dv_equals_d``, ``T`` raised to the next multiple of ``length_multiple_of`` and to at least
+    ``min_length`` (the target is never called outside what it declares it accepts)."""
     out = list(LAYOUTS)
     if target.chunk_sizes:
         c = min(target.chunk_sizes)
         out.append((1, 1, 2 * c + 1, 3, 2))
-    return out
+    return list(dict.fromkeys(_inside_contract(target, lay) for lay in out))
+
+
+def _inside_contract(target, layout: tuple[int, ...]) -> tuple[int, ...]:
+    b, h, t, d, dv = layout
+    multiple = max(1, target.length_multiple_of)
+    t = max(t, target.min_length)
+    t = -(-t // multiple) * multiple
+    if target.dv_equals_d:
+        dv = d
+    return (b, h, t, d, dv)
 
 
 def _where(target, backend, layout, seed, causal) -> str:

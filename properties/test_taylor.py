@@ -32,8 +32,8 @@ from kernel_verify.properties.strategies import generator, points
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound, features_mp
-from kernel_verify.verify.references.kernels import gram_mp
-from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp
+from kernel_verify.verify.references.kernels import gram_mp, kernel_formula
+from kernel_verify.verify.references.kernels_catalogue import cosformer_gram_mp, taylor_scale
 from kernel_verify.verify.references.mp import to_float, working_precision
 from kernel_verify.verify.tolerance import U64, reference_rounding
 
@@ -100,7 +100,8 @@ def check_kernel_identity(target, X, Y, params, backend) -> tuple[np.ndarray, np
     bound = bound + reference_rounding(ref64)
     got = fx @ fy.T
     assert_close(got, ref, bound, inputs={"X": X, "Y": Y},
-                 label=f"{target.name} ({backend}): φ(x)ᵀφ(y) = {target.kernel}(x, y)",
+                 label=f"{target.name} ({backend}): φ(x)ᵀφ(y) = {target.kernel}(x, y) "
+                       f"[{kernel_formula(target.kernel, **target.kernel_args(X.shape[-1]))}]",
                  how="twin feature bounds through the inner product + γ_D + u₆₄|ref|",
                  repro=f"check_kernel_identity(target {target.name!r}, X, Y, params, "
                  f"{backend!r})")
@@ -123,7 +124,7 @@ def test_taylor_identity_in_mp(target, seed, d, scale, data):
     with working_precision(40):
         phi = features_mp(entry, x, params, dps=40)
         gram = phi @ phi.T
-        exact = gram_mp("taylor", x, x, dps=40, order=order_of(target, d))
+        exact = gram_mp("taylor", x, x, dps=40, **target.kernel_args(d))
         worst = max(abs(gram[i, j] - exact[i, j]) / (1 + abs(exact[i, j]))
                     for i in range(3) for j in range(3))
     assert worst < mpmath.mpf(10) ** -35, (f"{target.name}: off by {worst} (seed {seed}, "
@@ -178,6 +179,11 @@ ORDER2 = feature_maps("exact_finite", predicate=lambda t: is_taylor(t)
                       and order_of(t, 3) == 2)
 
 
+def _scale(target, d: int) -> float:
+    """The factor s of t = s·qᵀk in the target's declared Taylor kernel (1/√d by default)."""
+    return float(taylor_scale(target.kernel_args(d).get("scale"), d))
+
+
 @pytest.mark.parametrize("target", ORDER2)
 @settings(max_examples=FEW)
 @given(seed=seeds, d=st.integers(1, 6), scale=st.sampled_from([0.3, 1.0, 2.0]),
@@ -187,7 +193,8 @@ def test_second_order_taylor_kernel_is_at_least_half(target, seed, d, scale, dat
     q's rows off 0, |entries| ≥ 2⁻¹⁰·scale, so that k is defined)."""
     need_white(target)
     q = data.draw(points((2, d), scale, off_zero=True), label="q")
-    k = -q * (d**0.5 / np.sum(q * q, axis=-1))[:, None]  # qᵢᵀkᵢ/√d = −1 on the diagonal
+    s = _scale(target, d)
+    k = -q / (s * np.sum(q * q, axis=-1))[:, None]  # s·qᵢᵀkᵢ = −1 on the diagonal
     k = k + data.draw(points((2, d), 0.05), label="k − k₋₁ (k₋₁: t = −1)")
     params = target.draw_params(generator(seed, "params"), d, 1)
     got, bound = check_kernel_identity(target, q, k, params, "numpy")
@@ -196,9 +203,10 @@ def test_second_order_taylor_kernel_is_at_least_half(target, seed, d, scale, dat
 
 @pytest.mark.parametrize("target", ORDER2)
 def test_second_order_taylor_minimum_is_half_at_t_minus_one(target):
-    """At t = −1 exactly (d = 16, q = ½·1, k = −q: qᵀk/√d = −4/4) the kernel is exactly ½."""
+    """At t = −1 exactly (d = 16, q = ½·1, k = −q: qᵀk/√d = −4/4) the kernel is exactly ½ (a
+    kernel declaring its own scale s: q = 1/√(16 s)·1, a power of 2 for s a power of 4)."""
     need_white(target)
-    q = np.full((1, 16), 0.5)
+    q = np.full((1, 16), 0.5 * float(_scale(target, 16) * 4) ** -0.5)
     params = target.draw_params(generator(0, "params"), 16, 1)
     got, bound = check_kernel_identity(target, q, -q, params, "numpy")
     assert abs(got[0, 0] - 0.5) <= bound[0, 0]

@@ -72,6 +72,7 @@ def test_case_settings_cut_examples_and_record_the_reduction(monkeypatch):
     # in a fresh-clone CI run when the registry kept bare ids): `fast` is not reduced.
     monkeypatch.setitem(builtin_attention._REDUCED, id(fast), object())
     assert builtin_attention.example_budget(fast) is None
+    assert builtin_attention.example_budget(None) is None  # a skipped case has no target
     item, other = _Item(fn, slow, "test_prop"), _Item(fn, fast, "test_prop")
     _case_settings(item)
     _case_settings(other)

@@ -83,9 +83,11 @@ def _polynomial(x: np.ndarray, y: np.ndarray, c: float = 1.0, p: int = 2) -> np.
     return (x @ y.T + c) ** p
 
 
-def _taylor(x: np.ndarray, y: np.ndarray, order: int = 2) -> np.ndarray:
+def _taylor(x: np.ndarray, y: np.ndarray, order: int = 2, scale: float | None = None
+            ) -> np.ndarray:
     order = check_positive_int("order", order, minimum=0)
-    t = x @ y.T / np.sqrt(x.shape[-1])
+    s = 1 / np.sqrt(x.shape[-1]) if scale is None else check_scalar("scale", scale, positive=True)
+    t = x @ y.T * s
     out = np.zeros_like(t)
     term = np.ones_like(t)
     for k in range(order + 1):

@@ -39,6 +39,7 @@ import numpy as np
 
 from kernel_verify.verify.references.features import features_mp
 from kernel_verify.verify.references.kernels import MP_KERNELS
+from kernel_verify.verify.references.kernels_catalogue import taylor_scale
 from kernel_verify.verify.references.mp import (
     mp_cos,
     mp_exp,
@@ -295,8 +296,8 @@ def kernel_grad_mp(kernel_id: str, x: np.ndarray, y: np.ndarray, *, dps: int | N
 def kernel_grad_closed_mp(kernel_id: str, x: np.ndarray, y: np.ndarray,
                           **kernel_params: Any) -> np.ndarray:
     """Closed forms (docs/math.md §14): softmax ``y·exp(xᵀy)``; Gaussian ``−(x−y)/σ²·k``;
-    linear ``y``; Taylor (order 2) ``(1 + t)·y/√d``, ``t = xᵀy/√d`` (general order p:
-    ``Σ_{k<p} tᵏ/k!·y/√d``)."""
+    linear ``y``; Taylor (order 2) ``(1 + t)·s·y``, ``t = s·xᵀy`` (``s = 1/√d`` unless the
+    ``scale`` param gives it; general order p: ``Σ_{k<p} tᵏ/k!·s·y``)."""
     x_mp, y_mp = _mp(x), _mp(y)
     dot = mpmath.fsum(a * b for a, b in zip(x_mp, y_mp, strict=True))
     if kernel_id == "softmax":
@@ -310,10 +311,10 @@ def kernel_grad_closed_mp(kernel_id: str, x: np.ndarray, y: np.ndarray,
         return y_mp.copy()
     if kernel_id == "taylor":
         order = int(kernel_params.get("order", 2))
-        root_d = mpmath.sqrt(len(x_mp))
-        t = dot / root_d
+        s = taylor_scale(kernel_params.get("scale"), len(x_mp))
+        t = dot * s
         series = mpmath.fsum(t**k / mpmath.factorial(k) for k in range(order))
-        return series * y_mp / root_d
+        return series * y_mp * s
     raise KeyError(f"no closed-form gradient for kernel {kernel_id!r}")
 
 

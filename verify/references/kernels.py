@@ -46,6 +46,7 @@ __all__ = [
     "MP_KERNELS",
     "gram_mp",
     "gram_reference",
+    "kernel_formula",
     "kernel_mp",
     "mean_gram",
     "mp_kernel",
@@ -79,6 +80,17 @@ def _lookup(kernel_id: str) -> KernelFn:
         raise KeyError(
             f"no mpmath reference for kernel {kernel_id!r}; known: {', '.join(sorted(MP_KERNELS))}"
         ) from None
+
+
+def kernel_formula(kernel_id: str, **kernel_params: Any) -> str:
+    """``kernel_id(params)`` and, where its reference states one (the first line of its
+    docstring), the formula the suite evaluates: for failure messages, so that a convention the
+    kernel fixes (the Taylor kernel's ``t = xᵀy/√d``) is in front of the reader."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in kernel_params.items()
+                      if not isinstance(v, np.ndarray))
+    head = f"{kernel_id}({shown})"
+    doc = (getattr(MP_KERNELS.get(kernel_id), "__doc__", None) or "").strip().splitlines()
+    return f"{head}: {doc[0].strip()}" if doc else head
 
 
 def _convert_params(kernel_params: dict[str, Any]) -> dict[str, Any]:

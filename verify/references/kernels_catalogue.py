@@ -7,7 +7,8 @@ float64 arrays as mp arrays). docs/math.md §5–§7.
 =====================  =====================================================================
 kernel id              k(x, y)
 =====================  =====================================================================
-``taylor(order)``      ``Σ_(k≤p) tᵏ/k!``, ``t = xᵀy/√d``
+``taylor(order[, s])`` ``Σ_(k≤p) tᵏ/k!``, ``t = s·xᵀy``; ``s = 1/√d`` unless ``scale`` is given
+                       (a map that leaves the 1/√d to its caller declares ``scale=1.0``)
 ``polynomial(c, p)``   ``(xᵀy + c)^p`` (``c ≥ 0``, integer ``p ≥ 0``)
 ``linear``             ``xᵀy``
 ``cosine``             ``xᵀy/(‖x‖‖y‖)``; **0 when x = 0 or y = 0** (the map sets φ(0) = 0)
@@ -110,11 +111,26 @@ def _int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def taylor_scale(scale: Any, d: int) -> Any:
+    """The factor ``s`` of ``t = s·xᵀy`` in the Taylor kernel: ``1/√d`` when ``scale`` is None,
+    else ``scale`` (a finite number > 0)."""
+    if scale is None:
+        return 1 / mpmath.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, int | float | mpmath.mpf | np.number):
+        raise TypeError(f"scale must be a number (the factor s of t = s·xᵀy) or None (1/√d), "
+                        f"got {type(scale).__name__}")
+    value = mpmath.mpf(scale)
+    if not (mpmath.isfinite(value) and value > 0):
+        raise ValueError(f"scale must be finite and > 0 (the factor s of t = s·xᵀy), got {scale}")
+    return value
+
+
 # ----------------------------------------------------------------------- exact finite kernels
 @mp_kernel("taylor")
-def _taylor(x: np.ndarray, y: np.ndarray, *, order: int) -> Any:
+def _taylor(x: np.ndarray, y: np.ndarray, *, order: int, scale: Any = None) -> Any:
+    """Σ_(k≤order) tᵏ/k! with t = scale·xᵀy (scale = 1/√d unless given)"""
     order = _int("order", order, 0)
-    t = _dot(x, y) / mpmath.sqrt(len(x))
+    t = _dot(x, y) * taylor_scale(scale, len(x))
     return mpmath.fsum(t**k / mpmath.factorial(k) for k in range(order + 1))
 
 
