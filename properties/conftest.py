@@ -6,6 +6,7 @@ collected, and the backend header. ``--kv-target`` is added by the plugin
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -119,6 +120,26 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             item.user_properties.append(("kv_note", note))
 
 
+#: An exception text that reads as a shape error of the target's own code.
+_SHAPE_ERROR = re.compile(r"shape|size|broadcast|einsum|dimension|divisible|mismatch", re.I)
+
+
+def _shape_error_hint(target, err: BaseException) -> str:
+    """For a sequence target without a shape contract that raised a shape error (not an
+    assertion of the property): the contract fields that would keep the suite to the shapes it
+    accepts (:mod:`kernel_verify.properties.shape_contract`), or ``""``."""
+    if target is None or not hasattr(target, "dv_equals_d") or isinstance(err, AssertionError):
+        return ""
+    if not isinstance(err, RuntimeError | ValueError | IndexError | TypeError):
+        return ""
+    if not _SHAPE_ERROR.search(str(err)):
+        return ""
+    return (f"E   hint: {target.name} raised a shape error ({type(err).__name__}) on an input the "
+            "suite drew. If it accepts only some shapes, declare them and the suite keeps to "
+            "them: dv_equals_d=True (values as wide as queries and keys), length_multiple_of=N "
+            "(T a multiple of a block), min_length=N; else the error is a defect of the target")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A case whose target's shape contract refused every input Hypothesis drew
@@ -131,6 +152,9 @@ def pytest_runtest_makereport(item, call):
     target = target_of(item)
     note = contract_note(target) if target is not None else None
     if note is None:
+        hint = _shape_error_hint(target, call.excinfo.value)
+        if hint:
+            report.longrepr = f"{report.longrepr}\n{hint}"  # an E line: kept as evidence
         return
     from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 

@@ -1,0 +1,36 @@
+"""A sequence target that raises a shape error gets a hint naming the shape-contract fields
+(properties/conftest.py `_shape_error_hint`); assertion failures of a property and errors
+that do not read as shape errors get none."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernel_verify import AttentionTarget, FeatureMapTarget
+from kernel_verify.properties.conftest import _shape_error_hint
+
+
+def _attention(q, k, v, *, causal, seed=0):
+    return v
+
+
+_TARGET = AttentionTarget("needs_square", _attention, frozenset({"causal"}))
+
+
+def test_a_shape_error_names_the_contract_fields():
+    hint = _shape_error_hint(_TARGET, RuntimeError("shape '[1, 2, -1]' is invalid for size 30"))
+    assert hint.startswith("E   hint: needs_square raised a shape error (RuntimeError)")
+    for name in ("dv_equals_d=True", "length_multiple_of=N", "min_length=N"):
+        assert name in hint
+
+
+def test_no_hint_for_a_property_assertion_or_another_error():
+    assert _shape_error_hint(_TARGET, AssertionError("shape of the output differs")) == ""
+    assert _shape_error_hint(_TARGET, RuntimeError("CUDA out of memory")) == ""
+    assert _shape_error_hint(None, RuntimeError("size mismatch")) == ""
+
+
+def test_no_hint_for_a_target_without_a_shape_contract():
+    fmap = FeatureMapTarget("m", "gaussian", frozenset({"deterministic"}),
+                            sample_fn=lambda x, seed: np.asarray(x), m=1)
+    assert _shape_error_hint(fmap, RuntimeError("size mismatch")) == ""
