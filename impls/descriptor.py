@@ -60,8 +60,13 @@ from kernel_verify.impls.validation import (
     target_error,
 )
 
-__all__ = ["CLAIMS", "GRADIENT_CLAIMS", "FeatureMap", "FeatureMapTarget", "math_section",
-           "no_params"]
+__all__ = ["BLACKBOX_SEEDS", "CLAIMS", "GRADIENT_CLAIMS", "FeatureMap", "FeatureMapTarget",
+           "math_section", "no_params"]
+
+#: A black-box ``sample_fn`` receives seeds in ``[0, BLACKBOX_SEEDS)``: the range
+#: ``np.random.seed``, ``random.seed``-style legacy APIs and ``torch.manual_seed`` all accept, so
+#: an adapter may hand the seed straight to its library.
+BLACKBOX_SEEDS = 2**32
 
 #: Vocabulary of claims. Properties select the maps they apply to by these words.
 CLAIMS: dict[str, str] = {
@@ -347,6 +352,13 @@ class FeatureMapTarget:
             raise TypeError(f"target {self.name!r} is black-box: it has no parameter draw")
         return self.draw(rng, d, self.m if m is None else m, self.config)
 
+    def sample(self, x: Any, seed: int) -> Any:
+        """``sample_fn(x, seed mod 2³²)``: a black-box map's features as it returns them, its
+        seed in ``[0, BLACKBOX_SEEDS)`` (:data:`BLACKBOX_SEEDS`) whatever the property drew."""
+        if self.sample_fn is None:
+            raise TypeError(f"target {self.name!r} is white-box: it has no sample_fn")
+        return self.sample_fn(x, int(seed) % BLACKBOX_SEEDS)
+
     def features(
         self, x: np.ndarray, *, params: Mapping[str, Any] | None = None, seed: int | None = None,
         positions: np.ndarray | None = None,
@@ -357,7 +369,7 @@ class FeatureMapTarget:
             if seed is None:
                 raise ValueError("features needs params= or seed=")
             if not self.white_box:
-                return np.asarray(self.sample_fn(x, seed), dtype=np.float64)
+                return np.asarray(self.sample(x, seed), dtype=np.float64)
             params = self.draw_params(np.random.default_rng(seed), x.shape[-1])
         kwargs = {"positions": positions} if self.has("positional") else {}
         if self.numpy_fn is not None:

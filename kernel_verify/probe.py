@@ -375,6 +375,24 @@ def _probe_feature_map(t: Any, p: _Probe) -> None:
     field_name = "sample_fn" if not t.white_box else ("numpy_fn" if t.numpy_fn else "torch_fn")
     out = p.call(field_name, t.features, x, seed=0, positions=positions)
     p.array(field_name, "the features", out, (3, _features_expected(t, 4)[0]))
+    if not t.white_box:
+        _check_largest_seed(t, p, x)
+
+
+def _check_largest_seed(t: Any, p: _Probe, x: np.ndarray) -> None:
+    """A black-box ``sample_fn`` takes every seed the suite passes, ``[0, 2³²)``: one that seeds
+    a library refusing large seeds would fail property after property instead."""
+    from kernel_verify.impls.descriptor import BLACKBOX_SEEDS
+
+    top = BLACKBOX_SEEDS - 1
+    try:
+        t.sample(x, top)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:
+        p.add("sample_fn", f"must accept every seed in [0, 2**32) (the suite draws them all); "
+              f"at seed {top} it raised {type(err).__name__}: {err} (a library that takes "
+              "smaller seeds: derive one, e.g. np.random.SeedSequence(seed).generate_state(1))")
 
 
 # ---------------------------------------------------------------------------- attention

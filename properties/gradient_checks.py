@@ -211,7 +211,7 @@ def estimator_gradients(target, x: np.ndarray, y: np.ndarray, m: int, seeds: lis
                 return target.torch_fn(t, params, target.config, **kw)
         else:
             def fn(t, s=s):
-                return target.sample_fn(t, s)
+                return target.sample(t, s)
         xt = torch.tensor(x[None, :], dtype=torch.float64, requires_grad=True)
         phi_y = fn(torch.tensor(y[None, :], dtype=torch.float64)).detach()
         loss = (fn(xt) * phi_y).sum()

@@ -169,7 +169,7 @@ def raw_features(target: FeatureMapTarget, x: np.ndarray, seed: int) -> np.ndarr
             return out.detach().cpu().numpy()  # the dtype the target chose
         return np.asarray(target.numpy_fn(np.asarray(x, dtype=np.float64), params,
                                           target.config, **kw))
-    out = target.sample_fn(np.asarray(x, dtype=np.float64), seed)
+    out = target.sample(np.asarray(x, dtype=np.float64), seed)
     if hasattr(out, "detach"):  # a torch tensor from a torch adapter
         out = out.detach().cpu().numpy()
     return np.asarray(out)

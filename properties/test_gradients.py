@@ -420,7 +420,7 @@ def _map_fn(target, seed: int, d: int, m: int = 4):
             return target.torch_fn(x, on.from_numpy_params(params), target.config, **kw)
 
         return fn
-    return lambda x: target.sample_fn(x, seed)
+    return lambda x: target.sample(x, seed)
 
 
 def _map_input(seed: int, d: int, dtype=torch.float64):

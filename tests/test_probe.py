@@ -333,3 +333,23 @@ def test_config_arrays_that_differ_from_the_kernels_are_one_declaration_error():
     assert any("config['L']" in p and "differs from the kernel" in p for p in bad), bad
     good = [str(p) for p in probe_target(target(kernel_params(None, d)["L"]))]
     assert not any("config[" in p for p in good), good
+
+
+def test_a_black_box_map_refusing_large_seeds_is_one_declaration_problem():
+    """The suite passes seeds in [0, 2³²) to sample_fn; a map that seeds a library refusing
+    the largest fails up front, not in property after property (a new user's rfflearn adapter
+    with np.random.seed(seed) got five failed properties before)."""
+    def phi(x, seed):
+        if seed >= 2**31:
+            raise ValueError("Seed must be between 0 and 2**31 - 1")
+        w = np.random.RandomState(seed).standard_normal((np.shape(x)[-1], 8))
+        return np.cos(x @ w) / 2
+
+    def accepts_all(x, seed):
+        return phi(x, seed % 2**31)
+
+    bad = FeatureMapTarget("legacy", "gaussian", frozenset({"unbiased"}), sample_fn=phi, m=8)
+    problems = probe_target(bad)
+    assert [p.field for p in problems] == ["sample_fn"]
+    assert "at seed 4294967295" in problems[0].message and "2**31" in problems[0].message
+    assert probe_target(dataclasses.replace(bad, sample_fn=accepts_all)) == []

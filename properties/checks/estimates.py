@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from kernel_verify.impls.descriptor import BLACKBOX_SEEDS
 from kernel_verify.properties.formulas import record
 from kernel_verify.properties.protocol import FeatureMapTarget
 from kernel_verify.verify.moments import (
@@ -51,7 +52,8 @@ def feature_pairs(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int
     draw each: white-box from ``default_rng(child)``, black-box from the seed ``child``, the
     children drawn from ``default_rng(seed)``; ``m=None`` is the target's own ``m``."""
     xy = np.stack([x, y])
-    children = np.random.default_rng(seed).integers(0, 2**63 - 1, size=draws)
+    # distinct children in [0, 2³²): a black-box map may hand them to a legacy seeding API
+    children = np.random.default_rng(seed).choice(BLACKBOX_SEEDS, size=draws, replace=False)
     for child in children:
         if target.white_box:
             params = target.draw_params(np.random.default_rng(int(child)), x.shape[-1], m)
