@@ -127,7 +127,13 @@ from kernel_verify.properties.checks.row_law import N_ROW_CHECKS, orthonormal_pa
 from kernel_verify.properties.formulas import records
 from kernel_verify.properties.kernel_scale import curvature_length, scale_for, to_kernel_scale
 from kernel_verify.properties.protocol import FeatureMapTarget
-from kernel_verify.properties.strategies import fixed_input, generator, points, unit_vectors
+from kernel_verify.properties.strategies import (
+    fixed_input,
+    generator,
+    generic_rotation,
+    points,
+    unit_vectors,
+)
 from kernel_verify.properties.targets import feature_maps
 from kernel_verify.verify.compare import assert_close
 from kernel_verify.verify.references.features import feature_error_bound
@@ -327,13 +333,15 @@ def undeclared(t: FeatureMapTarget) -> bool:
        ny=st.sampled_from([0.2, 0.5, 0.8]), data=st.data())
 def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
     """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption).
-    The points x, y (directions drawn by Hypothesis, norms nx, ny) are inputs; the estimates
+    The points x, y (directions drawn by Hypothesis and turned by the seed's generic rotation,
+    norms nx, ny) are inputs; the estimates
     are the seed's independent parameter draws (the Monte Carlo sample). Norms in units of the
     declared kernel's length ℓ (``properties/kernel_scale.py``), so the kernel varies over them."""
     from kernel_verify.verify.references.kernels import kernel_mp
 
-    x = to_kernel_scale(target, d, seed, nx * data.draw(unit_vectors(d), label="x/‖x‖"))
-    y = to_kernel_scale(target, d, seed, ny * data.draw(unit_vectors(d), label="y/‖y‖"))
+    rot = generic_rotation(seed, d)  # drawn directions turned off the axes (its docstring)
+    x = to_kernel_scale(target, d, seed, nx * rot @ data.draw(unit_vectors(d), label="x/‖x‖"))
+    y = to_kernel_scale(target, d, seed, ny * rot @ data.draw(unit_vectors(d), label="y/‖y‖"))
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()
