@@ -125,6 +125,29 @@ def test_ok_means_the_upper_bound_is_within_every_level() -> None:
     assert not Row(trials=10, rejections=(0, 0), **exact).ok  # too few trials for 0.1
 
 
+def test_exact_level_rows_of_a_part_share_a_family_wise_rate() -> None:
+    """The K exact-level comparisons of one part share 1 % (each bound at 1 − 0.01/K): the
+    matrices part once read NO on the orthogonal row law at 28/400 at level 0.05 (95 % lower
+    bound 0.0502) — a rate whose chance on correct code is ~3 % per comparison, met in about
+    one run in three over the part's 12 comparisons. A threshold off by a factor 2 still reads
+    NO; a plain row keeps its own rule."""
+    from kernel_verify.calibration.certify import lower_bound
+    from kernel_verify.calibration.report import exact_confidence, row_ok
+
+    exact = dict(check="c", target="t", where="w", levels=(0.2, 0.1, 0.05), operating="op",
+                 exact_level=True)
+    part = [Row(trials=400, rejections=(66, 46, 28), **exact)] + [
+        Row(trials=400, rejections=(80, 40, 20), **exact) for _ in range(3)]
+    conf = exact_confidence(part)
+    assert conf == 1 - 0.01 / 12
+    assert lower_bound(28, 400) > 0.05 and not part[0].ok  # the per-comparison 95 % rule: NO
+    assert row_ok(part[0], conf)  # the family-wise rule: ok
+    doubled = Row(trials=400, rejections=(160, 80, 40), **exact)  # rate twice every level
+    assert not row_ok(doubled, exact_confidence([doubled, *part[1:]]))
+    plain = Row("c", "t", "w", 100, (0.2, 0.1), (3, 9), "op")
+    assert row_ok(plain, conf) == plain.ok is False
+
+
 def test_the_ladder_keeps_room_for_rejections() -> None:
     assert calibration.rungs(100) == (0.2, 0.1)
     assert calibration.rungs(200) == (0.2, 0.1, 0.05)

@@ -25,9 +25,12 @@ what the bounds' derivation states (no asymptotic step); the rows show that the 
 ``P(sup|F_n − F| > t) ≤ 2·exp(−2nt²)``, which is attained for a continuous ``F``: on correct code
 their rate *is* the level (measured 0.19 at 0.2 on iid rows), so no number of trials brings an
 upper bound below it. Their level is Massart's theorem (1990), not an assumption; their rows
-(``Row.exact_level``) are ok when the measured rate is not shown to exceed the level (the 95 %
-lower bound ≤ the level at every rung), which still catches an implementation whose threshold
-does not match the bound it cites.
+(``Row.exact_level``) are ok when the measured rate is not shown to exceed the level (the
+Clopper–Pearson lower bound ≤ the level at every rung), which still catches an implementation
+whose threshold does not match the bound it cites. Since each such row's rate *is* its level, a
+95 % bound per comparison would read NO in about one comparison in twenty on correct code; the
+K comparisons of one part (exact-level rows × rungs) share a family-wise 1 % instead (Bonferroni:
+each bound at confidence 1 − 0.01/K; :func:`kernel_verify.calibration.report.row_ok`).
 
 **Model assumptions** (a stated level, measured at that level):
 

@@ -17,6 +17,7 @@ from kernel_verify.calibration.certify import (
     LADDER,
     MIN_SEEDS,
     Row,
+    lower_bound,
     trials_to_certify,
     upper_bound,
 )
@@ -36,17 +37,44 @@ def _fmt_levels(row: Row) -> tuple[str, str, str]:
     return ks, rates, ups
 
 
+#: The family-wise rate at which the exact-level rows of one part may read NO on correct code:
+#: their comparisons (rows × rungs) share it (Bonferroni), since each row's rate *is* its level
+#: and a 95 % lower bound per comparison would read NO in about one comparison in twenty.
+EXACT_FAMILY_ALPHA = 0.01
+
+
+def exact_confidence(rows: Sequence[Row]) -> float:
+    """The confidence of each exact-level comparison among ``rows`` (one part):
+    ``1 − EXACT_FAMILY_ALPHA/K`` for its ``K`` comparisons (exact-level rows × their rungs), so
+    that all ``K`` lower bounds hold together with probability ≥ ``1 − EXACT_FAMILY_ALPHA``."""
+    k = sum(len(r.levels) for r in rows if r.exact_level)
+    return 1 - EXACT_FAMILY_ALPHA / max(k, 1)
+
+
+def row_ok(r: Row, exact_conf: float) -> bool:
+    """:attr:`Row.ok`, except an exact-level row: ok when its rate is not shown above the level
+    at the part's family-wise confidence ``exact_conf`` (:func:`exact_confidence`), with as many
+    trials as certifying the level would take."""
+    if not (r.exact_level and r.levels):
+        return r.ok
+    return r.trials >= trials_to_certify(min(r.levels)) and all(
+        lower_bound(k, r.trials, exact_conf) <= a
+        for k, a in zip(r.rejections, r.levels, strict=True))
+
+
 def table(rows: Sequence[Row]) -> list[str]:
     lines = ["| check | target | backend, dtype, mode | trials | level(s) | rejections | measured "
              "rate | 95 % upper bound | operating level | margin | ok |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    conf = exact_confidence(rows)
     for r in rows:
         ks, rates, ups = _fmt_levels(r)
         levels = " / ".join(f"{a:g}" for a in r.levels) or "—"
-        verdict = "yes" if r.ok else ("measured" if not r.levels else "NO")
+        verdict = "yes" if row_ok(r, conf) else ("measured" if not r.levels else "NO")
         if r.exact_level:
-            lows = " / ".join(f"{b:.3g}" for b in r.lowers)
-            verdict += f" (exact-level test: 95 % lower bound {lows} ≤ level)"
+            lows = " / ".join(f"{lower_bound(k, r.trials, conf):.3g}" for k in r.rejections)
+            verdict += (f" (exact-level test: {100 * conf:.4g} % lower bound {lows} ≤ level; "
+                        f"family-wise {EXACT_FAMILY_ALPHA:g} over the part's exact-level rows)")
         check = r.check.replace("|", "\\|")
         lines.append(f"| {check} | `{r.target}` | {r.where} | {r.trials} "
                      f"| {levels} | {ks} | {rates} | {ups} | {r.operating} | {r.margin} "
@@ -60,10 +88,17 @@ SECTION = re.compile(r"^## Part `(\w+)`$", re.M)
 
 def _ok_line(rows: Sequence[Row]) -> str:
     stated = [r for r in rows if r.levels]
-    bad = [r for r in stated if not r.ok]
+    conf = exact_confidence(rows)
+    bad = [r for r in stated if not row_ok(r, conf)]
     return (f"**{len(stated) - len(bad)}/{len(stated)} ok**"
             + (f"; not ok: {', '.join(f'{r.check} ({r.target}, {r.where})' for r in bad)}"
                if bad else ""))
+
+
+def _part_rows(part: str, todo, per_unit) -> list[Row]:
+    """The rows of one part of a run (the family of its exact-level comparisons)."""
+    return [r for u, unit_rows in zip(todo, per_unit, strict=True) if u.part == part
+            for r in unit_rows]
 
 
 def section(part: str, stamp: str, rows: Sequence[Row], not_run: Sequence[str] = ()) -> str:
@@ -197,19 +232,18 @@ def _calibrate_parts(n: int, parts: list[str], jobs: int) -> int:
     start = time.monotonic()
     per_unit = run.run_units(todo, n, entropy, assumption_trials, jobs, per_unit=True)
     seconds = time.monotonic() - start
-    rows = [r for unit_rows in per_unit for r in unit_rows]
-    stated = [r for r in rows if r.levels]
-    bad = [r for r in stated if not r.ok]
+    by_part = {part: _part_rows(part, todo, per_unit)
+               for part in dict.fromkeys(u.part for u in todo)}
+    bad = [r for rows in by_part.values() for r in rows
+           if r.levels and not row_ok(r, exact_confidence(rows))]
     stamp = (f"`kernel-verify calibrate --seeds {n} --part {' '.join(parts)}` at commit "
              f"{code_state()}: {seconds:.0f} s in {jobs} processes, entropy {entropy} (seed of a "
              "trial: `verify.seeds.child_seeds(entropy, 1, 'calibrate', check, target, …, i)`)."
              f"\n\n{fingerprint}")
     gaps = run.not_run_here({u.part for u in todo})
     sections = {}
-    for part in dict.fromkeys(u.part for u in todo):
-        part_rows = [r for u, unit_rows in zip(todo, per_unit, strict=True) if u.part == part
-                     for r in unit_rows]
-        sections[part] = section(part, stamp, part_rows, gaps.get(part, ()))
+    for part, rows in by_part.items():
+        sections[part] = section(part, stamp, rows, gaps.get(part, ()))
     out = reports_dir() / "calibration.md"
     old = out.read_text(encoding="utf-8") if out.exists() else ""
     text = merge_report(old, sections, assumption_trials)
