@@ -8,6 +8,7 @@ Every part (:mod:`.matrices`, :mod:`.estimators`, :mod:`.convergence`, :mod:`.bl
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -103,12 +104,35 @@ class Row:
 
     @property
     def ok(self) -> bool:
+        """:meth:`ok_at` the per-row :data:`CONFIDENCE` (a row judged on its own)."""
+        return self.ok_at(CONFIDENCE)
+
+    def ok_at(self, exact_confidence: float) -> bool:
+        """Every rung's 95 % upper bound is at most its level; an exact-level row instead: as
+        many trials as certifying the level would take, and no rung's rate shown above its
+        level at ``exact_confidence`` (:func:`exact_confidence` of the row's part, its
+        family-wise share; a row without levels is never ok)."""
         if not self.levels:
             return False
-        if self.exact_level:  # as many trials as certifying the level would take, at least
+        if self.exact_level:
             return self.trials >= trials_to_certify(min(self.levels)) and all(
-                b <= a for b, a in zip(self.lowers, self.levels, strict=True))
+                lower_bound(k, self.trials, exact_confidence) <= a
+                for k, a in zip(self.rejections, self.levels, strict=True))
         return all(b <= a for b, a in zip(self.uppers, self.levels, strict=True))
+
+
+#: The family-wise rate at which the exact-level rows of one part may read NO on correct code:
+#: their comparisons (rows × rungs) share it (Bonferroni), since each row's rate *is* its level
+#: and a 95 % lower bound per comparison would read NO in about one comparison in twenty.
+EXACT_FAMILY_ALPHA = 0.01
+
+
+def exact_confidence(rows: Sequence[Row]) -> float:
+    """The confidence of each exact-level comparison among ``rows`` (one part):
+    ``1 − EXACT_FAMILY_ALPHA/K`` for its ``K`` comparisons (exact-level rows × their rungs), so
+    that all ``K`` lower bounds hold together with probability ≥ ``1 − EXACT_FAMILY_ALPHA``."""
+    k = sum(len(r.levels) for r in rows if r.exact_level)
+    return 1 - EXACT_FAMILY_ALPHA / max(k, 1)
 
 
 def ladder_row(check: str, target: str, where: str, trials: int, counts: dict[float, int],

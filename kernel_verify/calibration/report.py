@@ -14,9 +14,11 @@ from kernel_verify.calibration.certify import (
     ASSUMPTION_LEVEL,
     CONFIDENCE,
     DEFAULT_SEEDS,
+    EXACT_FAMILY_ALPHA,
     LADDER,
     MIN_SEEDS,
     Row,
+    exact_confidence,
     lower_bound,
     trials_to_certify,
     upper_bound,
@@ -37,29 +39,9 @@ def _fmt_levels(row: Row) -> tuple[str, str, str]:
     return ks, rates, ups
 
 
-#: The family-wise rate at which the exact-level rows of one part may read NO on correct code:
-#: their comparisons (rows × rungs) share it (Bonferroni), since each row's rate *is* its level
-#: and a 95 % lower bound per comparison would read NO in about one comparison in twenty.
-EXACT_FAMILY_ALPHA = 0.01
-
-
-def exact_confidence(rows: Sequence[Row]) -> float:
-    """The confidence of each exact-level comparison among ``rows`` (one part):
-    ``1 − EXACT_FAMILY_ALPHA/K`` for its ``K`` comparisons (exact-level rows × their rungs), so
-    that all ``K`` lower bounds hold together with probability ≥ ``1 − EXACT_FAMILY_ALPHA``."""
-    k = sum(len(r.levels) for r in rows if r.exact_level)
-    return 1 - EXACT_FAMILY_ALPHA / max(k, 1)
-
-
 def row_ok(r: Row, exact_conf: float) -> bool:
-    """:attr:`Row.ok`, except an exact-level row: ok when its rate is not shown above the level
-    at the part's family-wise confidence ``exact_conf`` (:func:`exact_confidence`), with as many
-    trials as certifying the level would take."""
-    if not (r.exact_level and r.levels):
-        return r.ok
-    return r.trials >= trials_to_certify(min(r.levels)) and all(
-        lower_bound(k, r.trials, exact_conf) <= a
-        for k, a in zip(r.rejections, r.levels, strict=True))
+    """:meth:`Row.ok_at` ``exact_conf`` (:func:`exact_confidence` of the row's part)."""
+    return r.ok_at(exact_conf)
 
 
 def table(rows: Sequence[Row]) -> list[str]:
