@@ -31,7 +31,9 @@ def _examples(item) -> int:
         return 1
     own = getattr(item, "_kv_settings", None) or getattr(
         fn, "_hypothesis_internal_use_settings", None)
-    return (own or settings.default).max_examples
+    # explicit @example cases run besides the generated ones and spend the budget too
+    explicit = len(getattr(fn, "hypothesis_explicit_examples", ()))
+    return (own or settings.default).max_examples + explicit
 
 
 #: Phases of a statistical property: no shrinking. Shrinking a rejected statistical test re-runs
