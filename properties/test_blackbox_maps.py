@@ -98,6 +98,7 @@ from kernel_verify.impls.registry import all_maps
 from kernel_verify.properties.alpha import per_assertion
 from kernel_verify.properties.checks.blackbox import (
     IDENTITY_LEVEL,
+    MEAN_TEST_NORMS,
     NOISE_LEVEL,
     family_identity_failures,
     fourth_difference_noise,
@@ -329,19 +330,30 @@ def undeclared(t: FeatureMapTarget) -> bool:
     none_reason=("every unbiased target is white-box or declares its estimator family (exact "
                  "variance or proven range): feature_unbiased runs the derived-bound tests")))
 @settings(max_examples=FEW)
-@given(seed=seeds, d=st.integers(2, 5), nx=st.sampled_from([0.2, 0.5, 0.8]),
-       ny=st.sampled_from([0.2, 0.5, 0.8]), data=st.data())
+@example(seed=0, d=2, nx=MEAN_TEST_NORMS[-1], ny=MEAN_TEST_NORMS[-1], data=None)
+@given(seed=seeds, d=st.integers(2, 5), nx=st.sampled_from(MEAN_TEST_NORMS),
+       ny=st.sampled_from(MEAN_TEST_NORMS), data=st.data())
 def test_unbiased_without_declared_family(target, seed, d, nx, ny, data):
     """E φ(x)ᵀφ(y) = k(x, y), median of means with a pilot-estimated variance (assumption).
     The points x, y (directions drawn by Hypothesis and turned by the seed's generic rotation,
-    norms nx, ny) are inputs; the estimates
-    are the seed's independent parameter draws (the Monte Carlo sample). Norms in units of the
-    declared kernel's length ℓ (``properties/kernel_scale.py``), so the kernel varies over them."""
+    norms nx, ny from ``MEAN_TEST_NORMS``) are inputs; the estimates are the seed's independent
+    parameter draws (the Monte Carlo sample). Norms in units of the declared kernel's length ℓ
+    (``properties/kernel_scale.py``), so the kernel varies over them. The explicit example puts
+    the points opposite at 1.5ℓ on the diagonal (1, …, 1)/√d, unturned (‖x − y‖ = 3ℓ): in the
+    kernel's tail a wrong frequency law is off by a sizeable fraction of the per-draw spread, and
+    a map that treats coordinates apart (per-coordinate scales, a transposed orthogonal block)
+    is right along every axis and most wrong on the diagonal."""
     from kernel_verify.verify.references.kernels import kernel_mp
 
     rot = generic_rotation(seed, d)  # drawn directions turned off the axes (its docstring)
-    x = to_kernel_scale(target, d, seed, nx * rot @ data.draw(unit_vectors(d), label="x/‖x‖"))
-    y = to_kernel_scale(target, d, seed, ny * rot @ data.draw(unit_vectors(d), label="y/‖y‖"))
+    if data is None:  # the explicit example: opposite points on the diagonal (docstring)
+        ux = np.ones(d) / np.sqrt(d)
+        uy = -ux
+    else:
+        ux = rot @ data.draw(unit_vectors(d), label="x/‖x‖")
+        uy = rot @ data.draw(unit_vectors(d), label="y/‖y‖")
+    x = to_kernel_scale(target, d, seed, nx * ux)
+    y = to_kernel_scale(target, d, seed, ny * uy)
     mean = float(kernel_mp(target.kernel, x, y, **target.kernel_args(d)))
     assume(np.isfinite(mean))
     pilot_mean_test(target, x, y, seed, mean, per_assertion()).check()

@@ -137,6 +137,7 @@ def _mean_rows(fam, bare, name: str, n: int, entropy: int) -> list[Row]:
     test and the exact-variance test on the α ladder, and the pilot assumption's measured rate."""
     from kernel_verify.properties.checks.blackbox import (
         DRAWS,
+        MEAN_TEST_NORMS,
         estimates,
         pilot_mean_tests,
         pilot_variance,
@@ -151,12 +152,13 @@ def _mean_rows(fam, bare, name: str, n: int, entropy: int) -> list[Row]:
     levels = rungs(n)
     pilot_c, exact_c = dict.fromkeys(levels, 0), dict.fromkeys(levels, 0)
     tried_exact = assumption_fails = 0
-    norms = (0.2, 0.5, 0.8)
+    norms = MEAN_TEST_NORMS  # the property's norms, in units of the kernel's length
+    k = len(norms)
     for i in range(n):
         seed = _seed(entropy, "blackbox_mean", name, i)
         d = 2 + i % 4
         ell = _length(fam, d)  # the property's points: norms in units of the kernel's length
-        x, y = random_pair(seed, d, norms[i % 3] * ell, norms[(i // 3) % 3] * ell)
+        x, y = random_pair(seed, d, norms[i % k] * ell, norms[(i // k) % k] * ell)
         mean = float(kernel_mp(fam.kernel, x, y, **fam.kernel_args(d)))
         for a, r in zip(levels, pilot_mean_tests(bare, x, y, seed, mean, levels), strict=True):
             pilot_c[a] += not r.ok

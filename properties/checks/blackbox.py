@@ -84,6 +84,14 @@ def fourth_difference_noise(target: FeatureMapTarget, seed: int, d: int, norm: f
     return float(np.median(r)) if r.size else 0.0
 
 
+#: Norms of the no-family mean test's points, in units of the declared kernel's length ℓ: up to
+#: 1.5ℓ each, so opposite points lie 3ℓ apart, where a kernel decays to a few per cent and a
+#: map whose frequencies have the wrong law (scale, shape or direction) is off by a visible
+#: fraction of the kernel (at 0.2–0.8ℓ every stationary kernel is near 1 − c‖x − y‖², and only
+#: the frequencies' second moment shows).
+MEAN_TEST_NORMS = (0.2, 0.5, 0.8, 1.5)
+
+
 def pilot_mean_test(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
                     mean: float, alpha: float) -> StatResult:
     """The assumption-based mean test (module docstring)."""
