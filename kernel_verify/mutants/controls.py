@@ -44,8 +44,10 @@ from kernel_verify.mutants.features import blackbox_positive as _blackbox_positi
 from kernel_verify.mutants.gradients import GRADIENT_CONTROL_ROWS, GRADIENT_CONTROLS
 from kernel_verify.mutants.hybrid_lm import CONTROLS as HYBRID_LM_CONTROLS
 from kernel_verify.mutants.kernel_scale import ARD_TWIN as _ARD_TWIN
+from kernel_verify.mutants.kernel_scale import ORF_TWIN as _ORF_TWIN
 from kernel_verify.mutants.kernel_scale import SCALE_TWINS as _SCALE_TWINS
 from kernel_verify.mutants.kernel_scale import ard_mixture as _ard_mixture
+from kernel_verify.mutants.kernel_scale import orf_blocks as _orf_blocks
 from kernel_verify.mutants.kernel_scale import scaled_rff_pairs as _scaled_rff_pairs
 from kernel_verify.mutants.matrices import _builtin
 from kernel_verify.mutants.matrices import target as matrix_target
@@ -223,6 +225,9 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
     (_ARD_TWIN, "feature_map", "black-box RFF of an anisotropic spectral mixture (lengths 0.1 "
      "and 10, no family declared), right lengths",
      lambda: _renamed(_ard_mixture(_ARD_TWIN, False))),
+    (_ORF_TWIN, "feature_map", "black-box orthogonal random features of the Gaussian kernel "
+     "(σ = 1, no family declared), frequencies the rows of diag(s)Q",
+     lambda: _renamed(_orf_blocks(_ORF_TWIN, False))),
     *((name, row.family, row.description, GRADIENT_CONTROLS[name])
       for name, row in GRADIENT_CONTROL_ROWS.items()),
 ]

@@ -26,6 +26,15 @@ long lengths (a length squared). With one length per component (``√d/‖L₀�
 axes were seen at ~1 % of their length and the defect passed every property (found by a
 new-user run, 6 passed); with the points mapped by ``L_c⁻¹`` (``properties/kernel_scale.py``) the
 pilot-variance mean test sees it. Its correct twin is a control.
+
+**A frequency law right along every axis** (:func:`orf_blocks`): black-box orthogonal random
+features of the Gaussian kernel (σ = 1, no family declared) whose frequencies are the *columns*
+of ``diag(s)Q`` (``Q`` Haar orthogonal, ``sᵢ ~ χ_d``) instead of its rows, a transposition seen in
+a released library. Each frequency ``(s₁Q₁ⱼ, …, s_dQ_dj)`` has Gaussian marginals (``sᵢQᵢⱼ`` has
+the law of ``χ_d·uᵢ``) and the right second moments, so the estimate is right along every axis;
+its joint law is not isotropic (``E ω₁²ω₂² = d/(d + 2)`` instead of 1), and on the diagonal at
+``‖x − y‖ = 3`` (d = 2) the estimate is off by −0.14, about two per-draw standard deviations:
+only a mean test in the kernel's tail off the axes sees it. Its correct twin (rows) is a control.
 """
 
 from __future__ import annotations
@@ -139,3 +148,45 @@ SCALE_MUTANTS[ARD_MUTANT] = (
     "black-box RFF of an anisotropic spectral mixture (lengths 0.1 and 10, no family declared) "
     "whose features use 100 for the long lengths", lambda n: ard_mixture(n, True))
 SCALE_KILLERS[ARD_MUTANT] = ("blackbox_maps::test_unbiased_without_declared_family",)
+
+
+# ------------------------------------------------------- orthogonal blocks, rows vs columns
+ORF_M = 64
+ORF_MUTANT = "blackbox_nofamily_orf_columns_of_diag_s_q"
+#: The correct twin's control name.
+ORF_TWIN = "blackbox_nofamily_orf_rows"
+
+
+def orf_frequencies(rng: np.random.Generator, d: int, m: int, rows: bool) -> np.ndarray:
+    """``m`` frequencies (``(m, d)``) from ``⌈m/d⌉`` blocks ``diag(s)Q`` (``Q`` Haar orthogonal
+    by a sign-corrected QR, ``sᵢ ~ χ_d`` independent): the block's rows (``rows=True``, the
+    orthogonal random features of the Gaussian kernel) or its columns (the defect)."""
+    blocks = []
+    for _ in range(-(-m // d)):
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        q = q * np.sign(np.diag(r))  # Haar: Q's column signs follow R's diagonal
+        block = np.sqrt(rng.chisquare(d, size=d))[:, None] * q
+        blocks.append(block if rows else block.T)
+    return np.vstack(blocks)[:m]
+
+
+def orf_blocks(name: str, defect: bool) -> list[Target]:
+    """The black-box ORF map of the Gaussian kernel (σ = 1, no family declared), features
+    ``[cos ωᵢᵀx, sin ωᵢᵀx]/√m``; ``defect``: the blocks' columns as frequencies (module
+    docstring)."""
+
+    def sample(x: np.ndarray, seed: int) -> np.ndarray:
+        omega = orf_frequencies(seeded(seed, "orf_blocks"), x.shape[-1], ORF_M, not defect)
+        u = x @ omega.T
+        return np.concatenate([np.cos(u), np.sin(u)], axis=-1) / np.sqrt(ORF_M)
+
+    return [FeatureMapTarget(f"mutant:{name}", "gaussian",
+                             frozenset({"unbiased", "bounded", "psd_kernel"}), m=ORF_M,
+                             output_dim=lambda d, m: 2 * m, sample_fn=sample)]
+
+
+SCALE_MUTANTS[ORF_MUTANT] = (
+    "black-box orthogonal random features of the Gaussian kernel (σ = 1, no family declared) "
+    "whose frequencies are the columns of diag(s)Q instead of its rows",
+    lambda n: orf_blocks(n, True))
+SCALE_KILLERS[ORF_MUTANT] = ("blackbox_maps::test_unbiased_without_declared_family",)
