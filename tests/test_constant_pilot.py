@@ -19,7 +19,7 @@ from kernel_verify.properties.checks.blackbox import (
     rounding_variance,
 )
 from kernel_verify.properties.protocol import FeatureMapTarget
-from kernel_verify.verify.stats import median_of_means_threshold
+from kernel_verify.verify.stats import known_variance_threshold
 
 X, Y = np.array([0.3, -0.4, 0.5]), np.array([0.25, 0.1, -0.2])
 
@@ -46,7 +46,7 @@ def test_threshold_is_the_rounding_bound_and_scales_with_the_products():
     alpha = 1e-6
     _, absprod = estimates_and_products(_linear(), X, Y, 5, DRAWS)
     var = rounding_variance(float(absprod.max()), float(X @ Y), (alpha,))
-    t = median_of_means_threshold(DRAWS, alpha, var)[0]
+    t = known_variance_threshold(DRAWS, alpha, var)[0]
     r = float(np.abs(X * Y).sum())
     assert 2 * FEATURE_REL_ERROR * r <= t <= 3 * FEATURE_REL_ERROR * r
     _, big = estimates_and_products(_linear(1e4), X, Y, 5, DRAWS)  # k scaled by 1e8

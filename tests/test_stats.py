@@ -35,8 +35,10 @@ from kernel_verify.verify.stats import (
     DEFAULT_ALPHA_TOTAL,
     AlphaBudget,
     bernstein_threshold,
+    catoni_threshold,
     empirical_bernstein_threshold,
     hoeffding_threshold,
+    known_variance_threshold,
     mean_test,
     median_of_means_threshold,
     rejection_rate_interval,
@@ -144,6 +146,43 @@ def test_median_of_means_threshold_has_level_alpha(alpha, n):
         else:
             level = cantelli
         assert level <= alpha * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 1e-3, 1e-6])
+@pytest.mark.parametrize("n", [10, 50, 1000, 12345])
+def test_catoni_threshold_meets_its_markov_bound(alpha, n):
+    """Re-derive Catoni's level: at θ = μ + t the Markov bound of ``P(r(θ) ≥ 0)``,
+    ``exp(−n·a·t + n·a²(v + t²)/2)``, equals ``δ = α_side`` (``v = 2``); no threshold where
+    ``n ≤ 2·log(1/δ)``; the test run is the one with the smaller threshold."""
+    from kernel_verify.verify.stats import _catoni_plan
+
+    v = 2.0
+    for alt, sides in (("two-sided", 2), ("greater", 1)):
+        big_l = math.log(sides / alpha)
+        t = catoni_threshold(n, alpha, v, alt)
+        if n <= 2 * big_l:
+            assert t is None and known_variance_threshold(n, alpha, v, alt)[1] == (
+                "median_of_means")
+            continue
+        a = _catoni_plan(n, alpha, alt)[1] / math.sqrt(v)
+        assert -n * a * t + n * a * a * (v + t * t) / 2 + big_l == pytest.approx(
+            0.0, abs=1e-9 * big_l)
+        assert t == pytest.approx(math.sqrt(v * 2 * big_l / (n - 2 * big_l)), rel=1e-12)
+        t_mom = median_of_means_threshold(n, alpha, v, alt)[0]
+        assert known_variance_threshold(n, alpha, v, alt) == (
+            (t, "catoni") if t < t_mom else (t_mom, "median_of_means"))
+
+
+def test_catoni_rejects_a_constant_sample_at_t_and_not_inside():
+    """θ̂ of a constant sample is the constant: rejected at ``μ + t`` (the bound is ``≥``),
+    not at ``μ + t(1 − 1e-9)``, on the tested side only."""
+    n, alpha, v = 500, 1e-4, 1.0
+    t = catoni_threshold(n, alpha, v)
+    assert not mean_test(np.full(n, t * (1 - 1e-9)), 0.0, alpha=alpha, variance=v).rejected
+    assert mean_test(np.full(n, t), 0.0, alpha=alpha, variance=v).rejected
+    assert mean_test(np.full(n, -t), 0.0, alpha=alpha, variance=v).rejected
+    assert not mean_test(np.full(n, -2 * t), 0.0, alpha=alpha, variance=v,
+                         alternative="greater").rejected
 
 
 def test_threshold_arguments_are_checked():
@@ -271,10 +310,10 @@ CAL_CASES = {
     "bernstein mean, greater": lambda rng: mean_test(
         rff_samples(rng, (N_CAL, 20)), rff_k(1, 1), alpha=CAL_ALPHA, bounds=(-1, 1),
         variance=rff_moments(1, 1, 1)[1], alternative="greater"),
-    "median-of-means mean": lambda rng: mean_test(
+    "known-variance mean (Catoni at n = 300)": lambda rng: mean_test(
         pos_samples(rng, (N_CAL, 300)), pos_moments()[0], alpha=CAL_ALPHA,
         variance=pos_moments()[1]),
-    "median-of-means mean, α=0.002": lambda rng: mean_test(
+    "known-variance mean (Catoni), α=0.002": lambda rng: mean_test(
         pos_samples(rng, (N_CAL, 300)), pos_moments()[0], alpha=0.002,
         variance=pos_moments()[1]),
     "bounded variance": lambda rng: variance_test(
@@ -286,7 +325,7 @@ CAL_CASES = {
     "bounded variance, greater": lambda rng: variance_test(
         rff_samples(rng, (N_CAL, 60)), rff_k(1, 1), rff_moments(1, 1, 1)[1], alpha=CAL_ALPHA,
         bounds=(-1, 1), alternative="greater"),
-    "median-of-means variance": lambda rng: variance_test(
+    "known-variance variance (Catoni at n = 300)": lambda rng: variance_test(
         pos_samples(rng, (N_CAL, 300)), pos_moments()[0], pos_moments()[1], alpha=CAL_ALPHA,
         fourth_central_moment=pos_moments()[2]),
 }
@@ -349,11 +388,11 @@ POWER_CASES = {
     "mean, σ 1.1 vs 1 (range only, m = 64)": lambda rng: mean_test(
         rff_samples(rng, (N_POW, 4_000), m=64, sigma=1.1), K1, alpha=POWER_ALPHA,
         bounds=(-1, 1)),
-    "mean ×1.05 (median of means)": lambda rng: mean_test(
+    "mean ×1.05 (known variance)": lambda rng: mean_test(
         1.05 * pos_samples(rng, (N_POW, 100_000)), PMU, alpha=POWER_ALPHA, variance=PVAR),
-    "mean ×√2 (median of means)": lambda rng: mean_test(
+    "mean ×√2 (known variance)": lambda rng: mean_test(
         math.sqrt(2) * pos_samples(rng, (N_POW, 2_000)), PMU, alpha=POWER_ALPHA, variance=PVAR),
-    "mean, w scale 1.2 (median of means)": lambda rng: mean_test(
+    "mean, w scale 1.2 (known variance)": lambda rng: mean_test(
         pos_samples(rng, (N_POW, 200_000), w_scale=1.2), PMU, alpha=POWER_ALPHA,
         variance=PVAR),
     # variance: claimed variance off by 1.05, by a factor 2 (a missing √2), wrong σ
@@ -365,7 +404,7 @@ POWER_CASES = {
     "variance, σ 1.1 vs 1 (bounded)": lambda rng: variance_test(
         rff_samples(rng, (N_POW, 40_000), sigma=1.1), K1, VAR1, alpha=POWER_ALPHA,
         bounds=(-1, 1)),
-    "variance ÷2 (median of means)": lambda rng: variance_test(
+    "variance ÷2 (known variance)": lambda rng: variance_test(
         pos_samples(rng, (N_POW, 20_000)), PMU, PVAR / 2, alpha=POWER_ALPHA,
         fourth_central_moment=PMU4),
 }

@@ -23,6 +23,20 @@ Every test here has a threshold that holds at *any* sample size (no CLT, no norm
   threshold. This is the bound used for unbounded estimators because it needs only the exact
   variance, which the moments module supplies for every estimator, and no range or sign;
   Bernstein on truncated terms would also need a tail bound per estimator.
+* **Catoni's M-estimator** (unbounded samples with a known variance bound ``v ≥ σ²``; Catoni
+  2012, Ann. IHP 48(4), Prop. 2.4; Lugosi & Mendelson 2019, Found. Comput. Math., Thm 5): with
+  ``ψ(x) = sign(x)·log(1 + |x| + x²/2)`` (increasing, ``−log(1 − x + x²/2) ≤ ψ(x) ≤
+  log(1 + x + x²/2)``) and ``r(θ) = Σᵢ ψ(a(Xᵢ − θ))`` (strictly decreasing in θ), Markov's
+  inequality on ``exp(r(θ))`` gives, for every fixed θ,
+  ``P(r(θ) ≥ n·a(μ − θ) + n·a²(v + (μ − θ)²)/2 + L) ≤ δ``, ``L = log(1/δ)``. With ``x = 2L/n < 1``,
+  ``a = √(x(1 − x)/v)`` and ``t = √(v·2L/(n − 2L))`` the right side is exactly 0 at
+  ``θ = μ + t``, so ``P(r(μ + t) ≥ 0) ≤ δ``; by symmetry ``P(r(μ − t) ≤ 0) ≤ δ``. The test rejects
+  the upper side when ``r(μ₀ + t) ≥ 0`` (equivalently, the root θ̂ of r is ``≥ μ₀ + t``), the
+  lower when ``r(μ₀ − t) ≤ 0``, each at ``δ = α_side``: no block structure, and a threshold about
+  2.5 times smaller than the median of means' at ``n = 500`` (``t/σ = 0.23`` against ``0.59`` at
+  ``α = 5e-6``): the power of about six times as many draws. Of the two, the test with the
+  smaller threshold at ``(n, α)`` runs — a choice made before looking at the data, so the
+  level stays ``α`` (:func:`known_variance_threshold`).
 * **Variance** (known mean μ): ``Y = (X − μ)²`` are i.i.d. with mean σ². If ``X ∈ [a, b]`` then
   ``Y ∈ [0, R]``, ``R = max((b−μ)², (μ−a)²)``, and ``E[Y²] ≤ R·σ²`` → Hoeffding/Bernstein on Y.
   For unbounded X the exact fourth central moment μ₄ gives ``Var(Y) = μ₄ − σ⁴`` → median of means.
@@ -53,7 +67,9 @@ __all__ = [
     "AlphaBudget",
     "StatResult",
     "bernstein_threshold",
+    "catoni_threshold",
     "hoeffding_threshold",
+    "known_variance_threshold",
     "mean_test",
     "median_of_means_threshold",
     "rejection_rate_interval",
@@ -226,6 +242,92 @@ def median_of_means_threshold(
     return t_unit * math.sqrt(var), k, b
 
 
+@functools.lru_cache(maxsize=512)
+def _catoni_plan(n: int, alpha: float, alternative: str) -> tuple[float, float] | None:
+    """``(t/√v, a·√v)`` of Catoni's test (module docstring), None when ``n ≤ 2·log(1/α_side)``
+    (the bound does not exist there)."""
+    x = 2.0 * _log_inv_side(alpha, alternative) / n
+    if not x < 1.0:
+        return None
+    return math.sqrt(x / (1.0 - x)), math.sqrt(x * (1.0 - x))
+
+
+def catoni_threshold(n: int, alpha: float, variance: float,
+                     alternative: str = "two-sided") -> float | None:
+    """``t = √(v·2L/(n − 2L))``, ``L = log(1/α_side)``: Catoni's M-estimator of ``n`` i.i.d.
+    samples of variance ``≤ v`` is at least ``t`` from μ (on the tested side) with probability
+    ``≤ α`` (module docstring); None when ``n ≤ 2L``."""
+    n, alpha = _check_n(n), _check_alpha(alpha)
+    _check_alternative(alternative)
+    var = _pos("variance", variance)
+    plan = _catoni_plan(n, alpha, alternative)
+    return None if plan is None else plan[0] * math.sqrt(var)
+
+
+def known_variance_threshold(n: int, alpha: float, variance: float,
+                             alternative: str = "two-sided") -> tuple[float, str]:
+    """``(t, method)``: the threshold of the known-variance mean test of ``n`` unbounded
+    samples — Catoni's (``method = "catoni"``) or the median of means' (``"median_of_means"``),
+    whichever is smaller at ``(n, α)``; the median of means at a zero variance (the samples are
+    then a.s. constant, and its threshold 0 is exact)."""
+    t_mom = median_of_means_threshold(n, alpha, variance, alternative)[0]
+    t_cat = catoni_threshold(n, alpha, variance, alternative)
+    if t_cat is None or not variance > 0 or t_mom <= t_cat:
+        return t_mom, "median_of_means"
+    return t_cat, "catoni"
+
+
+def _catoni_psi(z: np.ndarray) -> np.ndarray:
+    """``ψ(z) = sign(z)·log(1 + |z| + z²/2)`` without overflow (``2·log|z| − log 2`` beyond
+    ``|z| = 1e150``, where the two agree to the last bit)."""
+    az = np.abs(z)
+    big = az > 1e150
+    small = np.where(big, 0.0, az)
+    val = np.where(big, 2.0 * np.log(np.where(big, az, 1.0)) - math.log(2.0),
+                   np.log1p(small + 0.5 * small * small))
+    return np.sign(z) * val
+
+
+def _catoni_r(x: np.ndarray, theta: np.ndarray, a: float) -> np.ndarray:
+    """``r(θ) = Σᵢ ψ(a(xᵢ − θ))`` per batch (``theta`` of the batch shape)."""
+    return _catoni_psi(a * (x - np.asarray(theta)[..., None])).sum(axis=-1)
+
+
+def _catoni_estimate(x: np.ndarray, a: float) -> np.ndarray:
+    """The root θ̂ of ``r`` per batch (bisection on ``[min x, max x]``, where ``r`` changes
+    sign; 200 halvings or until the bracket stops shrinking): the statistic shown."""
+    lo, hi = x.min(axis=-1), x.max(axis=-1)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.all((mid == lo) | (mid == hi)):
+            break
+        up = _catoni_r(x, mid, a) > 0  # the root lies above mid
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def _known_variance_test(x: np.ndarray, mu: float, var: float, alpha: float,
+                         alternative: str) -> tuple[np.ndarray, np.ndarray, float, str]:
+    """``(rejected, statistic, t, how)`` of the known-variance test of the mean ``mu`` of the
+    unbounded samples ``x`` (:func:`known_variance_threshold` picks the method)."""
+    n = x.shape[-1]
+    t, method = known_variance_threshold(n, alpha, var, alternative)
+    if method == "median_of_means":
+        _, k, b = median_of_means_threshold(n, alpha, var, alternative)
+        stat = _median_of_means(x, k, b)
+        how = (f"median of {k} block means of {b} samples, Chebyshev/Cantelli per block with "
+               f"variance {var:.4g}, exact binomial tail for the median")
+        return _reject(stat, mu, t, alternative), stat, t, how
+    a = _catoni_plan(n, alpha, alternative)[1] / math.sqrt(var)
+    upper = _catoni_r(x, np.full(x.shape[:-1], mu + t), a) >= 0
+    lower = _catoni_r(x, np.full(x.shape[:-1], mu - t), a) <= 0
+    rejected = {"two-sided": upper | lower, "greater": upper, "less": lower}[alternative]
+    how = (f"Catoni's M-estimator of {n} samples (ψ(z) = sign z·log(1 + |z| + z²/2), "
+           f"a = {a:.4g}) with variance {var:.4g}: the root θ̂ of Σψ(a(X − θ)) is at least t "
+           "from the mean with probability ≤ α (Catoni 2012, Prop. 2.4)")
+    return rejected, _catoni_estimate(x, a), t, how
+
+
 @dataclass(frozen=True)
 class StatResult:
     """Outcome of a statistical check; ``str(result)`` explains it.
@@ -362,8 +464,9 @@ def mean_test(
     ``variance`` is given and gives the smaller threshold, else Hoeffding; without a variance,
     Hoeffding or the empirical Bernstein bound (:func:`empirical_bernstein_threshold`) at ``α/2``
     each; a sample outside the range is itself a rejection. Without bounds the exact
-    ``variance`` is required: median of means. The level is ``alpha`` (take it from
-    :class:`AlphaBudget`). ``seed``/``repro`` go into the explanation."""
+    ``variance`` (or a bound on it) is required: Catoni's M-estimator or the median of means,
+    whichever threshold is smaller (:func:`known_variance_threshold`). The level is ``alpha``
+    (take it from :class:`AlphaBudget`). ``seed``/``repro`` go into the explanation."""
     x = _samples(samples)
     mu = float(mean)
     if not math.isfinite(mu):
@@ -396,14 +499,9 @@ def mean_test(
     else:
         if var is None:
             raise ValueError("mean_test needs bounds (a, b) or the exact variance")
-        t, k, b = median_of_means_threshold(n, alpha, var, alternative)
-        stat = _median_of_means(x, k, b)
-        rejected = _reject(stat, mu, t, alternative)
-        how = (
-            f"median of {k} block means of {b} samples, Chebyshev/Cantelli per block with "
-            f"variance {var:.4g}, exact binomial tail for the median"
-        )
-        test = "mean test (median of means)"
+        rejected, stat, t, how = _known_variance_test(x, mu, var, alpha, alternative)
+        test = ("mean test (median of means)" if how.startswith("median") else
+                "mean test (Catoni)")
     t = float(np.max(t)) if np.ndim(t) else t  # shown: the largest batch's threshold
     return _result(rejected, test, label, mu, stat, t, alpha, alternative, n, how, seed, repro)
 
@@ -435,8 +533,9 @@ def variance_test(
     ``Y ∈ [0, R]``, Hoeffding or Bernstein with ``Var(Y) ≤ R·σ² − σ⁴`` (two-sided; ``R·σ²`` for
     ``'greater'``, whose null is every variance ≤ σ²; Hoeffding alone for ``'less'``); a given
     ``fourth_central_moment`` replaces the two-sided ``Var(Y)`` bound by the exact value. Unbounded
-    samples: ``fourth_central_moment`` μ₄ is required, ``Var(Y) = μ₄ − σ⁴``, median of means (the
-    null is then the simple one: variance σ² and fourth central moment μ₄)."""
+    samples: ``fourth_central_moment`` μ₄ is required, ``Var(Y) = μ₄ − σ⁴``, the known-variance
+    test of :func:`known_variance_threshold` on Y (the null is then the simple one: variance σ²
+    and fourth central moment μ₄)."""
     x = _samples(samples)
     mu = float(mean)
     if not math.isfinite(mu):
@@ -478,14 +577,10 @@ def variance_test(
                 "bounded estimators, or ones with a known 4th moment, get variance tests"
             )
         var_y = max(_mu4(fourth_central_moment, var) - var * var, 0.0)
-        t, k, b = median_of_means_threshold(n, alpha, var_y, alternative)
-        stat = _median_of_means(y, k, b)
-        rejected = _reject(stat, var, t, alternative)
-        how = (
-            f"median of {k} block means of (X − mean)² ({b} samples each), Var((X − mean)²) = "
-            f"μ₄ − σ⁴ = {var_y:.4g}, Chebyshev/Cantelli per block, exact binomial tail"
-        )
-        test = "variance test (median of means)"
+        rejected, stat, t, how = _known_variance_test(y, var, var_y, alpha, alternative)
+        how = f"on Y = (X − mean)², Var(Y) = μ₄ − σ⁴ = {var_y:.4g}: {how}"
+        test = ("variance test (median of means)" if "median of" in how else
+                "variance test (Catoni)")
     return _result(rejected, test, label, var, stat, t, alpha, alternative, n, how, seed, repro)
 
 

@@ -11,7 +11,8 @@
   map ``≲ 1e-12`` at ``h = 2⁻¹²``. The level :data:`NOISE_LEVEL` = 1e-10 rests on a model
   assumption (the median feature has ``|∂⁴φ| ≤ 2.8e4·|φ|`` at ``‖x‖ ≤ 1``), so its false-alarm
   rate is measured, not derived;
-* :func:`pilot_mean_test`: median of means (``verify.stats.mean_test``) with the variance
+* :func:`pilot_mean_test`: the known-variance mean test (``verify.stats.mean_test``: Catoni's
+  M-estimator at the sizes here) with the variance
   ``V = 4·s²`` from an independent 200-draw pilot — the mean test for an unbiased map that
   declares no estimator family (no exact variance, no proven range). Model assumption: the
   estimator's variance is at most 4× the pilot's sample variance; measured false-alarm rate.
@@ -129,20 +130,22 @@ def rounding_variance(bound: float, mean: float, alphas) -> float:
     ``(2ρ + ρ² + γ_D)(1 + ρ)²·Σ|φ̂ᵢ(x)φ̂ᵢ(y)|`` of the exact one (the computed products bound
     the exact ones within ``(1 + ρ)²``); ``bound`` is its maximum over the sample's draws
     (:func:`estimates_and_products`). The claimed mean, a reference rounded once, adds
-    ``reference_rounding(mean)``. The median-of-means threshold is ``t = c_α·σ`` (``c_α = t/σ``
-    of :func:`kernel_verify.verify.stats.median_of_means_threshold` for :data:`DRAWS` samples,
-    smallest at the largest α), so ``σ = R/c_α`` gives ``t ≥ R`` at every level.
+    ``reference_rounding(mean)``. The known-variance threshold is ``t = c_α·σ`` (``c_α = t/σ``
+    of :func:`kernel_verify.verify.stats.known_variance_threshold` for :data:`DRAWS` samples,
+    Catoni's or the median of means', smallest at the largest α), so ``σ = R/c_α`` gives
+    ``t ≥ R`` at every level; the variance is raised by one part in 10¹² so that ``t > R``
+    strictly (Catoni's test rejects a constant sample at exactly ``t`` from the mean).
 
     It matters where the pilot is (nearly) constant: an exactly constant pilot has variance 0,
     and ``np.var`` of equal values may return ``~1e-34`` instead (its mean is rounded); either
     way a correct map whose estimate is one ulp from the rounded kernel was rejected. (It
     replaces the fallback ``max(|k|, 1)·1e-24`` used only at an exactly zero pilot variance:
     no derivation, and it scaled with ``|k|`` instead of ``k²``.)"""
-    from kernel_verify.verify.stats import median_of_means_threshold
+    from kernel_verify.verify.stats import known_variance_threshold
 
     r = bound + float(reference_rounding(mean))
-    c = min(median_of_means_threshold(DRAWS, alpha, 1.0)[0] for alpha in alphas)
-    return (r / c) ** 2
+    c = min(known_variance_threshold(DRAWS, alpha, 1.0)[0] for alpha in alphas)
+    return (r / c) ** 2 * (1 + 1e-12)
 
 
 def pilot_mean_tests(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, seed: int,
