@@ -24,6 +24,10 @@ gates.
   decay overflows ``e^(−Gl_s)`` (past ``e^88.7``) and gives ``0·∞`` = NaN;
 * ``gated_packed_state_not_reset``: packed sequences (``cu_seqlens``) continue from the previous
   sequence's final state;
+* ``gated_packed_cumsum_not_reset``: packed sequences with given initial states, the
+  cumulative log-gate taken once over the packed row: each sequence's initial state is also
+  decayed by every earlier sequence's gates (a new user's varlen form; with fresh states, or
+  one sequence, it is right);
 * ``gated_parallel_drops_initial_state``: the ``parallel`` form ignores its ``initial_state``
   (every other form honours it: the split runs the chunked form, so only a property that
   continues the parallel form from a state sees it — a new user's parallel-plus-step target
@@ -56,6 +60,7 @@ class Switches:
     half_cumsum: bool = False
     linear_space_decay: bool = False
     packed_no_reset: bool = False
+    packed_cumsum_not_reset: bool = False
     parallel_drops_initial_state: bool = False
 
 
@@ -150,6 +155,13 @@ def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> d
             init = None if initial_state is None else tuple(x[i:i + 1] for x in initial_state)
             if sw.packed_no_reset and prev is not None:
                 init = prev
+            if sw.packed_cumsum_not_reset and init is not None and a > 0:
+                # the decay of the earlier sequences' gates, as a cumsum over the packed row
+                earlier = np.exp(g[..., :a].sum(-1) if kind == "scalar" else
+                                 g[..., :a, :].sum(-2))
+                init = (init[0] * (earlier[..., None, None] if kind == "scalar" else
+                                   earlier[..., :, None]),
+                        init[1] * (earlier[..., None] if kind == "scalar" else earlier))
             gi = g[..., a:b] if kind == "scalar" else g[..., a:b, :]
             o, st = stateful(q[..., a:b, :], k[..., a:b, :], v[..., a:b, :], gi,
                              initial_state=init)
@@ -198,6 +210,10 @@ GATED_MUTANTS: dict[str, tuple[str, Switches]] = {
     "gated_packed_state_not_reset": (
         "packed sequences continue from the previous sequence's final state",
         Switches(packed_no_reset=True)),
+    "gated_packed_cumsum_not_reset": (
+        "packed sequences with given initial states: each initial state also decayed by the "
+        "earlier sequences' gates (the cumulative log-gate not reset at boundaries)",
+        Switches(packed_cumsum_not_reset=True)),
     "gated_parallel_drops_initial_state": (
         "the parallel form ignores its initial_state (the other forms honour it)",
         Switches(parallel_drops_initial_state=True)),
@@ -206,8 +222,8 @@ GATED_MUTANTS: dict[str, tuple[str, Switches]] = {
 #: The property each gated mutant is written for: the exact recurrence, but for the packed one.
 GATED_KILLERS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(GATED_MUTANTS, ("gated_forms::test_gated_forms_meet_the_exact_recurrence",)),
-    "gated_packed_state_not_reset": (
-        "gated_forms::test_gated_packed_sequences_equal_separate_runs",),
+    **dict.fromkeys(("gated_packed_state_not_reset", "gated_packed_cumsum_not_reset"), (
+        "gated_forms::test_gated_packed_sequences_equal_separate_runs",)),
     "gated_parallel_drops_initial_state": (
         "gated_forms::test_gated_every_form_continues_from_a_state",),
 }
