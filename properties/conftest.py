@@ -136,10 +136,16 @@ def _shape_error_hint(target, err: BaseException) -> str:
         return ""
     if not _SHAPE_ERROR.search(str(err)):
         return ""
+    fields = [text for name, text in (
+        ("dv_equals_d", "dv_equals_d=True (values as wide as queries and keys)"),
+        ("length_multiple_of", "length_multiple_of=N (T a multiple of a block)"),
+        ("min_length", "min_length=N")) if hasattr(target, name)]
     return (f"E   hint: {target.name} raised a shape error ({type(err).__name__}) on an input the "
-            "suite drew. If it accepts only some shapes, declare them and the suite keeps to "
-            "them: dv_equals_d=True (values as wide as queries and keys), length_multiple_of=N "
-            "(T a multiple of a block), min_length=N; else the error is a defect of the target")
+            "suite drew (the drawn values above; they include empty sequences, T = 0, such as "
+            "the continuation a split at the end leaves: a target returns an empty output and "
+            "its state unchanged there). If it accepts only some shapes, declare them and the "
+            f"suite keeps to them: {', '.join(fields)} (the fields "
+            f"{type(target).__name__} takes); else the error is a defect of the target")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -919,9 +919,10 @@ def _climb(target: ModelTarget, check: Check, dtype: str, defect_name: str) -> P
     for scale in target.init_scales:
         problem = check(target, dtype, scale, case, False)
         if problem:
-            return Power(None, scale, "", f"the model itself (no defect planted) fails this "
-                         f"check on the fixed input of its power control ({dtype}, power-ladder "
-                         f"init scale {scale:g}; the failing input: {problem})")
+            return Power(None, scale, "", f"your model fails this check as it is: on the fixed "
+                         f"input the power control uses ({dtype}, init scale {scale:g}), before "
+                         f"any defect is planted — a finding about the model, not about the "
+                         f"control ({problem})")
         control = check(target, dtype, scale, case, True)
         if control:
             return Power(scale, scale, f"power control at init scale {scale:g} ({dtype}): the "

@@ -34,3 +34,19 @@ def test_no_hint_for_a_target_without_a_shape_contract():
     fmap = FeatureMapTarget("m", "gaussian", frozenset({"deterministic"}),
                             sample_fn=lambda x, seed: np.asarray(x), m=1)
     assert _shape_error_hint(fmap, RuntimeError("size mismatch")) == ""
+
+
+def test_a_gated_target_is_offered_only_the_fields_it_takes():
+    """GatedAttentionTarget takes ``dv_equals_d`` only: the hint names no field its constructor
+    refuses (a new user's ``min_length=2`` raised TypeError), and says T = 0 is drawn."""
+    from kernel_verify.properties.gated_protocol import GatedAttentionTarget
+
+    def stateful(q, k, v, g, *, initial_state=None, seed=0):
+        return v, initial_state
+
+    gated = GatedAttentionTarget("gated_square", gates="scalar", stateful=stateful,
+                                 claims=frozenset(), features=lambda x, which: x)
+    hint = _shape_error_hint(gated, IndexError("index -1 is out of bounds for dimension 1 "
+                                               "with size 0"))
+    assert "dv_equals_d=True" in hint and "T = 0" in hint
+    assert "min_length" not in hint and "length_multiple_of" not in hint
