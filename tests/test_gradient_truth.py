@@ -7,6 +7,8 @@ relative to the largest entry (after rounding both to float64 it is exact up to 
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import numpy as np
 import pytest
@@ -180,3 +182,29 @@ def test_median_of_means_test_rejects_a_biased_gradient_and_passes_the_right_one
     assert not median_of_means_test(draws + 0.5, np.zeros(2), np.full(2, 0.1), 1e-6).ok
     with pytest.raises(ValueError, match="needs"):
         median_of_means_test(draws[:10], np.zeros(2), np.full(2, 0.1), 1e-6)
+
+
+def test_gradient_mean_test_has_the_catoni_threshold_and_more_power_than_the_median():
+    """At B = ⌈8 ln(1/α)⌉ draws the known-variance test's threshold is √(2L/(B − 2L))·σ
+    (L = log(2/α)), under 2σ; it passes draws at the mean, rejects a shift of σ that the 2σ
+    median rule passes, and a σ = 0 component must sit exactly at its mean."""
+    from kernel_verify.verify.gradient_stats import (
+        draws_for_alpha,
+        gradient_mean_test,
+        median_of_means_test,
+    )
+
+    alpha = 1e-6
+    b = draws_for_alpha(alpha)
+    big_l = math.log(2 / alpha)
+    sigma = np.array([0.1, 0.2])
+    draws = np.random.default_rng(5).standard_normal((b, 2)) * sigma
+    res = gradient_mean_test(draws, np.zeros(2), sigma, alpha)
+    assert res.ok and res.method == "Catoni"
+    assert res.threshold == pytest.approx(sigma * math.sqrt(2 * big_l / (b - 2 * big_l)))
+    shifted = draws + sigma  # one σ of a draw off
+    assert median_of_means_test(shifted, np.zeros(2), sigma, alpha).ok
+    assert not gradient_mean_test(shifted, np.zeros(2), sigma, alpha).ok
+    flat = np.zeros((b, 1))
+    assert gradient_mean_test(flat, np.zeros(1), np.zeros(1), alpha).ok
+    assert not gradient_mean_test(flat + 1e-9, np.zeros(1), np.zeros(1), alpha).ok

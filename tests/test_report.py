@@ -298,8 +298,8 @@ def test_biased_gradient_estimator_is_flagged():
     """The backward missing m^(−1/2) (mutant ``grad_positive_scale_wrong``) makes the gradient
     estimator √m = 4 times too large: ``∇ₓk`` lies below its interval on the two nonzero
     components and the page is flagged; the control (correct custom backward) is not flagged
-    and passes the property's median-of-means test. (That test does not reject this mutant at
-    200 draws: its threshold is 2σ of one draw; the accuracy table fails it instead.)"""
+    and passes the property's known-variance test, which rejects the mutant at 200 draws
+    (Catoni's threshold ≈ 0.4σ of one draw; the median rule's 2σ passed it)."""
     from kernel_verify.report import gradients as grad
 
     x, y = measure.pair(8)
@@ -309,6 +309,7 @@ def test_biased_gradient_estimator_is_flagged():
     assert lo[0] > exact[0] > 0 and lo[1] > exact[1] > 0
     (flag,) = grad.bias_flags(bad.to_json())
     assert "[0, 1]" in flag
+    assert bad.test_ok is False and "Catoni" in bad.test
     good = grad.gradient_bias(_mutant_white("control_grad_positive_custom_backward"), x, y, 200,
                               1, 0.999, 200, 1e-3)
     assert good.test_ok is True and grad.bias_flags(good.to_json()) == []
@@ -337,5 +338,5 @@ def test_gradient_section_renders():
         assert (Path(tmp) / "s_gradient_bias.png").stat().st_size > 1000
     text = to_markdown(page)
     assert "Gradient accuracy per backend and dtype" in text
-    assert "Bias of the gradient estimator" in text and "median-of-means" in text
+    assert "Bias of the gradient estimator" in text and "Catoni test" in text
     assert "no autograd" in text

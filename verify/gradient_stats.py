@@ -18,6 +18,12 @@ the median leaves ``[μ − 2σ_b, μ + 2σ_b]`` only if at least ``B/2`` draws 
 on the count of such draws has probability ``≤ exp(−2B(1/2 − 1/4)²) = exp(−B/8)``. So with
 ``B = ⌈8 ln(1/α)⌉`` the false-alarm rate of one component is ``≤ α`` for any distribution of
 the draws (no normality, no bounded range), and the rejection threshold is ``2σ_b``.
+
+**Sharper, same draws** (:func:`gradient_mean_test`, what the properties run): each component
+standardised, ``zᵦ = (ĝᵦ − μ)/σ_b`` (mean 0, variance 1 under the null), goes through the
+known-variance mean test of :mod:`kernel_verify.verify.stats` — Catoni's M-estimator, whose
+threshold ``√(2L/(B − 2L))·σ_b`` (``L = log(2/α)``) is about ``0.6σ_b`` at ``B = ⌈8 ln(1/α)⌉``
+against the median's ``2σ_b``, at the same level ``α`` per component.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MedianTest", "draws_for_alpha", "median_of_means_test",
+__all__ = ["MedianTest", "draws_for_alpha", "gradient_mean_test", "median_of_means_test",
            "positive_gradient_moments"]
 
 
@@ -57,8 +63,15 @@ class MedianTest:
     threshold: np.ndarray
     alpha: float
     draws: int
+    #: "median" (the 2σ rule) or the method of :func:`gradient_mean_test`'s known-variance test
+    method: str = "median"
 
     def describe(self) -> str:
+        if self.method != "median":
+            return (f"{self.method} estimate of {self.draws} draws "
+                    f"{np.round(self.median, 6).tolist()}, allowed "
+                    f"±{np.round(self.threshold, 6).tolist()} (known-variance mean test per "
+                    f"component, false alarm ≤ {self.alpha:.3g} per component)")
         return (f"median of {self.draws} draws {np.round(self.median, 6).tolist()}, allowed "
                 f"±{np.round(self.threshold, 6).tolist()} (2σ per draw; false alarm ≤ "
                 f"exp(−B/8) ≤ {self.alpha:.3g} per component)")
@@ -77,3 +90,31 @@ def median_of_means_test(draws: np.ndarray, mean: np.ndarray, sigma: np.ndarray,
     thr = 2 * np.asarray(sigma, dtype=np.float64)
     ok = bool(np.all(np.abs(med - mean) <= thr))
     return MedianTest(ok, med, thr + 0 * med, alpha, draws.shape[0])
+
+
+def gradient_mean_test(draws: np.ndarray, mean: np.ndarray, sigma: np.ndarray,
+                       alpha: float) -> MedianTest:
+    """The componentwise test of ``E ĝ = mean`` on ``draws`` (B, d) of known per-draw standard
+    deviations ``sigma`` (module docstring, "Sharper, same draws"): each component with
+    ``σ > 0`` standardised and tested by :func:`kernel_verify.verify.stats.mean_test` at
+    ``alpha`` (variance 1); a component with ``σ = 0`` must have its median exactly at the mean.
+    Needs ``B ≥ draws_for_alpha(alpha)`` (the draws the properties take)."""
+    from kernel_verify.verify.stats import mean_test
+
+    draws = np.asarray(draws, dtype=np.float64)
+    need = draws_for_alpha(alpha)
+    if draws.shape[0] < need:
+        raise ValueError(f"gradient_mean_test at α = {alpha:g} needs ≥ {need} draws, got "
+                         f"{draws.shape[0]}")
+    mean = np.broadcast_to(np.asarray(mean, dtype=np.float64), draws.shape[1:])
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), draws.shape[1:])
+    live = sigma > 0
+    z = np.where(live, (draws - mean) / np.where(live, sigma, 1.0), 0.0)
+    res = mean_test(np.moveaxis(z, 0, -1), 0.0, alpha=alpha, variance=1.0)
+    est = mean + sigma * np.asarray(res.statistic)
+    med = np.median(draws, axis=0)
+    bad = np.where(live, np.asarray(res.rejected, dtype=bool), med != mean)
+    thr = sigma * res.threshold
+    method = "Catoni" if "Catoni" in res.test else "median-of-means"
+    return MedianTest(not bool(np.any(bad)), np.where(live, est, med), thr + 0 * est, alpha,
+                      draws.shape[0], method)

@@ -84,7 +84,7 @@ def _alpha_budget(random_maps: list, s: Settings) -> AlphaBudget:
     and m), the deterministic-seed properties it runs (6 grid cases per unbiased map, 2 per
     biased one), the guaranteed-coverage flag tests (one per m and per geometry point, ≤ 4 axes,
     and one more where a flag gets its second measurement, measure.resolve_flag) and the
-    gradient-bias median-of-means test (one per component where it applies)."""
+    gradient-bias known-variance mean test (one per component where it applies)."""
     n_props = sum(6 if e.has("unbiased") else 2 if e.has("biased") and e.mean_kernel else 0
                   for e in random_maps)
     n_flags = 2 * len(random_maps) * (len(s.ms) + 4 * s.geo_points)

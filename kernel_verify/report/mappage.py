@@ -97,8 +97,8 @@ def _verdict(data: dict, random: bool) -> tuple[str, list[str]]:
            if r["status"] == "FAIL"]
     grad_fail = [f"autograd gradient beyond its derived bound on {', '.join(bad)}"] if bad else []
     if (data.get("gradient_bias") or {}).get("test_ok") is False:
-        grad_fail.append("the gradient of the estimator is biased for ∇ₓk (median-of-means "
-                         "test rejected)")
+        grad_fail.append("the gradient of the estimator is biased for ∇ₓk (the known-variance "
+                         "mean test rejected)")
     # a flag whose second measurement rejected the estimator with a guaranteed test while the
     # theory's two routes agree (measure.resolve_flag): a bug in the code under test
     wrong = [p["flag"] for p in ((meas or {}).get("points", []) + (meas or {}).get("geometry", []))
