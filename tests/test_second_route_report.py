@@ -25,17 +25,19 @@ def _kernel(target, x, y) -> float:
 
 @pytest.mark.statistical(assertions=3)
 def test_the_guaranteed_band_keeps_the_right_variance_and_rejects_a_doubled_spread():
-    """rff_pairs[iid], m = 8: at 300 draws (the quick page's) the exact-fourth-moment band is
-    wider than the theory variance (not informative: the bootstrap band gives the first look);
-    at 3000 it is informative, holds the estimator and rejects the same draws spread twice as
-    wide (variance ×4, the size of a √m scaling slip at m = 4)."""
+    """rff_pairs[iid], m = 8: at 300 draws (the quick page's) the exact-fourth-moment band holds
+    the estimator and is informative (half-width ≤ the theory variance: Catoni's test on
+    (X − k)², half-width 0.0054; the median of means' was 2.49 times wider, 0.0134 > 0.0103);
+    at 3000 it is informative,
+    holds the estimator and rejects the same draws spread twice as wide (variance ×4, the size
+    of a √m scaling slip at m = 4)."""
     target = get("rff_pairs[iid]")
     x, y = measure.pair(8)
     k = _kernel(target, x, y)
     var = props.exact_variance(target, x, y, 8)
     few = measure.guaranteed_variance_test(target, props.estimates(target, x, y, 8, 11, 300), x,
                                            y, 8, k, k, var, ALPHA)
-    assert few is not None and not few[2], few
+    assert few is not None and few[2] and not few[0], few
     samples = props.estimates(target, x, y, 8, 11, 3000)
     ok = measure.guaranteed_variance_test(target, samples, x, y, 8, k, k, var, ALPHA)
     bad = measure.guaranteed_variance_test(target, k + 2 * (samples - k), x, y, 8, k, k, var,
