@@ -14,23 +14,31 @@ truth (``kernel_verify.verify.references``: a kernel, or the twin of a feature f
 :class:`kernel_verify.impls.descriptor.FeatureMapTarget` checks them when it is constructed,
 whatever was imported before. ``tests/test_names.py`` checks the lists against the truth in both
 directions (every id has its reference, every reference is listed) and against the registry
-(every listed id is used by a registered map).
+(every listed id is used by a registered map, except the :data:`DECLARED_KERNELS`, which only a
+user's map declares).
 """
 
 from __future__ import annotations
 
-__all__ = ["FORMULAS", "KERNELS", "from_identifier", "identifier", "split_name"]
+__all__ = ["DECLARED_KERNELS", "FORMULAS", "KERNELS", "from_identifier", "identifier", "split_name"]
 
 _SEP = "__"
 
 #: Kernel ids (a descriptor's ``kernel`` and ``mean_kernel``): each has its mpmath reference
 #: (``verify/references/kernels.py``, ``kernels_catalogue.py``).
 KERNELS: frozenset[str] = frozenset({
-    "arccos1", "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood_learned", "gaussian",
+    "arccos1", "cauchy", "cosformer", "cosine", "dpfp", "elu_plus_one", "fastfood_learned",
+    "gaussian", "laplacian", "matern",
     "darkformer", "rebased",
     "gaussian_fixed_norm", "generative", "gmm_prf", "hedgehog", "linear", "polynomial",
     "relu_dot", "softmax", "softmax_fixed_norm", "spectral_mixture", "square_dot", "taylor",
 })
+
+#: Kernel ids of :data:`KERNELS` that no registered map uses: stationary kernels a user's map may
+#: declare (``kernel="laplacian"``, ``"matern"``, ``"cauchy"`` with their length; docs/math.md
+#: §24). ``tests/test_stationary_kernels.py`` exercises each: its reference against a second
+#: route, a correct random-feature map of it passing the suite, one at a wrong length failing.
+DECLARED_KERNELS: frozenset[str] = frozenset({"cauchy", "laplacian", "matern"})
 
 #: Feature-formula ids (a descriptor's ``formula``): each has its mpmath twin
 #: (``verify/references/features.py``, ``features_catalogue.py``).

@@ -27,12 +27,25 @@ Kernels here (docs/math.md §0–§3):
   (the ``₀F₁`` form is the series of ``J_ν`` and needs no special case at ``t = 0``);
 * ``softmax_fixed_norm``: the mean of SM⁺ (and SM⁺ₕ) with fixed-norm rows,
   ``Λ·E exp(wᵀs) = Λ·₀F₁(; d/2; d‖s‖²/4)``, ``Λ = exp(−(‖x‖²+‖y‖²)/2)``.
+
+Stationary kernels a user may declare (no built-in map; docs/math.md §24), each with a length
+and its spectral law (Bochner: ``k(δ) = E cos(ωᵀδ)``):
+
+* ``laplacian(sigma)``: ``exp(−‖x−y‖₁/σ)``, ω with i.i.d. Cauchy(0, 1/σ) coordinates (Rahimi &
+  Recht 2007, §3);
+* ``matern(nu, lengthscale)``, ``ν ∈ {1/2, 3/2, 5/2}``: the closed forms of Rasmussen & Williams
+  2006, eq. (4.16)–(4.17), ``r = ‖x−y‖₂``; ω = t/ℓ with t multivariate Student t of 2ν degrees
+  of freedom (ibid. eq. (4.15));
+* ``cauchy(sigma)``: ``1/(1 + ‖x−y‖²/σ²)`` (rational quadratic, α = 1; ibid. eq. (4.19)); ω the
+  symmetric multivariate Laplace law ``√(2W)/σ·z``, ``W ~ Exp(1)``, ``z ~ N(0, I)`` (Kotz,
+  Kozubowski & Podgórski 2001, ch. 6: characteristic function ``1/(1 + ½tᵀΣt)``).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import mpmath
@@ -48,6 +61,7 @@ __all__ = [
     "gram_reference",
     "kernel_formula",
     "kernel_mp",
+    "matern_two_nu",
     "mean_gram",
     "mp_kernel",
     "target_gram",
@@ -202,6 +216,69 @@ def _sigma(sigma: Any) -> Any:
 def _gaussian(x: np.ndarray, y: np.ndarray, *, sigma: Any = 1) -> Any:
     delta = x - y
     return mpmath.exp(-_dot(delta, delta) / (2 * _sigma(sigma) ** 2))
+
+
+#: The Matérn smoothness values with a closed form (half-integers): ``2ν`` -> the coefficients
+#: ``(a₀, a₁, a₂)`` (exact fractions) of the polynomial ``a₀ + a₁u + a₂u²`` in ``u = √(2ν)·r/ℓ``
+#: that multiplies ``e^(−u)`` (Rasmussen & Williams 2006, eq. (4.16)–(4.17)).
+MATERN_NU: dict[int, tuple[Fraction, Fraction, Fraction]] = {
+    1: (Fraction(1), Fraction(0), Fraction(0)),
+    3: (Fraction(1), Fraction(1), Fraction(0)),
+    5: (Fraction(1), Fraction(1), Fraction(1, 3)),
+}
+
+
+def _positive(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def matern_two_nu(nu: Any) -> int:
+    """``2ν`` for ``nu`` among 1/2, 3/2, 5/2 (exactly: 0.5, 1.5, 2.5 or their mpf), else a
+    ValueError naming the choices."""
+    twice = None
+    if not isinstance(nu, bool | str):
+        try:
+            twice = 2 * mpmath.mpf(nu)
+        except (TypeError, ValueError):
+            twice = None
+    if twice is None or twice not in (1, 3, 5):
+        raise ValueError("nu must be one of 0.5, 1.5, 2.5 (the closed-form Matérn kernels), "
+                         f"got {nu}")
+    return int(twice)
+
+
+def _mpq(q: Fraction) -> Any:
+    return mpmath.mpf(q.numerator) / q.denominator
+
+
+@mp_kernel("laplacian")
+def _laplacian(x: np.ndarray, y: np.ndarray, *, sigma: Any = 1) -> Any:
+    """exp(−‖x − y‖₁/σ), the L1 distance (Rahimi & Recht 2007)"""
+    l1 = mpmath.fsum(abs(a - b) for a, b in zip(x, y, strict=True))
+    return mpmath.exp(-l1 / _positive("sigma", sigma))
+
+
+@mp_kernel("matern")
+def _matern(x: np.ndarray, y: np.ndarray, *, nu: Any, lengthscale: Any = 1) -> Any:
+    """(1 + u·[ν ≥ 3/2] + u²/3·[ν = 5/2])·e^(−u), u = √(2ν)‖x − y‖₂/ℓ (Matérn, ν ∈ {1/2, 3/2, 5/2})
+
+    With ``r = ‖x − y‖₂``: ``exp(−r/ℓ)``; ``(1 + √3r/ℓ)e^(−√3r/ℓ)``;
+    ``(1 + √5r/ℓ + 5r²/(3ℓ²))e^(−√5r/ℓ)`` (:data:`MATERN_NU`; Rasmussen & Williams 2006, §4.2.1,
+    eq. (4.16)–(4.17))."""
+    two_nu = matern_two_nu(nu)
+    delta = x - y
+    u = mpmath.sqrt(two_nu * _dot(delta, delta)) / _positive("lengthscale", lengthscale)
+    a0, a1, a2 = (_mpq(a) for a in MATERN_NU[two_nu])
+    return (a0 + a1 * u + a2 * u * u) * mpmath.exp(-u)
+
+
+@mp_kernel("cauchy")
+def _cauchy(x: np.ndarray, y: np.ndarray, *, sigma: Any = 1) -> Any:
+    """1/(1 + ‖x − y‖²/σ²), the rational quadratic with α = 1 (Rasmussen & Williams 2006, §4.2)"""
+    delta = x - y
+    return 1 / (1 + _dot(delta, delta) / _positive("sigma", sigma) ** 2)
 
 
 @mp_kernel("softmax")
