@@ -315,6 +315,8 @@ def _check_kernel_params(t: Any, p: _Probe) -> None:
         if unknown:
             takes = ", ".join(sorted(named)) or "no parameters"
             p.add("kernel_params", f"the kernel {t.kernel!r} takes {takes}; got {unknown}")
+            return
+    _check_kernel_values(t, p, params)
     for key in sorted(set(named) & set(t.config)):
         if isinstance(t.config[key], np.ndarray):
             _check_array_param(t, p, key)
@@ -330,6 +332,24 @@ def _check_kernel_params(t: Any, p: _Probe) -> None:
               f"{t.kernel!r} is declared with {how}: the map is drawn at the config's value and "
               f"checked against the kernel's; give kernel_params={{{key!r}: "
               f"{t.config[key]!r}}} (or a callable (config, d) -> mapping)")
+
+
+def _check_kernel_values(t: Any, p: _Probe, params: dict[str, Any]) -> None:
+    """The declared kernel accepts its scalar parameters: evaluated once at two points of
+    ``d = 4`` (20 digits), a ValueError or TypeError of its reference (``sigma ≤ 0``, a Matérn
+    ``nu`` without a closed form, a required parameter missing) is a declaration problem, named
+    here rather than in every property. Kernels with array parameters (learned, mixtures) are
+    not evaluated: their arrays are checked against ``config`` instead; nor are positional
+    kernels (cosFormer's takes the token positions)."""
+    from kernel_verify.verify.references.kernels import kernel_mp
+
+    if t.has("positional") or any(isinstance(v, np.ndarray) for v in params.values()):
+        return
+    x, y = np.zeros(4), np.full(4, 0.25)
+    try:
+        kernel_mp(t.kernel, x, y, dps=20, **params)
+    except (ValueError, TypeError) as err:
+        p.add("kernel_params", f"the kernel {t.kernel!r} refuses {params!r}: {err}")
 
 
 def _check_array_param(t: Any, p: _Probe, key: str) -> None:
