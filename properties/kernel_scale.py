@@ -10,10 +10,11 @@ them by :func:`kernel_scales` — the characteristic length of the declared kern
 
 * a **declared length parameter** (:data:`LENGTH_PARAMS`: ``sigma``, ``lengthscale``,
   ``length_scale``, ``ell``, ``bandwidth``; a positive scalar): that value. For a stationary
-  kernel ``k_ℓ(x, y) = k_1(x/ℓ, y/ℓ)`` (Gaussian ``exp(−‖δ‖²/(2σ²))`` and its fixed-norm mean),
-  so ``k_ℓ(ℓx, ℓy) = k_1(x, y)``: the scaled points see the kernel exactly where a unit-scale
-  kernel is seen at the unit points (``k`` between ``e^(−1.6²/2) ≈ 0.28`` and 1 over the unit
-  ball; 0.03–1 at the norms up to 1.2 of the mean tests);
+  kernel ``k_ℓ(x, y) = k_1(x/ℓ, y/ℓ)`` (Gaussian ``exp(−‖δ‖²/(2σ²))`` and its fixed-norm mean;
+  the Laplacian and Cauchy kernels' ``sigma``, the Matérn kernel's ``lengthscale``:
+  docs/math.md §24), so ``k_ℓ(ℓx, ℓy) = k_1(x, y)``: the scaled points see the kernel exactly
+  where a unit-scale kernel is seen at the unit points (``k`` between ``e^(−1.6²/2) ≈ 0.28``
+  and 1 over the unit ball; 0.03–1 at the norms up to 1.2 of the mean tests);
 * a **spectral mixture** (Cholesky-type factors ``L`` of shape ``(C, d, d)`` with a stationary
   kernel, checked by :func:`_stationary`): one frame per component. The component
   ``exp(−‖L_cδ‖²/2)`` of a unit-scale difference ``δ_u`` is seen at the points
@@ -166,8 +167,8 @@ def curvature_length(target: Any, d: int) -> float | None:
     kernel's decay length for a spectral-mixture component whose mean frequency ``μ`` is far
     from 0 (``ω_rms² = ‖μ‖² + tr Σ``), whose features oscillate at ``|μ|`` inside an envelope of
     length ℓ. Computed in mpmath (40 digits) by ``k(0) − k(h·e_i) = h²·E ω_i²/2 + O(h⁴)`` at
-    ``h = 10⁻¹²``; None for a kernel that is not stationary, cannot be evaluated, or has no
-    finite curvature."""
+    ``h = 10⁻¹²`` (and ``2·10⁻¹²``, which must agree); None for a kernel that is not stationary,
+    cannot be evaluated, or has no finite curvature (a kink at 0: Laplacian, Matérn ν = 1/2)."""
     try:
         params = dict(target.kernel_args(int(d)))
     except Exception:
@@ -178,22 +179,37 @@ def curvature_length(target: Any, d: int) -> float | None:
     return _CURVATURE[key]
 
 
-def _curvature(kernel: str, params: dict[str, Any], d: int) -> float | None:
+#: Two steps of the curvature's differences: a smooth kernel gives the same ``E‖ω‖²`` at both
+#: (to ``O(h²)``), a kink at 0 (``k(0) − k(h·e) ∝ h``: ``E‖ω‖² = ∞``) twice as much at the first.
+CURVATURE_STEPS = (1e-12, 2e-12)
+
+
+def _second_moment(kernel: str, params: dict[str, Any], d: int, h: float) -> float:
+    """``E‖ω‖²`` from ``k(0) − k(h·e_i) = h²·E ω_i²/2 + O(h⁴)`` at 40 digits."""
     from kernel_verify.verify.references.kernels import kernel_mp
 
+    zero = np.zeros(d)
+    k0 = kernel_mp(kernel, zero, zero, dps=40, **params)
+    total = sum(k0 - kernel_mp(kernel, h * np.eye(d)[i], zero, dps=40, **params)
+                for i in range(d))
+    return float(2 * total / (h * h * k0))
+
+
+def _curvature(kernel: str, params: dict[str, Any], d: int) -> float | None:
+    """``√(d/E‖ω‖²)``, or None where ``E‖ω‖²`` is not finite: the two steps of
+    :data:`CURVATURE_STEPS` disagree by more than 1e-6 relative (the Laplacian's and Matérn
+    ν = 1/2's kink at 0, whose Cauchy and Student-t₁ frequencies have no second moment)."""
     if not _stationary(kernel, params, d):
         return None
-    h, zero = 1e-12, np.zeros(d)
     try:
-        k0 = kernel_mp(kernel, zero, zero, dps=40, **params)
-        total = sum(k0 - kernel_mp(kernel, h * np.eye(d)[i], zero, dps=40, **params)
-                    for i in range(d))
-        ratio = float(2 * total / (h * h * k0))  # E‖ω‖²
+        fine, coarse = (_second_moment(kernel, params, d, h) for h in CURVATURE_STEPS)
     except Exception:  # a kernel that cannot be evaluated here has no curvature length
         return None
-    if not (math.isfinite(ratio) and ratio > 0):
+    if not all(math.isfinite(r) and r > 0 for r in (fine, coarse)):
         return None
-    return math.sqrt(d / ratio)
+    if abs(fine - coarse) > 1e-6 * coarse:
+        return None
+    return math.sqrt(d / fine)
 
 
 def scale_for(target: Any, d: int, choice: int) -> float:
