@@ -3,7 +3,7 @@
 
 1. Each mpmath reference meets an independent second route at 40 digits to 1e-25 relative:
    Matérn's closed form against the general Bessel form ``2^(1−ν)/Γ(ν)·u^ν·K_ν(u)``
-   (``mpmath.besselk``; Rasmussen & Williams 2006, eq. (4.14)); the Laplacian against the product
+   (``mpmath.besselk``; Rasmussen & Williams 2006, §4.2); the Laplacian against the product
    of one-dimensional exponentials, each by that Bessel form at ν = 1/2; the Cauchy kernel
    against the quadrature of its spectral law's Gaussian scale mixture,
    ``∫₀^∞ e^(−w)·e^(−w‖δ‖²/σ²) dw`` (``ω = √(2W)/σ·z``, ``W ~ Exp(1)``).

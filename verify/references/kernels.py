@@ -32,13 +32,13 @@ Stationary kernels a user may declare (no built-in map; docs/math.md §24), each
 and its spectral law (Bochner: ``k(δ) = E cos(ωᵀδ)``):
 
 * ``laplacian(sigma)``: ``exp(−‖x−y‖₁/σ)``, ω with i.i.d. Cauchy(0, 1/σ) coordinates (Rahimi &
-  Recht 2007, §3);
+  Recht 2007, Figure 1);
 * ``matern(nu, lengthscale)``, ``ν ∈ {1/2, 3/2, 5/2}``: the closed forms of Rasmussen & Williams
-  2006, eq. (4.16)–(4.17), ``r = ‖x−y‖₂``; ω = t/ℓ with t multivariate Student t of 2ν degrees
-  of freedom (ibid. eq. (4.15));
-* ``cauchy(sigma)``: ``1/(1 + ‖x−y‖²/σ²)`` (rational quadratic, α = 1; ibid. eq. (4.19)); ω the
-  symmetric multivariate Laplace law ``√(2W)/σ·z``, ``W ~ Exp(1)``, ``z ~ N(0, I)`` (Kotz,
-  Kozubowski & Podgórski 2001, ch. 6: characteristic function ``1/(1 + ½tᵀΣt)``).
+  2006, §4.2, ``r = ‖x−y‖₂``; ω = t/ℓ with t multivariate Student t of 2ν degrees of freedom
+  (its spectral density, ibid.);
+* ``cauchy(sigma)``: ``1/(1 + ‖x−y‖²/σ²)`` (rational quadratic, α = 1; ibid.); ω the symmetric
+  multivariate Laplace law ``√(2W)/σ·z``, ``W ~ Exp(1)``, ``z ~ N(0, I)`` (Kotz, Kozubowski &
+  Podgórski 2001: characteristic function ``1/(1 + ½tᵀΣt)``; derived in docs/math.md §24).
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def _gaussian(x: np.ndarray, y: np.ndarray, *, sigma: Any = 1) -> Any:
 
 #: The Matérn smoothness values with a closed form (half-integers): ``2ν`` -> the coefficients
 #: ``(a₀, a₁, a₂)`` (exact fractions) of the polynomial ``a₀ + a₁u + a₂u²`` in ``u = √(2ν)·r/ℓ``
-#: that multiplies ``e^(−u)`` (Rasmussen & Williams 2006, eq. (4.16)–(4.17)).
+#: that multiplies ``e^(−u)`` (Rasmussen & Williams 2006, §4.2).
 MATERN_NU: dict[int, tuple[Fraction, Fraction, Fraction]] = {
     1: (Fraction(1), Fraction(0), Fraction(0)),
     3: (Fraction(1), Fraction(1), Fraction(0)),
@@ -265,8 +265,8 @@ def _matern(x: np.ndarray, y: np.ndarray, *, nu: Any, lengthscale: Any = 1) -> A
     """(1 + u·[ν ≥ 3/2] + u²/3·[ν = 5/2])·e^(−u), u = √(2ν)‖x − y‖₂/ℓ (Matérn, ν ∈ {1/2, 3/2, 5/2})
 
     With ``r = ‖x − y‖₂``: ``exp(−r/ℓ)``; ``(1 + √3r/ℓ)e^(−√3r/ℓ)``;
-    ``(1 + √5r/ℓ + 5r²/(3ℓ²))e^(−√5r/ℓ)`` (:data:`MATERN_NU`; Rasmussen & Williams 2006, §4.2.1,
-    eq. (4.16)–(4.17))."""
+    ``(1 + √5r/ℓ + 5r²/(3ℓ²))e^(−√5r/ℓ)`` (:data:`MATERN_NU`; Rasmussen & Williams 2006, §4.2;
+    docs/math.md §24)."""
     two_nu = matern_two_nu(nu)
     delta = x - y
     u = mpmath.sqrt(two_nu * _dot(delta, delta)) / _positive("lengthscale", lengthscale)
