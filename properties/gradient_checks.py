@@ -66,10 +66,10 @@ if TYPE_CHECKING:
 
 __all__ = ["LOW_PRECISION_HOW", "LOW_PRECISION_SHAPE", "STAT_D", "Directional", "GradientCheck",
            "LowPrecisionGradient", "UnbiasedTrial", "attention_fn", "attention_qkv",
-           "directional_differences", "draw", "estimator_gradients", "fd_step_and_tol",
-           "feature_vjp_check", "half_cast", "kernel_gradient_check", "low_precision_backend",
-           "low_precision_gradients", "low_precision_plain", "map_budget", "rule_entry",
-           "tensor", "unbiased_gradient_test", "unbiased_gradient_trial", "vjp"]
+           "contract_shape", "directional_differences", "draw", "estimator_gradients",
+           "fd_step_and_tol", "feature_vjp_check", "half_cast", "kernel_gradient_check",
+           "low_precision_backend", "low_precision_gradients", "low_precision_plain", "map_budget",
+           "rule_entry", "tensor", "unbiased_gradient_test", "unbiased_gradient_trial", "vjp"]
 
 
 
@@ -460,14 +460,32 @@ def attention_fn(target, causal: bool, seed: int = 0):
     return fn
 
 
+def contract_shape(target: Any, n: int, d: int, dv: int = 3) -> tuple[int, int]:
+    """``(n, d_v)`` of a fixed-input gradient test kept to ``target``'s declared shape contract
+    (:mod:`kernel_verify.properties.shape_contract`): ``d_v = d`` where it declares
+    ``dv_equals_d``, ``n`` raised to at least ``min_length`` and then to a multiple of
+    ``length_multiple_of``; unchanged for ``target=None`` or no contract. (The fixed inputs
+    ignored the contract: a library kernel needing ``d_v = d`` failed every gradient property
+    with its own shape error.)"""
+    if target is None:
+        return n, dv
+    if getattr(target, "dv_equals_d", False):
+        dv = d
+    n = max(n, getattr(target, "min_length", 1) or 1)
+    multiple = getattr(target, "length_multiple_of", 1) or 1
+    return -(-n // multiple) * multiple, dv
+
+
 def attention_qkv(seed: int, dtype: str = "float64", b: int = 2, h: int = 2, n: int = 4,
-                  d: int = 4) -> list:
+                  d: int = 4, *, target: Any = None) -> list:
     """Gaussian ``q, k (b, h, n, d)``, ``v (b, h, n, 3)`` from the seed's named stream ``qkv``
     (the example-based attention gradient tests: one full forward and backward pass per target
-    and check), as tensors of ``dtype`` that require gradients."""
+    and check), as tensors of ``dtype`` that require gradients; with ``target``, ``n`` and
+    ``d_v`` kept to its shape contract (:func:`contract_shape`)."""
+    n, dv = contract_shape(target, n, d)
     gen = seeded_rng(int(seed), "qkv")
     arrays = [gen.standard_normal((b, h, n, d)) for _ in range(2)]
-    arrays.append(gen.standard_normal((b, h, n, 3)))
+    arrays.append(gen.standard_normal((b, h, n, dv)))
     return [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
 
 
@@ -563,7 +581,8 @@ def low_precision_backend(target, dtype: str) -> tuple[Backend, str | None]:
     from kernel_verify.properties.attention_cases import for_target, void_bound_reason
 
     backend = for_target(target, get_backend(f"torch:cpu-{dtype}"))
-    terms = 2 * (LOW_PRECISION_SHAPE[2] + _low_precision_features(target)) + 20
+    n = contract_shape(target, LOW_PRECISION_SHAPE[2], LOW_PRECISION_SHAPE[3])[0]
+    terms = 2 * (n + _low_precision_features(target)) + 20
     if terms * backend.budget.u_compute >= 1:
         return backend, void_bound_reason(backend, terms)
     return backend, None
@@ -634,9 +653,10 @@ def low_precision_gradients(target, backend: Backend, causal: bool, qkv_seed: in
     budget = backend.budget
     b, h, n, d = LOW_PRECISION_SHAPE
     fn = attention_fn(target, causal, seed)
-    lo = attention_qkv(qkv_seed, dtype, b=b, h=h, n=n, d=d)
+    lo = attention_qkv(qkv_seed, dtype, b=b, h=h, n=n, d=d, target=target)
+    n, dv = lo[2].shape[-2], lo[2].shape[-1]  # kept to the target's shape contract
     hi = [a.detach().double().requires_grad_(True) for a in lo]  # the same rounded values
-    g = torch.tensor(generator(g_seed, "upstream_gradient").standard_normal((b, h, n, 3)))
+    g = torch.tensor(generator(g_seed, "upstream_gradient").standard_normal((b, h, n, dv)))
     g_lo = g.to(getattr(torch, dtype))
     g = g_lo.double()
     got = vjp((fn(*lo) * g_lo).sum(), lo)

@@ -555,7 +555,7 @@ def test_gradcheck_float64_attention(target):
     dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(21, dtype, b=1, h=2, n=4, d=4)
+        q, k, v = _qkv(21, dtype, b=1, h=2, n=4, d=4, target=target)
         _fd_check(fn, (q, k, v), dtype, 21, f"{target.name} (causal={causal})")
 
 
@@ -565,7 +565,7 @@ def test_forward_mode_matches_reverse_mode_attention(target):
     dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(22, dtype, b=1, h=1, n=3, d=3)
+        q, k, v = _qkv(22, dtype, b=1, h=1, n=3, d=3, target=target)
         lhs, rhs, mag = _fwd_rev(fn, (q, k, v), 23)
         n_ops = 3 * q.numel() + v.numel() + 100
         assert abs(lhs - rhs) <= gamma(n_ops, FORMATS[dtype].u) * mag, (
@@ -579,7 +579,7 @@ def test_attention_gradient_locality(target):
     dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(24, dtype, b=1, h=1, n=5, d=3)
+        q, k, v = _qkv(24, dtype, b=1, h=1, n=5, d=3, target=target)
         out = fn(q, k, v)
         for i in range(out.shape[-2]):
             gq, gk, gv = _vjp(out[..., i, :].sum(), (q, k, v), retain_graph=True)
@@ -602,7 +602,7 @@ def test_attention_gradients_batch_and_head_independent(target):
     dtype = _work_dtype(target)
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(25, dtype, b=2, h=2, n=3, d=3)
+        q, k, v = _qkv(25, dtype, b=2, h=2, n=3, d=3, target=target)
         out = fn(q, k, v)
         for axis in (0, 1):
             for idx in range(2):
@@ -624,8 +624,8 @@ def test_attention_backward_is_deterministic(target):
         pytest.skip(f"{target.name} accepts neither torch float64 nor float32")
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
-        q, k, v = _qkv(26, dtype)
-        g = torch.tensor(generator(27, "upstream_gradient").standard_normal((2, 2, 4, 3)),
+        q, k, v = _qkv(26, dtype, target=target)
+        g = torch.tensor(generator(27, "upstream_gradient").standard_normal(tuple(v.shape)),
                          dtype=getattr(torch, dtype))
         first = _vjp((fn(q, k, v) * g).sum(), (q, k, v))
         second = _vjp((fn(q, k, v) * g).sum(), (q, k, v))
@@ -720,8 +720,9 @@ def test_padded_inputs_get_zero_gradient(target):
     if not target.offers("padded"):
         pytest.skip(f"{target.name} offers no `padded` (AttentionTarget.padded)")
     t = target.to_layout
-    q, k, v = _qkv(30, dtype, b=2, h=2, n=5, d=4)
-    valid = torch.tensor([[True] * 3 + [False] * 2, [False] * 2 + [True] * 3])
+    q, k, v = _qkv(30, dtype, b=2, h=2, n=5, d=4, target=target)
+    n = q.shape[-2]  # 5, or more where the target's shape contract asks for it
+    valid = torch.tensor([[True] * (n - 2) + [False] * 2, [False] * 2 + [True] * (n - 2)])
     out, _ = target.padded(t(q), t(k), t(v), mask=valid)
     out = t(out)
     keep = valid[:, None, :, None].to(out.dtype)
@@ -743,10 +744,11 @@ def test_attention_gradients_finite_where_outputs_are(target):
     from kernel_verify.properties.strategies import SCALE_SWEEP
 
     dtype = _work_dtype(target)
+    tested = []
     for causal in _modes(target):
         fn = _attn_fn(target, causal)
         for scale in SCALE_SWEEP:
-            q, k, v = (a.detach() for a in _qkv(31, dtype, b=1, h=1, n=4, d=4))
+            q, k, v = (a.detach() for a in _qkv(31, dtype, b=1, h=1, n=4, d=4, target=target))
             q, k = (a.mul(scale).requires_grad_(True) for a in (q, k))
             v = v.requires_grad_(True)
             try:
@@ -756,7 +758,11 @@ def test_attention_gradients_finite_where_outputs_are(target):
             if not bool(torch.isfinite(out).all()):
                 continue
             grads = _vjp(out.sum(), (q, k, v))
+            tested.append(scale)
             for name, g in zip("qkv", grads, strict=True):
                 assert bool(torch.isfinite(g).all()), (
                     f"{target.name} (causal={causal}): finite outputs at input scale {scale} "
                     f"but a non-finite ∂L/∂{name}")
+    if not tested:  # nothing was checked: a skip that says so, never a pass
+        pytest.skip(f"{target.name} refused (ValueError) or returned non-finite outputs at "
+                    f"every input scale of the sweep {list(SCALE_SWEEP)}: no gradient checked")

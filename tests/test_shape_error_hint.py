@@ -50,3 +50,22 @@ def test_a_gated_target_is_offered_only_the_fields_it_takes():
                                                "with size 0"))
     assert "dv_equals_d=True" in hint and "T = 0" in hint
     assert "min_length" not in hint and "length_multiple_of" not in hint
+
+
+def test_gradient_inputs_keep_to_the_shape_contract():
+    """The fixed inputs of the attention gradient properties follow the declared contract: d_v = d
+    for ``dv_equals_d``, T at least ``min_length`` and a multiple of ``length_multiple_of`` (a
+    library kernel needing d_v = d failed three gradient properties with its own shape error,
+    one needing T divisible by 4 failed six)."""
+    from kernel_verify.properties.gradient_checks import attention_qkv, contract_shape
+
+    square = AttentionTarget("square", _attention, frozenset({"causal"}), dv_equals_d=True)
+    blocks = AttentionTarget("blocks", _attention, frozenset({"causal"}), length_multiple_of=4,
+                             min_length=6)
+    assert contract_shape(None, 5, 4) == (5, 3)
+    assert contract_shape(_TARGET, 5, 4) == (5, 3)
+    assert contract_shape(square, 5, 4) == (5, 4)
+    assert contract_shape(blocks, 3, 4) == (8, 3)
+    q, k, v = attention_qkv(21, b=1, h=2, n=5, d=4, target=square)
+    assert q.shape == k.shape == v.shape == (1, 2, 5, 4)
+    assert attention_qkv(21, n=5, d=4, target=blocks)[2].shape == (2, 2, 8, 3)
