@@ -10,7 +10,8 @@ throughout. Properties, each applied to the targets that claim it:
 * every target: the same seed and inputs give the same output, also after the target was used on
   other inputs (determinism; a nondeterministic target is named as such, not as a broken
   identity);
-* ``positive_weights``: partition of unity (V = 1 ⇒ output 1) and outputs inside the hull of the
+* ``positive_weights``: partition of unity (V = 1 ⇒ output 1, also with the keys moved far
+  negative, where positive features are tiny) and outputs inside the hull of the
   visible values (convex combinations);
 * ``causal``: changing queries, keys and values after position c never changes outputs ≤ c;
 * every target: changing one batch element, or one head, never changes the others;
@@ -247,25 +248,50 @@ def test_same_seed_gives_same_output(target, backend, data, seed, request):
 @pytest.mark.parametrize(("target", "backend"), cases("positive_weights"))
 @_drawn_at_layouts(_plain_layouts)
 def test_partition_of_unity(target, backend, data, seed):
+    """V = 1 gives 1, at the drawn inputs and again with every key (and, for self-attention,
+    query) moved by ``KEY_OFFSET`` in each coordinate: there the weights of positive feature
+    maps (exp-type, elu + 1) are tiny, and a normaliser that clamps its denominator
+    (``max(Σw, δ)``) or adds ε to it gives outputs below 1 while the identity still holds
+    exactly. Where the moved inputs give non-finite outputs (a denominator that underflows to 0
+    for correct code too) that half checks nothing; finiteness is
+    ``test_outputs_stay_finite_across_input_scales``'."""
     x = data.draw(_inputs(target))
     x = QKV(x.q, x.k, np.ones((*x.shape[:-1], 2)), x.scale, x.self_attention)
-    tol = _eps(seen(x, backend), backend, target)
-    for causal in modes(target):
-        out = call(target, backend, x, causal=causal, seed=seed)
-        what = f"{describe(target, backend, causal, seed, x)}: V = 1 must give 1"
-        require_finite(out, what, "the identity")
-        text = observed(out, tol=tol, expected=x.v)
-        if text:
-            raise AssertionError(f"{what}: {text}{_shrunk_hint(out, tol)}")
+    moved_k = x.k + KEY_OFFSET
+    moved = QKV(moved_k if x.self_attention else x.q, moved_k, x.v, x.scale, x.self_attention)
+    for inputs, must_be_finite in ((x, True), (moved, False)):
+        tol = _eps(seen(inputs, backend), backend, target)
+        for causal in modes(target):
+            out = call(target, backend, inputs, causal=causal, seed=seed)
+            what = f"{describe(target, backend, causal, seed, inputs)}: V = 1 must give 1"
+            if not must_be_finite and not np.isfinite(out).all():
+                continue
+            require_finite(out, what, "the identity")
+            text = observed(out, tol=tol, expected=inputs.v)
+            if text:
+                raise AssertionError(f"{what}: {text}{_shrunk_hint(out, tol)}")
+
+
+#: The move of every key coordinate in the second half of ``test_partition_of_unity``.
+KEY_OFFSET = -12.0
 
 
 def _shrunk_hint(out: np.ndarray, tol: float) -> str:
     """A hint when every output of ``V = 1`` lies in ``(0, 1 − tol)``: the weights sum to less
-    than 1, as when a normaliser ``o = Σ w v / (Σ w + ε)`` adds ε to the denominator (then the
-    weights sum to ``s/(s + ε)``: not a partition of unity, so not ``positive_weights``)."""
+    than 1 — by one constant factor where every output is the same (a missing or extra scale,
+    such as ``d^(−1/2)``), else as when a normaliser ``o = Σ w v / (Σ w + ε)`` adds ε to the
+    denominator or clamps it (then the weights sum to ``s/(s + ε)``: not a partition of unity,
+    so not ``positive_weights``)."""
+    if out.size and bool(((out > 0) & (out < 1 - tol)).all()) and float(
+            out.max() - out.min()) <= 2 * tol:
+        return (f" — every output is the same value {float(out.mean()):.10g} < 1: the weights "
+                "sum to one constant below 1 (a missing normalisation or an extra constant "
+                "factor, such as d^(−1/2)); such a target's weights are not a partition of "
+                "unity")
     if out.size and bool(((out > 0) & (out < 1 - tol)).all()):
         return (f" — every output is below 1 (smallest {float(out.min()):.10g}): the weights "
-                "sum to less than 1, as with an ε added to the denominator of a normaliser; "
+                "sum to less than 1, as with an ε added to the denominator of a normaliser or "
+                "the denominator clamped from below; "
                 "such a target's weights are not a partition of unity (do not claim "
                 "positive_weights for it, or drop the ε)")
     return ""

@@ -303,6 +303,10 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[str], AttentionTarget]]] = {
     "favor_denominator_eps": (
         "FAVOR+ dividing by D̂ + 1e-6 (ε added to the denominator)",
         named(_target, favor, ALL, den_eps=1e-6)),
+    "favor_denominator_clamped": (
+        "FAVOR+ dividing by max(D̂, 1e-3) (the denominator clamped from below: exact wherever "
+        "D̂ ≥ 1e-3, as at every unit-scale input)",
+        named(_target, favor, ALL, den_floor=1e-3)),
     "favor_per_key_shift": (
         "FAVOR+ stabiliser subtracting each key's own max (a per-key shift does not cancel)",
         named(_target, favor, ALL, key_shift="per_key")),
@@ -372,6 +376,7 @@ ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
                            f"{_F}outputs_are_convex_combinations_of_visible_values"),
     "favor_denominator_eps": (f"{_F}partition_of_unity",
                               f"{_F}outputs_are_convex_combinations_of_visible_values"),
+    "favor_denominator_clamped": (f"{_F}partition_of_unity",),
     "favor_per_key_shift": (f"{_F}error_to_softmax_attention_falls_as_m_grows",),
     "favor_eps_after_shift": (f"{_F}large_scale_keeps_the_argmax_value",),
     "favor_sequence_shift_causal": (f"{_F}past_outputs_ignore_the_future",),
