@@ -150,6 +150,15 @@ def favor(q, k, v, *, causal, seed=0, m=M_DEFAULT, prescale=True, key_shift="non
     return np.asarray(out, dtype=np.float64)
 
 
+def favor_zeroing_first_key(q, k, v, *, causal, seed=0, **kw):
+    """FAVOR+ on the stable log-space path (right outputs) that then zeroes the first key of the
+    caller's ``k`` in place, as linear-attention-transformer 0.19.1's ``linear_attn(q, k, v,
+    kv_mask=...)`` overwrites ``k`` and ``v``."""
+    out = favor(q, k, v, causal=causal, seed=seed, key_shift="log_space", **kw)
+    k[..., 0, :] = 0.0
+    return out
+
+
 def keys_aligned_to_values(q, k, v, *, causal, seed=0, **_):
     """Exact softmax attention that checks finiteness only (``ValueError`` naming the argument)
     and aligns the keys to the values' length, ``k[..., :len(v), :]`` (as code slicing a cache to
@@ -297,6 +306,11 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[str], AttentionTarget]]] = {
     "attention_propagates_nan": (
         "exact softmax attention without input validation: NaN/Inf inputs give NaN outputs",
         named(_target, exact_softmax, EXACT, validate=False)),
+    "favor_zeroes_callers_keys": (
+        "FAVOR+ (stable path, right outputs) that zeroes the first key of the caller's k in "
+        "place after computing, as linear-attention-transformer 0.19.1's linear_attn "
+        "overwrites k and v",
+        named(_target, favor_zeroing_first_key, ALL)),
     "favor_unnormalised": (
         "FAVOR+ without the D̂⁻¹ normalisation",
         named(_target, favor, ALL, normalise=False)),
@@ -372,6 +386,8 @@ ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
     "heads_rolled": (f"{_F}batch_elements_and_heads_are_independent",),
     "relative_position_bias": (f"{_F}permutation_equivariance",),
     "attention_propagates_nan": (f"{_F}non_finite_input_is_rejected",),
+    "favor_zeroes_callers_keys": (
+        "inputs_unchanged::test_attention_leaves_its_inputs_unchanged",),
     "favor_unnormalised": (f"{_F}partition_of_unity",
                            f"{_F}outputs_are_convex_combinations_of_visible_values"),
     "favor_denominator_eps": (f"{_F}partition_of_unity",

@@ -31,7 +31,10 @@ gates.
 * ``gated_parallel_drops_initial_state``: the ``parallel`` form ignores its ``initial_state``
   (every other form honours it: the split runs the chunked form, so only a property that
   continues the parallel form from a state sees it — a new user's parallel-plus-step target
-  with this defect passed every property before there was one).
+  with this defect passed every property before there was one);
+* ``gated_step_state_in_place``: the ``step`` form updates the state it is given in place
+  (``S *= a; S += k vᵀ``) and returns it: outputs and returned state are right, the caller's
+  state is overwritten.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class Switches:
     packed_no_reset: bool = False
     packed_cumsum_not_reset: bool = False
     parallel_drops_initial_state: bool = False
+    step_state_in_place: bool = False
 
 
 def _features(x, role):
@@ -139,7 +143,12 @@ def make_forms(sw: Switches, kind: str = "scalar", stateful_chunk: int = 3) -> d
         a = np.exp(g_t[..., None] if kind == "scalar" else g_t)
         s, z = _empty(q_t.shape[:-1], q_t.shape[-1], v_t.shape[-1]) if state is None else state
         upd = fk[..., :, None] * v_t[..., None, :]
-        if sw.gate_after_update:
+        if sw.step_state_in_place and state is not None:  # the caller's state overwritten
+            s *= a[..., None]
+            s += upd
+            z *= a
+            z += fk
+        elif sw.gate_after_update:
             s, z = a[..., None] * (s + upd), a * (z + fk)
         else:
             s, z = a[..., None] * s + upd, a * z + fk
@@ -217,6 +226,10 @@ GATED_MUTANTS: dict[str, tuple[str, Switches]] = {
     "gated_parallel_drops_initial_state": (
         "the parallel form ignores its initial_state (the other forms honour it)",
         Switches(parallel_drops_initial_state=True)),
+    "gated_step_state_in_place": (
+        "the step form updates the state it is given in place (right outputs and returned "
+        "state; the caller's state is overwritten, as a decode cache updated in place)",
+        Switches(step_state_in_place=True)),
 }
 
 #: The property each gated mutant is written for: the exact recurrence, but for the packed one.
@@ -226,6 +239,8 @@ GATED_KILLERS: dict[str, tuple[str, ...]] = {
         "gated_forms::test_gated_packed_sequences_equal_separate_runs",)),
     "gated_parallel_drops_initial_state": (
         "gated_forms::test_gated_every_form_continues_from_a_state",),
+    "gated_step_state_in_place": (
+        "inputs_unchanged::test_gated_forms_leave_their_inputs_unchanged",),
 }
 
 #: Correct twins: every switch off (scalar gates; per key dimension).
