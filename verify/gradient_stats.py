@@ -99,7 +99,7 @@ def gradient_mean_test(draws: np.ndarray, mean: np.ndarray, sigma: np.ndarray,
     ``σ > 0`` standardised and tested by :func:`kernel_verify.verify.stats.mean_test` at
     ``alpha`` (variance 1); a component with ``σ = 0`` must have its median exactly at the mean.
     Needs ``B ≥ draws_for_alpha(alpha)`` (the draws the properties take)."""
-    from kernel_verify.verify.stats import mean_test
+    from kernel_verify.verify.stats import known_variance_threshold, mean_test
 
     draws = np.asarray(draws, dtype=np.float64)
     need = draws_for_alpha(alpha)
@@ -115,6 +115,7 @@ def gradient_mean_test(draws: np.ndarray, mean: np.ndarray, sigma: np.ndarray,
     med = np.median(draws, axis=0)
     bad = np.where(live, np.asarray(res.rejected, dtype=bool), med != mean)
     thr = sigma * res.threshold
-    method = "Catoni" if "Catoni" in res.test else "median-of-means"
+    method = {"catoni": "Catoni", "median_of_means": "median-of-means"}[
+        known_variance_threshold(draws.shape[0], alpha, 1.0)[1]]
     return MedianTest(not bool(np.any(bad)), np.where(live, est, med), thr + 0 * est, alpha,
                       draws.shape[0], method)

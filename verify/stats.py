@@ -64,6 +64,7 @@ from scipy import special, stats
 
 __all__ = [
     "DEFAULT_ALPHA_TOTAL",
+    "KNOWN_VARIANCE_METHODS",
     "AlphaBudget",
     "StatResult",
     "bernstein_threshold",
@@ -264,6 +265,11 @@ def catoni_threshold(n: int, alpha: float, variance: float,
     return None if plan is None else plan[0] * math.sqrt(var)
 
 
+#: The known-variance mean test's methods (:func:`known_variance_threshold`'s second value) and
+#: the name each test label gives them.
+KNOWN_VARIANCE_METHODS = {"catoni": "Catoni", "median_of_means": "median of means"}
+
+
 def known_variance_threshold(n: int, alpha: float, variance: float,
                              alternative: str = "two-sided") -> tuple[float, str]:
     """``(t, method)``: the threshold of the known-variance mean test of ``n`` unbounded
@@ -307,9 +313,10 @@ def _catoni_estimate(x: np.ndarray, a: float) -> np.ndarray:
 
 
 def _known_variance_test(x: np.ndarray, mu: float, var: float, alpha: float,
-                         alternative: str) -> tuple[np.ndarray, np.ndarray, float, str]:
-    """``(rejected, statistic, t, how)`` of the known-variance test of the mean ``mu`` of the
-    unbounded samples ``x`` (:func:`known_variance_threshold` picks the method)."""
+                         alternative: str) -> tuple[np.ndarray, np.ndarray, float, str, str]:
+    """``(rejected, statistic, t, how, method)`` of the known-variance test of the mean ``mu`` of
+    the unbounded samples ``x``: :func:`known_variance_threshold` picks ``method`` (a key of
+    :data:`KNOWN_VARIANCE_METHODS`), ``how`` says how the threshold ``t`` was made."""
     n = x.shape[-1]
     t, method = known_variance_threshold(n, alpha, var, alternative)
     if method == "median_of_means":
@@ -317,7 +324,7 @@ def _known_variance_test(x: np.ndarray, mu: float, var: float, alpha: float,
         stat = _median_of_means(x, k, b)
         how = (f"median of {k} block means of {b} samples, Chebyshev/Cantelli per block with "
                f"variance {var:.4g}, exact binomial tail for the median")
-        return _reject(stat, mu, t, alternative), stat, t, how
+        return _reject(stat, mu, t, alternative), stat, t, how, method
     a = _catoni_plan(n, alpha, alternative)[1] / math.sqrt(var)
     upper = _catoni_r(x, np.full(x.shape[:-1], mu + t), a) >= 0
     lower = _catoni_r(x, np.full(x.shape[:-1], mu - t), a) <= 0
@@ -325,7 +332,7 @@ def _known_variance_test(x: np.ndarray, mu: float, var: float, alpha: float,
     how = (f"Catoni's M-estimator of {n} samples (ψ(z) = sign z·log(1 + |z| + z²/2), "
            f"a = {a:.4g}) with variance {var:.4g}: the root θ̂ of Σψ(a(X − θ)) is at least t "
            "from the mean with probability ≤ α (Catoni 2012, Prop. 2.4)")
-    return rejected, _catoni_estimate(x, a), t, how
+    return rejected, _catoni_estimate(x, a), t, how, method
 
 
 @dataclass(frozen=True)
@@ -499,9 +506,8 @@ def mean_test(
     else:
         if var is None:
             raise ValueError("mean_test needs bounds (a, b) or the exact variance")
-        rejected, stat, t, how = _known_variance_test(x, mu, var, alpha, alternative)
-        test = ("mean test (median of means)" if how.startswith("median") else
-                "mean test (Catoni)")
+        rejected, stat, t, how, method = _known_variance_test(x, mu, var, alpha, alternative)
+        test = f"mean test ({KNOWN_VARIANCE_METHODS[method]})"
     t = float(np.max(t)) if np.ndim(t) else t  # shown: the largest batch's threshold
     return _result(rejected, test, label, mu, stat, t, alpha, alternative, n, how, seed, repro)
 
@@ -577,10 +583,10 @@ def variance_test(
                 "bounded estimators, or ones with a known 4th moment, get variance tests"
             )
         var_y = max(_mu4(fourth_central_moment, var) - var * var, 0.0)
-        rejected, stat, t, how = _known_variance_test(y, var, var_y, alpha, alternative)
+        rejected, stat, t, how, method = _known_variance_test(y, var, var_y, alpha,
+                                                              alternative)
         how = f"on Y = (X − mean)², Var(Y) = μ₄ − σ⁴ = {var_y:.4g}: {how}"
-        test = ("variance test (median of means)" if "median of" in how else
-                "variance test (Catoni)")
+        test = f"variance test ({KNOWN_VARIANCE_METHODS[method]})"
     return _result(rejected, test, label, var, stat, t, alpha, alternative, n, how, seed, repro)
 
 

@@ -182,7 +182,7 @@ def _mean_rows(fam, bare, name: str, n: int, entropy: int) -> list[Row]:
                         NUMPY64, tried_exact, (), (), "not certified at α_op (measured only)",
                         unstated=assumption_fails))
         rows.append(ladder_row("feature_unbiased on black-box: mean test, exact variance "
-                               "(median of means)", fam.name, NUMPY64, tried_exact,
+                               "(Catoni or median of means)", fam.name, NUMPY64, tried_exact,
                                {a: exact_c[a] for a in rungs(tried_exact) if a in exact_c}))
     return rows
 
