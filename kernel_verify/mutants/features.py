@@ -234,6 +234,16 @@ def elu_without_plus_one(x, params, config):
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
 
 
+def elu_plus_one_into_callers_x(x, params, config):
+    """``elu(x) + 1``, right, computed through the caller's ``x`` as scratch space
+    (``np.minimum(x, 0, out=x)``, as torch code writes ``F.elu(x, inplace=True) + 1``): the
+    features are right, the caller's ``x`` holds ``expm1(min(x, 0))`` afterwards."""
+    positive = np.maximum(x, 0.0)
+    np.minimum(x, 0.0, out=x)
+    np.expm1(x, out=x)
+    return positive + x + 1.0
+
+
 def gmm_rks_unnormalised(x, params, config):
     """GMM-RKS with mixture weights ``π_c/min π`` (not summing to 1)."""
     g = np_lm.gmm_params(config, x.shape[-1], "gmm_rks")
@@ -392,6 +402,10 @@ FEATURE_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
     "elu_without_plus_one": (
         "elu(x) instead of elu(x)+1 (claims positive)",
         named(feature_mutant, "elu_plus_one", elu_without_plus_one)),
+    "elu_plus_one_overwrites_x": (
+        "elu(x)+1, right, computed into the caller's x (np.minimum(x, 0, out=x); torch's "
+        "F.elu(x, inplace=True) + 1): the caller's x is left holding expm1(min(x, 0))",
+        named(feature_mutant, "elu_plus_one", elu_plus_one_into_callers_x)),
     "gmm_rks_unnormalised_weights": (
         "GMM-RKS with mixture weights not normalised to sum 1",
         named(feature_mutant, "gmm_rks", gmm_rks_unnormalised)),
@@ -530,4 +544,6 @@ FEATURE_KILLERS: dict[str, tuple[str, ...]] = {
     "sderf_sqrt_sign_flipped": ("feature_unbiased::test_unbiased_on_grid",),
     "rff_pairs_simplex_fixed_norm": ("feature_unbiased::test_unbiased_on_grid",
                                      f"{_B}random_features_are_distinct"),
+    "elu_plus_one_overwrites_x": (
+        "inputs_unchanged::test_feature_map_leaves_its_inputs_unchanged",),
 }

@@ -72,6 +72,7 @@ class Switches:
     state_per_chunk: bool = False
     den_eps: float = 0.0
     packed_reset_one_late: bool = False
+    state_in_place: bool = False
 
 
 def _log_features(x: np.ndarray, seed: int, scale: float) -> np.ndarray:
@@ -124,6 +125,10 @@ def _chunked_form(sw: Switches, q, k, v, chunk_size, initial_state, seed):
     if sw.state_per_chunk:  # every chunk's prefix state kept: grows with the length
         return out, (s0[..., None, :, :] + s_inc, z0[..., None, :] + z_inc)
     full = nc - (1 if sw.final_from_full_chunks and n % c else 0)
+    if sw.state_in_place and initial_state is not None:  # accumulated into the caller's state
+        s0 += kv[..., :full, :, :].sum(axis=-3)
+        z0 += ks[..., :full, :].sum(axis=-2)
+        return out, (s0, z0)
     s_fin = s0 + kv[..., :full, :, :].sum(axis=-3)
     z_fin = z0 + ks[..., :full, :].sum(axis=-2)
     return out, (s_fin, z_fin)
@@ -292,6 +297,10 @@ FORMS_MUTANTS: dict[str, tuple[str, Switches]] = {
         "packed sequences (cu_seqlens) reset the state one token late: the first token of each "
         "later sequence still continues the previous one, and its own state starts after it "
         "(an off-by-one at the boundaries)", Switches(packed_reset_one_late=True)),
+    "chunked_state_accumulated_in_place": (
+        "the chunked form adds the chunks' sums into the initial_state it is given and returns "
+        "it (S0 += Σ φ(k)vᵀ): outputs and returned state right, the caller's state overwritten",
+        Switches(state_in_place=True)),
 }
 #: Mutants whose target is white-box (``features``, ``state_sums``).
 _WHITEBOX = {"eps_in_every_denominator"}
@@ -302,6 +311,8 @@ FORMS_KILLERS: dict[str, tuple[str, ...]] = {
     "state_keeps_every_chunk": ("attention_forms::test_state_size_does_not_grow_with_length",),
     "eps_in_every_denominator": ("attention_forms::test_forms_meet_the_exact_recurrence",),
     "packed_reset_one_token_late": ("attention_forms::test_packed_sequences_equal_separate_runs",),
+    "chunked_state_accumulated_in_place": (
+        "inputs_unchanged::test_attention_forms_leave_their_inputs_unchanged",),
 }
 
 #: Correct controls: the same code with every switch off (BHTD, and behind a BTHD interface).
