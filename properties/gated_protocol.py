@@ -60,9 +60,12 @@ which the suite's layouts then cross),
 ``step(state, q_t, k_t, v_t, g_t, *, seed=0) -> (state, o_t)``,
 ``varlen(q, k, v, g, *, cu_seqlens, initial_state=None, seed=0) -> (out, states)`` (batch 1,
 sequences packed along time, gates packed with them; states along the batch axis),
-``padded(q, k, v, g, *, mask, initial_state=None, seed=0) -> (out, state)``. States are opaque
-tuples of arrays with the batch first, as for :class:`~kernel_verify.properties.protocol.
-AttentionTarget`.
+``padded(q, k, v, g, *, mask, initial_state=None, seed=0) -> (out, state)``. A form without a
+state input (a library's quadratic ``parallel`` form often has none) raises
+``NotImplementedError`` when given an ``initial_state``: a property continuing that form from a
+state is then skipped naming the form (the form is still checked from the empty state).
+States are opaque tuples of arrays with the batch first, as for
+:class:`~kernel_verify.properties.protocol.AttentionTarget`.
 Every call of a form is checked before the target runs (:func:`_check_gated_call`): q, k, v
 (arrays of one backend, off the meta device, ``q`` of rank 4 — a step's ``q_t`` rank 3 —
 ``k`` of its shape, ``v`` of its leading shape), the gates (shape of the declared kind in the

@@ -57,8 +57,24 @@ ASSUMED_ULPS = 64.0
 #: A float64 claim is false when the float32 and float64 full forwards differ by more than
 #: this times max(1, max|logit|): float32 rounding is ~1e-7 of that; a different function is O(1).
 FLOAT64_CLAIM_BOUND = 2.0**-10
-#: The init scales of the finiteness sweep, times the first scale of the target's ladder.
+#: The init scales of the finiteness sweep, times the scale the check runs at; in float32
+#: capped at ``FINITE_SWEEP[-1]`` times the first scale of the target's ladder (weights with a
+#: standard deviation of ~10 at the usual 0.02): a power control that raised the scale does not
+#: push the sweep past that top, where a correct float32 model's activations may leave
+#: float32's range (measured: mambapy's Mamba LM, correct, reaches 4.5e36 inside its last
+#: projection at 4096× its init). float64's range (to 1e308) leaves a correct model finite far
+#: beyond, so its sweep is not capped (its naive log-softmax control needs logits past ~709).
 FINITE_SWEEP = (1.0, 8.0, 64.0, 512.0)
+
+
+def finite_sweep(target: ModelTarget, scale: float, dtype: str) -> list[float]:
+    """The init scales :func:`finite` visits from ``scale``: ``scale · FINITE_SWEEP``, in
+    float32 capped at ``FINITE_SWEEP[-1] · init_scales[0]`` (``scale`` itself always),
+    ascending."""
+    if dtype == "float64":
+        return [scale * k for k in FINITE_SWEEP]
+    top = FINITE_SWEEP[-1] * float(target.init_scales[0])
+    return sorted({scale, *(min(scale * k, max(top, scale)) for k in FINITE_SWEEP)})
 
 
 # ----------------------------------------------------------------------------- models
@@ -261,6 +277,7 @@ def generate(target: ModelTarget, dtype: str, scale: float, case: Case, defect: 
             scores = scores.clone()
             for i in range(1, n):
                 scores[:, i] = target.forward(m, tokens[:, i - 1:i])[:, -1]
+        tol = scores_tolerance(tol, scores, dtype, case, target, scale)
         seq = prompt
         for i in range(n):
             want = reference(target, case.seed, scale, dtype, seq)[:, -1]
@@ -279,6 +296,24 @@ def generate(target: ModelTarget, dtype: str, scale: float, case: Case, defect: 
                         f"{gap:.3g} > 2·tol {2 * tol.value:.3g})")
             seq = torch.cat([seq, tokens[:, i:i + 1]], dim=1)
     return None
+
+
+def scores_tolerance(tol: Tolerance, scores: torch.Tensor, dtype: str, case: Case,
+                     target: ModelTarget, scale: float) -> Tolerance:
+    """``tol``, plus two roundings to the scores' dtype of the largest reference logit when
+    ``generate`` returns scores in a narrower floating dtype than the model's (transformers'
+    ``generate`` returns float32 logits of a float64 model, by design): each score is then the
+    model's logit rounded once, and the reference's rounding may fall the other way."""
+    sd = scores.dtype
+    if not sd.is_floating_point or torch.finfo(sd).eps <= torch.finfo(
+            getattr(torch, dtype)).eps:
+        return tol
+    u = torch.finfo(sd).eps / 2
+    ref_max = float(reference(target, case.seed, scale, dtype, case.tensor()).abs().max())
+    extra = 2 * u * max(ref_max, 1.0)
+    return Tolerance(tol.value + extra, f"{tol.how}; + 2u·max(1, max|f|) = {extra:.3g}: "
+                     f"generate returned {str(sd).removeprefix('torch.')} scores of a {dtype} "
+                     "model (each score one rounding of its logit)")
 
 
 def _cu(lengths: tuple[int, ...]) -> torch.Tensor:
@@ -500,13 +535,14 @@ def _finite(t: torch.Tensor) -> bool:
 def finite(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool
            ) -> str | None:
     """Logits and their log-softmax are finite at every init scale of the sweep
-    ``scale · FINITE_SWEEP``. Defect: the log-softmax taken naively,
+    (:func:`finite_sweep`: ``scale · FINITE_SWEEP``, in float32 capped at 512 times the
+    ladder's first scale). Defect: the log-softmax taken naively,
     ``log(exp(l) / Σ exp(l))`` (overflows where the logits exceed ~88 in float32, ~709 in
     float64, underflows to −∞ where their spread does): proves the sweep reaches scales where a
     numerically careless step breaks."""
     ids = case.tensor()
-    for k in FINITE_SWEEP:
-        s = scale * k
+    for s in finite_sweep(target, scale, dtype):
+        k = s / scale
         try:  # (the check with its defect takes the log-softmax of the same logits)
             logits = reference(target, case.seed, s, dtype, ids)
         except (ValueError, FloatingPointError) as err:

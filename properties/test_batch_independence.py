@@ -87,7 +87,7 @@ def _difference(got: np.ndarray, want: np.ndarray) -> str | None:
         return None
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.nan_to_num(np.where(same, 0.0, np.abs(got - want)), nan=np.inf)
-    where = np.unravel_index(int(np.argmax(diff)), got.shape)
+    where = tuple(int(j) for j in np.unravel_index(int(np.argmax(diff)), got.shape))
     return (f"{int((~same).sum())} of {got.size} outputs differ, the largest by "
             f"{float(diff[where]):.3g} at {tuple(int(i) for i in where)} "
             f"({float(got[where])!r} against {float(want[where])!r})")

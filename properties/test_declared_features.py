@@ -122,11 +122,13 @@ def test_attention_meets_declared_features(target, backend, seed):
                                                       causal=causal, seed=seed)))
             err = np.where(np.isfinite(got), np.abs(got - ref), np.inf)
             if not (err <= bound).all():
-                i = np.unravel_index(np.argmax(err - bound), err.shape)
+                i = tuple(int(j) for j in np.unravel_index(np.argmax(err - bound),
+                                                           err.shape))
                 raise AssertionError(
-                    f"{_where(target, backend, layout, seed, causal)}: output {got[i]!r} at {i}, "
-                    f"the declared features give {ref[i]!r}: error {err[i]:.3e} > derived bound "
-                    f"{bound[i]:.3e} (worst error/bound {float(np.max(err / bound)):.3g})"
+                    f"{_where(target, backend, layout, seed, causal)}: output "
+                    f"{float(got[i])!r} at {i}, the declared features give {float(ref[i])!r}: "
+                    f"error {err[i]:.3e} > derived bound {bound[i]:.3e} (worst error/bound "
+                    f"{float(np.max(err / bound)):.3g})"
                     + denominator_eps_hint(fq, fk, x.v, got, causal, bound))
 
 
@@ -146,9 +148,10 @@ def test_gradients_meet_declared_features(target, backend, seed):
                     "bound is void here (weights not all positive, or ρ' > 1/2)")
                 if c.ratio > 1:
                     err = np.where(np.isfinite(c.got), np.abs(c.got - c.ref), np.inf)
-                    i = np.unravel_index(np.argmax(err / c.bound), err.shape)
+                    i = tuple(int(j) for j in np.unravel_index(np.argmax(err / c.bound),
+                                                             err.shape))
                     raise AssertionError(
                         f"{_where(target, backend, layout, seed, causal)}: ∂L/∂{c.name} "
-                        f"{c.got[i]!r} at {i}, the declared features give {c.ref[i]!r}: error "
-                        f"{err[i]:.3e} > derived bound {c.bound[i]:.3e} (worst error/bound "
-                        f"{c.ratio:.3g})")
+                        f"{float(c.got[i])!r} at {i}, the declared features give "
+                        f"{float(c.ref[i])!r}: error {err[i]:.3e} > derived bound "
+                        f"{c.bound[i]:.3e} (worst error/bound {c.ratio:.3g})")

@@ -608,7 +608,9 @@ def _grad_qkv(target, shape: Shape) -> QKV:
 def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
     """torch float64: the gradient of the output w.r.t. the log-gates, the transition's inputs
     (β, p, a, b) and q, k, v, by autograd, against float64 central differences (gradcheck, fast
-    mode) — ``∂o_t/∂g_r = Σ_(s<r≤t) D_ts (φq_tᵀφk_s) v_s`` for a decay, docs/math.md §16, §23."""
+    mode) — ``∂o_t/∂g_r = Σ_(s<r≤t) D_ts (φq_tᵀφk_s) v_s`` for a decay, docs/math.md §16, §23.
+    A target's own constant decay (``fixed_log_gates``) is no input: its gradient is not checked
+    (the failure message lists the inputs that were)."""
     _differentiable_f64(target, backend)
     shape = draw_shape(data, target, max_t=6)
     x = _grad_qkv(target, shape)
@@ -616,8 +618,9 @@ def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
     arrays = [backend.from_numpy(a).requires_grad_(True) for a in (x.q, x.k, x.v)]
     ti = _grad_inputs(target, shape)
     names = differentiable_parts(ti)
-    fixed_g = None if ti.g is None or not ti.fixed else backend.from_numpy(ti.g)
-    if fixed_g is not None:  # one decay per head: differentiated like the others
+    # one decay per head: differentiated like the others, unless it is the target's own
+    # constant (fixed_log_gates: not an input the target reads, so no gradient to check)
+    if ti.g is not None and ti.fixed and getattr(target, "fixed_log_gates", None) is None:
         names = ["g", *names]
     parts = [backend.from_numpy(np.ascontiguousarray(ti.g if n == "g" else ti.extra[n]))
              .requires_grad_(True) for n in names]
@@ -703,8 +706,8 @@ def test_gated_low_precision_gradients_near_float64(target, backend, data):
     ti = ti0.map(seen, fixed_too=True)
     arrays = [backend.from_numpy(a).requires_grad_(True) for a in (q, k, v)]
     names = differentiable_parts(ti)
-    if ti.g is not None and ti.fixed:
-        names = ["g", *names]
+    if ti.g is not None and ti.fixed and getattr(target, "fixed_log_gates", None) is None:
+        names = ["g", *names]  # (a target's own constant decay is no input: not checked)
     parts = [backend.from_numpy(np.ascontiguousarray(ti.g if n == "g" else ti.extra[n]))
              .requires_grad_(True) for n in names]
     w = generator(shape.seed, "cotangent").standard_normal((*q.shape[:-1], v.shape[-1]))
@@ -747,7 +750,8 @@ def test_gated_low_precision_gradients_near_float64(target, backend, data):
 
     def vjp(dtype: str) -> dict[str, np.ndarray]:
         r = recurrence_vjp(fq, fk, v, w, transition=transition, dtype=dtype, g=gg,
-                           inputs=extra, beta_logit=target.beta == "sigmoid")
+                           inputs=extra, beta_logit=target.beta == "sigmoid",
+                           beta_top=beta_top(target))
         cd = getattr(torch, dtype)
 
         def chain(gf: np.ndarray, jac: np.ndarray) -> np.ndarray:

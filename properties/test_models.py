@@ -158,8 +158,10 @@ def test_same_seed_and_input_give_the_same_output(target, backend, record_proper
 @pytest.mark.parametrize(("target", "backend"), paths())
 def test_outputs_stay_finite_over_an_init_scale_sweep(target, backend, record_property):
     """Logits and log-softmax finite from the credited scale up to 512× it (weights with a
-    standard deviation of ~10 at the usual 0.02). Control: a naive log-softmax, which
-    overflows somewhere on the sweep (in float32; in float64 the logits need ~709)."""
+    standard deviation of ~10 at the usual 0.02), in float32 no further than 512× the
+    ladder's first scale (a correct float32 model may leave float32's range beyond).
+    Control: a naive log-softmax, which overflows somewhere on the sweep (in float32; in
+    float64 the logits need ~709)."""
     run(target, backend, mc.finite, "naive log-softmax", record_property,
         examples=max(2, MODEL_EXAMPLES // 3))
 

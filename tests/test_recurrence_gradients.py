@@ -73,6 +73,28 @@ def test_beta_logit_is_differentiated_through_the_sigmoid():
                                rtol=1e-12, atol=1e-15)
 
 
+def test_beta_logit_with_negative_eigenvalues_is_twice_the_sigmoid():
+    """β = 2σ(logit) (fla's allow_neg_eigval): the gradients equal those of the recurrence given
+    β = 2σ directly, the logit's by the chain rule 2σ(1 − σ) (a reference taking σ alone made
+    every correct sigmoid-β target with negative eigenvalues fail in float32)."""
+    rng = np.random.default_rng(4)
+    x = _inputs("delta", rng)
+    w = rng.standard_normal((B, H, T, DV))
+    logit = rng.uniform(-2, 2, (B, H, T))
+    sig = 1 / (1 + np.exp(-logit))
+    common = {"transition": "delta", "dtype": "float64"}
+    by_logit = recurrence_vjp(x["fq"], x["fk"], x["v"], w, inputs={"beta": logit},
+                              beta_logit=True, beta_top=2.0, **common)
+    by_value = recurrence_vjp(x["fq"], x["fk"], x["v"], w, inputs={"beta": 2 * sig}, **common)
+    for name in ("fq", "fk", "v"):
+        np.testing.assert_allclose(by_logit[name], by_value[name], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(by_logit["beta"], by_value["beta"] * 2 * sig * (1 - sig),
+                               rtol=1e-12, atol=1e-15)
+    one = recurrence_vjp(x["fq"], x["fk"], x["v"], w, inputs={"beta": logit}, beta_logit=True,
+                         **common)
+    assert np.abs(one["fq"] - by_logit["fq"]).max() > 1e-3  # the factor 2 is seen
+
+
 def test_float32_evaluation_is_close_to_float64_and_not_equal():
     rng = np.random.default_rng(5)
     x = _inputs("kda", rng)

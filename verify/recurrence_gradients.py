@@ -17,7 +17,8 @@ rounded once to the ``dtype`` and every operation in it: at float64 the referenc
 own error ``O(T·d·u₆₄)`` relative, far below a float32 one), at float32 the gradient of a plain
 same-precision evaluation of the same formula, the yardstick of the criterion
 (:mod:`kernel_verify.verify.same_precision`). ``β`` given as a logit (``beta_logit``) enters as
-``σ(β)``, so the gradient is w.r.t. the logit, as the target's is.
+``top·σ(β)`` (``beta_top``: 1, or 2 for a target allowing negative eigenvalues, fla's
+``allow_neg_eigval``), so the gradient is w.r.t. the logit, as the target's is.
 """
 
 from __future__ import annotations
@@ -37,19 +38,22 @@ TRANSITIONS = ("identity", "decay", "delta", "gated_delta", "kda", "comba", "rwk
 def recurrence_vjp(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, cotangent: np.ndarray, *,
                    transition: str, dtype: str, g: np.ndarray | None = None,
                    inputs: Mapping[str, np.ndarray] | None = None,
-                   beta_logit: bool = False) -> dict[str, np.ndarray]:
+                   beta_logit: bool = False, beta_top: float = 1.0) -> dict[str, np.ndarray]:
     """``{name: ∂L/∂name}`` (float64 NumPy of the uncast results) of ``L = Σ W⊙o`` for the
     recurrence of ``transition`` (module docstring) evaluated by a token loop in ``dtype``
     (``"float64"`` or ``"float32"``): ``fq, fk (B, H, T, d)``, ``v, cotangent (B, H, T, d_v)``,
     ``g`` the log-gates ``(B, H, T)`` (one per token) or ``(B, H, T, d)`` (per key dimension),
-    ``inputs`` the transition's ``beta (B, H, T)``, ``p, a, b (B, H, T, d)``. Names: ``fq, fk,
-    v``, ``g`` when given, and each of ``inputs``."""
+    ``inputs`` the transition's ``beta (B, H, T)``, ``p, a, b (B, H, T, d)``; with
+    ``beta_logit`` β is ``beta_top·σ(beta)`` (``beta_top`` 1 or 2). Names: ``fq, fk, v``, ``g``
+    when given, and each of ``inputs``."""
     import torch
 
     if transition not in TRANSITIONS:
         raise ValueError(f"transition must be one of {TRANSITIONS}, got {transition!r}")
     if dtype not in ("float64", "float32"):
         raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+    if beta_top not in (1.0, 2.0):
+        raise ValueError(f"beta_top must be 1 or 2 (2σ: negative eigenvalues), got {beta_top!r}")
     td = getattr(torch, dtype)
     named = {"fq": fq, "fk": fk, "v": v, **({} if g is None else {"g": g}),
              **dict(inputs or {})}
@@ -65,7 +69,7 @@ def recurrence_vjp(fq: np.ndarray, fk: np.ndarray, v: np.ndarray, cotangent: np.
         lam = gg[..., None].expand(q.shape) if gg.ndim == 3 else gg
     beta = leaves.get("beta")
     if beta is not None and beta_logit:
-        beta = torch.sigmoid(beta)
+        beta = beta_top * torch.sigmoid(beta)
     if transition in ("identity", "decay"):
         x = y = None
         w = k

@@ -126,14 +126,20 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
                     call_seconds: float | None = None, zero_std: float | None = None,
                     known_failures: Mapping[str, str] | None = None, serving: bool = False,
                     padded_prefill: bool = False, chunk_sizes: tuple[int, ...] = (),
-                    conv_window: int | None = None, decode_mask: bool = False) -> ModelTarget:
+                    conv_window: int | None = None, decode_mask: bool = False,
+                    cache_calls: bool = True) -> ModelTarget:
     """A :class:`ModelTarget` for the HF-style model ``make()`` builds (module docstring).
     ``claims``: what the model claims (``differentiable``, ``left_padding``,
     ``right_padding``; ``float64`` is added by ``float64=True``); padding claims make the
     ``padded`` call available. ``serving``: offer ``extend`` and ``copy_cache``;
     ``padded_prefill``: offer a masked prefill decoded from (needs the claim ``left_padding``;
     ``decode_mask``: its mask passed on to the steps after it, module docstring);
-    ``chunk_sizes``, ``conv_window``: the declared boundaries the serving properties cut at."""
+    ``chunk_sizes``, ``conv_window``: the declared boundaries the serving properties cut at.
+    ``cache_calls=False``: a model that returns no cache (it keeps its state inside its
+    modules, as transformers' RecurrentGemma does) offers no ``prefill``/``step`` and no
+    serving calls; its full forward, ``generate`` and padding are still checked. A model that
+    returns none while ``cache_calls`` is True is refused at its first cache call, naming
+    the flag."""
     # the helper's own arguments (issue 45); the rest are checked by ModelTarget
     if not callable(make):
         raise TypeError(f"hf_model_target: make must be a callable that builds the model "
@@ -149,7 +155,8 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
             f"cu_seqlens under (e.g. 'cu_seqlens'), got {packed_arg!r}")
     for flag, value in (("cache_position", cache_position), ("generate", generate),
                         ("float64", float64), ("serving", serving),
-                        ("padded_prefill", padded_prefill), ("decode_mask", decode_mask)):
+                        ("padded_prefill", padded_prefill), ("decode_mask", decode_mask),
+                        ("cache_calls", cache_calls)):
         if not isinstance(value, bool):
             raise TypeError(f"hf_model_target: {flag} must be a bool, got "
                             f"{type(value).__name__} {value!r}")
@@ -166,6 +173,10 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
             raise TypeError(f"hf_model_target: {field_name} must be a "
                             f"{'set of claim names' if field_name == 'claims' else 'tuple of ints'}"
                             f", got {type(value).__name__} {value!r}")
+    if not cache_calls and (serving or padded_prefill):
+        raise ValueError(f"hf_model_target: cache_calls=False (the model returns no cache) "
+                         f"rules out serving={serving} and padded_prefill={padded_prefill}, "
+                         "which continue from a cache")
     if known_failures is not None and not isinstance(known_failures, Mapping):
         raise TypeError(f"hf_model_target: known_failures must be None or a mapping property "
                         f"name -> reason, got {type(known_failures).__name__} {known_failures!r}")
@@ -186,10 +197,25 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
     def keyword(model) -> str:
         return cache_keyword(model) if cache_arg == "auto" else cache_arg
 
+    def cache_of(out, model, call: str):
+        """The cache ``out`` holds under the model's keyword; a model returning none is a
+        declaration problem named at the call (the probe refuses it before any property)."""
+        kw = keyword(model)
+        cache = getattr(out, kw, None)
+        if cache is None:
+            fields = [k for k in getattr(out, "keys", lambda: [])()]
+            raise ValueError(
+                f"target {name!r}: {call} found no cache under {kw!r} in what "
+                f"{type(model).__name__} returned ({type(out).__name__}, fields "
+                f"{fields}) with use_cache=True: the model keeps its state elsewhere (inside "
+                "its modules) or returns it under another keyword; pass cache_arg= naming it, "
+                "or cache_calls=False to check the full forward and generate only")
+        return cache
+
     # The opaque cache: (the model's cache, tokens seen, the running mask or None).
     def prefill(model, ids):
         out = model(input_ids=ids, use_cache=True)
-        return out.logits, (getattr(out, keyword(model)), ids.shape[1], None)
+        return out.logits, (cache_of(out, model, "prefill"), ids.shape[1], None)
 
     def running_mask(cache, kw: dict[str, Any], k: int):
         """The mask of a masked prefill extended by ``k`` ones, passed on (``decode_mask``)."""
@@ -201,15 +227,15 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
 
     def step(model, cache, ids_t):
         kw: dict[str, Any] = {"use_cache": True}
-        name = keyword(model)
+        slot = keyword(model)
         if cache is not None:
-            kw[name] = cache[0]
-            if cache_position or name == "cache_params":
+            kw[slot] = cache[0]
+            if cache_position or slot == "cache_params":
                 kw["cache_position"] = torch.tensor([cache[1]], dtype=torch.int64)
         mask = running_mask(cache, kw, 1)
         out = model(input_ids=ids_t.reshape(-1, 1), **kw)
-        return out.logits[:, -1], (getattr(out, name), 1 if cache is None else cache[1] + 1,
-                                   mask)
+        return out.logits[:, -1], (cache_of(out, model, "step"),
+                                   1 if cache is None else cache[1] + 1, mask)
 
     def gen(model, ids, max_new_tokens):
         out = model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=0,
@@ -219,21 +245,21 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
 
     def extend(model, cache, ids):
         kw: dict[str, Any] = {"use_cache": True}
-        name, pos = keyword(model), 0 if cache is None else cache[1]
+        slot, pos = keyword(model), 0 if cache is None else cache[1]
         if cache is not None:
-            kw[name] = cache[0]
-            if cache_position or name == "cache_params":
+            kw[slot] = cache[0]
+            if cache_position or slot == "cache_params":
                 kw["cache_position"] = torch.arange(pos, pos + ids.shape[1], dtype=torch.int64)
         mask = running_mask(cache, kw, ids.shape[1])
         out = model(input_ids=ids, **kw)
-        return out.logits, (getattr(out, name), pos + ids.shape[1], mask)
+        return out.logits, (cache_of(out, model, "extend"), pos + ids.shape[1], mask)
 
     def copy_cache(cache):
         return (copy.deepcopy(cache[0]), cache[1], cache[2])
 
     def masked_prefill(model, ids, attention_mask):
         out = model(input_ids=ids, attention_mask=attention_mask, use_cache=True)
-        return out.logits, (getattr(out, keyword(model)), ids.shape[1],
+        return out.logits, (cache_of(out, model, "padded_prefill"), ids.shape[1],
                             attention_mask if decode_mask else None)
 
     def packed(model, ids, cu_seqlens):
@@ -249,7 +275,8 @@ def hf_model_target(name: str, make: Callable[[], Any], *, vocab_size: int,
                          "masked prefill takes left-padded batches)")
     return ModelTarget(
         name, build=build, forward=forward, vocab_size=vocab_size, claims=all_claims,
-        prefill=prefill, step=step, generate=gen if generate else None,
+        prefill=prefill if cache_calls else None, step=step if cache_calls else None,
+        generate=gen if generate else None,
         packed=packed if packed_arg else None, padded=padded if padding else None,
         extend=extend if serving else None, copy_cache=copy_cache if serving else None,
         padded_prefill=masked_prefill if padded_prefill else None,

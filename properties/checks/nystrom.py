@@ -108,7 +108,8 @@ def close(got: np.ndarray, want: np.ndarray, bound: np.ndarray, what: str, repro
     err = np.abs(got - want)
     bad = ~(err <= bound)
     if bad.any():
-        i = np.unravel_index(int(np.argmax(np.where(bad, err - bound, -np.inf))), err.shape)
+        i = tuple(int(j) for j in np.unravel_index(
+            int(np.argmax(np.where(bad, err - bound, -np.inf))), err.shape))
         raise AssertionError(
             f"{what}: |err| {err[i]:.3e} > bound {bound[i]:.3e} at {i} ({int(bad.sum())} of "
             f"{err.size} entries); reproduce: {repro}")

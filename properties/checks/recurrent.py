@@ -262,17 +262,33 @@ class RandomDraws:
 
 
 # ------------------------------------------------------------------ calling the forms
+def skip_state_not_taken(target, form: str, err: NotImplementedError) -> None:
+    """Skip the running property: ``form`` raised ``NotImplementedError`` when given an
+    ``initial_state`` — the protocol's way for a form without a state input (a library's
+    quadratic ``parallel`` form often has none) to say so. Nothing is checked from a state
+    through that form, and the verdict says which form and why, not pass and not fail."""
+    import pytest
+
+    pytest.skip(f"{target.name}: its {form} form takes no initial_state (it raised "
+                f"NotImplementedError: {err}); nothing continued from a state through {form}")
+
+
 def run(target, backend, x: QKV, g: TokenInputs, *, form: str, seed: int, chunk: int = 1,
         state=None):
     """``(out float64 (B, H, T, d_v), state)`` of one full-sequence form."""
     t = target.to_layout
     q, k, v = (t(backend.from_numpy(a)) for a in (x.q, x.k, x.v))
     gg, kw = g.arguments(target, backend.from_numpy)
-    if form == "chunked":
-        out, s = target.chunked(q, k, v, gg, chunk_size=chunk_of(target, chunk),
-                                initial_state=state, seed=seed, **kw)
-    else:
-        out, s = getattr(target, form)(q, k, v, gg, initial_state=state, seed=seed, **kw)
+    try:
+        if form == "chunked":
+            out, s = target.chunked(q, k, v, gg, chunk_size=chunk_of(target, chunk),
+                                    initial_state=state, seed=seed, **kw)
+        else:
+            out, s = getattr(target, form)(q, k, v, gg, initial_state=state, seed=seed, **kw)
+    except NotImplementedError as err:
+        if state is None:
+            raise
+        skip_state_not_taken(target, form, err)
     out = backend.to_numpy(t(out))
     want = (*x.q.shape[:-1], x.v.shape[-1])
     assert out.shape == want, f"{target.name} {form}: output shape {out.shape}, expected {want}"
