@@ -230,6 +230,9 @@ class _Probe:
 #: The (library, dtype) the next probe run uses instead of its first choice (the other declared
 #: CPU pairs of :func:`probe_target`); None: the first choice.
 _FORCED: list[tuple[str, str] | None] = [None]
+#: Forced ``d_v = d`` for the re-probe of a target that raised with ``d_v ≠ d``
+#: (:func:`_probe_square_values`).
+_FORCED_SQUARE: list[bool] = [False]
 
 
 class _Arrays:
@@ -458,7 +461,7 @@ def _probe_attention(t: Any, p: _Probe) -> None:
         return
     arr = _Arrays(tuple(t.backends), tuple(t.dtypes))
     tt = _length(t)
-    dv = _D if t.dv_equals_d else _DV
+    dv = _D if t.dv_equals_d or _FORCED_SQUARE[0] else _DV
     rng = np.random.default_rng(0)
     q = rng.uniform(-1.0, 1.0, (_B, _H, tt, _D))
     k = q if t.self_attention_only else rng.uniform(-1.0, 1.0, (_B, _H, tt, _D))
@@ -856,7 +859,69 @@ def probe_target(target: Any) -> list[Problem]:
         pass
     if not p.problems and p.raised is None and kind in _PER_DTYPE and not _slow(target):
         _probe_other_dtypes(target, p)
+    elif not p.problems and p.raised is not None and kind in _PER_DTYPE and not _slow(target):
+        _probe_square_values(target, p) or _probe_first_pair(target, p)
     return p.problems
+
+
+def _rerun(target: Any, pair: tuple[str, str] | None = None, square: bool = False) -> _Probe:
+    """The probe of ``target`` again, on the (library, dtype) ``pair`` and with ``d_v = d``
+    forced where asked."""
+    again = _Probe(str(target.name))
+    _FORCED[0], _FORCED_SQUARE[0] = pair, square
+    try:
+        _PROBES[type(target).__name__](target, again)
+    except _Stop:
+        pass
+    finally:
+        _FORCED[0], _FORCED_SQUARE[0] = None, False
+    return again
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:200] if text else ""
+
+
+def _probe_square_values(target: Any, p: _Probe) -> bool:
+    """A call raised with ``d_v ≠ d`` on an attention target not declaring ``dv_equals_d``:
+    probe again with ``d_v = d``; if that runs clean, the declaration lacks ``dv_equals_d``
+    (every property drawing ``d_v ≠ d`` would fail on the same error). True when reported."""
+    if type(target).__name__ != "AttentionTarget" or getattr(target, "dv_equals_d", True):
+        return False
+    again = _rerun(target, square=True)
+    if again.problems or again.raised is not None:
+        return False
+    field_name, err = p.raised
+    p.add("dv_equals_d", f"{field_name} raised {type(err).__name__}: {_first_line(err)} with "
+          f"d_v = {_DV} ≠ d = {_D}, and ran with d_v = d: a kernel that needs d_v = d declares "
+          "dv_equals_d=True (the suite then draws d_v = d)")
+    return True
+
+
+def _probe_first_pair(target: Any, p: _Probe) -> bool:
+    """A call raised on the first declared CPU (library, dtype) pair: probe the others; if one
+    runs clean, the first pair contradicts ``backends``/``dtypes`` (a kernel that cannot run
+    float64 while declaring it). True when reported."""
+    from kernel_verify.verify.backends import AXIS
+
+    first = _Arrays(tuple(target.backends), tuple(target.dtypes))
+    for b in AXIS:
+        if (b.device != "cpu" or b.library not in target.backends
+                or b.dtype not in target.dtypes or (b.library, b.dtype) == (first.library,
+                                                                             first.dtype)):
+            continue
+        again = _rerun(target, (b.library, b.dtype))
+        if again.problems or again.raised is not None:
+            continue
+        field_name, err = p.raised
+        p.add("dtypes", f"declare {first.library} {first.dtype} (backends="
+              f"{tuple(target.backends)}, dtypes={tuple(target.dtypes)}), but {field_name} "
+              f"raised {type(err).__name__}: {_first_line(err)} on it (the same call ran on "
+              f"{b.library} {b.dtype}): every property on {first.library} {first.dtype} would "
+              "fail the same way; leave it out of the declaration")
+        return True
+    return False
 
 
 #: The kinds whose every declared CPU (library, dtype) pair is probed (:func:`probe_target`).

@@ -353,3 +353,51 @@ def test_a_black_box_map_refusing_large_seeds_is_one_declaration_problem():
     assert [p.field for p in problems] == ["sample_fn"]
     assert "at seed 4294967295" in problems[0].message and "2**31" in problems[0].message
     assert probe_target(dataclasses.replace(bad, sample_fn=accepts_all)) == []
+
+
+def _softmax_attention(q, k, v, *, causal, seed=0):
+    """Exact softmax attention, NumPy, any dtype."""
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (w / w.sum(axis=-1, keepdims=True)) @ v
+
+
+def test_the_first_declared_dtype_that_raises_is_a_declaration_problem():
+    """A kernel that raises on float64 (the first pair probed) while it runs on float32, both
+    declared: refused naming float64 and the error (memory-efficient-attention-pytorch's
+    FlashAttentionFunction made 15 FAIL verdicts of one float64 crash); declared float32 only,
+    it passes."""
+    def f32_only(q, k, v, *, causal, seed=0):
+        if q.dtype == np.float64:
+            raise RuntimeError("value cannot be converted to type float without overflow")
+        return _softmax_attention(q, k, v, causal=causal)
+
+    bad = AttentionTarget("f32_only", f32_only, frozenset({"causal", "noncausal"}),
+                          dtypes=("float64", "float32"), feature_count=0)
+    [p] = probe_target(bad)
+    assert p.field == "dtypes" and "numpy float64" in p.message, p
+    assert "ran on numpy float32" in p.message and "without overflow" in p.message, p
+    assert probe_target(dataclasses.replace(bad, dtypes=("float32",))) == []
+
+
+def test_a_kernel_needing_square_values_without_declaring_it_is_a_declaration_problem():
+    """Raising with d_v ≠ d and running with d_v = d: the declaration lacks ``dv_equals_d``
+    (one problem naming the field); declaring it passes; a kernel raising at every d_v is not
+    blamed on the field."""
+    def square(q, k, v, *, causal, seed=0):
+        if v.shape[-1] != q.shape[-1]:
+            raise RuntimeError("o = zeros_like(q): sizes 3 and 2 differ")
+        return _softmax_attention(q, k, v, causal=causal)
+
+    bad = AttentionTarget("square_values", square, frozenset({"causal", "noncausal"}),
+                          feature_count=0)
+    [p] = probe_target(bad)
+    assert p.field == "dv_equals_d" and "dv_equals_d=True" in p.message, p
+    assert probe_target(dataclasses.replace(bad, dv_equals_d=True)) == []
+
+    def broken(q, k, v, *, causal, seed=0):
+        raise RuntimeError("always")
+
+    assert probe_target(dataclasses.replace(bad, attention=broken)) == []
