@@ -401,3 +401,26 @@ def test_a_kernel_needing_square_values_without_declaring_it_is_a_declaration_pr
         raise RuntimeError("always")
 
     assert probe_target(dataclasses.replace(bad, attention=broken)) == []
+
+
+def test_a_model_claiming_float64_that_cannot_run_it_is_a_declaration_problem():
+    """The float32 model runs, the float64 one raises (MiniMax's grouped_mm experts): one
+    problem on ``claims`` naming the error, not a FAIL of every float64 and float32 case (the
+    float32 tolerances come from the float64 run); without the claim the target passes."""
+    import torch
+
+    from kernel_verify.properties.builtin_models import tiny_lm_calls
+
+    calls = tiny_lm_calls()
+    forward = calls["forward"]
+
+    def no_float64(model, ids):
+        if next(model.parameters()).dtype == torch.float64:
+            raise RuntimeError("Expected mat_a to be Float32, got Double")
+        return forward(model, ids)
+
+    bad = ModelTarget("model_without_float64", **{**calls, "forward": no_float64},
+                      claims=MODEL_CLAIMS | {"float64"})
+    [p] = probe_target(bad)
+    assert p.field == "claims" and "got Double" in p.message and "float32 model ran" in p.message
+    assert probe_target(dataclasses.replace(bad, claims=bad.claims - {"float64"})) == []
