@@ -455,8 +455,29 @@ def gradients(target: ModelTarget, dtype: str, scale: float, case: Case, defect:
         got = _flat(_grads(target, m, ids, case.split, detach_prefill=defect))
     except RuntimeError as err:
         return _backward_error(err, f"backward through prefill ({case.split}) + decoding")
-    return differ(got, want, tol, f"parameter gradients through a prefill of {case.split} of "
-                  f"{case.length} tokens and cached decoding vs the full forward's")
+    problem = differ(got, want, tol, f"parameter gradients through a prefill of {case.split} "
+                     f"of {case.length} tokens and cached decoding vs the full forward's")
+    if problem is not None and got.shape == want.shape and np.isfinite(got - want).all():
+        problem += f"; the largest difference is {parameter_at(target, m, got, want)}"
+    return problem
+
+
+def parameter_at(target: ModelTarget, m: Any, got: np.ndarray, want: np.ndarray) -> str:
+    """Where the largest ``|got − want|`` of flat parameter gradients sits: the parameter's
+    name (from ``named_parameters()`` where the model has it), its shape and the index in it."""
+    i = int(np.argmax(np.abs(got - want)))
+    names = {}
+    if hasattr(m, "named_parameters"):
+        names = {id(p): n for n, p in m.named_parameters()}
+    start = 0
+    for j, p in enumerate(target.params_of(m)):
+        size = int(p.numel())
+        if i < start + size:
+            at = tuple(int(v) for v in np.unravel_index(i - start, tuple(p.shape)))
+            return (f"in {names.get(id(p), f'parameter {j}')} (shape {tuple(p.shape)}) at {at} "
+                    f"(flat index {i})")
+        start += size
+    return f"at flat index {i}"
 
 
 def second_backward(target: ModelTarget, dtype: str, scale: float, case: Case, defect: bool

@@ -282,8 +282,18 @@ def _shrunk_hint(out: np.ndarray, tol: float) -> str:
     such as ``d^(−1/2)``), else as when a normaliser ``o = Σ w v / (Σ w + ε)`` adds ε to the
     denominator or clamps it (then the weights sum to ``s/(s + ε)``: not a partition of unity,
     so not ``positive_weights``)."""
-    if out.size and bool(((out > 0) & (out < 1 - tol)).all()) and float(
-            out.max() - out.min()) <= 2 * tol:
+    same = out.size and bool(((out > 0) & (out < 1 - tol)).all()) and float(
+        out.max() - out.min()) <= 2 * tol
+    if same and 1.0 - float(out.mean()) < 1e-3:
+        short = 1.0 - float(out.mean())
+        return (f" — every output is the same value {float(out.mean()):.12g}, short of 1 by "
+                f"{short:.3g}: the weights sum to one constant just below 1, as when an ε is "
+                "added to the denominator of a normaliser whose sum is the same in every row "
+                f"(o = Σ w v / (Σ w + ε), ε ≈ {short:.3g}·Σ w; memory-efficient-attention-"
+                "pytorch adds eps=1e-8), or a constant factor that close to 1; such a target's "
+                "weights are not a partition of unity (do not claim positive_weights for it, "
+                "or drop the ε)")
+    if same:
         return (f" — every output is the same value {float(out.mean()):.10g} < 1: the weights "
                 "sum to one constant below 1 (a missing normalisation or an extra constant "
                 "factor, such as d^(−1/2)); such a target's weights are not a partition of "
