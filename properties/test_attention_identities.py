@@ -561,9 +561,11 @@ def test_outputs_stay_finite_across_input_scales(target, backend, data, seed):
 
 #: What a NaN at a large input scale usually means, and the fixes (the failure's last line).
 _WHY_NONFINITE = (
-    " — a NaN here is most often 0/0: every feature of a row's query or keys rounded to 0 "
-    "(F.elu(x) + 1 is exactly 0 below x ≈ ln u: −36.7 in float64, −16.6 in float32, −7.6 "
-    "in float16, −5.5 in bfloat16), so the normaliser is 0 — or an overflow: polynomial or "
+    " — a NaN here is most often 0/0: every feature of a row's query or keys rounded to 0, "
+    "so the normaliser is 0 (F.elu(x) + 1 is exactly 0 below x ≈ ln u: −36.7 in float64, "
+    "−16.6 in float32, −7.6 in float16, −5.5 in bfloat16; exponential features shifted by one "
+    "shared maximum underflow to 0 for every key far below it: a log-space normaliser or a "
+    "per-row shift that cancels in the ratio avoids it) — or an overflow: polynomial or "
     "exponential features past the dtype's range (float16: 65504) give ∞/∞ or 0·∞; a "
     "denominator "
     "that cannot round to zero (an ε, or the features evaluated as exp(x) for x < 0) or a "

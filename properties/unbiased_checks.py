@@ -128,8 +128,17 @@ def check_mean(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, m: int, s
     if draws is None and var is None:  # a range only: more draws (RANGE_ONLY_DRAWS)
         n = max(n, RANGE_ONLY_DRAWS)
     samples = estimates(target, x, y, m, seed, n)
+    spread = ""
+    if var is not None and float(np.var(samples)) > 4.0 * var:
+        # the threshold assumes the declared family's variance: a sample far more spread than
+        # that is rejected as much for its spread as for its mean (a map that is unbiased but
+        # not the declared family, e.g. independent frequencies where pairs are declared)
+        spread = (f"; the sample variance {float(np.var(samples)):.3g} is "
+                  f"{float(np.var(samples)) / var:.3g}× the declared family's {var:.3g}: the "
+                  "map's spread, not only its mean, differs from the declared construction")
     mean_test(samples, mean, alpha=per_assertion(), bounds=bounds, variance=var,
-              label=f"{target.name}: E φ(x)ᵀφ(y) = {label}" + (f" [{how}]" if how else ""),
+              label=f"{target.name}: E φ(x)ᵀφ(y) = {label}" + (f" [{how}]" if how else "")
+              + spread,
               seed=seed,
               repro=f"estimates(target, x={x.tolist()}, y={y.tolist()}, m={m}, seed={seed})"
               ).check()

@@ -156,10 +156,15 @@ def pilot_mean_tests(target: FeatureMapTarget, x: np.ndarray, y: np.ndarray, see
     var = max(pilot_variance(target, x, y, seed), rounding_variance(float(absprod.max()), mean,
                                                                     alphas))
     spread = float(np.ptp(samples))
+    pair = ("y = −x" if np.allclose(x, -np.asarray(y), rtol=0, atol=1e-12) else
+            "y = x" if np.allclose(x, y, rtol=0, atol=1e-12) else None)
+    cause = ("the map ignores its seed (one fixed draw), or is deterministic" if pair is None
+             else f"at this pair ({pair}) many correct estimators are the same for every draw "
+             "(FAVOR+'s positive features at y = −x, random Fourier features at y = x), so "
+             "the seed is not what this says; or the map ignores its seed, or is deterministic")
     same = ("" if spread > 1e-12 * float(np.abs(samples).max(initial=0.0)) else
             f" — every one of the {len(samples)} seeds gave the same estimate (spread "
-            f"{spread:.2g}): the map ignores its seed (one fixed draw), or is deterministic; "
-            "either way its mean over seeds is that one value")
+            f"{spread:.2g}): {cause}; either way its mean over seeds is that one value")
     return [mean_test(
         samples, mean, alpha=alpha, variance=var,
         label=(f"{target.name}: E φ(x)ᵀφ(y) = {target.kernel}(x, y) [ASSUMPTION: variance ≤ "
