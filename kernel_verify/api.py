@@ -197,8 +197,19 @@ class CheckResult:
         return {"target": self.spec, "targets": list(self.targets), "profile": self.profile,
                 "returncode": self.returncode, "seconds": self.seconds, "counts": self.counts,
                 "environment": environment(),
-                "verdicts": [asdict(v) for v in self.verdicts],
+                "verdicts": [_short_evidence(asdict(v)) for v in self.verdicts],
                 **({"note": self.note} if self.note else {})}
+
+
+def _short_evidence(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's JSON with each whole target repr of its falsifying example shortened to
+    ``target=<Class 'name'>`` (as the text table prints it; the target is named in the
+    verdict's own ``target`` field)."""
+    from kernel_verify.runner import short_target_reprs
+
+    if isinstance(verdict.get("evidence"), str):
+        verdict["evidence"] = short_target_reprs(verdict["evidence"])[0]
+    return verdict
 
 
 #: Distributions whose versions a saved result records (those installed).

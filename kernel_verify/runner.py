@@ -217,11 +217,12 @@ def short_target_reprs(evidence: str) -> tuple[str, bool]:
 
 def skip_summary(verdicts: list[Verdict]) -> list[str]:
     """The skipped verdicts as one line per distinct reason with its count, most frequent
-    first; the skips for want of a target of the tested kind (``… provides no <what>``) as one
-    line that counts each kind (``attention``, not each set of claims asked of it; a second line
-    for the properties that ask for a kind alone, ``… provides no model target``), and those
-    of one target lacking parts of a protocol (``<target> does not offer what this property
-    needs: <parts>``) as one line per target that counts each set of parts."""
+    first; the skips for want of a target of the tested kind (``… provides no <what>``)
+    last, as one line that counts each kind (``attention``, not each set of claims asked of
+    it; a second line for the properties that ask for a kind alone, ``… provides no model
+    target``), and those of one target lacking parts of a protocol (``<target> does not offer
+    what this property needs: <parts>``) as one line per target that counts each set of
+    parts."""
     skips = [v for v in verdicts if v.outcome == "skip"]
     if not skips:
         return []
@@ -248,22 +249,24 @@ def skip_summary(verdicts: list[Verdict]) -> list[str]:
                             sorted(parts.items(), key=lambda kv: (-kv[1], kv[0])))
         rows.append((f"{who} does not offer what the property needs{doc}: {listed}",
                      sum(parts.values())))
+    rows.sort(key=lambda kv: -kv[1])
     # a property that asks for claims skips when no target of its kind has them all (a target of
     # the kind may well be there, declaring fewer claims); one that asks for a kind alone skips
-    # when no target is of that kind
+    # when no target is of that kind: listed last, after the reasons about the run's own targets
+    kind_rows = []
     for by_claims, head in ((True, "no target of the kind has the claims the property needs"),
                             (False, "no target of the kind the property tests")):
         counts = {kind: n for (kind, c), n in kinds.items() if c is by_claims}
         if counts:
             listed = ", ".join(f"{what} ({n})" for what, n in
                                sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-            rows.append((f"{head}: {listed}", sum(counts.values())))
-    rows.sort(key=lambda kv: -kv[1])
+            kind_rows.append((f"{head}: {listed}", sum(counts.values())))
     shown, rest = rows[:SKIP_REASONS_SHOWN], rows[SKIP_REASONS_SHOWN:]
     lines.extend(f"  {n:>4} × {reason}" for reason, n in shown)
     if rest:
         lines.append(f"  {sum(n for _, n in rest):>4} × {len(rest)} other reasons, each rarer "
                      "(every row: --verbose)")
+    lines.extend(f"  {n:>4} × {reason}" for reason, n in kind_rows)
     return lines
 
 

@@ -155,7 +155,8 @@ def check_same_precision(got: np.ndarray, exact: np.ndarray, plain, *, compute: 
         return
     c = compare(got, exact, plain, compute=compute, output=output)
     if not (c.err <= c.allowed + extra):
-        plus = f"; plus {extra_why} {extra:.3e}" if extra else ""
+        plus = (f"; plus {extra_why} {extra:.3e}, so {c.allowed + extra:.3e} allowed in all, "
+                f"against the error {c.err:.3e}" if extra else "")
         raise AssertionError(f"{what}: less accurate than {c.c:g}× a plain evaluation of the "
                              f"same formula in {compute} (same-precision reference criterion, "
                              f"beside the derived bound: the result against the float64 "

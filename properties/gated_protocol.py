@@ -265,7 +265,9 @@ class GatedAttentionTarget(SequenceTarget):
                             f"needs a bound in [−1e4, 0) (g = gate_lower·σ(…)), got {lower!r}")
         elif lower is not None:
             raise _fail(ValueError, self.name, "gate_lower", "is the bound of gate_input "
-                        f"'bounded' or 'bounded_affine', not of {self.gate_input!r}")
+                        f"'bounded' or 'bounded_affine', not of {self.gate_input!r} (a floor "
+                        "on plain log-gates, the most negative one the target is meant for, "
+                        "is min_log_gate)")
         if self.gate_input == "log":
             return
         if self.gates not in ("scalar", "key_dim"):

@@ -167,7 +167,14 @@ def pytest_runtest_logreport(report) -> None:
     repro = props.get("kv_repro", "")
     blob = _BLOB.search(message)
     if report.failed and repro and blob:
-        repro += f"   # Hypothesis: add {blob.group(0)} above the test to replay this example"
+        from hypothesis import settings
+
+        if settings.default.derandomize:  # (the ci profile): no edit of the suite needed
+            repro += ("   # derandomized profile: this command runs the same search and finds "
+                      "this example again")
+        else:
+            repro += (f"   # Hypothesis: add {blob.group(0)} above the test (in a checkout of "
+                      "the suite) to replay this example")
     record = {
         "nodeid": report.nodeid,
         "family": family,
