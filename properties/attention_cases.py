@@ -62,7 +62,7 @@ import pytest
 
 from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.strategies import QKV
-from kernel_verify.properties.targets import attentions_with, none_param
+from kernel_verify.properties.targets import attentions_with, missing_form_param, none_param
 from kernel_verify.verify.backends import AXIS, Backend
 from kernel_verify.verify.tolerance import FORMATS, gamma
 
@@ -111,6 +111,26 @@ def cases(*claims: str) -> list[Any]:
         return none_param(skip, values=2)
     out = []
     for t in targets:
+        out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
+                   for b in AXIS if t.accepts(b.library, b.dtype))
+    return out
+
+
+def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
+    """``pytest.param(target, backend)`` for causal attention targets × accepted backends;
+    targets lacking a form in ``need`` (or all of ``any_of``) are one skipped param naming the
+    protocol field that would add the property."""
+    targets, skip = attentions_with(("causal",))
+    if skip is not None:
+        return none_param(skip, values=2)
+    out = []
+    for t in targets:
+        skipped = missing_form_param(t, need, any_of, "AttentionTarget",
+                                     "the forms protocol, docs/math.md §13",
+                                     lambda t, f: t.offers(f))
+        if skipped is not None:
+            out.append(skipped)
+            continue
         out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
                    for b in AXIS if t.accepts(b.library, b.dtype))
     return out

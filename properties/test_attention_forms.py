@@ -44,11 +44,10 @@ from hypothesis import strategies as st
 
 from kernel_verify.properties.attention_cases import (
     call,
-    for_target,
+    form_cases,
     output_error_bound,
     seen,
 )
-from kernel_verify.properties.backends import backend_param
 from kernel_verify.properties.checks.declared import direct_extra, exact_bounds, feature_error
 from kernel_verify.properties.checks.forms import (  # shared with kernel-verify calibrate
     Shape,
@@ -90,8 +89,7 @@ from kernel_verify.properties.layouts import (
 )
 from kernel_verify.properties.layouts import chunks_of as _chunks_of
 from kernel_verify.properties.strategies import QKV, generator, qkv_join, seeds
-from kernel_verify.properties.targets import attentions_with, missing_form_param, none_param
-from kernel_verify.verify.backends import AXIS, Backend
+from kernel_verify.verify.backends import Backend
 from kernel_verify.verify.references.forms import causal_recurrence_mp
 from kernel_verify.verify.tolerance import ulp
 
@@ -102,24 +100,6 @@ PROBE = 3
 
 
 # ------------------------------------------------------------------ cases and inputs
-def form_cases(*need: str, any_of: tuple[str, ...] = ()) -> list:
-    """``pytest.param(target, backend)`` for causal attention targets × accepted backends;
-    targets lacking a form in ``need`` (or all of ``any_of``) are one skipped param naming the
-    protocol field that would add the property."""
-    targets, skip = attentions_with(("causal",))
-    if skip is not None:
-        return none_param(skip, values=2)
-    out = []
-    for t in targets:
-        skipped = missing_form_param(t, need, any_of, "AttentionTarget",
-                                     "the forms protocol, docs/math.md §13",
-                                     lambda t, f: t.offers(f))
-        if skipped is not None:
-            out.append(skipped)
-            continue
-        out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
-                   for b in AXIS if t.accepts(b.library, b.dtype))
-    return out
 
 
 STATEFUL = ("stateful", "chunked")

@@ -38,7 +38,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kernel_verify.properties.attention_cases import cases, for_target, modes
+from kernel_verify.properties.attention_cases import cases, form_cases, modes
 from kernel_verify.properties.backends import backend_axis, backend_param
 from kernel_verify.properties.checks.forms import Shape, draw_inputs
 from kernel_verify.properties.checks.inputs import call_unchanged
@@ -54,9 +54,7 @@ from kernel_verify.properties.layouts import DV, HEADS, D, chunks_of
 from kernel_verify.properties.protocol import ATTENTION_FORMS
 from kernel_verify.properties.strategies import generator
 from kernel_verify.properties.targets import (
-    attentions_with,
     feature_maps,
-    missing_form_param,
     none_param,
     of_kind,
     provides_none,
@@ -104,23 +102,6 @@ def test_attention_leaves_its_inputs_unchanged(target, backend):
 
 
 # ------------------------------------------------------------------ forms
-def form_cases() -> list:
-    """``(target, backend)`` for causal attention targets offering a form, every backend they
-    accept; a target without one is a skipped param naming the fields."""
-    targets, skip = attentions_with(("causal",))
-    if skip is not None:
-        return none_param(skip, values=2)
-    out = []
-    for t in targets:
-        skipped = missing_form_param(t, (), ATTENTION_FORMS, "AttentionTarget",
-                                     "the forms protocol, docs/math.md §13",
-                                     lambda t, f: t.offers(f))
-        if skipped is not None:
-            out.append(skipped)
-            continue
-        out.extend(backend_param(t, backend=for_target(t, b), id=f"{t.name}-{b.id}")
-                   for b in AXIS if t.accepts(b.library, b.dtype))
-    return out
 
 
 def gated_cases() -> list:
@@ -203,7 +184,7 @@ def forms_leave_inputs_unchanged(target, backend: Backend, n: int) -> None:
                {**kw1, "cu_seqlens": index_array(cu, backend), "seed": 0})
 
 
-@pytest.mark.parametrize(("target", "backend"), form_cases())
+@pytest.mark.parametrize(("target", "backend"), form_cases(any_of=ATTENTION_FORMS))
 def test_attention_forms_leave_their_inputs_unchanged(target, backend):
     """Every form (``stateful``, ``chunked``, ``step``, ``varlen``, ``padded``) leaves q, k, v,
     ``cu_seqlens``, ``mask`` and the ``initial_state``/``state`` bitwise as they were."""

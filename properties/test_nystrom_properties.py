@@ -120,12 +120,23 @@ def test_error_is_at_least_eckart_young(target, case):
     complement of W) states; ``psd`` alone does not (a Nyström approximation with its diagonal
     corrected, FITC-style, is PSD, exact on its landmarks and of full rank: it failed here
     under ``psd``). The slack:
-    ‖Err‖_F + ‖u|K|‖_F + 2·500·n·ε(‖K‖₁ + ‖K̃‖₁) (entry errors and the SVD's backward error)."""
+    ‖Err‖_F + ‖u|K|‖_F + 2·500·n·ε(‖K‖₁ + ‖K̃‖₁) (entry errors and the SVD's backward error).
+    A target taking at least as many landmarks as the drawn points gets r + 2 − n more points
+    (Gaussian, of the set's spread), so that σ_(r+1) is not 0 by construction."""
     seed, X, kernel = case
-    n = X.shape[0]
     k_ref, k_tilde, idx = run(target, X, kernel, seed)
+    if idx.size >= X.shape[0]:
+        # as many landmarks as points (a target taking 6 of the 5–7 drawn): σ_(r+1) = 0 says
+        # nothing, so the set grows by r + 2 − n Gaussian points (of the drawn set's spread)
+        extra = idx.size + 2 - X.shape[0]
+        rng = generator(seed, "eckart-young: more points than landmarks")
+        X = np.concatenate([X, float(np.abs(X).max(initial=1.0)) * rng.standard_normal(
+            (extra, X.shape[1]))])
+        k_ref, k_tilde, idx = run(target, X, kernel, seed)
+    n = X.shape[0]
     r = idx.size
-    assume(r < n)
+    if r >= n:  # the target takes every point again: no informative bound on this set
+        return
     bound, eta = nystrom_error_bound(k_ref, idx)
     assume(eta < 0.5)
     sigma = np.linalg.svd(k_ref, compute_uv=False)

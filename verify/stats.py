@@ -377,8 +377,15 @@ class StatResult:
             f"samples; worst deviation {worst:+.4g}",
             f"  reject when {side} > {self.threshold:.4g}",
             f"  method: {self.method}",
-            f"  seed: {self.seed!r}; reproduce: {self.repro}",
         ]
+        if not self.ok and self.n_batches > 1:
+            where = [tuple(int(j) for j in i) if len(i) > 1 else int(i[0])
+                     for i in np.argwhere(np.asarray(self.rejected))]
+            lines.append(f"  rejected batches (index in the batch shape "
+                         f"{tuple(np.shape(self.rejected))}): {where[:12]}"
+                         + (" …" if len(where) > 12 else ""))
+        lines.append(f"  seed: {self.seed!r}" + (f"; reproduce: {self.repro}" if self.repro
+                                                 else ""))
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -41,7 +41,7 @@ def orthonormal_pair(seed: int, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def dkw_test(samples: np.ndarray, cdf, *, alpha: float, label: str,
-             seed: int | None = None) -> StatResult:
+             seed: int | None = None, repro: str = "") -> StatResult:
     """Is every batch (leading axes) of i.i.d. ``samples`` (last axis) drawn from ``cdf``?
 
     Statistic ``D = sup_x |F_n(x) − F(x)|`` (exact, from the order statistics); reject when
@@ -60,7 +60,7 @@ def dkw_test(samples: np.ndarray, cdf, *, alpha: float, label: str,
         statistic=np.asarray(d_stat), threshold=t, alpha=alpha, alternative="greater",
         n_samples=n, rejected=np.asarray(rejected),
         method="sup|F_n − F|, Dvoretzky–Kiefer–Wolfowitz–Massart bound 2exp(−2nt²)",
-        seed=seed, repro="",
+        seed=seed, repro=repro,
     )
 
 
@@ -75,7 +75,9 @@ def row_law_checks(w: np.ndarray, z1: np.ndarray, z2: np.ndarray, *, alpha: floa
     sq = np.moveaxis(np.sum(w * w, axis=-1), 0, -1)
     e_half = math.exp(-0.5)
     var_cos = (1.0 + math.exp(-2.0)) / 2.0 - math.exp(-1.0)
-    kw = {"alpha": a, "seed": seed}
+    kw = {"alpha": a, "seed": seed,
+          "repro": f"row_law_checks(w of {w.shape[0]} draws of {m} × {d}, alpha={alpha:g}, "
+                   f"seed={seed}) — one batch per row position i = 0…{m - 1}, each at α/m"}
     c = np.linspace(-1.0, 1.0, d)
     u2 = w * w / np.maximum(np.sum(w * w, axis=-1, keepdims=True), np.finfo(float).tiny)
     f_dir = np.moveaxis(u2 @ c, 0, -1)
