@@ -84,12 +84,20 @@ class SuiteRun:
 
 
 def target_property_files() -> tuple[str, ...]:
-    """The property files that take their targets from :mod:`kernel_verify.properties.targets`:
-    the ones that can say anything about a third-party target (other files in the suite test
-    built-in code only and would just add run time)."""
+    """The property files that can say anything about a third-party target: those holding a
+    property parametrised over some kind of target (the suite's own static index,
+    :func:`kernel_verify.properties.property_index.files_with_target_properties`, which follows
+    the selection helpers through shared case modules), and any file importing
+    :mod:`kernel_verify.properties.targets` directly. Other files test built-in code only and
+    would just add run time. (A text search for the import alone once dropped
+    test_attention_forms.py, whose cases moved to a shared module, from every ``check``.)"""
+    from kernel_verify.properties.property_index import files_with_target_properties
+
     files = sorted(SUITE_DIR.glob("test_*.py"))
+    indexed = {p.name for p in files_with_target_properties()}
     marker = "kernel_verify.properties.targets"
-    chosen = [f for f in files if marker in f.read_text(encoding="utf-8")]
+    chosen = [f for f in files
+              if f.name in indexed or marker in f.read_text(encoding="utf-8")]
     return tuple(str(f) for f in chosen) or (str(SUITE_DIR),)
 
 

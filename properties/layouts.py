@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from kernel_verify.properties.builtin_attention import example_budget
 from kernel_verify.properties.checks.forms import Shape
 from kernel_verify.properties.strategies import QKV, generator
@@ -218,6 +220,27 @@ def qkv_at(t: int, *, b: int = 1, h: int = HEADS, d: int = D, dv: int = 2, seed:
     k = q if self_attention else rng.uniform(-2.0, 2.0, (b, h, t, d)) * scale
     v = rng.uniform(-2.0, 2.0, (b, h, t, dv))
     return QKV(q, k, v, scale, self_attention)
+
+
+#: The query/key norm of :func:`far_below_zero`: visible scores near −a²/√d (−8e4 at d = 4),
+#: below a mask filled with −1e4 or with float16's −65504, inside float32's range.
+FAR_BELOW_ZERO_NORM = 400.0
+
+
+def far_below_zero(t: int, *, h: int = HEADS, d: int = D, dv: int = 2, seed: int = 0) -> QKV:
+    """Inputs whose every causal score ``qᵢᵀkⱼ/√d`` is far below zero (about
+    ``−a²/√d``, ``a`` = :data:`FAR_BELOW_ZERO_NORM`): ``qᵢ = −a(e₁ + 0.01·nᵢ)``,
+    ``kⱼ = a(e₁ + 0.01·mⱼ)`` (``n, m`` standard normal), ``v`` uniform in ``[−2, 2]``. Exact
+    causal attention is well defined there (row 0 is ``v₀``); a kernel that masks the future
+    with a finite fill (``−1e4``, a half type's lowest value) above the visible scores
+    averages future values instead. Not for self-attention (``k = q`` makes ``qᵢᵀkᵢ > 0``)."""
+    rng = generator(seed, "far below zero")
+    e = np.eye(d)[0]
+    a = FAR_BELOW_ZERO_NORM
+    q = -a * (e + 0.01 * rng.standard_normal((1, h, t, d)))
+    k = a * (e + 0.01 * rng.standard_normal((1, h, t, d)))
+    v = rng.uniform(-2.0, 2.0, (1, h, t, dv))
+    return QKV(q, k, v, a / 2.0, False)
 
 
 def identity_inputs(target, *, b: int = 1, h: int = HEADS, min_t: int = 1,

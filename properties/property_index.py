@@ -24,7 +24,7 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["check_known_properties", "properties_by_kind"]
+__all__ = ["check_known_properties", "files_with_target_properties", "properties_by_kind"]
 
 _HERE = Path(__file__).resolve().parent
 _PACKAGE = "kernel_verify.properties."
@@ -146,6 +146,23 @@ def properties_by_kind() -> dict[str, frozenset[str]]:
                 for kind in kinds:
                     found.setdefault(kind, set()).add(node.name)
     return {kind: frozenset(names) for kind, names in found.items()}
+
+
+@functools.cache
+def files_with_target_properties() -> tuple[Path, ...]:
+    """The ``properties/test_*.py`` files holding at least one property of some kind of target
+    (by the same static reading as :func:`properties_by_kind`): the files a run against a
+    third-party target needs, however each reaches its target selection (directly from
+    :mod:`kernel_verify.properties.targets` or through a shared case module)."""
+    out = []
+    for path in sorted(_HERE.glob("test_*.py")):
+        mod = _module(path.stem)
+        for node in mod.tree.body if mod else ():
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+                    and any(_kinds_of(v, path.stem, set()) for v in _parametrize_values(node))):
+                out.append(path)
+                break
+    return tuple(out)
 
 
 def check_known_properties(target_name: object, kind: str, known: Mapping[str, str]) -> None:

@@ -43,7 +43,13 @@ from hypothesis import strategies as st
 from kernel_verify.properties.attention_cases import call, credit_case, for_target, modes, seen
 from kernel_verify.properties.backends import backend_param, to_numpy
 from kernel_verify.properties.gradient_checks import attention_fn, half_cast, vjp
-from kernel_verify.properties.layouts import DEFAULT_CHUNKS, chunks_of, lengths, qkv_at
+from kernel_verify.properties.layouts import (
+    DEFAULT_CHUNKS,
+    chunks_of,
+    far_below_zero,
+    lengths,
+    qkv_at,
+)
 from kernel_verify.properties.shape_contract import keep_to_contract, refusal
 from kernel_verify.properties.strategies import QKV, qkv_sets
 from kernel_verify.properties.targets import attentions_with, none_param
@@ -141,7 +147,10 @@ def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
     ``T ∈ {1, C − 1, C, C + 1, 2C + 1}``, :func:`~kernel_verify.properties.layouts.lengths`),
     each mode, at input scales 0.5 and 3: a tiled kernel's partial last tile, its running-max
     rescaling across tiles and its mask inside a tile are all exercised, causal-only targets
-    included (the drawn lengths stop at 12)."""
+    included (the drawn lengths stop at 12). Causal targets also meet inputs whose every
+    visible score is far below zero (:func:`~kernel_verify.properties.layouts.far_below_zero`,
+    about −8e4): a mask filled with a finite value (−1e4, float16's −65504) instead of −∞ lets
+    the future in there (a new user's kernel with a −1e4 fill passed every property)."""
     step = max(1, int(getattr(target, "length_multiple_of", 1) or 1))
     least = max(1, int(getattr(target, "min_length", 1) or 1))
     self_att = bool(target.self_attention_only)
@@ -170,6 +179,24 @@ def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
                     void.append(t)
                     continue
                 ran += 1
+    # every visible score far below zero (−8e4): a mask filled with a finite value above them
+    # (−1e4, float16's −65504) lets the future in with an O(1) error; a row's own keys only
+    # are softmax-ed by a correct kernel (row 0 is v₀)
+    t_far = -(-max(6, least) // step) * step
+    if not self_att:
+        for causal in [c for c in modes(target) if c]:
+            x = seen(far_below_zero(t_far, dv=dv, seed=7), backend)
+            if not _half_range_ok(x, backend) or refusal(
+                    target, t=t_far, d=x.q.shape[-1], dv=x.v.shape[-1]) is not None:
+                continue
+            try:
+                _compare_outputs(target, backend, x, causal, request,
+                                 repro=(f"causal=True; every visible score far below zero: "
+                                        f"kernel_verify.properties.layouts.far_below_zero("
+                                        f"{t_far}, dv={dv}, seed=7)"))
+            except VoidBound:
+                continue
+            ran += 1
     void_note = ""
     if void:
         void_note = (f"T ∈ {sorted(set(void))} not judged on {backend.id}: the derived bound is "
@@ -183,6 +210,18 @@ def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
                     "and its other limits)" + (f"; {void_note}" if void_note else ""))
 
 
+def weights_rounding(target, backend: Backend, weights: np.ndarray,
+                     v: np.ndarray) -> np.ndarray | float:
+    """Under ``half_in_float32`` on a half type: ``u_h·Σ_j P_ij·|v_j|`` (``u_h`` the half type's
+    unit roundoff), one rounding of each weight to the half type before the product with V,
+    as FlashAttention's kernels round the probabilities (scores, row statistics and the
+    accumulation stay in float32): ``|fl_h(P) − P| ≤ u_h·P`` elementwise, so the product moves
+    by at most ``u_h·P|V|`` (docs/math.md §9). 0 otherwise."""
+    if backend.dtype not in ("float16", "bfloat16") or not target.has("half_in_float32"):
+        return 0.0
+    return FORMATS[backend.dtype].u * (weights @ np.abs(v))
+
+
 class VoidBound(Exception):
     """The derived bound is void for these inputs in this compute dtype (not a verdict)."""
 
@@ -192,7 +231,7 @@ def _compare_outputs(target, backend: Backend, x: QKV, causal: bool, request,
     """``|ô − o| ≤ softmax_attention_error_bound`` (compute dtype, cast back) ``+`` the same at
     ``u₆₄`` for the inputs as the target saw them."""
     got = call(target, backend, x, causal=causal, seed=0)
-    ref, _ = softmax_attention_reference(x.q, x.k, x.v, causal=causal)
+    ref, weights = softmax_attention_reference(x.q, x.k, x.v, causal=causal)
     b = backend.budget
     try:
         bound = softmax_attention_error_bound(
@@ -203,6 +242,7 @@ def _compare_outputs(target, backend: Backend, x: QKV, causal: bool, request,
         raise VoidBound(str(err)) from None
     bound = bound + softmax_attention_error_bound(x.q, x.k, x.v, causal=causal, u=U64,
                                                   ulps=1.0, tiny=format_tiny("float64"))
+    bound = bound + weights_rounding(target, backend, weights, x.v)
     credit_case(request, float(bound.max()), (x.v,), backend, x.scale,
                 "the comparison with float64 softmax attention")
     assert_close(
