@@ -10,6 +10,9 @@ hand-written backward (the closed form ``dV = PᵀG``, ``dS = P ⊙ (G Vᵀ − 
 * ``exact_lowp_dq_scaled``: ``∂L/∂q`` × 1.01 in the backward (forward right);
 * ``exact_lowp_backward_no_inv_sqrt_d``: the ``1/√d`` forgotten in the backward only
   (``∂L/∂q``, ``∂L/∂k`` × ``√d``);
+* ``exact_lowp_mask_minus_1e4``: the causal mask filled with ``−1e4`` instead of ``−∞`` (a
+  common shortcut): right wherever a row's visible scores are above about ``−1e4``, averaging
+  future values where they are all far below (only a comparison at such scores sees it);
 * ``exact_lowp_tiled_drops_partial_tile``: a causal-only flash-style forward (tiles of
   :data:`TILE` keys, running max and sum) that skips the partial last tile of keys once there is
   a full one: every output row is still a convex combination of visible values, so only a
@@ -68,7 +71,8 @@ def _tiled_softmax_attention(s, v, drop_partial: bool):
 
 def _function(defect: str):
     """The ``torch.autograd.Function`` of softmax attention in float32 with ``defect`` (``none``,
-    ``scores_bf16``, ``dq_scaled``, ``no_inv_sqrt_d``)."""
+    ``scores_bf16``, ``dq_scaled``, ``no_inv_sqrt_d``, ``mask_minus_1e4``, the tiled forms, and
+    the correct ``probabilities_in_half``)."""
     import torch
 
     class Softmax(torch.autograd.Function):
@@ -83,13 +87,17 @@ def _function(defect: str):
             if causal:
                 n, m = s.shape[-2], s.shape[-1]
                 future = torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1)
-                s = s.masked_fill(future, float("-inf"))
+                fill = -1e4 if defect == "mask_minus_1e4" else float("-inf")
+                s = s.masked_fill(future, fill)
             p = torch.softmax(s, dim=-1)
             ctx.save_for_backward(q32, k32, v32, p)
             ctx.dtypes = (q.dtype, k.dtype, dtype)
             if defect in ("tiled", "tiled_drops_partial_tile"):
                 out = _tiled_softmax_attention(s, v32, defect == "tiled_drops_partial_tile")
                 return out.to(dtype)
+            if defect == "probabilities_in_half":  # FlashAttention's P·V: P rounded to the
+                # input's half type (float32 stays float32), the product accumulated in float32
+                return (p.to(dtype).float() @ v32).to(dtype)
             return (p @ v32).to(dtype)
 
         @staticmethod
@@ -144,6 +152,10 @@ EXACT_LOWP_MUTANTS: dict[str, tuple[str, Callable[[str], list[Target]]]] = {
         "causal flash-style exact attention (tiles of 16 keys, online softmax) that skips the "
         "partial last tile of keys once a full one exists",
         lambda name: [make_target(name, "tiled_drops_partial_tile")]),
+    "exact_lowp_mask_minus_1e4": (
+        "float32 exact attention (float32/half only) whose causal mask is filled with −1e4 "
+        "instead of −∞ (future keys win where every visible score is below it)",
+        lambda name: [make_target(name, "mask_minus_1e4")]),
 }
 
 #: The property each is written for (``family::test``).
@@ -152,6 +164,7 @@ EXACT_LOWP_KILLERS: dict[str, tuple[str, ...]] = {
     "exact_lowp_dq_scaled": (_GRAD,),
     "exact_lowp_backward_no_inv_sqrt_d": (_GRAD,),
     "exact_lowp_tiled_drops_partial_tile": (_BLOCKS,),
+    "exact_lowp_mask_minus_1e4": (_BLOCKS,),
 }
 
 #: The correct twin: the same code with every defect off.
@@ -159,6 +172,10 @@ EXACT_LOWP_CONTROLS: dict[str, Callable[[], list[Target]]] = {
     "exact_lowp_correct": lambda: [make_target("control:exact_lowp_correct")],
     "exact_lowp_tiled_correct": lambda: [make_target("control:exact_lowp_tiled_correct",
                                                      "tiled")],
+    # FlashAttention's rounding of P to the half type before P·V (allowed under
+    # half_in_float32: one rounding of each weight)
+    "exact_lowp_probabilities_in_half": lambda: [make_target(
+        "control:exact_lowp_probabilities_in_half", "probabilities_in_half")],
 }
 
 
