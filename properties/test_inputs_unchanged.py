@@ -29,6 +29,14 @@ the values before and after and the largest change:
 
 A write of the same value (``k *= 1``) is no change and is not seen; anything else is, whatever
 the dtype (bits are compared, so ``-0.0`` over ``0.0`` counts).
+
+**Nor reads outside them**: every call is made a second time with each floating input placed
+inside a NaN-filled buffer (at least :data:`~kernel_verify.properties.checks.inputs.GUARD` NaN
+before and after it: the same values, shape and dtype, a contiguous view at another address
+with a storage offset). A result that gains a NaN there read memory outside its inputs — a
+kernel's tail block loaded without its mask (a new user's Triton chunked kernel passed every
+other property: the rows it read past the end were multiplied by zero features, finite memory
+times zero being zero), or a stride or storage offset ignored.
 """
 
 from __future__ import annotations

@@ -159,6 +159,30 @@ def favor_zeroing_first_key(q, k, v, *, causal, seed=0, **kw):
     return out
 
 
+#: The block of keys whose tail :func:`favor_tail_read_past_the_end` reads unmasked.
+TAIL_BLOCK = 4
+
+
+def favor_tail_read_past_the_end(q, k, v, *, causal, seed=0, **kw):
+    """FAVOR+ on the stable path (right outputs) that also reads ``v``'s last block of
+    :data:`TAIL_BLOCK` rows as a full block from the memory after ``v`` wherever that memory
+    belongs to the same allocation (``v`` a view into a larger buffer), multiplying the rows
+    past the end by zero features — as a Triton kernel whose tail ``tl.load`` lacks its mask:
+    exact while that memory holds finite numbers (``0·x = 0``), NaN where it holds NaN."""
+    out = favor(q, k, v, causal=causal, seed=seed, key_shift="log_space", **kw)
+    pad = (-v.shape[-2] % TAIL_BLOCK or TAIL_BLOCK) * v.shape[-1]
+    base = v.base if isinstance(v.base, np.ndarray) else None
+    if base is None or not v.flags.c_contiguous:
+        return out
+    start = v.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    room = base.nbytes - start - v.nbytes
+    if start < 0 or room < pad * v.itemsize:
+        return out
+    flat = np.lib.stride_tricks.as_strided(v, shape=(v.size + pad,), strides=(v.itemsize,))
+    past = np.array(flat[v.size:])  # the rows after the end, as an unmasked load reads them
+    return out + 0.0 * past.sum()
+
+
 def keys_aligned_to_values(q, k, v, *, causal, seed=0, **_):
     """Exact softmax attention that checks finiteness only (``ValueError`` naming the argument)
     and aligns the keys to the values' length, ``k[..., :len(v), :]`` (as code slicing a cache to
@@ -311,6 +335,11 @@ ATTENTION_MUTANTS: dict[str, tuple[str, Callable[[str], AttentionTarget]]] = {
         "place after computing, as linear-attention-transformer 0.19.1's linear_attn "
         "overwrites k and v",
         named(_target, favor_zeroing_first_key, ALL)),
+    "favor_tail_read_past_the_end": (
+        "FAVOR+ (stable path, right outputs) that reads v's last block of 4 rows as a full "
+        "block from the memory after v when that memory exists (a Triton tail load without its "
+        "mask): exact on finite memory, NaN on NaN",
+        named(_target, favor_tail_read_past_the_end, ALL)),
     "favor_unnormalised": (
         "FAVOR+ without the D̂⁻¹ normalisation",
         named(_target, favor, ALL, normalise=False)),
@@ -387,6 +416,8 @@ ATTENTION_KILLERS: dict[str, tuple[str, ...]] = {
     "relative_position_bias": (f"{_F}permutation_equivariance",),
     "attention_propagates_nan": (f"{_F}non_finite_input_is_rejected",),
     "favor_zeroes_callers_keys": (
+        "inputs_unchanged::test_attention_leaves_its_inputs_unchanged",),
+    "favor_tail_read_past_the_end": (
         "inputs_unchanged::test_attention_leaves_its_inputs_unchanged",),
     "favor_unnormalised": (f"{_F}partition_of_unity",
                            f"{_F}outputs_are_convex_combinations_of_visible_values"),

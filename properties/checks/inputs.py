@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Snapshot", "call_unchanged", "named_arrays"]
+__all__ = ["GUARD", "Snapshot", "call_unchanged", "guarded", "named_arrays", "nan_gained"]
 
 
 def _is_torch(x: Any) -> bool:
@@ -116,13 +116,89 @@ class Snapshot:
                                  + "; ".join(changed))
 
 
+#: The least number of NaN elements placed before and after each floating input by
+#: :func:`guarded` (at least the input's own size: an unmasked tail load reads up to a block).
+GUARD = 256
+
+
+def _guard_one(x: Any) -> Any:
+    """``x`` (a floating array) as a contiguous view into a NaN-filled buffer with
+    ``max(GUARD, x.size)`` NaN elements before and after it: the same values, shape, dtype and
+    device, another ``data_ptr`` and a storage offset."""
+    if _is_torch(x):
+        import torch
+
+        if not x.is_floating_point():
+            return x
+        g = max(GUARD, x.numel())
+        buf = torch.full((x.numel() + 2 * g,), float("nan"), dtype=x.dtype, device=x.device)
+        buf[g:g + x.numel()] = x.detach().reshape(-1)
+        view = buf[g:g + x.numel()].view(x.shape)
+        return view.requires_grad_(True) if x.requires_grad else view
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        g = max(GUARD, x.size)
+        buf = np.full(x.size + 2 * g, np.nan, dtype=x.dtype)
+        buf[g:g + x.size] = x.reshape(-1)
+        return buf[g:g + x.size].reshape(x.shape)
+    return x
+
+
+def guarded(value: Any) -> Any:
+    """``value`` with every floating array in it (also inside tuples, lists and mappings)
+    placed inside NaN guard bands (:func:`_guard_one`); anything else as it is."""
+    if _is_array(value):
+        return _guard_one(value)
+    if isinstance(value, tuple | list):
+        return type(value)(guarded(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: guarded(v) for k, v in value.items()}
+    return value
+
+
+def _nan_mask(x: Any) -> np.ndarray | None:
+    if _is_torch(x):
+        return x.detach().isnan().cpu().numpy() if x.is_floating_point() else None
+    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+        return np.isnan(x)
+    return None
+
+
+def nan_gained(plain: Any, guard_run: Any) -> list[str]:
+    """Per result array, the NaN the guarded run has where the plain run has none (one line
+    each; empty: none)."""
+    out = []
+    mine = dict(named_arrays("result", plain))
+    for name, arr in named_arrays("result", guard_run):
+        a, b = _nan_mask(mine.get(name)) if name in mine else None, _nan_mask(arr)
+        if a is None or b is None or a.shape != b.shape:
+            continue
+        new = b & ~a
+        if new.any():
+            first = tuple(int(i) for i in np.argwhere(new)[0])
+            out.append(f"{name} NaN at {int(new.sum())} of {new.size} entries (first at "
+                       f"{first})")
+    return out
+
+
 def call_unchanged(what: str, fn: Callable[..., Any], args: Sequence[tuple[str, Any]],
-                   kwargs: Mapping[str, Any] | None = None) -> Any:
+                   kwargs: Mapping[str, Any] | None = None, *, guard: bool = True) -> Any:
     """``fn(*args, **kwargs)`` (``args`` named: ``[("q", q), ...]``), asserting that every array
     among the arguments (``kwargs`` named by their keywords) is bitwise what it was before the
-    call; returns the result."""
+    call; returns the result. With ``guard``, the call is made again with every floating
+    argument inside NaN guard bands (:func:`guarded`): a result that gains a NaN read memory
+    outside its inputs (an unmasked tail load, a stride or storage offset ignored)."""
     kwargs = dict(kwargs or {})
     snap = Snapshot([*args, *kwargs.items()])
     out = fn(*(a for _, a in args), **kwargs)
     snap.check(what)
+    if guard:
+        again = fn(*(guarded(a) for _, a in args), **{k: guarded(v) for k, v in kwargs.items()})
+        gained = nan_gained(out, again)
+        if gained:
+            raise AssertionError(
+                f"{what} read outside its inputs: called again with each floating input inside "
+                f"a NaN-filled buffer (at least {GUARD} NaN before and after it; the same "
+                "values, shape and dtype, a contiguous view at another address), its "
+                f"{'; '.join(gained)} — a load past an input's end or before its start (a "
+                "tail block loaded without its mask, a stride or a storage offset ignored)")
     return out
