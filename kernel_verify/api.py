@@ -90,8 +90,10 @@ class CheckResult:
 
     @property
     def crashed(self) -> bool:
-        """The suite could not run at all (pytest usage/collection error, no results)."""
-        return self.returncode not in (0, 1, 5) or not self.verdicts
+        """The suite could not run at all (pytest usage/collection error, no results; pytest's
+        5 with no results is "nothing collected", a ``-k`` that matched nothing: not a crash,
+        nothing verified)."""
+        return self.returncode not in (0, 1, 5) or (not self.verdicts and self.returncode != 5)
 
     @property
     def ok(self) -> bool:

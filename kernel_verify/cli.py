@@ -332,7 +332,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(result)
     if args.json_out:
         save_json(result, args.json_out)
-    if result.crashed and not result.note:  # (a note: the keyword matched nothing, printed)
+    if result.crashed and result.returncode < 0:  # killed by a signal: native code crashed
+        import signal
+
+        try:
+            name = signal.Signals(-result.returncode).name
+        except ValueError:
+            name = f"signal {-result.returncode}"
+        print(f"kernel-verify check: the test process died of {name} after "
+              f"{len(result.verdicts)} verdict(s): a crash in native code (a segmentation fault, "
+              "an out-of-bounds write in a kernel) ends the whole run in one worker; rerun with "
+              "--jobs 2 (each crashing test is then a CRASH row naming it) or narrow it with -k"
+              f"\n{result.output_tail}", file=sys.stderr)
+    elif result.crashed and not result.note:  # (a note: the keyword matched nothing, printed)
         print(f"kernel-verify check: the suite did not run (pytest exit {result.returncode}):\n"
               f"{result.output_tail}", file=sys.stderr)
     return result.exit_code
