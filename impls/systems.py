@@ -136,6 +136,9 @@ SYSTEM_CLAIMS: dict[str, str] = {
                       "the Schur complement of W)",
     "exact_on_landmarks": "K̃[:, S] equals K[:, S]",
     "optimal_rank": "the smallest 2-norm error of any rank-r matrix (Eckart–Young)",
+    "best_rank_on_landmarks": "K̃[S, S] is the best rank-r approximation of W = K[S, S] "
+                              "(a truncated Nyström K̃ = C W_r⁺ Cᵀ, r = rank: ‖W − K̃[S, S]‖₂ "
+                              "= λ_(r+1)(W))",
     "pinv_iteration": "Z ≈ A⁺ by the order-7 iteration with E_(j+1) = ¼E_j³(3I + E_j)",
     # delta rule
     "negative_eigenvalues": "β may lie in [0, 2] (not only [0, 1]): the transition I − βkkᵀ has "
@@ -155,8 +158,8 @@ KIND_CLAIM_WORDS: dict[str, frozenset[str]] = {
                                   "state_bitwise", "validates_input", "half_in_float32",
                                   "negative_eigenvalues"}),
     "kernel_approximation": frozenset({"psd", "schur_residual", "exact_on_landmarks",
-                                       "optimal_rank", "pinv_iteration",
-                                       "batch_independent"}),
+                                       "optimal_rank", "best_rank_on_landmarks",
+                                       "pinv_iteration", "batch_independent"}),
 }
 
 #: The words each kind of the suite's targets accepts (``properties.protocol``: AttentionTarget,
@@ -172,7 +175,8 @@ TARGET_CLAIM_WORDS: dict[str, tuple[str, ...]] = {
     "gated_attention": ("normalised", "differentiable", "state_bitwise", "validates_input",
                         "half_in_float32", "negative_eigenvalues"),
     "random_matrix": ("gaussian_rows", "orthogonal", "simplex"),
-    "kernel_approximation": ("psd", "schur_residual", "exact_on_landmarks", "optimal_rank"),
+    "kernel_approximation": ("psd", "schur_residual", "exact_on_landmarks", "optimal_rank",
+                             "best_rank_on_landmarks"),
     "model": ("float64", "differentiable", "left_padding", "right_padding"),
 }
 

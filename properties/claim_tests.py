@@ -57,6 +57,8 @@ CLAIM_PROPERTIES: dict[str, tuple[str, ...]] = {
     "exact_on_landmarks": ("nystrom_properties::test_exact_on_landmark_columns",
                            "nystrom_properties::test_exact_when_every_point_is_a_landmark"),
     "optimal_rank": ("nystrom_properties::test_error_is_eckart_young_for_optimal_rank",),
+    "best_rank_on_landmarks": (
+        "nystrom_properties::test_truncation_is_the_best_rank_r_on_the_landmarks",),
 }
 
 #: Claim word -> the properties that test it on a gated target holding it

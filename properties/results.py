@@ -97,12 +97,12 @@ _BLOB = re.compile(r"@reproduce_failure\([^)]*\)")
 #: What Hypothesis' filter health check means for a property of the suite (the first line of
 #: such a failure; Hypothesis' own text, which suggests disabling the check, follows).
 _FILTERED = (
-    "NoExampleJudgedError: no example could be judged: the property discarded nearly every input it drew, because "
-    "its precondition almost never held for this target (for the attention identities: "
-    "outputs that are NaN or infinite on ordinary inputs, where an identity holds only "
-    "vacuously — test_outputs_stay_finite_across_input_scales names the non-finite outputs; "
-    "for the Nyström properties: landmark sets that leave no informative case). This is a "
-    "finding about the target, not a setting to turn off")
+    "NoExampleJudgedError: no example could be judged: the property discarded nearly every "
+    "input it drew, because its precondition almost never held for this target (for the "
+    "attention identities: outputs that are NaN or infinite on ordinary inputs, where an "
+    "identity holds only vacuously — test_outputs_stay_finite_across_input_scales names the "
+    "non-finite outputs; for the Nyström properties: landmark sets that leave no informative "
+    "case). This is a finding about the target, not a setting to turn off")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -149,6 +149,43 @@ def test_error_is_at_least_eckart_young(target, case):
         f"r = {r} landmarks: K̃ is not a rank-{r} approximation (case={case})")
 
 
+@pytest.mark.parametrize("target", approximations("best_rank_on_landmarks"))
+@on_cases
+def test_truncation_is_the_best_rank_r_on_the_landmarks(target, case):
+    """A truncated Nyström ``K̃ = C W_r⁺ Cᵀ`` (``W_r`` the ``r = rank`` largest eigenpairs of
+    ``W = K[S, S]``) is ``W W_r⁺ W = W_r`` on its landmarks, the best rank-r approximation of
+    W: ``‖W − K̃[S, S]‖₂ = λ_(r+1)(W)`` (0 when r ≥ |S|). Slack: W's eigendecomposition is
+    backward stable (``‖E‖₂ ≤ c·s·ε‖W‖₂``, ``c = EIGH_BACKWARD_C``), moving each eigenvalue by
+    at most that (Weyl) and ``W_r`` by ``‖E‖₂·(1 + 2λ₁/gap)`` (Davis–Kahan, ``gap = λ_r −
+    λ_(r+1)``); forming ``C W_r⁺ Cᵀ`` multiplies rounding by ``κ_r = λ₁/λ_r``: together
+    ``c·s·ε·λ₁·(4 + 4λ₁/gap + 2κ_r²)``, plus the 2-norm's own ``c·s·ε·λ₁``. Examples with
+    ``gap`` or ``λ_r`` below ``1e-6·λ₁`` (near ties, a nearly singular retained part) are not
+    judged. Keeping eigh's first r eigenpairs (ascending: the smallest) leaves ``λ₁``."""
+    seed, X, kernel = case
+    k_ref, k_tilde, idx = run(target, X, kernel, seed)
+    s = idx.size
+    if s == 0:
+        raise AssertionError(f"{target.name} claims best_rank_on_landmarks but returned no "
+                             "landmarks")
+    w = k_ref[np.ix_(idx, idx)]
+    lam = np.linalg.eigvalsh(w)[::-1]
+    r = min(int(target.rank), s)
+    want = float(lam[r]) if r < s else 0.0
+    lam1 = float(lam[0])
+    gap = float(lam[r - 1] - (lam[r] if r < s else 0.0))
+    if not (lam1 > 0 and gap > 1e-6 * lam1 and lam[r - 1] > 1e-6 * lam1):
+        return  # a near tie or a nearly singular retained part: the slack would be void
+    c = EIGH_BACKWARD_C * s * EPS64 * lam1
+    slack = c * (5.0 + 4.0 * lam1 / gap + 2.0 * (lam1 / float(lam[r - 1])) ** 2)
+    got = float(np.linalg.norm(w - np.asarray(k_tilde, dtype=np.float64)[np.ix_(idx, idx)], 2))
+    assert abs(got - want) <= slack, (
+        f"{target.name}: ‖W − K̃[S, S]‖₂ = {got:.6g} on its {s} landmarks, but the best rank-"
+        f"{r} approximation of W errs by λ_(r+1)(W) = {want:.6g} (slack {slack:.3g}; W's "
+        f"eigenvalues {np.array2string(lam, precision=4)}): the truncation keeps other "
+        f"eigenpairs than the {r} largest (numpy.linalg.eigh returns them ascending) "
+        f"(case={case})")
+
+
 @pytest.mark.parametrize("target", approximations("optimal_rank"))
 @on_cases
 def test_error_is_eckart_young_for_optimal_rank(target, case):

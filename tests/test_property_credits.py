@@ -34,7 +34,14 @@ from kernel_verify.runner import target_property_files
 from kernel_verify.verify.paths import reports_dir
 
 #: Credited properties without a planted defect they kill (``family::test``) and why.
-UNCOVERED: dict[str, str] = {}
+UNCOVERED: dict[str, str] = {
+    "nystrom_properties::test_truncation_is_the_best_rank_r_on_the_landmarks": (
+        "added after the committed reports/mutants.json was made; its planted defect "
+        "nystrom_truncation_keeps_smallest (kernel_verify/mutants/nystrom.py) is killed as "
+        "intended by `kernel-verify mutants --only nystrom_truncation_keeps_smallest` (measured "
+        "2026-12-08); the next complete mutants run credits it, and test_uncovered_list_is_"
+        "current then asks for this entry's removal"),
+}
 
 #: ``(family::test, path)`` pairs — a low-precision dtype path a property ran on, over the
 #: mutants, without killing one there — and why: on that path the property is not credited.

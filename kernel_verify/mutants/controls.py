@@ -167,6 +167,8 @@ _SPECS: list[tuple[str, str, str, Callable[[], list[Target]]]] = [
                                      {"gaussian_rows", "simplex"})])),
     ("nystrom_pinv", "nystrom", "Nyström K̃ = C·W⁺·Cᵀ with the eigenvalue cutoff",
      lambda: _renamed([nystrom_target("nystrom_pinv", "pinv")])),
+    ("nystrom_truncated", "nystrom", "truncated Nyström C·W_r⁺·Cᵀ (6 landmarks, rank 3)",
+     lambda: _renamed([nystrom_target("nystrom_truncated", "truncated_largest")])),
     ("truncated_eigh", "nystrom", "rank-r truncation keeping the r largest eigenpairs of eigh",
      lambda: _renamed([truncation_target("truncated_eigh", "largest")])),
     ("softmax_positive", "feature_map", "SM⁺ (registry function), with attention",

@@ -12,6 +12,11 @@ from kernel_verify.impls.systems import get_system
 from kernel_verify.properties.protocol import KernelApproxTarget
 
 LANDMARKS = 4
+#: The truncated Nyström's landmarks and rank (``K̃ = C W_r⁺ Cᵀ``, r < |S|).
+TRUNCATED_LANDMARKS, TRUNCATED_RANK = 6, 3
+#: What a truncated Nyström claims: not exact on its landmarks, the best rank-r approximation
+#: of W there.
+TRUNCATED_CLAIMS = frozenset({"psd", "schur_residual", "best_rank_on_landmarks"})
 #: Relative size of the diagonal regulariser of ``"jitter_subtracted"`` (times the mean of
 #: diag W), the common ``W + λI`` stabilisation.
 JITTER = 1e-3
@@ -30,12 +35,21 @@ def nystrom(x: np.ndarray, kernel, rng: np.random.Generator, *, inverse: str) ->
     rank up to |S| + 1 while the approximation reports |S| landmarks; ``"jitter_subtracted"``:
     the regularised inverse ``(W + λI)⁻¹`` with the sign of ``λ`` flipped, ``(W − λI)⁻¹`` with
     ``λ = JITTER·tr(W)/|S|``: an eigenvalue of W below λ becomes a negative one of W's
-    "inverse", and K̃ is indefinite."""
+    "inverse", and K̃ is indefinite; ``"truncated_largest"``/``"truncated_smallest"``: the
+    truncated Nyström ``C W_r⁺ Cᵀ`` (:func:`target`)."""
     n = x.shape[0]
-    idx = np.sort(rng.choice(n, size=min(LANDMARKS, n), replace=False))
+    truncated = inverse.startswith("truncated")
+    size = TRUNCATED_LANDMARKS if truncated else LANDMARKS
+    idx = np.sort(rng.choice(n, size=min(size, n), replace=False))
     c = kernel(x, x[idx])
     w = c[idx]
-    if inverse == "W":
+    if truncated:  # W_r⁺ from the r largest eigenpairs (eigh: ascending), or the r first
+        vals, vecs = np.linalg.eigh(w)
+        r = min(TRUNCATED_RANK, w.shape[0])
+        pick = slice(0, r) if inverse == "truncated_smallest" else slice(w.shape[0] - r, None)
+        v_r = vecs[:, pick]
+        w_inv = (v_r / vals[pick]) @ v_r.T
+    elif inverse == "W":
         w_inv = w
     elif inverse == "jitter_subtracted":
         w_inv = np.linalg.inv(w - JITTER * np.trace(w) / w.shape[0] * np.eye(w.shape[0]))
@@ -71,9 +85,14 @@ def truncation_target(name: str, keep: str) -> KernelApproxTarget:
 
 
 def target(name: str, inverse: str) -> KernelApproxTarget:
+    """The Nyström target of ``inverse``; the truncated ones (``truncated_largest``, the correct
+    twin, and ``truncated_smallest``: eigh's first r eigenpairs, the smallest) take
+    :data:`TRUNCATED_LANDMARKS` landmarks at rank :data:`TRUNCATED_RANK`."""
+    truncated = inverse.startswith("truncated")
     return KernelApproxTarget(f"mutant:{name}",
                               lambda x, kernel, rng: nystrom(x, kernel, rng, inverse=inverse),
-                              CLAIMS, rank=LANDMARKS)
+                              TRUNCATED_CLAIMS if truncated else CLAIMS,
+                              rank=TRUNCATED_RANK if truncated else LANDMARKS)
 
 
 #: Truncations claiming optimal rank: name -> (description, which eigenpairs they keep).
@@ -93,6 +112,9 @@ NYSTROM_MUTANTS = {
     "nystrom_jitter_subtracted": (
         "Nyström with the regulariser's sign flipped: (W − λI)⁻¹ instead of (W + λI)⁻¹, "
         "λ = 1e-3·mean diag W", "jitter_subtracted"),
+    "nystrom_truncation_keeps_smallest": (
+        "truncated Nyström (6 landmarks, rank 3) whose W_r⁺ takes eigh's first three "
+        "eigenpairs (ascending order: the smallest)", "truncated_smallest"),
 }
 
 #: The property a Nyström mutant is written for, where it is one property (the others: the
@@ -103,4 +125,6 @@ NYSTROM_KILLERS: dict[str, tuple[str, ...]] = {
     "nystrom_jitter_subtracted": ("psd_properties::test_nystrom_approximation_is_psd",),
     "truncated_eigh_keeps_smallest": (
         "nystrom_properties::test_error_is_eckart_young_for_optimal_rank",),
+    "nystrom_truncation_keeps_smallest": (
+        "nystrom_properties::test_truncation_is_the_best_rank_r_on_the_landmarks",),
 }
