@@ -517,8 +517,11 @@ def _scope_note(loaded: list) -> str:
                   and any(getattr(t, f, None) is not None for f in ("stateful", "parallel"))]
     names = [t.name for t in undeclared if getattr(t, "chunked", None) is None]
     chunked = [t.name for t in undeclared if getattr(t, "chunked", None) is not None]
+    # (exact attention, feature_count = 0: its block-boundary property crosses 64 and 128 keys
+    # itself when no chunk_sizes is declared, so no scope is left to a declaration)
     plain = [t.name for t in loaded
-             if type(t).__name__ == "AttentionTarget" and t.chunk_sizes is None]
+             if type(t).__name__ == "AttentionTarget" and t.chunk_sizes is None
+             and getattr(t, "feature_count", None) != 0]
     notes = []
     for t in loaded:  # a model's declared boundaries past its max_len are never cut at
         if type(t).__name__ != "ModelTarget":
