@@ -464,6 +464,7 @@ def _hf_cases() -> list[Case]:
         "serving": ["yes", 1],
         "padded_prefill": ["yes", 1],
         "decode_mask": ["yes", 1],
+        "cache_calls": ["yes", 1],
         "chunk_sizes": [(0,), (-2,), "4", (True,)],
         "conv_window": [0, -1, True, 2.5],
     }
