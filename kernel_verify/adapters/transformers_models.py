@@ -94,9 +94,11 @@ SERVING_FLOAT64 = ("test_chunked_prefill_equals_one_prefill",
 _QWEN_FLOAT32 = ("Qwen3-Next's PyTorch gated delta rule computes in float32 whatever the "
                  "model's dtype: a float64 model decodes with float32 accuracy "
                  f"({_PAGE}, 'Minor')")
+# (not test_greedy_generate_with_cache_equals_without: generate returns float32 scores of a
+# float64 model, by transformers' design, and the property judges them to one float32 rounding,
+# where the float32 accuracy of the decoding does not show; the decode property sees it)
 KNOWN["qwen3_next"].update({p: _QWEN_FLOAT32 for p in (
-    "test_decode_equals_full_forward_at_every_split",
-    "test_greedy_generate_with_cache_equals_without", "test_left_padding_equals_unpadded",
+    "test_decode_equals_full_forward_at_every_split", "test_left_padding_equals_unpadded",
     *SERVING_FLOAT64)})
 KNOWN["mamba"]["test_outputs_stay_finite_over_an_init_scale_sweep"] = (
     "the reference selective scan forms Δ·B·x in float32 and overflows from 64× the default "
