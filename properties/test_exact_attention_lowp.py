@@ -195,6 +195,10 @@ def test_exact_attention_outputs_at_block_boundaries(target, backend, request):
                                         f"kernel_verify.properties.layouts.far_below_zero("
                                         f"{t_far}, dv={dv}, seed=7)"))
             except VoidBound:
+                request.node.user_properties.append((
+                    "kv_note", f"the far-below-zero layout (scores near −8e4) is not judged on "
+                    f"{backend.id}: the derived bound is void there with every operation in "
+                    f"{backend.budget.compute_dtype}"))
                 continue
             ran += 1
     void_note = ""
@@ -243,6 +247,9 @@ def _compare_outputs(target, backend: Backend, x: QKV, causal: bool, request,
     bound = bound + softmax_attention_error_bound(x.q, x.k, x.v, causal=causal, u=U64,
                                                   ulps=1.0, tiny=format_tiny("float64"))
     bound = bound + weights_rounding(target, backend, weights, x.v)
+    if not np.isfinite(bound).all():  # (scores near −8e4 with every operation in bfloat16)
+        raise VoidBound(f"the derived bound is not finite at these scores in "
+                        f"{b.compute_dtype}")
     credit_case(request, float(bound.max()), (x.v,), backend, x.scale,
                 "the comparison with float64 softmax attention")
     assert_close(
