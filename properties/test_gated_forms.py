@@ -622,6 +622,8 @@ def test_gated_gradients_with_respect_to_the_gates(target, backend, data):
     # constant (fixed_log_gates: not an input the target reads, so no gradient to check)
     if ti.g is not None and ti.fixed and getattr(target, "fixed_log_gates", None) is None:
         names = ["g", *names]
+    elif ti.g is not None and ti.fixed:  # the constant decay, on the backend, not differentiated
+        ti = rebuild_inputs(ti, ["g"], [backend.from_numpy(np.ascontiguousarray(ti.g))])
     parts = [backend.from_numpy(np.ascontiguousarray(ti.g if n == "g" else ti.extra[n]))
              .requires_grad_(True) for n in names]
     for form in full_forms(target):  # each form's backward is its own code
