@@ -951,14 +951,7 @@ def _probe_other_dtypes(target: Any, p: _Probe) -> None:
              if b.device == "cpu" and b.library in target.backends and b.dtype in target.dtypes
              and (b.library, b.dtype) != (first.library, first.dtype)]
     for library, dtype in pairs:
-        again = _Probe(p.name)
-        _FORCED[0] = (library, dtype)
-        try:
-            _PROBES[type(target).__name__](target, again)
-        except _Stop:
-            pass
-        finally:
-            _FORCED[0] = None
+        again = _rerun(target, (library, dtype))
         for problem in again.problems:
             p.add(problem.field, f"(on {library} {dtype}) {problem.message}")
         if again.raised is not None and not again.problems:
